@@ -1,0 +1,128 @@
+// gradus/autodiff/backward.hpp — running the tape backwards: gd::backward and gd::gradients.
+#pragma once
+#include <algorithm>
+#include <initializer_list>
+#include <vector>
+
+#include "gradus/autodiff/materialize.hpp"
+
+namespace gradus {
+namespace detail {
+
+/// Nodes reachable from `root` that need a gradient, in reverse creation order (a valid
+/// reverse topological order, since a node is always created after its inputs).
+inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
+  auto& st = TapeState::local();
+  const uint64_t epoch = ++st.visit_epoch;
+  auto& order = st.order;
+  auto& stack = st.stack;
+  order.clear();
+  stack.clear();
+  stack.push_back(root);
+  root->visited = epoch;
+  while (!stack.empty()) {
+    NodeBase* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    st.inputs.clear();
+    n->inputs(st.inputs);
+    for (NodeBase* in : st.inputs)
+      if (in->requires_grad && in->visited != epoch) {
+        in->visited = epoch;
+        stack.push_back(in);
+      }
+  }
+  std::sort(order.begin(), order.end(), [](const NodeBase* a, const NodeBase* b) { return a->seq > b->seq; });
+  return order;
+}
+
+template <class T>
+std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, const char* op) {
+  GRADUS_CHECK(value_error, y.defined(), op, ": the output is an undefined Var");
+  GRADUS_CHECK(value_error, y.requires_grad(), op,
+               ": the output does not depend on any Var that requires a gradient (was it computed under no_grad?)");
+  auto& st = TapeState::local();
+  GRADUS_CHECK(value_error, !st.in_backward, op, ": called from inside a backward pass");
+  auto& order = reverse_order(y.node());
+  Node<T>* root = y.node();
+  if (seed) {
+    GRADUS_CHECK(shape_error, seed->shape() == y.shape(), op, ": seed gradient shape ", seed->shape(),
+                 " differs from output shape ", y.shape());
+    root->add_adjoint(*seed);
+  } else {
+    bool add = false;
+    T* g = root->adjoint_buffer(&add);
+    std::fill_n(g, root->value.size(), T(1));
+  }
+  st.in_backward = true;
+  const bool prev_mode = std::exchange(st.grad_enabled, false);
+  try {
+    for (NodeBase* n : order)
+      if (n->has_adjoint()) n->backward();
+  } catch (...) {
+    st.in_backward = false;
+    st.grad_enabled = prev_mode;
+    for (NodeBase* n : order) n->clear_adjoint();
+    throw;
+  }
+  st.in_backward = false;
+  st.grad_enabled = prev_mode;
+  return order;
+}
+
+}  // namespace detail
+
+/// Accumulates d(sum of y)/d(leaf) into `leaf.grad()` for every trainable Var y depends on
+/// (y need not be a scalar: its gradient is seeded with ones, as `tf.gradients` does).
+///   gd::backward(loss);  w.grad();
+template <Real T>
+void backward(const Var<T>& y) {
+  auto& order = detail::run_backward(y, static_cast<const Tensor<T>*>(nullptr), "backward");
+  for (detail::NodeBase* n : order) {
+    if (n->is_leaf) n->accumulate_grad();
+    n->clear_adjoint();
+  }
+}
+/// As above with an explicit seed: accumulates the vector-Jacobian product seed^T dy/dleaf.
+template <Real T>
+void backward(const Var<T>& y, const Tensor<T>& seed) {
+  auto& order = detail::run_backward(y, &seed, "backward");
+  for (detail::NodeBase* n : order) {
+    if (n->is_leaf) n->accumulate_grad();
+    n->clear_adjoint();
+  }
+}
+/// Materialises a differentiable expression and backpropagates from it.
+template <Expression E>
+  requires(!is_var_v<E> && is_differentiable_v<E>)
+void backward(const E& y) {
+  backward(Var<value_type_t<E>>(y));
+}
+
+/// d(sum of y)/dx for each x (the C++ form of `tf.gradients`); leaves' `.grad()` is untouched.
+/// An x that y does not depend on gets zeros of its shape.
+///   auto g = gd::gradients(loss, {w, b});   // g[0] has w's shape
+template <Real T>
+std::vector<Tensor<T>> gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
+                                 const Tensor<T>* seed = nullptr) {
+  std::vector<Tensor<T>> out(xs.size());
+  auto& order = detail::run_backward(y, seed, "gradients");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    GRADUS_CHECK(value_error, xs[i].defined(), "gradients: input ", i, " is an undefined Var");
+    const Tensor<T>& a = xs[i].node()->adj;
+    out[i] = a.defined() ? (a.use_count() == 1 ? a : a.clone()) : Tensor<T>::zeros(xs[i].shape());
+  }
+  for (detail::NodeBase* n : order) n->clear_adjoint();
+  return out;
+}
+template <Real T>
+std::vector<Tensor<T>> gradients(const Var<T>& y, std::initializer_list<Var<T>> xs) {
+  return gradients(y, std::vector<Var<T>>(xs));
+}
+template <Expression E>
+  requires(!is_var_v<E> && is_differentiable_v<E>)
+auto gradients(const E& y, std::initializer_list<Var<value_type_t<E>>> xs) {
+  return gradients(Var<value_type_t<E>>(y), std::vector<Var<value_type_t<E>>>(xs));
+}
+
+}  // namespace gradus

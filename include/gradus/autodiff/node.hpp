@@ -1,0 +1,184 @@
+// gradus/autodiff/node.hpp — a recorded value: what it is, its adjoint, how to push it back.
+//
+// The tape is define-by-run: every materialised differentiable expression becomes one node that
+// holds (by handle) the inputs it needs for its backward pass. Nodes are reference counted by the
+// Vars that name them and by the nodes that consume them, so a graph lives exactly as long as
+// something can still be differentiated through it. Node memory comes from a thread-local pool
+// of size classes, so after the first step a training loop reuses the same node memory and asks
+// the system for nothing: this pool is the tape's arena.
+#pragma once
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "gradus/core/tensor.hpp"
+
+namespace gradus::detail {
+
+/// Free lists of node memory by 64-byte size class; one per thread.
+class NodePool {
+ public:
+  static constexpr size_t kGranule = 64, kClasses = 32;
+  static NodePool& local() {
+    thread_local NodePool pool;
+    return pool;
+  }
+  void* allocate(size_t bytes) {
+    const size_t c = (bytes + kGranule - 1) / kGranule;
+    if (c < kClasses && free_[c]) {
+      FreeNode* f = free_[c];
+      free_[c] = f->next;
+      return f;
+    }
+    return ::operator new(c * kGranule, std::align_val_t(kGranule));
+  }
+  void deallocate(void* p, size_t bytes) {
+    const size_t c = (bytes + kGranule - 1) / kGranule;
+    if (c < kClasses) {
+      auto* f = static_cast<FreeNode*>(p);
+      f->next = free_[c];
+      free_[c] = f;
+      return;
+    }
+    ::operator delete(p, std::align_val_t(kGranule));
+  }
+  ~NodePool() {
+    for (FreeNode* f : free_)
+      while (f) {
+        FreeNode* next = f->next;
+        ::operator delete(static_cast<void*>(f), std::align_val_t(kGranule));
+        f = next;
+      }
+  }
+
+ private:
+  struct FreeNode {
+    FreeNode* next;
+  };
+  std::array<FreeNode*, kClasses> free_{};
+};
+
+/// Grad mode and the creation counter of this thread.
+struct TapeState {
+  bool grad_enabled = true;
+  bool in_backward = false;
+  uint64_t next_seq = 1;
+  uint64_t visit_epoch = 1;
+  std::vector<struct NodeBase*> order, stack, inputs;  // reused by every backward pass
+  static TapeState& local() {
+    thread_local TapeState s;
+    return s;
+  }
+};
+
+/// The dtype-independent part of a node: identity, ordering, inputs, backward.
+struct NodeBase {
+  std::atomic<int32_t> refs{0};
+  uint32_t alloc_bytes = 0;
+  bool requires_grad = false;
+  bool is_leaf = false;
+  uint64_t seq = 0;
+  uint64_t visited = 0;
+
+  NodeBase() : seq(TapeState::local().next_seq++) {}
+  NodeBase(const NodeBase&) = delete;
+  NodeBase& operator=(const NodeBase&) = delete;
+  virtual ~NodeBase() = default;
+
+  /// Propagates this node's adjoint into its inputs' adjoints.
+  virtual void backward() {}
+  /// Appends the nodes this one was computed from.
+  virtual void inputs(std::vector<NodeBase*>&) const {}
+  virtual bool has_adjoint() const = 0;
+  virtual void clear_adjoint() = 0;
+  /// Leaves: adds the adjoint of this pass into `grad()`.
+  virtual void accumulate_grad() {}
+  virtual const char* name() const { return "op"; }
+};
+
+inline void retain(NodeBase* n) {
+  if (n) n->refs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void release(NodeBase* n) {
+  if (n && n->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const size_t bytes = n->alloc_bytes;
+    n->~NodeBase();
+    NodePool::local().deallocate(n, bytes);
+  }
+}
+
+/// Allocates a node of type N from this thread's pool.
+template <class N, class... Args>
+N* make_node(Args&&... args) {
+  void* p = NodePool::local().allocate(sizeof(N));
+  N* n = new (p) N(std::forward<Args>(args)...);
+  n->alloc_bytes = uint32_t(sizeof(N));
+  return n;
+}
+
+/// A node holding a value of element type T, its adjoint during a backward pass and, for
+/// leaves, the accumulated gradient.
+template <Real T>
+struct Node : NodeBase {
+  Tensor<T> value;
+  Tensor<T> adj;
+  Tensor<T> grad;
+
+  explicit Node(Tensor<T> v) : value(std::move(v)) {}
+  bool has_adjoint() const override { return adj.defined(); }
+  void clear_adjoint() override { adj = Tensor<T>(); }
+  void accumulate_grad() override {
+    if (!adj.defined()) return;
+    if (!grad.defined()) {
+      grad = adj.use_count() == 1 ? std::move(adj) : adj.clone();
+    } else {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grad.data(), grad.size()) +=
+          Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(adj.data(), adj.size());
+    }
+  }
+
+  /// Adds `g` (same shape as value) into this node's adjoint; adopts g's storage when possible.
+  void add_adjoint(const Tensor<T>& g) {
+    GRADUS_CHECK(shape_error, g.shape() == value.shape() || g.size() == value.size(), name(),
+                 ": gradient shape ", g.shape(), " does not match value shape ", value.shape());
+    if (!adj.defined()) {
+      adj = g.shape() == value.shape() ? g : g.reshape(value.shape());
+      return;
+    }
+    make_adjoint_writable();
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(adj.data(), adj.size()) +=
+        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(g.data(), g.size());
+  }
+  /// The adjoint buffer to write into: `*add` tells whether it already holds a value.
+  T* adjoint_buffer(bool* add) {
+    if (!adj.defined()) {
+      adj = Tensor<T>(value.shape());
+      *add = false;
+    } else {
+      make_adjoint_writable();
+      *add = true;
+    }
+    return adj.data();
+  }
+  void make_adjoint_writable() {
+    if (adj.use_count() > 1) adj = adj.clone();
+  }
+};
+
+/// A trainable (or constant) input: no inputs of its own.
+template <Real T>
+struct LeafNode final : Node<T> {
+  LeafNode(Tensor<T> v, bool requires_grad) : Node<T>(std::move(v)) {
+    this->requires_grad = requires_grad;
+    this->is_leaf = true;
+  }
+  const char* name() const override { return "leaf"; }
+};
+
+}  // namespace gradus::detail

@@ -1,0 +1,110 @@
+// gradus/autodiff/var.hpp — Var<T>, the differentiable tensor, and grad mode.
+#pragma once
+#include <utility>
+
+#include "gradus/autodiff/node.hpp"
+#include "gradus/expr/evaluator.hpp"
+#include "gradus/expr/expr.hpp"
+
+namespace gradus {
+
+template <Real T>
+struct is_expression<Var<T>> : std::true_type {};
+
+/// True unless a `no_grad` scope is active on this thread.
+inline bool grad_enabled() { return detail::TapeState::local().grad_enabled; }
+
+/// Within its scope, expressions over Vars evaluate without recording (like `torch.no_grad`).
+///   { gd::no_grad guard; auto pred = model(x); }
+struct no_grad {
+  no_grad() : prev_(std::exchange(detail::TapeState::local().grad_enabled, false)) {}
+  ~no_grad() { detail::TapeState::local().grad_enabled = prev_; }
+  no_grad(const no_grad&) = delete;
+  no_grad& operator=(const no_grad&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/// A differentiable tensor: a handle to a node of this thread's define-by-run tape.
+/// Built from a Tensor it is a trainable leaf; built from an expression over Vars it records
+/// one node whose backward pass is generated from the expression's type.
+///   gd::Var<float> w(gd::Tensor<float>::ones({3, 3}));   // leaf: w.value(), w.grad()
+///   gd::Var<float> h = gd::tanh(gd::matmul(x, w) + b);   // one fused node for tanh(. + b)
+template <Real T>
+class Var {
+ public:
+  using value_type = T;
+
+  Var() = default;
+  /// A leaf holding `value`; trainable unless `requires_grad` is false.
+  explicit Var(Tensor<T> value, bool requires_grad = true)
+      : Var(detail::make_node<detail::LeafNode<T>>(std::move(value), requires_grad)) {}
+  /// Materialises an expression into one tape node (or a constant when nothing needs a gradient).
+  template <class E>
+    requires(Expression<E> && !is_var_v<E> && !std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
+  Var(const E& e);  // defined in autodiff/materialize.hpp
+
+  /// A Var that never receives a gradient (its value takes part in expressions as a constant).
+  static Var constant(Tensor<T> value) { return Var(std::move(value), false); }
+  /// Wraps a node built by an op; takes one reference.
+  static Var from_node(detail::Node<T>* n) { return Var(n); }
+
+  Var(const Var& o) : node_(o.node_) { detail::retain(node_); }
+  Var(Var&& o) noexcept : node_(std::exchange(o.node_, nullptr)) {}
+  Var& operator=(const Var& o) {
+    detail::retain(o.node_);
+    detail::release(node_);
+    node_ = o.node_;
+    return *this;
+  }
+  Var& operator=(Var&& o) noexcept {
+    if (this != &o) {
+      detail::release(node_);
+      node_ = std::exchange(o.node_, nullptr);
+    }
+    return *this;
+  }
+  ~Var() { detail::release(node_); }
+
+  bool defined() const { return node_ != nullptr; }
+  Tensor<T>& value() { return checked()->value; }
+  const Tensor<T>& value() const { return checked()->value; }
+  /// The gradient accumulated by `gd::backward` (zeros before the first one).
+  Tensor<T>& grad() {
+    auto* n = checked();
+    if (!n->grad.defined()) n->grad = Tensor<T>::zeros(n->value.shape());
+    return n->grad;
+  }
+  /// Sets the accumulated gradient to zero in place (keeps the buffer).
+  void zero_grad() {
+    auto* n = checked();
+    if (n->grad.defined()) n->grad.fill_(T(0));
+  }
+  bool requires_grad() const { return node_ && node_->requires_grad; }
+  bool is_leaf() const { return node_ && node_->is_leaf; }
+  /// The same value, cut from the graph: nothing flows back through it.
+  Var detach() const { return constant(value()); }
+
+  const Shape& shape() const { return value().shape(); }
+  int rank() const { return value().rank(); }
+  int64_t size() const { return value().size(); }
+  T item() const { return value().item(); }
+  detail::Node<T>* node() const { return node_; }
+
+ private:
+  explicit Var(detail::Node<T>* n) : node_(n) { detail::retain(node_); }
+  detail::Node<T>* checked() const {
+    GRADUS_CHECK(value_error, node_, "Var: use of an undefined (default-constructed) Var");
+    return node_;
+  }
+  detail::Node<T>* node_ = nullptr;
+};
+
+template <class T>
+std::ostream& operator<<(std::ostream& os, const Var<T>& v) {
+  if (!v.defined()) return os << "Var(undefined)";
+  return os << "Var(" << v.value() << (v.requires_grad() ? ", requires_grad" : "") << ')';
+}
+
+}  // namespace gradus

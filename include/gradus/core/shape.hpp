@@ -1,0 +1,111 @@
+// gradus/core/shape.hpp — a tensor's dimensions, stored inline (no heap), up to kMaxRank.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gradus/core/error.hpp"
+
+namespace gradus {
+
+inline constexpr int kMaxRank = 8;
+
+/// Dimensions of a row-major tensor: `Shape{2, 3}`. Rank 0 is a scalar (one element).
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.end()); }
+  explicit Shape(std::span<const int64_t> dims) { assign(dims.begin(), dims.end()); }
+  explicit Shape(const std::vector<int64_t>& dims) { assign(dims.begin(), dims.end()); }
+
+  int rank() const { return rank_; }
+  int size() const { return rank_; }
+  int64_t operator[](int i) const { return d_[static_cast<size_t>(i)]; }
+  int64_t& operator[](int i) { return d_[static_cast<size_t>(i)]; }
+  const int64_t* begin() const { return d_.data(); }
+  const int64_t* end() const { return d_.data() + rank_; }
+  int64_t back() const { return d_[static_cast<size_t>(rank_ - 1)]; }
+
+  /// Number of elements: the product of the dimensions (1 for rank 0).
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank_; ++i) n *= d_[static_cast<size_t>(i)];
+    return n;
+  }
+  void push_back(int64_t d) {
+    GRADUS_CHECK(value_error, rank_ < kMaxRank, "shape: rank exceeds ", kMaxRank);
+    d_[static_cast<size_t>(rank_++)] = d;
+  }
+  void insert(int pos, int64_t d) {
+    push_back(0);
+    for (int i = rank_ - 1; i > pos; --i) d_[size_t(i)] = d_[size_t(i - 1)];
+    d_[size_t(pos)] = d;
+  }
+  void erase(int pos) {
+    for (int i = pos; i + 1 < rank_; ++i) d_[size_t(i)] = d_[size_t(i + 1)];
+    --rank_;
+  }
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend std::ostream& operator<<(std::ostream& os, const Shape& s) {
+    os << '[';
+    for (int i = 0; i < s.rank_; ++i) os << (i ? "," : "") << s[i];
+    return os << ']';
+  }
+  std::string str() const { return detail::str(*this); }
+
+ private:
+  template <class It>
+  void assign(It first, It last) {
+    GRADUS_CHECK(value_error, last - first <= kMaxRank, "shape: rank ", last - first, " exceeds ", kMaxRank);
+    rank_ = 0;
+    for (; first != last; ++first) {
+      GRADUS_CHECK(value_error, *first >= 0, "shape: negative dimension ", *first);
+      d_[static_cast<size_t>(rank_++)] = *first;
+    }
+  }
+  std::array<int64_t, kMaxRank> d_{};
+  int rank_ = 0;
+};
+
+/// Row-major strides of `s` in elements.
+inline std::array<int64_t, kMaxRank> row_major_strides(const Shape& s) {
+  std::array<int64_t, kMaxRank> st{};
+  int64_t acc = 1;
+  for (int i = s.rank() - 1; i >= 0; --i) {
+    st[size_t(i)] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+/// Normalises a possibly negative axis against `rank`; throws naming `op` when out of range.
+inline int normalize_axis(int64_t axis, int rank, const char* op) {
+  GRADUS_CHECK(value_error, axis >= -rank && axis < std::max(rank, 1), op, ": axis ", axis,
+               " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+/// NumPy broadcast of two shapes; throws shape_error naming `op` when they do not fit.
+inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const int r = std::max(a.rank(), b.rank());
+  Shape out;
+  for (int i = 0; i < r; ++i) {
+    const int ia = i - (r - a.rank()), ib = i - (r - b.rank());
+    const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    GRADUS_CHECK(shape_error, da == db || da == 1 || db == 1, op,
+                 ": shapes cannot be broadcast together: ", a, " vs ", b);
+    out.push_back(da == 1 ? db : da);
+  }
+  return out;
+}
+
+}  // namespace gradus

@@ -1,0 +1,282 @@
+// gradus/core/tensor.hpp — the dense, contiguous, row-major N-d array.
+#pragma once
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gradus/core/allocator.hpp"
+#include "gradus/core/error.hpp"
+#include "gradus/core/rng.hpp"
+#include "gradus/core/shape.hpp"
+
+namespace gradus {
+
+/// Element types a tensor may hold.
+template <class T>
+concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, int64_t>;
+
+/// Element types that can be differentiated.
+template <class T>
+concept Real = std::same_as<T, float> || std::same_as<T, double>;
+
+template <class E>
+struct is_expression;  // defined in expr/expr.hpp
+
+namespace detail {
+template <class E>
+concept expression_like = is_expression<std::remove_cvref_t<E>>::value;
+}
+
+/// A dense row-major N-d array: a cheap handle to shared, 64-byte-aligned storage.
+/// Copying a Tensor shares its storage; `clone()` copies the elements.
+///   gd::Tensor<float> a = gd::Tensor<float>::zeros({2, 3});
+///   a(1, 2) = 5.f;  gd::Tensor<float> b = a * 2.f + 1.f;   // evaluates the expression
+template <Element T>
+class Tensor {
+ public:
+  using value_type = T;
+
+  /// An undefined tensor (no storage); `defined()` is false.
+  Tensor() = default;
+  /// An uninitialised tensor of `shape` (use `zeros`/`full` when the values matter).
+  explicit Tensor(const Shape& shape) : shape_(shape) { allocate(); }
+
+  Tensor(const Tensor& o) : block_(o.block_), data_(o.data_), shape_(o.shape_) { detail::retain(block_); }
+  Tensor(Tensor&& o) noexcept : block_(std::exchange(o.block_, nullptr)), data_(std::exchange(o.data_, nullptr)), shape_(o.shape_) {}
+  Tensor& operator=(const Tensor& o) {
+    detail::retain(o.block_);
+    detail::release(block_);
+    block_ = o.block_;
+    data_ = o.data_;
+    shape_ = o.shape_;
+    return *this;
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) {
+      detail::release(block_);
+      block_ = std::exchange(o.block_, nullptr);
+      data_ = std::exchange(o.data_, nullptr);
+      shape_ = o.shape_;
+    }
+    return *this;
+  }
+  ~Tensor() { detail::release(block_); }
+
+  /// Evaluates any expression of the same element type into a new tensor.
+  template <class E>
+    requires(detail::expression_like<E> && !std::same_as<std::remove_cvref_t<E>, Tensor>)
+  Tensor(const E& e);  // defined in expr/eval.hpp
+
+  static Tensor empty(const Shape& shape) { return Tensor(shape); }
+  static Tensor zeros(const Shape& shape) { return full(shape, T(0)); }
+  static Tensor ones(const Shape& shape) { return full(shape, T(1)); }
+  static Tensor full(const Shape& shape, T value) {
+    Tensor t(shape);
+    std::fill_n(t.data(), t.size(), value);
+    return t;
+  }
+  /// Copies `values` into a tensor of `shape`; the sizes must agree.
+  static Tensor from(const std::vector<T>& values, const Shape& shape) {
+    GRADUS_CHECK(shape_error, int64_t(values.size()) == shape.numel(), "Tensor::from: ", values.size(),
+                 " values do not fill shape ", shape, " (", shape.numel(), " elements)");
+    Tensor t(shape);
+    std::copy(values.begin(), values.end(), t.data());
+    return t;
+  }
+  /// A rank-1 tensor of the values.
+  static Tensor from(const std::vector<T>& values) { return from(values, Shape{int64_t(values.size())}); }
+  /// A rank-0 tensor holding `value`.
+  static Tensor scalar(T value) { return full(Shape{}, value); }
+  /// 0, 1, ..., n-1.
+  static Tensor arange(int64_t n) {
+    Tensor t(Shape{n});
+    for (int64_t i = 0; i < n; ++i) t.data_[i] = T(i);
+    return t;
+  }
+  /// Normal(mean, stddev) samples drawn from `rng`.
+  static Tensor random_normal(const Shape& shape, Rng& rng, double mean = 0, double stddev = 1)
+    requires Real<T>
+  {
+    Tensor t(shape);
+    for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.normal(mean, stddev));
+    return t;
+  }
+  /// Uniform samples in [lo, hi) drawn from `rng`.
+  static Tensor random_uniform(const Shape& shape, Rng& rng, double lo = 0, double hi = 1)
+    requires Real<T>
+  {
+    Tensor t(shape);
+    for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.uniform(lo, hi));
+    return t;
+  }
+  /// Wraps memory owned elsewhere without copying; `data` must outlive every handle unless
+  /// `release(keepalive)` frees it when the last handle goes.
+  static Tensor wrap(T* data, const Shape& shape, void* keepalive = nullptr, void (*release)(void*) = nullptr) {
+    Tensor t;
+    t.block_ = detail::wrap_external(data, size_t(shape.numel()) * sizeof(T), keepalive, release);
+    t.data_ = data;
+    t.shape_ = shape;
+    return t;
+  }
+
+  bool defined() const { return block_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return shape_.rank(); }
+  int64_t size() const { return shape_.numel(); }
+  int64_t dim(int64_t axis) const { return shape_[normalize_axis(axis, rank(), "dim")]; }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size(); }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size(); }
+  /// True when both handles share storage.
+  bool shares_storage(const Tensor& o) const { return block_ && block_ == o.block_; }
+  /// Number of handles sharing this storage.
+  int use_count() const { return block_ ? block_->refs.load() : 0; }
+
+  /// Element access with bounds checks: `t(i, j)` on a rank-2 tensor.
+  template <std::integral... I>
+  T& operator()(I... idx) {
+    return data_[offset(idx...)];
+  }
+  template <std::integral... I>
+  const T& operator()(I... idx) const {
+    return data_[offset(idx...)];
+  }
+  /// The value of a one-element tensor.
+  T item() const {
+    GRADUS_CHECK(value_error, defined() && size() == 1, "item: expected a tensor with one element, got shape ",
+                 shape_);
+    return data_[0];
+  }
+
+  /// A deep copy with its own storage.
+  Tensor clone() const {
+    Tensor t(shape_);
+    if (size()) std::memcpy(t.data_, data_, size_t(size()) * sizeof(T));
+    return t;
+  }
+  /// A view with another shape over the same storage; one dimension may be -1.
+  Tensor reshape(const std::vector<int64_t>& dims) const {
+    Tensor t = *this;
+    t.shape_ = resolve_reshape(dims, size(), shape_);
+    return t;
+  }
+  Tensor reshape(std::initializer_list<int64_t> dims) const { return reshape(std::vector<int64_t>(dims)); }
+  Tensor reshape(const Shape& s) const { return reshape(s.vec()); }
+
+  /// Sets every element to `v`, in place.
+  Tensor& fill_(T v) {
+    std::fill_n(data_, size(), v);
+    return *this;
+  }
+  /// Copies `src` into this tensor's storage (shapes must have equal sizes).
+  Tensor& copy_(const Tensor& src) {
+    GRADUS_CHECK(shape_error, src.size() == size(), "copy_: sizes differ: ", shape_, " vs ", src.shape());
+    if (size() && src.data_ != data_) std::memmove(data_, src.data_, size_t(size()) * sizeof(T));
+    return *this;
+  }
+  /// Evaluates `e` into this tensor's existing storage (the shapes must match).
+  template <class E>
+    requires detail::expression_like<E>
+  Tensor& assign(const E& e);  // defined in expr/eval.hpp
+
+  static Shape resolve_reshape(const std::vector<int64_t>& dims, int64_t numel, const Shape& from) {
+    Shape s;
+    int infer = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] == -1) {
+        GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in ", Shape(std::vector<int64_t>(dims.size(), 1)));
+        infer = int(i);
+        s.push_back(1);
+      } else {
+        GRADUS_CHECK(value_error, dims[i] >= 0, "reshape: negative dimension ", dims[i]);
+        known *= dims[i];
+        s.push_back(dims[i]);
+      }
+    }
+    if (infer >= 0) {
+      GRADUS_CHECK(shape_error, known != 0 && numel % known == 0, "reshape: cannot reshape ", from, " (", numel,
+                   " elements) with a -1 into ", known, "-element blocks");
+      s[infer] = numel / known;
+    }
+    GRADUS_CHECK(shape_error, s.numel() == numel, "reshape: cannot reshape ", from, " (", numel, " elements) into ", s,
+                 " (", s.numel(), " elements)");
+    return s;
+  }
+
+ private:
+  void allocate() {
+    const size_t bytes = std::max<size_t>(size_t(shape_.numel()) * sizeof(T), 1);
+    block_ = detail::CachingAllocator::instance().allocate(bytes);
+    data_ = reinterpret_cast<T*>(block_->data());
+  }
+  template <class... I>
+  int64_t offset(I... idx) const {
+    GRADUS_CHECK(value_error, int(sizeof...(I)) == rank(), "Tensor(): ", sizeof...(I), " indices for a tensor of rank ",
+                 rank(), " ", shape_);
+    const int64_t ix[] = {int64_t(idx)..., 0};
+    int64_t off = 0;
+    for (int d = 0; d < rank(); ++d) {
+      const int64_t i = ix[d] < 0 ? ix[d] + shape_[d] : ix[d];
+      GRADUS_CHECK(value_error, i >= 0 && i < shape_[d], "Tensor(): index ", ix[d], " out of range for axis ", d,
+                   " of shape ", shape_);
+      off = off * shape_[d] + i;
+    }
+    return off;
+  }
+
+  detail::Block* block_ = nullptr;
+  T* data_ = nullptr;
+  Shape shape_;
+};
+
+namespace detail {
+template <class T>
+void print_rec(std::ostream& os, const T* p, const Shape& s, int d, int indent) {
+  const int64_t n = s[d];
+  const int64_t stride = [&] {
+    int64_t st = 1;
+    for (int i = d + 1; i < s.rank(); ++i) st *= s[i];
+    return st;
+  }();
+  const bool summarise = s.numel() > 1000 && n > 6;
+  os << '[';
+  for (int64_t i = 0; i < n; ++i) {
+    if (summarise && i == 3) {
+      os << (d + 1 == s.rank() ? "..., " : "...,\n" + std::string(size_t(indent + 1), ' '));
+      i = n - 3;
+    }
+    if (d + 1 == s.rank())
+      os << p[i];
+    else
+      print_rec(os, p + i * stride, s, d + 1, indent + 1);
+    if (i + 1 < n) os << (d + 1 == s.rank() ? ", " : ",\n" + std::string(size_t(indent + 1), ' '));
+  }
+  os << ']';
+}
+}  // namespace detail
+
+/// Prints NumPy-style: nested brackets, large tensors summarised, then the shape.
+template <class T>
+std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(";
+  if (t.rank() == 0)
+    os << t.data()[0];
+  else if (t.size() == 0)
+    os << "[]";
+  else
+    detail::print_rec(os, t.data(), t.shape(), 0, 7);
+  return os << ", shape=" << t.shape() << ')';
+}
+
+}  // namespace gradus

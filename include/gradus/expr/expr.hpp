@@ -1,0 +1,157 @@
+// gradus/expr/expr.hpp — expression nodes: what a computation *is*, not how it runs.
+//
+// Every elementwise operator on tensors returns one of these lightweight objects; its type
+// records the computation (`BinaryExpr<Add, BinaryExpr<Mul, A, B>, UnaryExpr<Exp, C>>`) and its
+// operands are held by value (tensor and Var handles are cheap), so `auto e = a * (b + 1);`
+// never dangles. The broadcast shape is computed once, when the node is built, so a shape
+// mistake throws at the line that made it. Evaluators (expr/evaluator.hpp) decide how it runs.
+#pragma once
+#include <concepts>
+#include <type_traits>
+
+#include "gradus/core/shape.hpp"
+#include "gradus/core/tensor.hpp"
+
+namespace gradus {
+
+template <class E>
+struct is_expression : std::false_type {};
+template <Element T>
+struct is_expression<Tensor<T>> : std::true_type {};
+
+/// Anything that evaluates to a tensor: a Tensor, a Var, or an elementwise expression.
+template <class E>
+concept Expression = is_expression<std::remove_cvref_t<E>>::value;
+
+/// A plain number used as an operand (`x * 2.f`, `1 - y`).
+template <class S>
+concept Scalar = std::is_arithmetic_v<std::remove_cvref_t<S>>;
+
+/// The element type of an expression.
+template <class E>
+using value_type_t = typename std::remove_cvref_t<E>::value_type;
+
+template <Real T>
+class Var;
+
+template <class E>
+struct is_var : std::false_type {};
+template <class T>
+struct is_var<Var<T>> : std::true_type {};
+template <class E>
+inline constexpr bool is_var_v = is_var<std::remove_cvref_t<E>>::value;
+
+namespace detail {
+template <class E>
+constexpr bool differentiable() {
+  if constexpr (is_var_v<E>)
+    return true;
+  else if constexpr (requires { E::differentiable; })
+    return E::differentiable;
+  else
+    return false;
+}
+}  // namespace detail
+
+/// True when an expression involves a Var, i.e. is differentiable.
+template <class E>
+inline constexpr bool is_differentiable_v = detail::differentiable<std::remove_cvref_t<E>>();
+
+/// A constant broadcast to any shape; the operand a plain number becomes.
+template <Element T>
+struct ScalarExpr {
+  using value_type = T;
+  static constexpr bool differentiable = false;
+  T value;
+  Shape shape() const { return {}; }
+};
+template <Element T>
+struct is_expression<ScalarExpr<T>> : std::true_type {};
+
+/// `op(a)` applied element by element.
+template <class Op, class A>
+struct UnaryExpr {
+  using value_type = value_type_t<A>;
+  static constexpr bool differentiable = is_differentiable_v<A>;
+  Op op;
+  A a;
+  Shape shape() const { return a.shape(); }
+};
+template <class Op, class A>
+struct is_expression<UnaryExpr<Op, A>> : std::true_type {};
+
+/// `op(a, b)` element by element, with NumPy broadcasting.
+template <class Op, class A, class B>
+struct BinaryExpr {
+  using value_type = value_type_t<A>;
+  static constexpr bool differentiable = is_differentiable_v<A> || is_differentiable_v<B>;
+  Op op;
+  A a;
+  B b;
+  Shape shape_;
+  BinaryExpr(Op o, A x, B y) : op(o), a(std::move(x)), b(std::move(y)), shape_(broadcast_shapes(a.shape(), b.shape(), Op::name.data())) {}
+  Shape shape() const { return shape_; }
+};
+template <class Op, class A, class B>
+struct is_expression<BinaryExpr<Op, A, B>> : std::true_type {};
+
+/// `where(cond, a, b)`: a where cond is non-zero, else b; all three broadcast.
+template <class C, class A, class B>
+struct WhereExpr {
+  using value_type = value_type_t<A>;
+  static constexpr bool differentiable = is_differentiable_v<A> || is_differentiable_v<B>;
+  C c;
+  A a;
+  B b;
+  Shape shape_;
+  WhereExpr(C cc, A x, B y)
+      : c(std::move(cc)), a(std::move(x)), b(std::move(y)),
+        shape_(broadcast_shapes(broadcast_shapes(c.shape(), a.shape(), "where"), b.shape(), "where")) {}
+  Shape shape() const { return shape_; }
+};
+template <class C, class A, class B>
+struct is_expression<WhereExpr<C, A, B>> : std::true_type {};
+
+namespace detail {
+
+/// How an operand is stored inside an expression: handles and nodes by value.
+template <class E>
+using operand_t = std::remove_cvref_t<E>;
+
+template <class E, class S>
+auto as_operand(S s) {
+  return ScalarExpr<value_type_t<E>>{static_cast<value_type_t<E>>(s)};
+}
+
+template <class A, class B>
+inline constexpr bool same_element_v = std::same_as<value_type_t<A>, value_type_t<B>>;
+
+}  // namespace detail
+
+/// Builds `op(a)`.
+template <class Op, Expression A>
+auto make_unary(Op op, A&& a) {
+  return UnaryExpr<Op, detail::operand_t<A>>{op, std::forward<A>(a)};
+}
+
+/// Builds `op(a, b)` for two expressions, or an expression and a number.
+template <class Op, class A, class B>
+auto make_binary(Op op, A&& a, B&& b) {
+  if constexpr (Expression<A> && Expression<B>) {
+    static_assert(detail::same_element_v<A, B>,
+                  "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: cast one operand first (gd::cast<T>(x))");
+    return BinaryExpr<Op, detail::operand_t<A>, detail::operand_t<B>>(op, std::forward<A>(a), std::forward<B>(b));
+  } else if constexpr (Expression<A>) {
+    return BinaryExpr<Op, detail::operand_t<A>, ScalarExpr<value_type_t<A>>>(op, std::forward<A>(a),
+                                                                            detail::as_operand<A>(b));
+  } else {
+    return BinaryExpr<Op, ScalarExpr<value_type_t<B>>, detail::operand_t<B>>(op, detail::as_operand<B>(a),
+                                                                            std::forward<B>(b));
+  }
+}
+
+/// An operand pair an elementwise binary function accepts: two expressions, or one and a number.
+template <class A, class B>
+concept BinaryOperands = (Expression<A> && Expression<B>) || (Expression<A> && Scalar<B>) || (Scalar<A> && Expression<B>);
+
+}  // namespace gradus
