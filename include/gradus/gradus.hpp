@@ -11,3 +11,8 @@
 #include "gradus/autodiff/var.hpp"
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/autodiff/backward.hpp"
+#include "gradus/autodiff/custom_op.hpp"
+#include "gradus/autodiff/gradient_check.hpp"
+#include "gradus/ops/reduce.hpp"
+#include "gradus/ops/softmax.hpp"
+#include "gradus/ops/linalg.hpp"

@@ -77,6 +77,17 @@ void add_grad(const Var<T>& x, const Tensor<T>& g) {
   if (x.requires_grad()) x.node()->add_adjoint(g);
 }
 
+/// The adjoint buffer of a Var input (see Node::adjoint_buffer); never called for tensors,
+/// whose `needs_grad` is false.
+template <class T>
+T* adjoint_buffer(const Tensor<T>&, bool*) {
+  return nullptr;
+}
+template <class T>
+T* adjoint_buffer(const Var<T>& x, bool* add) {
+  return x.node()->adjoint_buffer(add);
+}
+
 /// True when recording a node over these operands would be of use.
 template <class E>
 bool any_requires_grad(const E& e) {

@@ -1,0 +1,130 @@
+// gradus/ops/linalg.hpp — matmul (batched, broadcast over batch dims) on Eigen's GEMM.
+#pragma once
+#include <Eigen/Core>
+
+#include "gradus/autodiff/materialize.hpp"
+
+namespace gradus {
+namespace detail {
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using MatMap = Eigen::Map<RowMat<T>, Eigen::Aligned16>;
+template <class T>
+using CMatMap = Eigen::Map<const RowMat<T>>;
+
+/// c (m x n) = or += a (m x k) * b (k x n), each optionally transposed in storage.
+template <class T>
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+  Eigen::Map<RowMat<T>> C(c, m, n);
+  auto run = [&](const auto& A, const auto& B) {
+    if (add)
+      C.noalias() += A * B;
+    else
+      C.noalias() = A * B;
+  };
+  const CMatMap<T> A(a, ta ? k : m, ta ? m : k), B(b, tb ? n : k, tb ? k : n);
+  if (!ta && !tb) run(A, B);
+  else if (ta && !tb) run(A.transpose(), B);
+  else if (!ta && tb) run(A, B.transpose());
+  else run(A.transpose(), B.transpose());
+}
+
+/// The shapes of one matmul: batch dims broadcast; rank-1 operands promoted as NumPy does.
+struct MatmulPlan {
+  int64_t m, k, n;
+  Shape batch, a_batch, b_batch, out;
+  bool a_vec = false, b_vec = false;
+  MatmulPlan(Shape a, Shape b) {
+    GRADUS_CHECK(shape_error, a.rank() >= 1 && b.rank() >= 1, "matmul: operands must have rank >= 1, got ", a, " x ", b);
+    const Shape a0 = a, b0 = b;
+    if (a.rank() == 1) a_vec = true, a.insert(0, 1);
+    if (b.rank() == 1) b_vec = true, b.push_back(1);
+    m = a[a.rank() - 2], k = a[a.rank() - 1], n = b[b.rank() - 1];
+    GRADUS_CHECK(shape_error, k == b[b.rank() - 2], "matmul: inner dimensions differ: ", a0, " x ", b0);
+    for (int i = 0; i < a.rank() - 2; ++i) a_batch.push_back(a[i]);
+    for (int i = 0; i < b.rank() - 2; ++i) b_batch.push_back(b[i]);
+    batch = broadcast_shapes(a_batch, b_batch, "matmul");
+    out = batch;
+    if (!a_vec) out.push_back(m);
+    if (!b_vec) out.push_back(n);
+  }
+};
+
+/// Offsets of each batch entry of one operand (shape `own`) within the broadcast `batch`.
+inline void batch_offsets(const Shape& own, const Shape& batch, int64_t stride, std::vector<int64_t>& offs) {
+  offs.resize(size_t(batch.numel()));
+  const Broadcast bc(own, batch);
+  bc.runs(0, batch.numel(), [&](int64_t k, int64_t off, int64_t len, int64_t st) {
+    for (int64_t i = 0; i < len; ++i) offs[size_t(k + i)] = (off + i * st) * stride;
+  });
+}
+
+}  // namespace detail
+
+/// Matrix product over the last two axes, broadcasting the batch axes (rank-1 operands as in
+/// NumPy). Runs on Eigen's multi-threaded GEMM.
+///   gd::matmul(x, w)   // [N,784] x [784,10] -> [N,10];  [B,m,k] x [k,n] -> [B,m,n]
+template <Expression A, Expression B>
+auto matmul(const A& a_expr, const B& b_expr) {
+  static_assert(detail::same_element_v<A, B>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: matmul operands differ");
+  using T = value_type_t<A>;
+  static_assert(Real<T>, "matmul: element type must be float or double");
+  auto a = materialize(a_expr);
+  auto b = materialize(b_expr);
+  const Tensor<T>& av = detail::value_of(a);
+  const Tensor<T>& bv = detail::value_of(b);
+  const detail::MatmulPlan p(av.shape(), bv.shape());
+  Tensor<T> out(p.out);
+  const int64_t bn = p.batch.numel();
+  if (p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank()) {
+    // every batch entry of a against one matrix b: a single [batch*m, k] x [k, n] GEMM
+    detail::gemm(av.data(), false, bv.data(), false, out.data(), bn * p.m, p.k, p.n, false);
+  } else {
+    std::vector<int64_t> oa, ob;
+    detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
+    detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+    for (int64_t i = 0; i < bn; ++i)
+      detail::gemm(av.data() + oa[size_t(i)], false, bv.data() + ob[size_t(i)], false, out.data() + i * p.m * p.n,
+                   p.m, p.k, p.n, false);
+  }
+  return make_result("matmul", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
+    const Tensor<T>& av = detail::value_of(a);
+    const Tensor<T>& bv = detail::value_of(b);
+    const int64_t bn = p.batch.numel();
+    const bool flat = p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank();
+    if (detail::needs_grad(a)) {  // dA = g * B^T, summed over broadcast batch entries
+      bool add;
+      T* da = detail::adjoint_buffer(a, &add);
+      if (flat) {
+        detail::gemm(g.data(), false, bv.data(), true, da, bn * p.m, p.n, p.k, add);
+      } else {
+        std::vector<int64_t> oa, ob;
+        detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
+        detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+        if (!add && p.a_batch.numel() != bn) std::fill_n(da, av.size(), T(0)), add = true;
+        for (int64_t i = 0; i < bn; ++i)
+          detail::gemm(g.data() + i * p.m * p.n, false, bv.data() + ob[size_t(i)], true, da + oa[size_t(i)], p.m, p.n,
+                       p.k, add);
+      }
+    }
+    if (detail::needs_grad(b)) {  // dB = A^T * g, summed over broadcast batch entries
+      bool add;
+      T* db = detail::adjoint_buffer(b, &add);
+      if (flat) {
+        detail::gemm(av.data(), true, g.data(), false, db, p.k, bn * p.m, p.n, add);
+      } else {
+        std::vector<int64_t> oa, ob;
+        detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
+        detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+        if (!add && p.b_batch.numel() != bn) std::fill_n(db, bv.size(), T(0)), add = true;
+        for (int64_t i = 0; i < bn; ++i)
+          detail::gemm(av.data() + oa[size_t(i)], true, g.data() + i * p.m * p.n, false, db + ob[size_t(i)], p.k, p.m,
+                       p.n, add);
+      }
+    }
+  }, a, b);
+}
+
+}  // namespace gradus

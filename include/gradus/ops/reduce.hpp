@@ -1,0 +1,325 @@
+// gradus/ops/reduce.hpp — reductions: sum mean max min prod logsumexp argmax argmin.
+//
+// `sum` and `mean` fuse with the elementwise chain they reduce: `mean(square(p - y))` is one
+// pass forward, and its backward is one pass that recomputes the chain block by block, so no
+// intermediate tensor is stored. The other reductions materialise their input and run a kernel
+// over the [outer, reduced, inner] view of the reduced axis.
+#pragma once
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+
+#include "gradus/autodiff/materialize.hpp"
+
+namespace gradus {
+namespace detail {
+
+/// Which axes of `in` a reduction removes; none listed means all.
+struct ReducePlan {
+  Shape in, keep, out;  // keep: reduced axes kept as 1; out: as returned
+  int64_t count = 1;    // elements reduced into each output
+};
+
+inline ReducePlan plan_reduce(const Shape& in, std::initializer_list<int64_t> axes, bool keepdims, const char* op) {
+  std::array<bool, kMaxRank> red{};
+  if (axes.size() == 0)
+    red.fill(true);
+  else
+    for (int64_t a : axes) {
+      const int ax = normalize_axis(a, in.rank(), op);
+      GRADUS_CHECK(value_error, !red[size_t(ax)], op, ": axis ", a, " listed twice");
+      red[size_t(ax)] = true;
+    }
+  ReducePlan p{in, {}, {}, 1};
+  for (int i = 0; i < in.rank(); ++i) {
+    p.keep.push_back(red[size_t(i)] ? 1 : in[i]);
+    if (red[size_t(i)]) p.count *= in[i];
+    if (!red[size_t(i)] || keepdims) p.out.push_back(red[size_t(i)] ? 1 : in[i]);
+  }
+  return p;
+}
+
+/// `sum`/`mean` of an expression: its backward is the fused backward of the expression with the
+/// output's adjoint broadcast back over the reduced axes.
+template <class E>
+struct SumNode final : Node<value_type_t<E>> {
+  using T = value_type_t<E>;
+  E expr;
+  ReducePlan plan;
+  T scale;
+  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s) : Node<T>(std::move(v)), expr(e), plan(p), scale(s) {
+    this->requires_grad = true;
+  }
+  void backward() override { fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale); }
+  void inputs(std::vector<NodeBase*>& out) const override { collect_var_inputs(expr, out); }
+  const char* name() const override { return "sum"; }
+};
+
+template <class E>
+auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bool mean) {
+  using T = value_type_t<E>;
+  const char* op = mean ? "mean" : "sum";
+  const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, op);
+  Tensor<T> out = Tensor<T>::zeros(p.keep);
+  const T scale = mean ? T(1) / T(p.count) : T(1);
+  if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
+    if (p.keep.numel() == 1)
+      out.data()[0] = T(sum_all(e, p.in));
+    else
+      sum_into(e, p.in, out.data(), p.keep);
+  }
+  if (mean) out.assign(out * scale);
+  out = out.reshape(p.out);
+  if constexpr (is_differentiable_v<E>) {
+    if (grad_enabled() && any_requires_grad(e))
+      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale));
+    return Var<T>::constant(std::move(out));
+  } else {
+    return out;
+  }
+}
+
+/// Strides of the [outer, n, inner] view of one axis (or of all elements when axis < 0).
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+  AxisView(const Shape& s, int axis) {
+    if (axis < 0) {
+      n = s.numel();
+      return;
+    }
+    for (int i = 0; i < s.rank(); ++i) (i < axis ? outer : i == axis ? n : inner) *= s[i];
+  }
+};
+
+/// Runs `f(base_offset)` for each of the outer*inner lines of an axis view (the elements of a
+/// line are base + k*inner), in parallel when the tensor is large.
+template <class F>
+void for_each_line(const AxisView& v, F&& f) {
+  const int64_t lines = v.outer * v.inner;
+  cpu::parallel_chunks(
+      lines, 1,
+      [&](int, int64_t b, int64_t e) {
+        for (int64_t l = b; l < e; ++l) f((l / v.inner) * v.n * v.inner + l % v.inner);
+      },
+      std::max<int64_t>(1, cpu::kParallelThreshold / std::max<int64_t>(1, v.n)));
+}
+
+inline ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op) {
+  return all ? plan_reduce(in, {}, keepdims, op) : plan_reduce(in, {axis}, keepdims, op);
+}
+
+/// max/min along one axis; the gradient is shared equally among tied extrema (as TensorFlow).
+template <class E>
+auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_max) {
+  using T = value_type_t<E>;
+  const char* op = is_max ? "max" : "min";
+  auto x = materialize(e);
+  const Tensor<T>& xv = detail::value_of(x);
+  GRADUS_CHECK(value_error, xv.size() > 0, op, ": reduction of an empty tensor ", xv.shape());
+  const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, op);
+  const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), op));
+  Tensor<T> out(p.out);
+  const T* src = xv.data();
+  T* dst = out.data();
+  for_each_line(v, [&](int64_t base) {
+    T m = src[base];
+    for (int64_t k = 1; k < v.n; ++k) {
+      const T y = src[base + k * v.inner];
+      m = is_max ? (y > m ? y : m) : (y < m ? y : m);
+    }
+    dst[(base / (v.n * v.inner)) * v.inner + base % v.inner] = m;
+  });
+  if constexpr (Real<T>) {
+    return make_result(op, std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
+      if (!needs_grad(in)) return;
+      const Tensor<T>& xin = value_of(in);
+      Tensor<T> dx = Tensor<T>::zeros(xin.shape());
+      for_each_line(v, [&](int64_t base) {
+        const int64_t o = (base / (v.n * v.inner)) * v.inner + base % v.inner;
+        int64_t ties = 0;
+        for (int64_t k = 0; k < v.n; ++k) ties += xin.data()[base + k * v.inner] == y.data()[o];
+        const T share = g.data()[o] / T(ties);
+        for (int64_t k = 0; k < v.n; ++k)
+          if (xin.data()[base + k * v.inner] == y.data()[o]) dx.data()[base + k * v.inner] = share;
+      });
+      add_grad(in, dx);
+    }, x);
+  } else {
+    return out;
+  }
+}
+
+/// Index of the first extremum along `axis`.
+template <class E>
+Tensor<int64_t> arg_impl(const E& e, int64_t axis, bool is_max) {
+  const char* op = is_max ? "argmax" : "argmin";
+  const auto xv = eval(e);
+  GRADUS_CHECK(value_error, xv.size() > 0, op, ": reduction of an empty tensor ", xv.shape());
+  const ReducePlan p = plan_reduce(xv.shape(), {axis}, false, op);
+  const AxisView v(xv.shape(), normalize_axis(axis, xv.rank(), op));
+  Tensor<int64_t> out(p.out);
+  for_each_line(v, [&](int64_t base) {
+    int64_t best = 0;
+    auto m = xv.data()[base];
+    for (int64_t k = 1; k < v.n; ++k) {
+      const auto y = xv.data()[base + k * v.inner];
+      if (is_max ? y > m : y < m) m = y, best = k;
+    }
+    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = best;
+  });
+  return out;
+}
+
+}  // namespace detail
+
+/// Sum of all elements (rank-0 result), or over `axes`. Fuses with an elementwise argument.
+///   gd::sum(x);  gd::sum(x, 1);  gd::sum(x, {0, 2}, /*keepdims=*/true);
+template <Expression E>
+auto sum(const E& e) {
+  return detail::sum_impl(e, {}, false, false);
+}
+template <Expression E>
+auto sum(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::sum_impl(e, {axis}, keepdims, false);
+}
+template <Expression E>
+auto sum(const E& e, std::initializer_list<int64_t> axes, bool keepdims = false) {
+  return detail::sum_impl(e, axes, keepdims, false);
+}
+/// Arithmetic mean of all elements, or over `axes` (the same forms as `sum`).
+template <Expression E>
+auto mean(const E& e) {
+  return detail::sum_impl(e, {}, false, true);
+}
+template <Expression E>
+auto mean(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::sum_impl(e, {axis}, keepdims, true);
+}
+template <Expression E>
+auto mean(const E& e, std::initializer_list<int64_t> axes, bool keepdims = false) {
+  return detail::sum_impl(e, axes, keepdims, true);
+}
+
+/// Largest element, overall or along `axis`; ties share the gradient equally.
+template <Expression E>
+auto max(const E& e) {
+  return detail::extremum_impl(e, 0, true, false, true);
+}
+template <Expression E>
+auto max(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::extremum_impl(e, axis, false, keepdims, true);
+}
+/// Smallest element, overall or along `axis`; ties share the gradient equally.
+template <Expression E>
+auto min(const E& e) {
+  return detail::extremum_impl(e, 0, true, false, false);
+}
+template <Expression E>
+auto min(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::extremum_impl(e, axis, false, keepdims, false);
+}
+/// Index of the first largest element along `axis` (an int64 tensor; not differentiable).
+template <Expression E>
+Tensor<int64_t> argmax(const E& e, int64_t axis = 0) {
+  return detail::arg_impl(e, axis, true);
+}
+/// Index of the first smallest element along `axis`.
+template <Expression E>
+Tensor<int64_t> argmin(const E& e, int64_t axis = 0) {
+  return detail::arg_impl(e, axis, false);
+}
+
+namespace detail {
+/// prod along one axis; the gradient uses products of the other elements (exact with zeros).
+template <class E>
+auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
+  using T = value_type_t<E>;
+  auto x = materialize(e);
+  const Tensor<T>& xv = value_of(x);
+  const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "prod");
+  const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "prod"));
+  Tensor<T> out(p.out);
+  for_each_line(v, [&](int64_t base) {
+    T acc = T(1);
+    for (int64_t k = 0; k < v.n; ++k) acc *= xv.data()[base + k * v.inner];
+    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = acc;
+  });
+  if constexpr (Real<T>) {
+    return make_result("prod", std::move(out), [v](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
+      if (!needs_grad(in)) return;
+      const Tensor<T>& xin = value_of(in);
+      Tensor<T> dx(xin.shape());
+      for_each_line(v, [&](int64_t base) {
+        const T go = g.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner];
+        T left = T(1);  // exclusive prefix products, then multiply by suffix products
+        for (int64_t k = 0; k < v.n; ++k) {
+          dx.data()[base + k * v.inner] = left;
+          left *= xin.data()[base + k * v.inner];
+        }
+        T right = T(1);
+        for (int64_t k = v.n - 1; k >= 0; --k) {
+          dx.data()[base + k * v.inner] *= right * go;
+          right *= xin.data()[base + k * v.inner];
+        }
+      });
+      add_grad(in, dx);
+    }, x);
+  } else {
+    return out;
+  }
+}
+
+/// log(sum(exp(x))) along one axis, computed as m + log(sum(exp(x - m))): finite for any x.
+template <class E>
+auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
+  using T = value_type_t<E>;
+  auto x = materialize(e);
+  const Tensor<T>& xv = value_of(x);
+  GRADUS_CHECK(value_error, xv.size() > 0, "logsumexp: reduction of an empty tensor ", xv.shape());
+  const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "logsumexp");
+  const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "logsumexp"));
+  Tensor<T> out(p.out);
+  for_each_line(v, [&](int64_t base) {
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t k = 0; k < v.n; ++k) m = std::max(m, xv.data()[base + k * v.inner]);
+    T s = 0;
+    if (std::isfinite(m))
+      for (int64_t k = 0; k < v.n; ++k) s += std::exp(xv.data()[base + k * v.inner] - m);
+    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = std::isfinite(m) ? m + std::log(s) : m;
+  });
+  return make_result("logsumexp", std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
+    if (!needs_grad(in)) return;
+    const Tensor<T>& xin = value_of(in);
+    Tensor<T> dx(xin.shape());
+    for_each_line(v, [&](int64_t base) {
+      const int64_t o = (base / (v.n * v.inner)) * v.inner + base % v.inner;
+      for (int64_t k = 0; k < v.n; ++k)
+        dx.data()[base + k * v.inner] = g.data()[o] * std::exp(xin.data()[base + k * v.inner] - y.data()[o]);
+    });
+    add_grad(in, dx);
+  }, x);
+}
+}  // namespace detail
+
+/// Product of all elements, or along `axis`.
+template <Expression E>
+auto prod(const E& e) {
+  return detail::prod_impl(e, 0, true, false);
+}
+template <Expression E>
+auto prod(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::prod_impl(e, axis, false, keepdims);
+}
+/// log(sum(exp(x))) over all elements or along `axis`, stable for any logits.
+template <Expression E>
+  requires Real<value_type_t<E>>
+auto logsumexp(const E& e) {
+  return detail::logsumexp_impl(e, 0, true, false);
+}
+template <Expression E>
+  requires Real<value_type_t<E>>
+auto logsumexp(const E& e, int64_t axis, bool keepdims = false) {
+  return detail::logsumexp_impl(e, axis, false, keepdims);
+}
+
+}  // namespace gradus
