@@ -16,3 +16,5 @@
 #include "gradus/ops/reduce.hpp"
 #include "gradus/ops/softmax.hpp"
 #include "gradus/ops/linalg.hpp"
+#include "gradus/ops/registry.hpp"
+#include "gradus/ops/shape.hpp"

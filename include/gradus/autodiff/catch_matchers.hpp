@@ -13,7 +13,7 @@
 namespace gradus::testing {
 
 template <Real T>
-class GradientMatcher : public Catch::MatcherUntypedBase {
+class GradientMatcher : public Catch::Matchers::Impl::MatcherUntypedBase {
  public:
   GradientMatcher(std::vector<Tensor<T>> x0, double tol, GradientCheckOptions opt) : x0_(std::move(x0)), tol_(tol), opt_(opt) {}
 

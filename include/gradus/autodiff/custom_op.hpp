@@ -51,8 +51,10 @@ class CustomOp {
                          } else {
                            const std::array<Tensor<T>, N> xs_v{detail::value_of(in)...};
                            const std::array<Tensor<T>, N> gs = bwd(xs_v, y, g);
-                           size_t i = 0;
-                           (check_and_add(name, i++, in, gs[i - 1]), ...);
+                           const std::tuple<const Xs&...> ins(in...);
+                           [&]<size_t... I>(std::index_sequence<I...>) {
+                             (check_and_add(name, I, std::get<I>(ins), gs[I]), ...);
+                           }(std::make_index_sequence<N>{});
                          }
                        },
                        xs...);

@@ -92,7 +92,7 @@ T* adjoint_buffer(const Var<T>& x, bool* add) {
 template <class E>
 bool any_requires_grad(const E& e) {
   bool any = false;
-  for_each_var(e, [&](const auto& v) { any = any || v.requires_grad(); });
+  for_each_var(e, [&](const auto& v, bool live) { any = any || (live && v.requires_grad()); });
   return any;
 }
 
@@ -103,10 +103,10 @@ void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale) {
   constexpr int N = count_vars<E>();
   std::array<LeafTarget<T>, N> targets{};
   int i = 0;
-  for_each_var(e, [&](const Var<T>& v) {
+  for_each_var(e, [&](const Var<T>& v, bool live) {
     LeafTarget<T>& t = targets[size_t(i++)];
     Node<T>* node = v.node();
-    if (!node->requires_grad) return;
+    if (!live || !node->requires_grad) return;
     t.numel = node->value.size();
     t.contiguous = t.numel == out.numel();
     t.dst = node->adjoint_buffer(&t.add);
@@ -121,7 +121,9 @@ void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale) {
 
 template <class E>
 void collect_var_inputs(const E& e, std::vector<NodeBase*>& out) {
-  for_each_var(e, [&](const auto& v) { out.push_back(v.node()); });
+  for_each_var(e, [&](const auto& v, bool live) {
+    if (live) out.push_back(v.node());
+  });
 }
 
 /// A materialised elementwise expression: its backward is one fused pass over the expression.

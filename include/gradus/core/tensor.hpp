@@ -164,13 +164,14 @@ class Tensor {
     return t;
   }
   /// A view with another shape over the same storage; one dimension may be -1.
-  Tensor reshape(const std::vector<int64_t>& dims) const {
+  Tensor reshape(std::span<const int64_t> dims) const {
     Tensor t = *this;
     t.shape_ = resolve_reshape(dims, size(), shape_);
     return t;
   }
-  Tensor reshape(std::initializer_list<int64_t> dims) const { return reshape(std::vector<int64_t>(dims)); }
-  Tensor reshape(const Shape& s) const { return reshape(s.vec()); }
+  Tensor reshape(const std::vector<int64_t>& dims) const { return reshape(std::span<const int64_t>(dims)); }
+  Tensor reshape(std::initializer_list<int64_t> dims) const { return reshape(std::span<const int64_t>(dims.begin(), dims.size())); }
+  Tensor reshape(const Shape& s) const { return reshape(std::span<const int64_t>(s.begin(), size_t(s.rank()))); }
 
   /// Sets every element to `v`, in place.
   Tensor& fill_(T v) {
@@ -188,13 +189,13 @@ class Tensor {
     requires detail::expression_like<E>
   Tensor& assign(const E& e);  // defined in expr/eval.hpp
 
-  static Shape resolve_reshape(const std::vector<int64_t>& dims, int64_t numel, const Shape& from) {
+  static Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {
     Shape s;
     int infer = -1;
     int64_t known = 1;
     for (size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] == -1) {
-        GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in ", Shape(std::vector<int64_t>(dims.size(), 1)));
+        GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in the new shape of ", from);
         infer = int(i);
         s.push_back(1);
       } else {

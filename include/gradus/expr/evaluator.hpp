@@ -303,20 +303,23 @@ struct Evaluator<WhereExpr<C, A, B>> {
   auto cond(int64_t n) const { return CMapX<value_type_t<C>>(c.val(), n) != value_type_t<C>(0); }
 };
 
-/// Calls `f(var)` for every Var leaf of `e`, in the order evaluators visit them.
+/// Calls `f(var, live)` for every Var leaf of `e`, in the order evaluators visit them; `live` is
+/// false for a leaf whose gradient cannot flow to it (under a comparison, `sign`, a `where`
+/// condition), so the backward pass never writes through that occurrence.
 template <class E, class F>
-void for_each_var(const E& e, F&& f) {
+void for_each_var(const E& e, F&& f, bool live = true) {
   if constexpr (is_var_v<E>)
-    f(e);
+    f(e, live);
   else if constexpr (requires { e.c; }) {
-    for_each_var(e.c, f);
-    for_each_var(e.a, f);
-    for_each_var(e.b, f);
+    for_each_var(e.c, f, false);
+    for_each_var(e.a, f, live);
+    for_each_var(e.b, f, live);
   } else if constexpr (requires { e.b; }) {
-    for_each_var(e.a, f);
-    for_each_var(e.b, f);
+    constexpr bool d = decltype(e.op)::differentiable;
+    for_each_var(e.a, f, live && d);
+    for_each_var(e.b, f, live && d);
   } else if constexpr (requires { e.a; })
-    for_each_var(e.a, f);
+    for_each_var(e.a, f, live && decltype(e.op)::differentiable);
 }
 
 template <class E>

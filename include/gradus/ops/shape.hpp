@@ -1,0 +1,527 @@
+// gradus/ops/shape.hpp — differentiable shape ops: reshape, flatten, expand_dims, squeeze,
+// transpose, concat, stack, slice, gather, one_hot, pad and cast (TensorFlow semantics).
+//
+// Each op takes any expression (a Tensor, a Var or a lazy elementwise expression), computes
+// its output with one strided copy (detail::strided_copy), and returns a Tensor when no input
+// is a Var and a Var otherwise; the gradient rule sits next to the forward. Axes may be
+// negative. Mistakes throw gd::value_error / gd::shape_error naming the op and the shapes.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "gradus/autodiff/materialize.hpp"
+
+namespace gradus {
+namespace detail {
+
+/// `[a,b,c]` for a list that may hold negative numbers (Shape rejects them).
+inline std::string list_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// An axis in [-n, n) normalised to [0, n); the error names the op and the shape.
+inline int shape_axis(int64_t axis, int n, const char* op, const Shape& s) {
+  GRADUS_CHECK(value_error, axis >= -n && axis < n, op, ": axis ", axis, " out of range [", -n, ", ", n,
+               ") for shape ", s);
+  return int(axis < 0 ? axis + n : axis);
+}
+
+inline int64_t prod(const Shape& s, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; ++i) n *= s[i];
+  return n;
+}
+
+/// An N-d copy `dst[i] = src[i]` over `extent`, with element strides for each side. Unit dims
+/// are dropped and dims that are contiguous on both sides merged, so a copy that moves whole
+/// rows runs as one memcpy per row; a transposing copy runs in cache-sized tiles.
+struct StridedCopy {
+  int rank = 0;
+  std::array<int64_t, kMaxRank> n{}, src{}, dst{};
+
+  StridedCopy(const Shape& extent, const int64_t* src_strides, const int64_t* dst_strides) {
+    for (int d = 0; d < extent.rank(); ++d) {
+      if (extent[d] == 1) continue;
+      const size_t last = size_t(rank - 1);
+      if (rank > 0 && src[last] == src_strides[d] * extent[d] && dst[last] == dst_strides[d] * extent[d]) {
+        n[last] *= extent[d];
+        src[last] = src_strides[d];
+        dst[last] = dst_strides[d];
+      } else {
+        n[size_t(rank)] = extent[d], src[size_t(rank)] = src_strides[d], dst[size_t(rank)] = dst_strides[d];
+        ++rank;
+      }
+    }
+  }
+  /// True when the copy maps a contiguous block onto a contiguous block (a view would do).
+  bool is_contiguous() const { return rank == 0 || (rank == 1 && src[0] == 1 && dst[0] == 1); }
+
+  template <class T>
+  void run(const T* s, T* d) const {
+    if (rank == 0) {
+      *d = *s;
+      return;
+    }
+    const int in = rank - 1;
+    // A transposing copy: the destination's fastest axis is not the source's; copy in tiles
+    // over (tile axis: source-contiguous) x (inner axis: destination-contiguous).
+    int tile = -1;
+    if (dst[size_t(in)] == 1 && src[size_t(in)] != 1)
+      for (int k = 0; k < in; ++k)
+        if (src[size_t(k)] == 1) tile = k;
+    const int64_t m = n[size_t(in)], ss = src[size_t(in)], ds = dst[size_t(in)];
+    for_outer(in, tile, s, d, [&](const T* sp, T* dp) {
+      if (tile >= 0)
+        transpose_tiles(sp, ss, dp, dst[size_t(tile)], n[size_t(tile)], m);
+      else if (ss == 1 && ds == 1)
+        std::copy_n(sp, m, dp);
+      else
+        for (int64_t i = 0; i < m; ++i) dp[i * ds] = sp[i * ss];
+    });
+  }
+
+ private:
+  /// Calls f(src, dst) at every combination of the axes other than `a` and `b`.
+  template <class T, class F>
+  void for_outer(int a, int b, const T* s, T* d, F&& f) const {
+    std::array<int, kMaxRank> axes{};
+    std::array<int64_t, kMaxRank> idx{};
+    int m = 0;
+    for (int k = 0; k < rank; ++k)
+      if (k != a && k != b) axes[size_t(m++)] = k;
+    int64_t so = 0, doff = 0;
+    for (;;) {
+      f(s + so, d + doff);
+      int j = m - 1;
+      for (; j >= 0; --j) {
+        const size_t ax = size_t(axes[size_t(j)]);
+        so += src[ax], doff += dst[ax];
+        if (++idx[size_t(j)] < n[ax]) break;
+        so -= src[ax] * n[ax], doff -= dst[ax] * n[ax], idx[size_t(j)] = 0;
+      }
+      if (j < 0) return;
+    }
+  }
+  /// d[a * ld_d + b] = s[a + b * ld_s] for a < na, b < nb, in 32x32 tiles (on large matrices
+  /// several times faster than Eigen's `map = map.transpose()`).
+  template <class T>
+  static void transpose_tiles(const T* s, int64_t ld_s, T* d, int64_t ld_d, int64_t na, int64_t nb) {
+    constexpr int64_t kTile = 32;
+    for (int64_t a0 = 0; a0 < na; a0 += kTile)
+      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
+        const int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
+        for (int64_t a = a0; a < a1; ++a)
+          for (int64_t b = b0; b < b1; ++b) d[a * ld_d + b] = s[a + b * ld_s];
+      }
+  }
+};
+
+/// Copies the `extent`-shaped window of `src` starting at `src_at` into the window of `dst`
+/// starting at `dst_at` (row-major tensors; windows given per axis).
+template <class T>
+void copy_window(const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, const int64_t* dst_at,
+                 const Shape& extent) {
+  if (extent.numel() == 0) return;
+  const auto ss = row_major_strides(src.shape()), ds = row_major_strides(dst.shape());
+  int64_t so = 0, doff = 0;
+  for (int i = 0; i < extent.rank(); ++i) so += src_at[i] * ss[size_t(i)], doff += dst_at[i] * ds[size_t(i)];
+  StridedCopy(extent, ss.data(), ds.data()).run(src.data() + so, dst.data() + doff);
+}
+
+/// `x` with its axes permuted (`out.shape[i] = x.shape[perm[i]]`); a view of x when no data moves.
+template <class T>
+Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& perm) {
+  Shape os;
+  std::array<int64_t, kMaxRank> ss{};
+  const auto xs = row_major_strides(x.shape());
+  for (size_t i = 0; i < perm.size(); ++i) os.push_back(x.shape()[perm[i]]), ss[i] = xs[size_t(perm[i])];
+  const auto ds = row_major_strides(os);
+  const StridedCopy copy(os, ss.data(), ds.data());
+  if (copy.is_contiguous()) return x.reshape(os);
+  Tensor<T> out(os);
+  if (out.size()) copy.run(x.data(), out.data());
+  return out;
+}
+
+/// Inputs joined side by side: each viewed as [outer, inner_i], the output as [outer, sum inner_i].
+/// Used by concat and stack; the gradient splits the output's adjoint back.
+template <class T>
+void join_rows(const std::vector<const T*>& parts, const std::vector<int64_t>& inner, T* out, int64_t outer) {
+  const int64_t total = std::accumulate(inner.begin(), inner.end(), int64_t(0));
+  int64_t col = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t ss[] = {inner[i], 1}, ds[] = {total, 1};
+    if (outer > 0 && inner[i] > 0) StridedCopy(Shape{outer, inner[i]}, ss, ds).run(parts[i], out + col);
+    col += inner[i];
+  }
+}
+
+/// A node over a list of Var inputs (concat, stack): `f(grad, inputs)` pushes the adjoint back.
+template <class T, class F>
+struct ListNode final : Node<T> {
+  const char* op;
+  F f;
+  std::vector<Var<T>> in;
+  ListNode(const char* name, Tensor<T> out, F fn, std::vector<Var<T>> inputs)
+      : Node<T>(std::move(out)), op(name), f(std::move(fn)), in(std::move(inputs)) {
+    this->requires_grad = true;
+  }
+  void backward() override { f(this->adj, in); }
+  void inputs(std::vector<NodeBase*>& out) const override {
+    for (const auto& v : in) out.push_back(v.node());
+  }
+  const char* name() const override { return op; }
+};
+
+template <class X>
+concept TensorOrVar = std::same_as<X, Tensor<value_type_t<X>>> || is_var_v<X>;
+
+/// concat and stack: `axis` splits each input's shape into outer (before) and inner (from) parts.
+template <class X>
+auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
+  using T = value_type_t<X>;
+  const int64_t outer = prod(value_of(xs[0]).shape(), 0, axis);
+  std::vector<const T*> parts;
+  std::vector<int64_t> inner;
+  for (const X& x : xs) {
+    parts.push_back(value_of(x).data());
+    inner.push_back(prod(value_of(x).shape(), axis, value_of(x).rank()));
+  }
+  Tensor<T> out(out_shape);
+  join_rows(parts, inner, out.data(), outer);
+  if constexpr (is_var_v<X>) {
+    const bool record = grad_enabled() && std::any_of(xs.begin(), xs.end(), [](const X& x) { return x.requires_grad(); });
+    if (!record) return Var<T>::constant(std::move(out));
+    auto backward = [outer, inner](const Tensor<T>& g, const std::vector<Var<T>>& in) {
+      const int64_t total = g.size() / std::max<int64_t>(outer, 1);
+      int64_t col = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].requires_grad() && outer > 0 && inner[i] > 0) {
+          Tensor<T> gi(in[i].shape());
+          const int64_t ss[] = {total, 1}, ds[] = {inner[i], 1};
+          StridedCopy(Shape{outer, inner[i]}, ss, ds).run(g.data() + col, gi.data());
+          add_grad(in[i], gi);
+        }
+        col += inner[i];
+      }
+    };
+    return Var<T>::from_node(make_node<ListNode<T, decltype(backward)>>(op, std::move(out), std::move(backward), xs));
+  } else {
+    return out;
+  }
+}
+
+/// cast<U> of a Var<T>: the gradient is cast back to T.
+template <Real U, Real T>
+struct CastNode final : Node<U> {
+  Var<T> in;
+  CastNode(Tensor<U> out, Var<T> x) : Node<U>(std::move(out)), in(std::move(x)) { this->requires_grad = true; }
+  void backward() override {
+    bool add = false;
+    T* dst = in.node()->adjoint_buffer(&add);
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> d(dst, in.size());
+    Eigen::Map<const Eigen::Array<U, Eigen::Dynamic, 1>> g(this->adj.data(), this->adj.size());
+    if (add)
+      d += g.template cast<T>();
+    else
+      d = g.template cast<T>();
+  }
+  void inputs(std::vector<NodeBase*>& out) const override { out.push_back(in.node()); }
+  const char* name() const override { return "cast"; }
+};
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------ reshape family
+
+/// `x` with shape `dims` (one -1 is inferred); zero-copy: the result shares x's storage.
+///   gd::reshape(x, {2, -1});   // [2,3,4] -> [2,12]
+template <Expression E>
+auto reshape(const E& e, const std::vector<int64_t>& dims) {
+  auto x = materialize(e);
+  return make_result("reshape", detail::value_of(x).reshape(dims),
+                     [](const auto& g, const auto&, const auto& x) { detail::add_grad(x, g.reshape(x.shape())); }, x);
+}
+template <Expression E, class S>
+  requires std::same_as<S, Shape>
+auto reshape(const E& e, const S& shape) {
+  return reshape(e, shape.vec());
+}
+
+/// [N, d1, ..., dk] -> [N, d1*...*dk], as Keras' Flatten (keeps axis 0); a rank-1 [N] gives [N, 1].
+template <Expression E>
+auto flatten(const E& e) {
+  auto x = materialize(e);
+  const Shape& s = detail::value_of(x).shape();
+  GRADUS_CHECK(value_error, s.rank() >= 1, "flatten: expected rank >= 1, got shape ", s);
+  return reshape(x, {s[0], detail::prod(s, 1, s.rank())});
+}
+
+/// Inserts a dimension of size 1 at `axis` in [-rank-1, rank]: [2,3] at 1 -> [2,1,3]. Zero-copy.
+template <Expression E>
+auto expand_dims(const E& e, int64_t axis) {
+  auto x = materialize(e);
+  Shape s = detail::value_of(x).shape();
+  s.insert(detail::shape_axis(axis, s.rank() + 1, "expand_dims", s), 1);
+  return reshape(x, s);
+}
+
+/// Removes the given size-1 axes (all size-1 axes when `axes` is empty). Zero-copy.
+///   gd::squeeze(x);  gd::squeeze(x, 1);  gd::squeeze(x, {0, 2});
+template <Expression E>
+auto squeeze(const E& e, const std::vector<int64_t>& axes = {}) {
+  auto x = materialize(e);
+  const Shape& s = detail::value_of(x).shape();
+  std::vector<bool> drop(size_t(s.rank()), axes.empty());
+  for (int64_t a : axes) {
+    const int ax = detail::shape_axis(a, s.rank(), "squeeze", s);
+    GRADUS_CHECK(value_error, s[ax] == 1, "squeeze: axis ", a, " of shape ", s, " has size ", s[ax], ", not 1");
+    drop[size_t(ax)] = true;
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < s.rank(); ++i)
+    if (!(drop[size_t(i)] && s[i] == 1)) dims.push_back(s[i]);
+  return reshape(x, dims);
+}
+template <Expression E>
+auto squeeze(const E& e, int64_t axis) {
+  return squeeze(e, std::vector<int64_t>{axis});
+}
+
+// ---------------------------------------------------------------------------------- transpose
+
+/// Permutes the axes: `out.shape[i] = x.shape[perm[i]]`; an empty perm reverses them (the matrix
+/// transpose for rank 2). Runs as a tiled copy; a view of x when no data moves.
+///   gd::transpose(x);  gd::transpose(x, {0, 2, 1});
+template <Expression E>
+auto transpose(const E& e, const std::vector<int64_t>& perm = {}) {
+  auto x = materialize(e);
+  const Shape& s = detail::value_of(x).shape();
+  const int r = s.rank();
+  std::vector<int> p(static_cast<size_t>(r)), inv(static_cast<size_t>(r), -1);
+  if (perm.empty()) {
+    for (int i = 0; i < r; ++i) p[size_t(i)] = r - 1 - i;
+  } else {
+    GRADUS_CHECK(value_error, int(perm.size()) == r, "transpose: perm ", detail::list_str(perm), " has ", perm.size(),
+                 " entries for shape ", s, " of rank ", r);
+    for (int i = 0; i < r; ++i) p[size_t(i)] = perm[size_t(i)] >= -r && perm[size_t(i)] < r ? int((perm[size_t(i)] + r) % r) : -1;
+  }
+  for (int i = 0; i < r; ++i) {
+    GRADUS_CHECK(value_error, p[size_t(i)] >= 0 && inv[size_t(p[size_t(i)])] < 0, "transpose: perm ",
+                 detail::list_str(perm), " is not a permutation of the axes of shape ", s);
+    inv[size_t(p[size_t(i)])] = i;
+  }
+  return make_result("transpose", detail::permute(detail::value_of(x), p),
+                     [inv](const auto& g, const auto&, const auto& x) {
+                       if (detail::needs_grad(x)) detail::add_grad(x, detail::permute(g, inv));
+                     },
+                     x);
+}
+
+// ------------------------------------------------------------------------------ concat, stack
+
+/// Joins tensors (or Vars) along an existing axis; shapes must agree outside it.
+///   gd::concat({a, b}, 1);   // [2,3] and [2,4] -> [2,7]
+template <class X>
+  requires detail::TensorOrVar<X>
+auto concat(const std::vector<X>& xs, int64_t axis = 0) {
+  GRADUS_CHECK(value_error, !xs.empty(), "concat: expected at least one tensor, got none");
+  Shape out = detail::value_of(xs[0]).shape();
+  GRADUS_CHECK(value_error, out.rank() >= 1, "concat: cannot concatenate scalars (shape [])");
+  const int ax = detail::shape_axis(axis, out.rank(), "concat", out);
+  for (size_t i = 1; i < xs.size(); ++i) {
+    Shape s = detail::value_of(xs[i]).shape();
+    bool fits = s.rank() == out.rank();
+    for (int d = 0; fits && d < s.rank(); ++d) fits = d == ax || s[d] == out[d];
+    GRADUS_CHECK(shape_error, fits, "concat: shapes ", detail::value_of(xs[0]).shape(), " and ", s,
+                 " differ outside axis ", ax);
+    out[ax] += s[ax];
+  }
+  return detail::join("concat", xs, ax, out);
+}
+template <class X>
+  requires detail::TensorOrVar<X>
+auto concat(std::initializer_list<X> xs, int64_t axis = 0) {
+  return concat(std::vector<X>(xs), axis);
+}
+
+/// Stacks same-shape tensors (or Vars) along a new axis in [-rank-1, rank].
+///   gd::stack({a, b}, 0);    // two [2,3] -> [2,2,3]
+template <class X>
+  requires detail::TensorOrVar<X>
+auto stack(const std::vector<X>& xs, int64_t axis = 0) {
+  GRADUS_CHECK(value_error, !xs.empty(), "stack: expected at least one tensor, got none");
+  const Shape& s = detail::value_of(xs[0]).shape();
+  const int ax = detail::shape_axis(axis, s.rank() + 1, "stack", s);
+  for (const X& x : xs)
+    GRADUS_CHECK(shape_error, detail::value_of(x).shape() == s, "stack: shapes ", s, " and ",
+                 detail::value_of(x).shape(), " differ");
+  Shape out = s;
+  out.insert(ax, int64_t(xs.size()));
+  return detail::join("stack", xs, ax, out);
+}
+template <class X>
+  requires detail::TensorOrVar<X>
+auto stack(std::initializer_list<X> xs, int64_t axis = 0) {
+  return stack(std::vector<X>(xs), axis);
+}
+
+// ---------------------------------------------------------------------------- slice, pad
+
+/// The block of `x` starting at `begin` with extent `size` (-1: to the end), as tf.slice.
+///   gd::slice(x, {0, 1}, {2, -1});   // [2,3] -> [2,2]
+template <Expression E>
+auto slice(const E& e, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
+  auto x = materialize(e);
+  const auto& xv = detail::value_of(x);
+  const Shape& s = xv.shape();
+  GRADUS_CHECK(value_error, int(begin.size()) == s.rank() && int(size.size()) == s.rank(), "slice: begin ",
+               detail::list_str(begin), " and size ", detail::list_str(size), " need ", s.rank(),
+               " entries each for shape ", s);
+  Shape os;
+  for (int d = 0; d < s.rank(); ++d) {
+    const int64_t b = begin[size_t(d)], n = size[size_t(d)] == -1 ? s[d] - b : size[size_t(d)];
+    GRADUS_CHECK(value_error, b >= 0 && b <= s[d] && n >= 0 && b + n <= s[d], "slice: begin ", detail::list_str(begin),
+                 " and size ", detail::list_str(size), " out of range for shape ", s, " at axis ", d);
+    os.push_back(n);
+  }
+  Tensor<value_type_t<E>> out(os);
+  const std::vector<int64_t> zero(size_t(s.rank()), 0);
+  detail::copy_window(xv, begin.data(), out, zero.data(), os);
+  return make_result("slice", std::move(out),
+                     [begin, zero](const auto& g, const auto&, const auto& x) {
+                       if (!detail::needs_grad(x)) return;
+                       auto gx = std::remove_cvref_t<decltype(g)>::zeros(x.shape());
+                       detail::copy_window(g, zero.data(), gx, begin.data(), g.shape());
+                       detail::add_grad(x, gx);
+                     },
+                     x);
+}
+
+/// Pads each axis with `paddings[axis] = {before, after}` elements of `constant`, as tf.pad.
+///   gd::pad(x, {{1, 1}, {0, 2}});   // [2,3] -> [4,5]
+template <Expression E>
+auto pad(const E& e, const std::vector<std::pair<int64_t, int64_t>>& paddings, value_type_t<E> constant = 0) {
+  auto x = materialize(e);
+  const auto& xv = detail::value_of(x);
+  const Shape& s = xv.shape();
+  GRADUS_CHECK(value_error, int(paddings.size()) == s.rank(), "pad: ", paddings.size(), " paddings for shape ", s,
+               " of rank ", s.rank());
+  Shape os;
+  std::vector<int64_t> at, zero(size_t(s.rank()), 0);
+  for (int d = 0; d < s.rank(); ++d) {
+    const auto [lo, hi] = paddings[size_t(d)];
+    GRADUS_CHECK(value_error, lo >= 0 && hi >= 0, "pad: negative padding {", lo, ", ", hi, "} for axis ", d,
+                 " of shape ", s);
+    os.push_back(lo + s[d] + hi);
+    at.push_back(lo);
+  }
+  auto out = Tensor<value_type_t<E>>::full(os, constant);
+  detail::copy_window(xv, zero.data(), out, at.data(), s);
+  return make_result("pad", std::move(out),
+                     [at, zero](const auto& g, const auto&, const auto& x) {
+                       if (!detail::needs_grad(x)) return;
+                       std::remove_cvref_t<decltype(g)> gx(x.shape());
+                       detail::copy_window(g, at.data(), gx, zero.data(), x.shape());
+                       detail::add_grad(x, gx);
+                     },
+                     x);
+}
+
+// ------------------------------------------------------------------------------ gather, one_hot
+
+/// Rows of `x` along `axis` picked by `indices` (any rank), as tf.gather: the output shape is
+/// x.shape[:axis] + indices.shape + x.shape[axis+1:]. The gradient scatter-adds (repeated
+/// indices accumulate). An index outside [0, x.shape[axis]) throws value_error.
+///   gd::gather(embeddings, ids);   // [V,D] gathered by [B,T] -> [B,T,D]
+template <Expression E>
+auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
+  auto x = materialize(e);
+  const auto& xv = detail::value_of(x);
+  const Shape& s = xv.shape();
+  GRADUS_CHECK(value_error, s.rank() >= 1, "gather: cannot gather from a scalar (shape [])");
+  const int ax = detail::shape_axis(axis, s.rank(), "gather", s);
+  const int64_t outer = detail::prod(s, 0, ax), n = s[ax], inner = detail::prod(s, ax + 1, s.rank());
+  const int64_t k = indices.size();
+  const int64_t* idx = indices.data();
+  for (int64_t j = 0; j < k; ++j)
+    GRADUS_CHECK(value_error, idx[j] >= 0 && idx[j] < n, "gather: index ", idx[j], " at position ", j,
+                 " out of range [0, ", n, ") for axis ", ax, " of shape ", s);
+  Shape os;
+  for (int d = 0; d < ax; ++d) os.push_back(s[d]);
+  for (int64_t d : indices.shape()) os.push_back(d);
+  for (int d = ax + 1; d < s.rank(); ++d) os.push_back(s[d]);
+  Tensor<value_type_t<E>> out(os);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < k; ++j)
+      std::copy_n(xv.data() + (o * n + idx[j]) * inner, inner, out.data() + (o * k + j) * inner);
+  return make_result("gather", std::move(out),
+                     [indices, outer, n, inner](const auto& g, const auto&, const auto& x) {
+                       if (!detail::needs_grad(x)) return;
+                       auto gx = std::remove_cvref_t<decltype(g)>::zeros(x.shape());
+                       const int64_t k = indices.size();
+                       for (int64_t o = 0; o < outer; ++o)
+                         for (int64_t j = 0; j < k; ++j) {
+                           const auto* src = g.data() + (o * k + j) * inner;
+                           auto* dst = gx.data() + (o * n + indices.data()[j]) * inner;
+                           for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
+                         }
+                       detail::add_grad(x, gx);
+                     },
+                     x);
+}
+
+/// One-hot encoding: labels.shape + [depth], `on` at each label, `off` elsewhere. A label
+/// outside [0, depth) gives a row of all `off`, as tf.one_hot does. Not differentiable.
+///   gd::one_hot(labels, 10);   // Tensor<float> [N, 10]
+template <Element T = float>
+Tensor<T> one_hot(const Tensor<int64_t>& labels, int64_t depth, T on = T(1), T off = T(0)) {
+  GRADUS_CHECK(value_error, depth >= 0, "one_hot: negative depth ", depth, " for labels of shape ", labels.shape());
+  Shape os = labels.shape();
+  os.push_back(depth);
+  auto out = Tensor<T>::full(os, off);
+  for (int64_t i = 0; i < labels.size(); ++i) {
+    const int64_t l = labels.data()[i];
+    if (l >= 0 && l < depth) out.data()[i * depth + l] = on;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------ cast
+
+/// Converts the element type (float -> integer truncates toward zero, as static_cast).
+/// Tensor<T> -> Tensor<U>; Var<float>/Var<double> -> a differentiable Var<U> whose gradient is
+/// cast back; a Var cast to int64_t gives a Tensor<int64_t> (no gradient). Casting to the
+/// same type returns the input itself.
+///   gd::Var<float> y = gd::cast<float>(x_double);
+template <Element U, Expression E>
+auto cast(const E& e) {
+  using T = value_type_t<E>;
+  auto x = materialize(e);
+  if constexpr (std::same_as<T, U>) {
+    return x;
+  } else {
+    const Tensor<T>& xv = detail::value_of(x);
+    Tensor<U> out(xv.shape());
+    std::transform(xv.begin(), xv.end(), out.begin(), [](T v) { return static_cast<U>(v); });
+    if constexpr (is_var_v<decltype(x)> && Real<U>) {
+      if (grad_enabled() && x.requires_grad())
+        return Var<U>::from_node(detail::make_node<detail::CastNode<U, T>>(std::move(out), x));
+      return Var<U>::constant(std::move(out));
+    } else {
+      return out;
+    }
+  }
+}
+
+}  // namespace gradus

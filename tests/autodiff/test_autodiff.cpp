@@ -1,0 +1,154 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/gradus.hpp>
+
+namespace gd = gradus;
+using V = gd::Var<double>;
+using Td = gd::Tensor<double>;
+
+TEST_CASE("autodiff: backward accumulates into leaves, gradients() leaves them alone", "[autodiff]") {
+  V x(Td::from({1, 2, 3}));
+  V w(Td::from({0.5, -1, 2}));
+  auto loss = gd::sum(x * w + gd::square(x));  // d/dx = w + 2x, d/dw = x
+  gd::backward(loss);
+  CHECK(x.grad()(0) == 2.5);
+  CHECK(x.grad()(2) == 8.0);
+  CHECK(w.grad()(1) == 2.0);
+  gd::backward(gd::sum(x * w + gd::square(x)));  // accumulates
+  CHECK(x.grad()(0) == 5.0);
+  x.zero_grad();
+  CHECK(x.grad()(0) == 0.0);
+  auto g = gd::gradients(gd::sum(x * x * x), {x, w});  // 3x^2; w not involved -> zeros
+  CHECK(g[0](1) == 12.0);
+  CHECK(g[1](0) == 0.0);
+  CHECK(x.grad()(0) == 0.0);
+  CHECK(loss.value().item() == Approx(0.5 - 2 + 6 + 14));
+}
+
+TEST_CASE("autodiff: a Var used several times gets every contribution", "[autodiff]") {
+  V x(Td::from({2.0}));
+  V y = x * x;           // one node
+  V z = y * x + x;       // x appears twice more
+  gd::backward(z);       // dz/dx = 3x^2 + 1
+  CHECK(x.grad()(0) == 13.0);
+}
+
+TEST_CASE("autodiff: broadcast inputs get gradients summed back to their shape", "[autodiff]") {
+  V x(Td::ones({4, 3}));
+  V b(Td::from({1, 2, 3}));
+  V c(Td::from({1, 2, 3, 4}, {4, 1}));
+  V s(Td::scalar(2.0));
+  gd::backward(gd::sum((x * b + c) * s));
+  CHECK(b.grad().shape() == gd::Shape{3});
+  CHECK(b.grad()(2) == 8.0);          // sum over 4 rows of x*s
+  CHECK(c.grad()(3, 0) == 6.0);       // 3 columns * s
+  CHECK(s.grad().item() == Approx(4 * (1 + 2 + 3) + 3 * (1 + 2 + 3 + 4)));
+  // large broadcast on both threads
+  gd::Rng rng(1);
+  V big(Td::random_normal({512, 300}, rng));
+  V bias(Td::random_normal({300}, rng));
+  gd::backward(gd::mean(gd::square(big + bias)));
+  double ref = 0;
+  for (int i = 0; i < 512; ++i) ref += 2 * (big.value()(i, 7) + bias.value()(7)) / (512.0 * 300);
+  CHECK(bias.grad()(7) == Approx(ref));
+}
+
+TEST_CASE("autodiff: no_grad records nothing; constants and detach cut the graph", "[autodiff]") {
+  V x(Td::from({1, 2}));
+  {
+    gd::no_grad guard;
+    CHECK_FALSE(gd::grad_enabled());
+    V y = x * 3.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.value()(1) == 6.0);
+  }
+  CHECK(gd::grad_enabled());
+  V c = V::constant(Td::from({5, 5}));
+  gd::backward(gd::sum(x * c + x.detach() * x.detach()));
+  CHECK(x.grad()(0) == 5.0);
+  CHECK(c.grad()(0) == 0.0);
+  CHECK_THROWS_WITH(gd::backward(gd::sum(c * 2.0)), Catch::Contains("does not depend on any Var"));
+}
+
+TEST_CASE("autodiff: a define-by-run loop with branches", "[autodiff]") {
+  V x(Td::from({0.5, -0.25}));
+  V h = x;
+  for (int i = 0; i < 5; ++i) h = (i % 2 == 0) ? V(gd::tanh(h * 1.5)) : V(gd::sin(h) + h);
+  CHECK_THAT([](const V& v) {
+    V h = v;
+    for (int i = 0; i < 5; ++i) h = (i % 2 == 0) ? V(gd::tanh(h * 1.5)) : V(gd::sin(h) + h);
+    return h;
+  }, gd::testing::GradientIsCorrect(Td::from({0.5, -0.25}), 1e-8, {.delta = 1e-6}));
+}
+
+TEST_CASE("autodiff: a deep chain does not overflow the stack", "[autodiff]") {
+  V x(Td::from({1.0}));
+  V h = x;
+  for (int i = 0; i < 20000; ++i) h = h * 1.0001;
+  gd::backward(h);
+  CHECK(x.grad()(0) == Approx(std::pow(1.0001, 20000)));
+}
+
+TEST_CASE("custom_op: one input, user gradient, inside expressions", "[custom_op]") {
+  auto my_relu = gd::custom_op(
+      [](const Td& x) { return gd::eval(gd::maximum(x, 0.0)); },
+      [](const Td& x, const Td&, const Td& g) { return gd::eval(g * (x > 0.0)); }, "my_relu");
+  V x(Td::from({-1, 2, -3, 4}));
+  V y = my_relu(x * x - 5.0);  // x^2 - 5 > 0 only for |x| > sqrt 5
+  CHECK(y.value()(3) == 11.0);
+  gd::backward(gd::sum(y));
+  CHECK(x.grad()(0) == 0.0);
+  CHECK(x.grad()(2) == -6.0);
+  CHECK_THAT([&](const V& v) { return my_relu(v * v - 1.0); },
+             gd::testing::GradientIsCorrect(Td::from({-2, 0.5, 3}), 1e-6));
+  // tensors in, tensor out
+  Td t = my_relu(Td::from({-1, 1}));
+  CHECK(t(0) == 0.0);
+}
+
+TEST_CASE("custom_op: N inputs and a wrong gradient shape", "[custom_op]") {
+  auto my_matmul = gd::custom_op(
+      [](const Td& a, const Td& b) { return gd::eval(gd::matmul(a, b)); },
+      [](const std::array<Td, 2>& in, const Td&, const Td& g) {
+        return std::array<Td, 2>{gd::eval(gd::matmul(g, gd::transpose(in[1]))),
+                                 gd::eval(gd::matmul(gd::transpose(in[0]), g))};
+      });
+  gd::Rng rng(4);
+  const Td a0 = Td::random_normal({3, 4}, rng), b0 = Td::random_normal({4, 2}, rng);
+  CHECK_THAT([&](const V& a, const V& b) { return my_matmul(a, b); }, gd::testing::GradientIsCorrect({a0, b0}, 1e-6));
+  auto bad = gd::custom_op([](const Td& x) { return x; }, [](const Td&, const Td&, const Td&) { return Td::ones({7}); },
+                           "bad_op");
+  V x(Td::ones({3}));
+  CHECK_THROWS_WITH(gd::backward(gd::sum(bad(x))),
+                    Catch::Contains("bad_op") && Catch::Contains("[7]") && Catch::Contains("[3]"));
+  // the failed pass leaves nothing behind: a correct one still works
+  gd::backward(gd::sum(x * 2.0));
+  CHECK(x.grad()(0) == 2.0);
+}
+
+TEST_CASE("gradient check: Jacobians against a closed form", "[gradcheck]") {
+  // y = [x0*x1, sin(x0)] -> J = [[x1, cos x0], [x0, 0]] with rows = inputs
+  auto f = [](const V& x) {
+    return gd::concat(std::vector<V>{gd::reshape(gd::prod(x), {1}), gd::reshape(gd::slice(V(gd::sin(x)), {0}, {1}), {1})}, 0);
+  };
+  const Td x0 = Td::from({0.3, 2.0});
+  auto [theoretical, numerical] = gd::compute_gradient(f, x0, {.delta = 1e-5});
+  CHECK(theoretical.shape() == gd::Shape{2, 2});
+  CHECK(theoretical(0, 0) == Approx(2.0));
+  CHECK(theoretical(0, 1) == Approx(std::cos(0.3)));
+  CHECK(theoretical(1, 0) == Approx(0.3));
+  CHECK(theoretical(1, 1) == 0.0);
+  CHECK(numerical(0, 1) == Approx(std::cos(0.3)).epsilon(1e-8));
+  CHECK(gd::compute_gradient_error(f, x0) < 1e-6);
+}
+
+TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[gradcheck]") {
+  auto wrong = gd::custom_op([](const Td& x) { return gd::eval(gd::exp(x)); },
+                             [](const Td& x, const Td&, const Td& g) { return gd::eval(g * x); });  // should be g*e^x
+  auto f = [&](const V& x) { return wrong(x); };
+  CHECK(gd::compute_gradient_error(f, Td::from({0.5, 1.0})) > 0.1);
+  gd::testing::GradientMatcher<double> m = gd::testing::GradientIsCorrect(Td::from({0.5, 1.0}));
+  CHECK_FALSE(m.match(f));
+  CHECK_THAT(m.toString(), Catch::Contains("largest difference") && Catch::Contains("theoretical"));
+}
