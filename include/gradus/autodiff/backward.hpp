@@ -37,13 +37,16 @@ inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
 }
 
 template <class T>
-std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, const char* op) {
+std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, const char* op, bool accumulate) {
   GRADUS_CHECK(value_error, y.defined(), op, ": the output is an undefined Var");
   GRADUS_CHECK(value_error, y.requires_grad(), op,
                ": the output does not depend on any Var that requires a gradient (was it computed under no_grad?)");
   auto& st = TapeState::local();
   GRADUS_CHECK(value_error, !st.in_backward, op, ": called from inside a backward pass");
   auto& order = reverse_order(y.node());
+  if (accumulate)
+    for (NodeBase* n : order)
+      if (n->is_leaf) n->begin_accumulate();
   Node<T>* root = y.node();
   if (seed) {
     GRADUS_CHECK(shape_error, seed->shape() == y.shape(), op, ": seed gradient shape ", seed->shape(),
@@ -62,7 +65,10 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   } catch (...) {
     st.in_backward = false;
     st.grad_enabled = prev_mode;
-    for (NodeBase* n : order) n->clear_adjoint();
+    for (NodeBase* n : order) {  // leaves keep what they had plus what reached them before the error
+      if (n->is_leaf && accumulate) n->accumulate_grad();
+      n->clear_adjoint();
+    }
     throw;
   }
   st.in_backward = false;
@@ -74,10 +80,12 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
 
 /// Accumulates d(sum of y)/d(leaf) into `leaf.grad()` for every trainable Var y depends on
 /// (y need not be a scalar: its gradient is seeded with ones, as `tf.gradients` does).
+/// If a backward function throws, the exception propagates and the gradients hold whatever
+/// had reached them; call `zero_grad()` before trying again.
 ///   gd::backward(loss);  w.grad();
 template <Real T>
 void backward(const Var<T>& y) {
-  auto& order = detail::run_backward(y, static_cast<const Tensor<T>*>(nullptr), "backward");
+  auto& order = detail::run_backward(y, static_cast<const Tensor<T>*>(nullptr), "backward", true);
   for (detail::NodeBase* n : order) {
     if (n->is_leaf) n->accumulate_grad();
     n->clear_adjoint();
@@ -86,7 +94,7 @@ void backward(const Var<T>& y) {
 /// As above with an explicit seed: accumulates the vector-Jacobian product seed^T dy/dleaf.
 template <Real T>
 void backward(const Var<T>& y, const Tensor<T>& seed) {
-  auto& order = detail::run_backward(y, &seed, "backward");
+  auto& order = detail::run_backward(y, &seed, "backward", true);
   for (detail::NodeBase* n : order) {
     if (n->is_leaf) n->accumulate_grad();
     n->clear_adjoint();
@@ -106,7 +114,7 @@ template <Real T>
 std::vector<Tensor<T>> gradients(const Var<T>& y, const std::vector<Var<T>>& xs,
                                  const Tensor<T>* seed = nullptr) {
   std::vector<Tensor<T>> out(xs.size());
-  auto& order = detail::run_backward(y, seed, "gradients");
+  auto& order = detail::run_backward(y, seed, "gradients", false);
   for (size_t i = 0; i < xs.size(); ++i) {
     GRADUS_CHECK(value_error, xs[i].defined(), "gradients: input ", i, " is an undefined Var");
     const Tensor<T>& a = xs[i].node()->adj;

@@ -12,31 +12,27 @@
 namespace gradus {
 
 // ------------------------------------------------------------------ evaluation, no recording
-template <Element T>
-template <class E>
-  requires(detail::expression_like<E> && !std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
-Tensor<T>::Tensor(const E& e) {
+namespace detail {
+template <class T, class E>
+void construct_from_expression(Tensor<T>& t, const E& e) {
   static_assert(std::same_as<value_type_t<E>, T>,
                 "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE: use gd::cast<T>(e)");
   if constexpr (is_var_v<E>) {
-    *this = e.value();
+    t = e.value();
   } else {
     const Shape s = e.shape();
-    *this = Tensor<T>(s);
-    detail::evaluate_into(e, data_, s);
+    t = Tensor<T>(s);
+    evaluate_into(e, t.data(), s);
   }
 }
-
-template <Element T>
-template <class E>
-  requires detail::expression_like<E>
-Tensor<T>& Tensor<T>::assign(const E& e) {
+template <class T, class E>
+void assign_expression(Tensor<T>& t, const E& e) {
   static_assert(std::same_as<value_type_t<E>, T>, "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE");
-  GRADUS_CHECK(shape_error, e.shape() == shape_, "assign: expression shape ", e.shape(), " differs from tensor shape ",
-               shape_);
-  detail::evaluate_into(e, data_, shape_);
-  return *this;
+  GRADUS_CHECK(shape_error, e.shape() == t.shape(), "assign: expression shape ", e.shape(),
+               " differs from tensor shape ", t.shape());
+  evaluate_into(e, t.data(), t.shape());
 }
+}  // namespace detail
 
 /// Evaluates any expression into a new Tensor, without recording (Vars contribute their values).
 ///   gd::Tensor<float> t = gd::eval(a * 2.f + 1.f);

@@ -97,6 +97,9 @@ struct NodeBase {
   virtual void inputs(std::vector<NodeBase*>&) const {}
   virtual bool has_adjoint() const = 0;
   virtual void clear_adjoint() = 0;
+  /// Leaves, before a backward pass: lend the accumulated gradient to the adjoint, so the pass
+  /// adds into it directly instead of writing a new buffer that is added afterwards.
+  virtual void begin_accumulate() {}
   /// Leaves: adds the adjoint of this pass into `grad()`.
   virtual void accumulate_grad() {}
   virtual const char* name() const { return "op"; }
@@ -133,6 +136,9 @@ struct Node : NodeBase {
   explicit Node(Tensor<T> v) : value(std::move(v)) {}
   bool has_adjoint() const override { return adj.defined(); }
   void clear_adjoint() override { adj = Tensor<T>(); }
+  void begin_accumulate() override {
+    if (grad.defined() && !adj.defined() && grad.use_count() == 1) adj = std::move(grad);
+  }
   void accumulate_grad() override {
     if (!adj.defined()) return;
     if (!grad.defined()) {

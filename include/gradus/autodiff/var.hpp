@@ -71,16 +71,15 @@ class Var {
   Tensor<T>& value() { return checked()->value; }
   const Tensor<T>& value() const { return checked()->value; }
   /// The gradient accumulated by `gd::backward` (zeros before the first one).
-  Tensor<T>& grad() {
+  Tensor<T>& grad() const {
     auto* n = checked();
     if (!n->grad.defined()) n->grad = Tensor<T>::zeros(n->value.shape());
     return n->grad;
   }
-  /// Sets the accumulated gradient to zero in place (keeps the buffer).
-  void zero_grad() {
-    auto* n = checked();
-    if (n->grad.defined()) n->grad.fill_(T(0));
-  }
+  /// Resets the accumulated gradient to zero. The buffer goes back to the tensor cache (like
+  /// PyTorch's `set_to_none`), so the next backward pass writes the gradient instead of adding
+  /// to zeros; `grad()` reads as zeros meanwhile. Tensors taken from `grad()` before stay valid.
+  void zero_grad() { checked()->grad = Tensor<T>(); }
   bool requires_grad() const { return node_ && node_->requires_grad; }
   bool is_leaf() const { return node_ && node_->is_leaf; }
   /// The same value, cut from the graph: nothing flows back through it.

@@ -28,10 +28,18 @@ concept Real = std::same_as<T, float> || std::same_as<T, double>;
 template <class E>
 struct is_expression;  // defined in expr/expr.hpp
 
+template <Element T>
+class Tensor;
+
 namespace detail {
 template <class E>
 concept expression_like = is_expression<std::remove_cvref_t<E>>::value;
-}
+// Defined in autodiff/materialize.hpp, once expressions and their evaluators exist.
+template <class T, class E>
+void construct_from_expression(Tensor<T>& t, const E& e);
+template <class T, class E>
+void assign_expression(Tensor<T>& t, const E& e);
+}  // namespace detail
 
 /// A dense row-major N-d array: a cheap handle to shared, 64-byte-aligned storage.
 /// Copying a Tensor shares its storage; `clone()` copies the elements.
@@ -70,8 +78,10 @@ class Tensor {
 
   /// Evaluates any expression of the same element type into a new tensor.
   template <class E>
-    requires(detail::expression_like<E> && !std::same_as<std::remove_cvref_t<E>, Tensor>)
-  Tensor(const E& e);  // defined in expr/eval.hpp
+    requires(detail::expression_like<E> && !std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
+  Tensor(const E& e) {
+    detail::construct_from_expression(*this, e);
+  }
 
   static Tensor empty(const Shape& shape) { return Tensor(shape); }
   static Tensor zeros(const Shape& shape) { return full(shape, T(0)); }
@@ -187,7 +197,10 @@ class Tensor {
   /// Evaluates `e` into this tensor's existing storage (the shapes must match).
   template <class E>
     requires detail::expression_like<E>
-  Tensor& assign(const E& e);  // defined in expr/eval.hpp
+  Tensor& assign(const E& e) {
+    detail::assign_expression(*this, e);
+    return *this;
+  }
 
   static Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {
     Shape s;

@@ -108,12 +108,16 @@ struct Relu : UnaryOp {
 struct LeakyRelu : UnaryOp {
   static constexpr std::string_view name = "leaky_relu";
   double alpha = 0.2;
+  LeakyRelu() = default;
+  explicit LeakyRelu(double a) : alpha(a) {}
   auto forward(const auto& x) const { using T = S<decltype(x)>; return (x > T(0)).select(x, x * T(alpha)); }
   auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return (x > T(0)).select(g, g * T(alpha)); }
 };
 struct Elu : UnaryOp {
   static constexpr std::string_view name = "elu";
   double alpha = 1.0;
+  Elu() = default;
+  explicit Elu(double a) : alpha(a) {}
   auto forward(const auto& x) const { using T = S<decltype(x)>; return (x > T(0)).select(x, T(alpha) * (x.exp() - T(1))); }
   auto backward(const auto& x, const auto& y, const auto& g) const { using T = S<decltype(x)>; return (x > T(0)).select(g, g * (y + T(alpha))); }
 };
@@ -146,6 +150,8 @@ struct Clamp : UnaryOp {  // gradient passes where lo <= x <= hi, as tf.clip_by_
   static constexpr std::string_view name = "clamp";
   static constexpr std::array<double, 2> kinks{-1, 1};
   double lo = -1, hi = 1;
+  Clamp() = default;
+  Clamp(double l, double h) : lo(l), hi(h) {}
   auto forward(const auto& x) const { using T = S<decltype(x)>; return x.max(T(lo)).min(T(hi)); }
   auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return (x >= T(lo) && x <= T(hi)).select(g, T(0)); }
 };
@@ -153,6 +159,8 @@ struct PowScalar : UnaryOp {
   static constexpr std::string_view name = "pow_scalar";
   static constexpr Domain domain{0.1, 3};
   double p = 3;
+  PowScalar() = default;
+  explicit PowScalar(double e) : p(e) {}
   auto forward(const auto& x) const { return x.pow(S<decltype(x)>(p)); }
   auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return g * T(p) * x.pow(T(p - 1)); }
 };
@@ -258,23 +266,23 @@ inline constexpr unary_fn<ops::Softsign> softsign{};
 /// max(x, alpha * x) (TensorFlow's default alpha 0.2).
 template <Expression A>
 auto leaky_relu(A&& a, double alpha = 0.2) {
-  return make_unary(ops::LeakyRelu{.alpha = alpha}, std::forward<A>(a));
+  return make_unary(ops::LeakyRelu(alpha), std::forward<A>(a));
 }
 /// x for x > 0, alpha * (e^x - 1) otherwise.
 template <Expression A>
 auto elu(A&& a, double alpha = 1.0) {
-  return make_unary(ops::Elu{.alpha = alpha}, std::forward<A>(a));
+  return make_unary(ops::Elu(alpha), std::forward<A>(a));
 }
 /// min(max(x, lo), hi); the gradient passes where lo <= x <= hi.
 template <Expression A>
 auto clamp(A&& a, double lo, double hi) {
   GRADUS_CHECK(value_error, lo <= hi, "clamp: lo ", lo, " exceeds hi ", hi);
-  return make_unary(ops::Clamp{.lo = lo, .hi = hi}, std::forward<A>(a));
+  return make_unary(ops::Clamp(lo, hi), std::forward<A>(a));
 }
 /// x^p for a number p, or elementwise x^y for two operands.
 template <Expression A, Scalar P>
 auto pow(A&& a, P p) {
-  return make_unary(ops::PowScalar{.p = double(p)}, std::forward<A>(a));
+  return make_unary(ops::PowScalar(double(p)), std::forward<A>(a));
 }
 template <class A, class B>
   requires(BinaryOperands<A, B> && !(Expression<A> && Scalar<B>))

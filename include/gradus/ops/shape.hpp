@@ -36,7 +36,7 @@ inline int shape_axis(int64_t axis, int n, const char* op, const Shape& s) {
   return int(axis < 0 ? axis + n : axis);
 }
 
-inline int64_t prod(const Shape& s, int from, int to) {
+inline int64_t dims_product(const Shape& s, int from, int to) {
   int64_t n = 1;
   for (int i = from; i < to; ++i) n *= s[i];
   return n;
@@ -190,12 +190,12 @@ concept TensorOrVar = std::same_as<X, Tensor<value_type_t<X>>> || is_var_v<X>;
 template <class X>
 auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
   using T = value_type_t<X>;
-  const int64_t outer = prod(value_of(xs[0]).shape(), 0, axis);
+  const int64_t outer = dims_product(value_of(xs[0]).shape(), 0, axis);
   std::vector<const T*> parts;
   std::vector<int64_t> inner;
   for (const X& x : xs) {
     parts.push_back(value_of(x).data());
-    inner.push_back(prod(value_of(x).shape(), axis, value_of(x).rank()));
+    inner.push_back(dims_product(value_of(x).shape(), axis, value_of(x).rank()));
   }
   Tensor<T> out(out_shape);
   join_rows(parts, inner, out.data(), outer);
@@ -264,7 +264,7 @@ auto flatten(const E& e) {
   auto x = materialize(e);
   const Shape& s = detail::value_of(x).shape();
   GRADUS_CHECK(value_error, s.rank() >= 1, "flatten: expected rank >= 1, got shape ", s);
-  return reshape(x, {s[0], detail::prod(s, 1, s.rank())});
+  return reshape(x, {s[0], detail::dims_product(s, 1, s.rank())});
 }
 
 /// Inserts a dimension of size 1 at `axis` in [-rank-1, rank]: [2,3] at 1 -> [2,1,3]. Zero-copy.
@@ -451,7 +451,7 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   const Shape& s = xv.shape();
   GRADUS_CHECK(value_error, s.rank() >= 1, "gather: cannot gather from a scalar (shape [])");
   const int ax = detail::shape_axis(axis, s.rank(), "gather", s);
-  const int64_t outer = detail::prod(s, 0, ax), n = s[ax], inner = detail::prod(s, ax + 1, s.rank());
+  const int64_t outer = detail::dims_product(s, 0, ax), n = s[ax], inner = detail::dims_product(s, ax + 1, s.rank());
   const int64_t k = indices.size();
   const int64_t* idx = indices.data();
   for (int64_t j = 0; j < k; ++j)
