@@ -18,3 +18,4 @@
 #include "gradus/ops/linalg.hpp"
 #include "gradus/ops/registry.hpp"
 #include "gradus/ops/shape.hpp"
+#include "gradus/init.hpp"

@@ -132,11 +132,19 @@ struct Source {
   Broadcast bc;
   alignas(64) T buf[kBlock];
 
-  Source(const T* d, const Shape& src, const Shape& out) : data(d), contiguous(src.numel() == out.numel()) {
+  bool constant;  ///< one value broadcast everywhere: the buffer is filled once
+  bool filled = false;
+
+  Source(const T* d, const Shape& src, const Shape& out)
+      : data(d), contiguous(src.numel() == out.numel()), constant(!contiguous && src.numel() == 1) {
     if (!contiguous) bc = Broadcast(src, out);
   }
   const T* block(int64_t start, int64_t n) {
     if (contiguous) return data + start;
+    if (constant) {
+      if (!filled) std::fill_n(buf, kBlock, data[0]), filled = true;
+      return buf;
+    }
     bc.gather(data, start, n, buf);
     return buf;
   }
@@ -162,6 +170,27 @@ struct EvalCtx {
   LeafTarget<value_type_t<E>>* targets;
   int next = 0;
 };
+
+/// Binary ops whose gradient w.r.t. operand I is the incoming gradient itself (add, and sub's x):
+/// the backward pass hands the adjoint block straight through instead of copying it.
+template <class Op, int I>
+inline constexpr bool passes_gradient = requires { requires(I == 0 ? Op::dx_is_identity : Op::dy_is_identity); };
+/// Unary ops whose gradient reads only their output (exp, tanh, sigmoid, sqrt, rsqrt).
+template <class Op>
+inline constexpr bool ignores_input = requires { requires Op::ignores_input; };
+/// Binary ops whose gradient reads their own output z.
+template <class Op>
+inline constexpr bool uses_output = !requires { requires Op::ignores_output; };
+
+/// Runs the forward part a backward pass needs: at the root, the root's own value is skipped
+/// when its gradient does not read it.
+template <class Ev>
+void fwd_for_backward(Ev& ev, int64_t s, int64_t n) {
+  if constexpr (requires { ev.fwd_inputs(s, n); })
+    ev.fwd_inputs(s, n);
+  else
+    ev.fwd(s, n);
+}
 
 template <Element T>
 struct Evaluator<Tensor<T>> {
@@ -225,13 +254,19 @@ struct Evaluator<UnaryExpr<Op, A>> {
   Evaluator(const UnaryExpr<Op, A>& e, Ctx& ctx) : op(e.op), a(e.a, ctx) {}
   auto lazy(int64_t s, int64_t n) { return op.forward(a.lazy(s, n)); }
   void fwd(int64_t s, int64_t n) {
-    a.fwd(s, n);
-    MapX<T>(y, n) = op.forward(CMapX<T>(a.val(), n));
+    if constexpr (ignores_input<Op> && requires { a.value_from_inputs(n); }) {
+      a.fwd_inputs(s, n);  // the operand's value is needed only here: compute it in this expression
+      MapX<T>(y, n) = op.forward(a.value_from_inputs(n));
+    } else {
+      a.fwd(s, n);
+      MapX<T>(y, n) = op.forward(CMapX<T>(a.val(), n));
+    }
   }
   const T* val() const { return y; }
   void bwd(int64_t s, int64_t n, const T* g) {
     if constexpr (is_differentiable_v<A> && Op::differentiable) {
-      MapX<T>(ga, n) = op.backward(CMapX<T>(a.val(), n), CMapX<T>(y, n), CMapX<T>(g, n));
+      const T* x = ignores_input<Op> ? y : a.val();  // not read when the op ignores its input
+      MapX<T>(ga, n) = op.backward(CMapX<T>(x, n), CMapX<T>(y, n), CMapX<T>(g, n));
       a.bwd(s, n, ga);
     }
   }
@@ -254,15 +289,35 @@ struct Evaluator<BinaryExpr<Op, A, B>> {
     MapX<T>(z, n) = op.forward(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n));
   }
   const T* val() const { return z; }
+  /// The children's values only: enough for this node's backward unless it reads its output.
+  void fwd_inputs(int64_t s, int64_t n) {
+    a.fwd(s, n);
+    b.fwd(s, n);
+    if constexpr (uses_output<Op>) MapX<T>(z, n) = op.forward(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n));
+  }
+  /// This node's value as an Eigen expression over its children's values (after fwd_inputs).
+  auto value_from_inputs(int64_t n) const
+    requires(!uses_output<Op>)
+  {
+    return op.forward(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n));
+  }
   void bwd(int64_t s, int64_t n, const T* g) {
     if constexpr (Op::differentiable) {
       if constexpr (is_differentiable_v<A>) {
-        MapX<T>(gab, n) = op.dx(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
-        a.bwd(s, n, gab);
+        if constexpr (passes_gradient<Op, 0>) {
+          a.bwd(s, n, g);
+        } else {
+          MapX<T>(gab, n) = op.dx(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
+          a.bwd(s, n, gab);
+        }
       }
       if constexpr (is_differentiable_v<B>) {
-        MapX<T>(gab, n) = op.dy(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
-        b.bwd(s, n, gab);
+        if constexpr (passes_gradient<Op, 1>) {
+          b.bwd(s, n, g);
+        } else {
+          MapX<T>(gab, n) = op.dy(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
+          b.bwd(s, n, gab);
+        }
       }
     }
   }
@@ -436,7 +491,7 @@ void backward_pass(const E& e, const Shape& shape, const Tensor<value_type_t<E>>
         alignas(64) T adj[kBlock];
         for (int64_t s = begin; s < end; s += kBlock) {
           const int64_t m = std::min(kBlock, end - s);
-          ev.fwd(s, m);
+          fwd_for_backward(ev, s, m);
           const T* gb = gsrc.block(s, m);
           if (scale != T(1)) {
             MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;

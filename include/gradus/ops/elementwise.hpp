@@ -48,6 +48,7 @@ struct Sign : UnaryOp {
 };
 struct Exp : UnaryOp {
   static constexpr std::string_view name = "exp";
+  static constexpr bool ignores_input = true;
   static auto forward(const auto& x) { return x.exp(); }
   static auto backward(const auto&, const auto& y, const auto& g) { return g * y; }
 };
@@ -65,12 +66,14 @@ struct Log1p : UnaryOp {
 };
 struct Sqrt : UnaryOp {
   static constexpr std::string_view name = "sqrt";
+  static constexpr bool ignores_input = true;
   static constexpr Domain domain{0.1, 3};
   static auto forward(const auto& x) { return x.sqrt(); }
   static auto backward(const auto&, const auto& y, const auto& g) { return g * S<decltype(g)>(0.5) / y; }
 };
 struct Rsqrt : UnaryOp {
   static constexpr std::string_view name = "rsqrt";
+  static constexpr bool ignores_input = true;
   static constexpr Domain domain{0.2, 3};
   static auto forward(const auto& x) { return x.rsqrt(); }
   static auto backward(const auto&, const auto& y, const auto& g) { return g * S<decltype(g)>(-0.5) * y.cube(); }
@@ -92,11 +95,13 @@ struct Cos : UnaryOp {
 };
 struct Tanh : UnaryOp {
   static constexpr std::string_view name = "tanh";
+  static constexpr bool ignores_input = true;
   static auto forward(const auto& x) { return x.tanh(); }
   static auto backward(const auto&, const auto& y, const auto& g) { return g * (S<decltype(y)>(1) - y.square()); }
 };
 struct Sigmoid : UnaryOp {
   static constexpr std::string_view name = "sigmoid";
+  static constexpr bool ignores_input = true;
   static auto forward(const auto& x) { return x.logistic(); }
   static auto backward(const auto&, const auto& y, const auto& g) { return g * y * (S<decltype(y)>(1) - y); }
 };
@@ -172,18 +177,21 @@ struct BinaryOp {
 };
 struct Add : BinaryOp {
   static constexpr std::string_view name = "add";
+  static constexpr bool dx_is_identity = true, dy_is_identity = true, ignores_output = true;
   static auto forward(const auto& x, const auto& y) { return x + y; }
   static auto dx(const auto&, const auto&, const auto&, const auto& g) { return g; }
   static auto dy(const auto&, const auto&, const auto&, const auto& g) { return g; }
 };
 struct Sub : BinaryOp {
   static constexpr std::string_view name = "sub";
+  static constexpr bool dx_is_identity = true, ignores_output = true;
   static auto forward(const auto& x, const auto& y) { return x - y; }
   static auto dx(const auto&, const auto&, const auto&, const auto& g) { return g; }
   static auto dy(const auto&, const auto&, const auto&, const auto& g) { return -g; }
 };
 struct Mul : BinaryOp {
   static constexpr std::string_view name = "mul";
+  static constexpr bool ignores_output = true;
   static auto forward(const auto& x, const auto& y) { return x * y; }
   static auto dx(const auto&, const auto& y, const auto&, const auto& g) { return g * y; }
   static auto dy(const auto& x, const auto&, const auto&, const auto& g) { return g * x; }
@@ -204,12 +212,14 @@ struct Pow : BinaryOp {  // d/dy is taken as 0 where x <= 0, as TensorFlow does
 };
 struct Minimum : BinaryOp {  // ties send the gradient to x
   static constexpr std::string_view name = "minimum";
+  static constexpr bool ignores_output = true;
   static auto forward(const auto& x, const auto& y) { return x.min(y); }
   static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(g, S<decltype(x)>(0)); }
   static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(S<decltype(x)>(0), g); }
 };
 struct Maximum : BinaryOp {  // ties send the gradient to x
   static constexpr std::string_view name = "maximum";
+  static constexpr bool ignores_output = true;
   static auto forward(const auto& x, const auto& y) { return x.max(y); }
   static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(g, S<decltype(x)>(0)); }
   static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(S<decltype(x)>(0), g); }
@@ -219,6 +229,7 @@ struct Maximum : BinaryOp {  // ties send the gradient to x
 #define GRADUS_COMPARISON(Name, str, OP)                                                          \
   struct Name : BinaryOp {                                                                        \
     static constexpr std::string_view name = str;                                                 \
+    static constexpr bool ignores_output = true;                                                  \
     static constexpr bool differentiable = false;                                                 \
     static auto forward(const auto& x, const auto& y) { return (x OP y).template cast<S<decltype(x)>>(); } \
     static auto dx(const auto&, const auto&, const auto&, const auto& g) { return g; }           \

@@ -31,9 +31,9 @@ void parallel_chunks(int64_t n, int64_t align, F&& f, int64_t threshold = kParal
     f(0, int64_t(0), n);
     return;
   }
+#if defined(_OPENMP)
   const int64_t blocks = (n + align - 1) / align;
   const int used = int(std::min<int64_t>(nt, blocks));
-#if defined(_OPENMP)
 #pragma omp parallel num_threads(used)
   {
     const int t = omp_get_thread_num();
