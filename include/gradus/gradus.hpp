@@ -19,3 +19,4 @@
 #include "gradus/ops/registry.hpp"
 #include "gradus/ops/shape.hpp"
 #include "gradus/init.hpp"
+#include "gradus/losses.hpp"

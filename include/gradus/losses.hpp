@@ -1,0 +1,5 @@
+// gradus/losses.hpp — the losses area: tf.losses (TF 1.x semantics) in namespace gd::losses,
+// fused and differentiable, with gd::Reduction and weights.
+//   auto loss = gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
+#pragma once
+#include "gradus/losses/losses.hpp"
