@@ -20,3 +20,4 @@
 #include "gradus/ops/shape.hpp"
 #include "gradus/init.hpp"
 #include "gradus/losses.hpp"
+#include "gradus/metrics.hpp"

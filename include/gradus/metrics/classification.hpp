@@ -1,0 +1,237 @@
+// gradus/metrics/classification.hpp — accuracies, top-k, mean IoU and perplexity.
+//
+// Class ids (labels of the sparse forms, both inputs of MeanIoU) may be int64 or floating point
+// holding whole numbers; an id outside [0, num_classes) throws gd::value_error naming the metric.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gradus/metrics/metric.hpp"
+
+namespace gradus::metrics {
+
+namespace detail {
+/// Class-id labels for scores of shape [..., C]: labels [...] or [..., 1] (squeezed).
+inline Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
+                                    std::string_view metric) {
+  GRADUS_CHECK(shape_error, scores.rank() >= 1 && scores.shape().back() > 0, metric,
+               ": predictions need a non-empty last (class) dimension, got shape ", scores.shape());
+  Tensor<double> l = labels;
+  if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
+  GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
+               " does not match predictions shape ", scores.shape(), " without its class dimension");
+  return l;
+}
+}  // namespace detail
+
+/// How often predictions equal labels, elementwise (tf.metrics.accuracy); any shapes that match.
+///   Accuracy acc;  acc.update(labels, gd::argmax(logits, 1));  acc.result();
+class Accuracy : public MeanMetric {
+ public:
+  Accuracy() : MeanMetric("accuracy") {}
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    Tensor<double> l = labels, p = predictions;
+    detail::match_shapes(l, p, name());
+    const double *a = l.data(), *b = p.data();
+    accumulate(p.shape(), weights, [&](int64_t i) { return a[i] == b[i] ? 1.0 : 0.0; });
+  }
+};
+
+/// How often `predictions > threshold` (as 0/1) equals labels (Keras binary_accuracy).
+class BinaryAccuracy : public MeanMetric {
+ public:
+  explicit BinaryAccuracy(double threshold = 0.5) : MeanMetric("binary_accuracy"), threshold_(threshold) {}
+  double threshold() const { return threshold_; }
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    Tensor<double> l = labels, p = predictions;
+    detail::match_shapes(l, p, name());
+    const double *a = l.data(), *b = p.data();
+    const double t = threshold_;
+    accumulate(p.shape(), weights, [&](int64_t i) { return a[i] == (b[i] > t ? 1.0 : 0.0) ? 1.0 : 0.0; });
+  }
+
+ private:
+  double threshold_;
+};
+
+/// How often argmax(labels) equals argmax(predictions) over the last axis (one-hot or soft
+/// labels, Keras categorical_accuracy); both [..., C]; weights per row [...].
+class CategoricalAccuracy : public MeanMetric {
+ public:
+  CategoricalAccuracy() : MeanMetric("categorical_accuracy") {}
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), name(), ": labels shape ", labels.shape(),
+                 " does not match predictions shape ", predictions.shape());
+    GRADUS_CHECK(shape_error, predictions.rank() >= 1 && predictions.shape().back() > 0, name(),
+                 ": predictions need a non-empty last (class) dimension, got shape ", predictions.shape());
+    const int64_t c = predictions.shape().back();
+    const double *a = labels.data(), *b = predictions.data();
+    accumulate(detail::drop_last(predictions.shape()), weights, [&](int64_t i) {
+      return detail::argmax_row(a + i * c, c) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
+    });
+  }
+};
+
+/// How often the class-id label equals argmax(predictions): labels [...] (or [..., 1]),
+/// predictions [..., C] (Keras sparse_categorical_accuracy).
+class SparseCategoricalAccuracy : public MeanMetric {
+ public:
+  SparseCategoricalAccuracy() : MeanMetric("sparse_categorical_accuracy") {}
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    const Tensor<double> l = detail::sparse_labels(labels, predictions, name());
+    const int64_t c = predictions.shape().back();
+    const double *a = l.data(), *b = predictions.data();
+    accumulate(l.shape(), weights, [&](int64_t i) {
+      return detail::class_index(a[i], c, "label", name()) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
+    });
+  }
+};
+
+/// How often the class-id label is among the k highest predictions (tf.nn.in_top_k): classes
+/// tied with the label's score at the boundary all count as in the top k; a row with a
+/// non-finite score counts as a miss. Labels [...] (or [..., 1]), predictions [..., C].
+class TopKAccuracy : public MeanMetric {
+ public:
+  explicit TopKAccuracy(int64_t k = 5) : MeanMetric("top_k_accuracy"), k_(k) {
+    GRADUS_CHECK(value_error, k >= 1, "top_k_accuracy: k must be at least 1, got ", k);
+  }
+  int64_t k() const { return k_; }
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    const Tensor<double> l = detail::sparse_labels(labels, predictions, name());
+    const int64_t c = predictions.shape().back();
+    const double *a = l.data(), *b = predictions.data();
+    accumulate(l.shape(), weights, [&](int64_t i) {
+      const double* row = b + i * c;
+      const double target = row[detail::class_index(a[i], c, "label", name())];
+      if (!std::isfinite(target)) return 0.0;
+      int64_t above = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        if (!std::isfinite(row[j])) return 0.0;
+        above += row[j] > target;
+      }
+      return above < k_ ? 1.0 : 0.0;
+    });
+  }
+
+ private:
+  int64_t k_;
+};
+
+/// Mean intersection-over-union (tf.metrics.mean_iou): labels and predictions are class ids of
+/// the same shape, accumulated into a weighted confusion matrix; IoU_c = cm[c][c] / (row_c +
+/// col_c - cm[c][c]) averaged over classes whose denominator is non-zero (0 when none is).
+class MeanIoU : public Metric {
+ public:
+  explicit MeanIoU(int64_t num_classes) : Metric("mean_iou"), c_(num_classes) {
+    GRADUS_CHECK(value_error, num_classes >= 1, "mean_iou: num_classes must be at least 1, got ", num_classes);
+    cm_.assign(size_t(c_ * c_), 0.0);
+  }
+  int64_t num_classes() const { return c_; }
+  /// The accumulated confusion matrix [C, C]: rows are labels, columns predictions (a copy).
+  Tensor<double> confusion_matrix() const { return Tensor<double>::from(cm_, Shape{c_, c_}); }
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    Tensor<double> l = labels, p = predictions;
+    detail::match_shapes(l, p, name());
+    const Tensor<double> w = detail::weights_for(weights, p.shape(), name());
+    const double *a = l.data(), *b = p.data(), *wp = w.defined() ? w.data() : nullptr;
+    const int64_t n = p.size();
+    for (int64_t i = 0; i < n; ++i) {
+      if (wp && wp[i] == 0) continue;
+      detail::class_index(a[i], c_, "label", name());
+      detail::class_index(b[i], c_, "prediction", name());
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (wp && wp[i] == 0) continue;
+      cm_[size_t(int64_t(a[i]) * c_ + int64_t(b[i]))] += wp ? wp[i] : 1.0;
+    }
+  }
+  double compute() const override {
+    double sum = 0;
+    int64_t valid = 0;
+    for (int64_t k = 0; k < c_; ++k) {
+      double row = 0, col = 0;
+      for (int64_t j = 0; j < c_; ++j) {
+        row += cm_[size_t(k * c_ + j)];
+        col += cm_[size_t(j * c_ + k)];
+      }
+      const double diag = cm_[size_t(k * c_ + k)];
+      const double denom = row + col - diag;
+      if (denom != 0) ++valid;
+      sum += diag / (denom > 0 ? denom : 1.0);
+    }
+    return valid > 0 ? sum / double(valid) : 0.0;
+  }
+  void clear() override { std::fill(cm_.begin(), cm_.end(), 0.0); }
+
+ private:
+  int64_t c_;
+  std::vector<double> cm_;
+};
+
+/// exp of the weighted mean cross-entropy. `update(labels, logits[, weights])`: class-id labels
+/// [...] (or [..., 1]) and unnormalised logits [..., C], cross-entropy = logsumexp(row) -
+/// row[label]. Or `update_log_likelihoods(ll[, weights])`: per-example log-likelihoods
+/// (log p of the observed token), cross-entropy = -ll. Both feed the same mean; 1 when all
+/// weights are 0.
+class Perplexity : public MeanMetric {
+ public:
+  Perplexity() : MeanMetric("perplexity") {}
+
+  /// Adds per-example log-likelihoods (any shape).
+  template <Expression L>
+  void update_log_likelihoods(const L& log_likelihoods) {
+    update_log_likelihood_tensors(detail::to_double(log_likelihoods), nullptr);
+  }
+  /// Adds per-example log-likelihoods with (broadcast) weights.
+  template <Expression L, Expression W>
+  void update_log_likelihoods(const L& log_likelihoods, const W& weights) {
+    const Tensor<double> w = detail::to_double(weights);
+    update_log_likelihood_tensors(detail::to_double(log_likelihoods), &w);
+  }
+  /// The non-template form of `update_log_likelihoods`; `weights` may be null.
+  void update_log_likelihood_tensors(const Tensor<double>& log_likelihoods, const Tensor<double>* weights) {
+    require_defined(log_likelihoods, "log_likelihoods");
+    if (weights) require_defined(*weights, "weights");
+    const double* ll = log_likelihoods.data();
+    accumulate(log_likelihoods.shape(), weights, [&](int64_t i) { return -ll[i]; });
+    mark_updated();
+  }
+
+ protected:
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& logits,
+                    const Tensor<double>* weights) override {
+    const Tensor<double> l = detail::sparse_labels(labels, logits, name());
+    const int64_t c = logits.shape().back();
+    const double *a = l.data(), *z = logits.data();
+    accumulate(l.shape(), weights, [&](int64_t i) {
+      const double* row = z + i * c;
+      const int64_t t = detail::class_index(a[i], c, "label", name());
+      const double m = *std::max_element(row, row + c);
+      double s = 0;
+      for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+      return m + std::log(s) - row[t];
+    });
+  }
+  double compute() const override { return std::exp(mean()); }
+};
+
+}  // namespace gradus::metrics

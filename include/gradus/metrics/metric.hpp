@@ -1,0 +1,293 @@
+// gradus/metrics/metric.hpp — the streaming-metric interface, and the weighted mean most metrics are.
+//
+// A metric accumulates state across batches: `update(labels, predictions[, weights])` adds one
+// batch, `result()` reads the value over every batch since construction or `reset()`. Semantics
+// follow TensorFlow 1.x `tf.metrics`; inputs may be any expression of any element type and are
+// evaluated, never recorded; state is accumulated in double. Metrics are not differentiable.
+//
+// Weights follow TF's rules: a scalar, or the rank of the per-example values (one less is
+// expanded at the end, one more with a trailing 1 is squeezed) with every dimension 1 or equal.
+// They multiply each element's contribution; an element of weight 0 is skipped entirely, so a
+// masked NaN or a masked padding label does not reach the result.
+#pragma once
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/error.hpp"
+#include "gradus/core/shape.hpp"
+#include "gradus/core/tensor.hpp"
+
+namespace gradus::metrics {
+
+namespace detail {
+
+/// `t` as a double tensor; shares storage when it already is one.
+template <Element T>
+Tensor<double> widen(const Tensor<T>& t) {
+  if constexpr (std::same_as<T, double>) {
+    return t;
+  } else {
+    if (!t.defined()) return {};
+    Tensor<double> out(t.shape());
+    const T* src = t.data();
+    double* dst = out.data();
+    for (int64_t i = 0, n = t.size(); i < n; ++i) dst[i] = static_cast<double>(src[i]);
+    return out;
+  }
+}
+
+/// Evaluates any expression (Tensor, Var, elementwise chain) into a double tensor.
+template <Expression E>
+Tensor<double> to_double(const E& e) {
+  return widen(gradus::eval(e));
+}
+
+inline Shape drop_last(Shape s) {
+  s.erase(s.rank() - 1);
+  return s;
+}
+
+/// TF's remove_squeezable_dimensions: when the ranks differ by one and the higher-rank side
+/// ends in a dimension of 1, that dimension goes; then the shapes must be equal.
+inline void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, std::string_view metric) {
+  const int lr = labels.rank(), pr = predictions.rank();
+  if (pr == lr + 1 && predictions.shape().back() == 1)
+    predictions = predictions.reshape(drop_last(predictions.shape()));
+  else if (lr == pr + 1 && labels.shape().back() == 1)
+    labels = labels.reshape(drop_last(labels.shape()));
+  GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), metric, ": labels shape ", labels.shape(),
+               " does not match predictions shape ", predictions.shape());
+}
+
+/// `t` broadcast to `to` by NumPy rules (dimensions aligned on the right, each 1 or equal);
+/// `what` names `t` in the error. Returns `t` itself when it already has shape `to`.
+inline Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
+                                std::string_view metric) {
+  const int r = to.rank();
+  bool fits = t.rank() <= r;
+  Shape s;
+  for (int i = 0; fits && i < r; ++i) {
+    const int j = i - (r - t.rank());
+    s.push_back(j >= 0 ? t.shape()[j] : 1);
+    fits = s[i] == to[i] || s[i] == 1;
+  }
+  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
+  if (t.shape() == to) return t;
+  const Tensor<double> b = t.reshape(s);
+
+  std::array<int64_t, kMaxRank> stride = row_major_strides(s);
+  for (int i = 0; i < r; ++i)
+    if (s[i] == 1) stride[size_t(i)] = 0;
+  Tensor<double> out(to);
+  std::array<int64_t, kMaxRank> idx{};
+  int64_t off = 0;
+  const double* src = b.data();
+  double* dst = out.data();
+  for (int64_t k = 0, n = out.size(); k < n; ++k) {
+    dst[k] = src[off];
+    for (int d = r - 1; d >= 0; --d) {
+      const size_t ud = size_t(d);
+      if (++idx[ud] < to[d]) {
+        off += stride[ud];
+        break;
+      }
+      off -= stride[ud] * (to[d] - 1);
+      idx[ud] = 0;
+    }
+  }
+  return out;
+}
+
+/// `t` broadcast to `to` under TF's weight rules (see the file comment): a scalar, or after the
+/// trailing squeeze / expand the same rank with every dimension 1 or equal.
+inline Tensor<double> broadcast_to(const Tensor<double>& t, const Shape& to, const char* what,
+                                   std::string_view metric) {
+  const int r = to.rank();
+  Tensor<double> b = t;
+  if (b.rank() == r + 1 && b.shape().back() == 1) {
+    b = b.reshape(drop_last(b.shape()));
+  } else if (b.rank() > 0 && b.rank() + 1 == r) {
+    Shape s = b.shape();
+    s.push_back(1);
+    b = b.reshape(s);
+  }
+  bool fits = b.rank() == 0 || b.rank() == r;
+  for (int i = 0; fits && i < b.rank(); ++i) fits = b.shape()[i] == to[i] || b.shape()[i] == 1;
+  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
+  return expand_to(b, to, what, metric);
+}
+
+/// Weights for values of shape `to`: undefined (all ones) when `w` is null.
+inline Tensor<double> weights_for(const Tensor<double>* w, const Shape& to, std::string_view metric) {
+  return w ? broadcast_to(*w, to, "weights", metric) : Tensor<double>();
+}
+
+/// `v` as a class index in [0, num_classes); throws naming the metric and what `v` is.
+inline int64_t class_index(double v, int64_t num_classes, const char* what, std::string_view metric) {
+  GRADUS_CHECK(value_error, v >= 0 && v < double(num_classes) && v == std::floor(v), metric, ": ", what, " ", v,
+               " is not a class index in [0, ", num_classes, ")");
+  return static_cast<int64_t>(v);
+}
+
+/// Index of the first largest element of x[0..n) (tf.argmax).
+inline int64_t argmax_row(const double* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < n; ++j)
+    if (x[j] > x[best]) best = j;
+  return best;
+}
+
+/// `a / b`, or 0 when b is 0 (tf.math.div_no_nan).
+inline double div_no_nan(double a, double b) { return b == 0 ? 0.0 : a / b; }
+
+}  // namespace detail
+
+/// What every metric offers, so a training loop can hold a list of them:
+///   std::vector<std::unique_ptr<gd::metrics::Metric>> ms;  ms.push_back(std::make_unique<Accuracy>());
+///   for (auto& m : ms) m->update(labels, predictions);   ...   log(m->name(), m->result());
+class Metric {
+ public:
+  virtual ~Metric() = default;
+
+  /// The name used in errors and logs: TF's default ("accuracy") unless renamed.
+  std::string_view name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  /// Adds one batch. Shapes that do not fit throw gd::shape_error naming the metric.
+  template <Expression L, Expression P>
+  void update(const L& labels, const P& predictions) {
+    update_tensors(detail::to_double(labels), detail::to_double(predictions), nullptr);
+  }
+  /// Adds one batch, each element's contribution multiplied by its (broadcast) weight.
+  template <Expression L, Expression P, Expression W>
+  void update(const L& labels, const P& predictions, const W& weights) {
+    const Tensor<double> w = detail::to_double(weights);
+    update_tensors(detail::to_double(labels), detail::to_double(predictions), &w);
+  }
+  /// The non-template form of `update`; `weights` may be null (all ones).
+  void update_tensors(const Tensor<double>& labels, const Tensor<double>& predictions,
+                      const Tensor<double>* weights) {
+    require_defined(labels, "labels");
+    require_defined(predictions, "predictions");
+    if (weights) require_defined(*weights, "weights");
+    update_batch(labels, predictions, weights);
+    updated_ = true;
+  }
+
+  /// The value over every batch since construction or reset(); throws gd::value_error before
+  /// any update ("accuracy: result() before any update").
+  double result() const {
+    require_result();
+    return compute();
+  }
+  /// Forgets every batch; result() throws again until the next update.
+  void reset() {
+    clear();
+    updated_ = false;
+  }
+  /// True once a batch has been added since construction or reset().
+  bool has_result() const { return updated_; }
+
+ protected:
+  explicit Metric(std::string name) : name_(std::move(name)) {}
+  Metric(const Metric&) = default;
+  Metric& operator=(const Metric&) = default;
+
+  /// Validates one batch and adds it to the state; must leave the state untouched if it throws.
+  virtual void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                            const Tensor<double>* weights) = 0;
+  /// The value from the state; only called after an update.
+  virtual double compute() const = 0;
+  /// Zeroes the state.
+  virtual void clear() = 0;
+
+  void require_result() const { GRADUS_CHECK(value_error, updated_, name_, ": result() before any update"); }
+  void require_defined(const Tensor<double>& t, const char* what) const {
+    GRADUS_CHECK(value_error, t.defined(), name_, ": ", what, " is an undefined tensor");
+  }
+  void mark_updated() { updated_ = true; }
+
+ private:
+  std::string name_;
+  bool updated_ = false;
+};
+
+/// A metric that is a weighted mean of one value per element: total / count, where total sums
+/// weight × value and count sums the weights (0 when count is 0, as TF's div_no_nan).
+class MeanMetric : public Metric {
+ public:
+  /// Σ weight × value so far.
+  double total() const { return total_; }
+  /// Σ weight so far.
+  double count() const { return count_; }
+
+ protected:
+  using Metric::Metric;
+
+  /// Adds value_at(i) for every element i of `shape`, weighted by `weights` broadcast to it.
+  /// value_at may throw; the state changes only once every element has been read.
+  template <class F>
+  void accumulate(const Shape& shape, const Tensor<double>* weights, F&& value_at) {
+    const Tensor<double> w = detail::weights_for(weights, shape, name());
+    const int64_t n = shape.numel();
+    double total = 0, count = 0;
+    if (!w.defined()) {
+      for (int64_t i = 0; i < n; ++i) total += value_at(i);
+      count = double(n);
+    } else {
+      const double* wp = w.data();
+      for (int64_t i = 0; i < n; ++i) {
+        if (wp[i] == 0) continue;
+        total += wp[i] * value_at(i);
+        count += wp[i];
+      }
+    }
+    total_ += total;
+    count_ += count;
+  }
+  double mean() const { return count_ > 0 ? total_ / count_ : 0.0; }
+  double compute() const override { return mean(); }
+  void clear() override { total_ = count_ = 0; }
+
+ private:
+  double total_ = 0, count_ = 0;
+};
+
+/// A weighted mean over one tensor of values, TF's `mean(values, weights)` shape: it takes
+/// `update(values[, weights])`. Through `Metric&`, update(labels, predictions) throws
+/// gd::value_error, since there is no labelled form to guess.
+class ValueMetric : public MeanMetric {
+ public:
+  /// Adds every element of `values`.
+  template <Expression V>
+  void update(const V& values) {
+    update_values(detail::to_double(values), nullptr);
+  }
+  /// Adds every element of `values` times its (broadcast) weight.
+  template <Expression V, Expression W>
+  void update(const V& values, const W& weights) {
+    const Tensor<double> w = detail::to_double(weights);
+    update_values(detail::to_double(values), &w);
+  }
+  /// The non-template form of `update`; `weights` may be null (all ones).
+  void update_values(const Tensor<double>& values, const Tensor<double>* weights) {
+    require_defined(values, "values");
+    if (weights) require_defined(*weights, "weights");
+    add_values(values, weights);
+    mark_updated();
+  }
+
+ protected:
+  using MeanMetric::MeanMetric;
+  virtual void add_values(const Tensor<double>& values, const Tensor<double>* weights) = 0;
+  void update_batch(const Tensor<double>&, const Tensor<double>&, const Tensor<double>*) override {
+    GRADUS_CHECK(value_error, false, name(), ": takes update(values[, weights]), not (labels, predictions)");
+  }
+};
+
+}  // namespace gradus::metrics
