@@ -21,3 +21,4 @@
 #include "gradus/init.hpp"
 #include "gradus/losses.hpp"
 #include "gradus/metrics.hpp"
+#include "gradus/optim.hpp"

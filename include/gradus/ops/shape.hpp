@@ -17,6 +17,8 @@
 
 #include <Eigen/Core>
 
+#include <sstream>
+
 #include "gradus/autodiff/materialize.hpp"
 
 namespace gradus {
@@ -24,9 +26,11 @@ namespace detail {
 
 /// `[a,b,c]` for a list that may hold negative numbers (Shape rejects them).
 inline std::string list_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << ']';
+  return os.str();
 }
 
 /// An axis in [-n, n) normalised to [0, n); the error names the op and the shape.

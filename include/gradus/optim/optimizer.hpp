@@ -1,0 +1,203 @@
+// gradus/optim/optimizer.hpp — what every optimizer shares: its parameters, per-parameter state
+// tensors ("slots"), the iteration count, the learning rate, and checkpointable state.
+//
+// A concrete optimizer (optim/optimizers.hpp) names its slots, computes the step's scalars once
+// in `prepare(t)` and writes the update of one parameter in `update(i, w, g)` as in-place
+// expressions (`w.assign(w - lr * m)`), so a step allocates nothing: the slots are allocated
+// once, in the constructor.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gradus/autodiff/backward.hpp"
+#include "gradus/core/error.hpp"
+#include "gradus/core/tensor.hpp"
+#include "gradus/ops/elementwise.hpp"
+
+namespace gradus::optim {
+
+/// Named state tensors, in a fixed order: what an optimizer (or a moving average) saves in a
+/// checkpoint and restores from it. Names look like "step", "param0/m", "param1/v".
+template <Real T>
+using StateDict = std::vector<std::pair<std::string, Tensor<T>>>;
+
+namespace detail {
+
+/// Throws value_error "<who>: <field> must be <expected>, got <v>" unless `ok`.
+inline void check_option(bool ok, const char* who, const char* field, double v, const char* expected) {
+  GRADUS_CHECK(value_error, ok, who, ": ", field, " must be ", expected, ", got ", v);
+}
+inline void check_lr(const char* who, double lr) { check_option(lr >= 0 && std::isfinite(lr), who, "lr", lr, ">= 0"); }
+inline void check_unit(const char* who, const char* field, double v) {
+  check_option(v >= 0 && v < 1, who, field, v, "in [0, 1)");
+}
+inline void check_epsilon(const char* who, double eps) {
+  check_option(eps >= 0 && std::isfinite(eps), who, "epsilon", eps, ">= 0");
+}
+
+/// The entry `name` of `state`, or value_error naming what is missing.
+template <class T>
+const Tensor<T>& state_entry(const StateDict<T>& state, const std::string& name, const char* who) {
+  for (const auto& [key, t] : state)
+    if (key == name) {
+      GRADUS_CHECK(value_error, t.defined(), who, ": load_state_dict: entry '", name, "' is an undefined tensor");
+      return t;
+    }
+  throw value_error(::gradus::detail::str(who, ": load_state_dict: missing entry '", name, "'"));
+}
+
+/// Checks that a list of Vars holds distinct, defined, trainable leaves.
+template <class T>
+void check_vars(const std::vector<Var<T>>& vars, const char* who, const char* what) {
+  for (size_t i = 0; i < vars.size(); ++i) {
+    GRADUS_CHECK(value_error, vars[i].defined(), who, ": ", what, " ", i, " is an undefined Var");
+    GRADUS_CHECK(value_error, vars[i].requires_grad(), who, ": ", what, " ", i,
+                 " does not require a gradient (a constant Var cannot be trained)");
+    for (size_t j = 0; j < i; ++j)
+      GRADUS_CHECK(value_error, vars[j].node() != vars[i].node(), who, ": ", what, " ", i, " is the same Var as ",
+                   what, " ", j);
+  }
+}
+
+/// The gradient buffer of `v`, or nullptr when v has received no gradient since its last
+/// zero_grad (reading `v.grad()` would allocate zeros).
+template <class T>
+Tensor<T>* grad_or_null(const Var<T>& v) {
+  Tensor<T>& g = v.node()->grad;
+  return g.defined() ? &g : nullptr;
+}
+
+}  // namespace detail
+
+/// Base of every optimizer over a fixed list of trainable Vars of element type T.
+///   gd::optim::Adam opt(params, {.lr = 1e-3});
+///   for (...) { gd::Var<float> loss = ...; opt.minimize(loss); }
+/// A parameter that has received no gradient since its last zero_grad is skipped by `step()`
+/// (its weights and state stay as they are), as TensorFlow skips variables whose gradient is None.
+template <Real T = float>
+class Optimizer {
+ public:
+  using value_type = T;
+
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;  // the state tensors belong to one optimizer
+  Optimizer& operator=(const Optimizer&) = delete;
+  Optimizer(Optimizer&&) noexcept = default;
+  Optimizer& operator=(Optimizer&&) noexcept = default;
+
+  /// Applies one update to every parameter from its `.grad()`, in place; `iterations()` counts it.
+  void step() {
+    const int64_t t = ++step_;
+    prepare(t);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (Tensor<T>* g = detail::grad_or_null(params_[i])) update(i, params_[i].value(), *g);
+  }
+  /// Resets every parameter's gradient (see Var::zero_grad).
+  void zero_grad() {
+    for (auto& p : params_) p.zero_grad();
+  }
+  /// One training step on an already computed loss, in this order: zero_grad(), then
+  /// gd::backward(loss) (so `.grad()` holds this loss's gradient alone), then step().
+  void minimize(const Var<T>& loss) {
+    zero_grad();
+    gradus::backward(loss);
+    step();
+  }
+  /// As above for a differentiable expression (materialised first).
+  template <Expression E>
+    requires(!is_var_v<E> && is_differentiable_v<E>)
+  void minimize(const E& loss) {
+    minimize(Var<T>(loss));
+  }
+
+  /// The learning rate the next step uses.
+  double lr() const { return lr_; }
+  /// Sets the learning rate (>= 0), e.g. from a schedule: `opt.set_lr(sched(opt.iterations()))`.
+  void set_lr(double lr) {
+    detail::check_lr(name_, lr);
+    lr_ = lr;
+  }
+  /// Steps taken so far (TF's `iterations`); the next step is number iterations() + 1.
+  int64_t iterations() const { return step_; }
+  /// The parameters, in the order their state is numbered ("param0", "param1", ...).
+  const std::vector<Var<T>>& params() const { return params_; }
+  /// "Adam", "SGD", ...: the prefix of this optimizer's error messages.
+  const char* name() const { return name_; }
+
+  /// A snapshot (deep copies) of the state: "step" (the iteration count, a scalar; exact up to
+  /// 2^24 steps in float) and "param<i>/<slot>" for every state tensor, in a fixed order.
+  /// Hyperparameters, the learning rate included, are not state: they come from the options.
+  StateDict<T> state_dict() const {
+    StateDict<T> out;
+    out.reserve(1 + slots_.size() * params_.size());
+    out.emplace_back("step", Tensor<T>::scalar(T(step_)));
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (size_t k = 0; k < slots_.size(); ++k) out.emplace_back(slot_key(k, i), slots_[k].tensors[i].clone());
+    return out;
+  }
+  /// Restores a state saved by `state_dict()` of an optimizer of the same kind over parameters of
+  /// the same shapes, exactly: continuing afterwards gives bit-identical weights. Every entry must
+  /// be present with its shape, and no other entry may be; nothing changes when a check fails.
+  void load_state_dict(const StateDict<T>& state) {
+    GRADUS_CHECK(value_error, state.size() == 1 + slots_.size() * params_.size(), name_,
+                 ": load_state_dict: expected ", 1 + slots_.size() * params_.size(), " entries (step and ",
+                 slots_.size(), " slots for each of ", params_.size(), " parameters), got ", state.size());
+    const Tensor<T>& step = detail::state_entry(state, "step", name_);
+    GRADUS_CHECK(value_error, step.size() == 1, name_, ": load_state_dict: 'step' must hold one value, got shape ",
+                 step.shape());
+    const T s = step.data()[0];
+    GRADUS_CHECK(value_error, s >= 0 && s == std::floor(s), name_,
+                 ": load_state_dict: 'step' must be a non-negative integer, got ", s);
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (size_t k = 0; k < slots_.size(); ++k) {
+        const Tensor<T>& src = detail::state_entry(state, slot_key(k, i), name_);
+        GRADUS_CHECK(shape_error, src.shape() == params_[i].shape(), name_, ": load_state_dict: '", slot_key(k, i),
+                     "' has shape ", src.shape(), " but parameter ", i, " has shape ", params_[i].shape());
+      }
+    step_ = int64_t(s);
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (size_t k = 0; k < slots_.size(); ++k)
+        slots_[k].tensors[i].copy_(detail::state_entry(state, slot_key(k, i), name_));
+  }
+
+ protected:
+  /// `name` appears in error messages; it must be a string literal.
+  Optimizer(const char* name, std::vector<Var<T>> params, double lr) : name_(name), params_(std::move(params)) {
+    detail::check_vars(params_, name_, "parameter");
+    set_lr(lr);
+  }
+
+  /// Adds a state tensor per parameter, filled with `init`; returns the slot's index.
+  size_t add_slot(std::string slot_name, T init = T(0)) {
+    Slot s{std::move(slot_name), {}};
+    s.tensors.reserve(params_.size());
+    for (const auto& p : params_) s.tensors.push_back(Tensor<T>::full(p.shape(), init));
+    slots_.push_back(std::move(s));
+    return slots_.size() - 1;
+  }
+  /// State tensor `k` of parameter `i`.
+  Tensor<T>& slot(size_t k, size_t i) { return slots_[k].tensors[i]; }
+
+  /// Computes the scalars of step number t (1 for the first step) before the updates run.
+  virtual void prepare(int64_t /*t*/) {}
+  /// Updates parameter i's weights `w` in place from its gradient `g`.
+  virtual void update(size_t i, Tensor<T>& w, const Tensor<T>& g) = 0;
+
+ private:
+  struct Slot {
+    std::string name;
+    std::vector<Tensor<T>> tensors;
+  };
+  std::string slot_key(size_t k, size_t i) const { return "param" + std::to_string(i) + "/" + slots_[k].name; }
+
+  const char* name_;
+  std::vector<Var<T>> params_;
+  std::vector<Slot> slots_;
+  double lr_ = 0;
+  int64_t step_ = 0;
+};
+
+}  // namespace gradus::optim
