@@ -18,6 +18,7 @@
 
 #include <gradus/data/fashion_mnist.hpp>
 #include <gradus/gradus.hpp>
+#include <gradus/ops/shape.hpp>
 
 namespace gd = gradus;
 using Tensor = gd::Tensor<float>;
@@ -59,10 +60,7 @@ const auto my_matmul = gd::custom_op(
     [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
     [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
       const auto& [a, b] = in;
-      Tensor da(a.shape()), db(b.shape());
-      mat(da).noalias() = mat(g) * mat(b).transpose();
-      mat(db).noalias() = mat(a).transpose() * mat(g);
-      return std::array<Tensor, 2>{da, db};
+      return std::array<Tensor, 2>{gd::matmul(g, gd::transpose(b)), gd::matmul(gd::transpose(a), g)};
     },
     "my_matmul");
 const auto my_log = gd::custom_op(

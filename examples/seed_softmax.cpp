@@ -10,19 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include <gradus/data/fashion_mnist.hpp>
 #include <gradus/gradus.hpp>
 #include <gradus/ops/shape.hpp>
 
 namespace gd = gradus;
 using Tensor = gd::Tensor<float>;
-
-// A rank-2 tensor seen as a row-major Eigen matrix (no copy).
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-Eigen::Map<Matrix> mat(Tensor& t) { return {t.data(), t.dim(0), t.dim(1)}; }
-Eigen::Map<const Matrix> mat(const Tensor& t) { return {t.data(), t.dim(0), t.dim(1)}; }
 
 int main() {
   const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
@@ -34,10 +27,7 @@ int main() {
       [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
       [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
         const auto& [a, b] = in;
-        Tensor da(a.shape()), db(b.shape());
-        mat(da).noalias() = mat(g) * mat(b).transpose();
-        mat(db).noalias() = mat(a).transpose() * mat(g);
-        return std::array<Tensor, 2>{da, db};
+        return std::array<Tensor, 2>{gd::matmul(g, gd::transpose(b)), gd::matmul(gd::transpose(a), g)};
       },
       "my_matmul");
   // log: forward log(x), backward g / x. Softmax probabilities can underflow to 0, and log(0) = -inf

@@ -152,3 +152,16 @@ TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[grad
   CHECK_FALSE(m.match(f));
   CHECK_THAT(m.toString(), Catch::Contains("largest difference") && Catch::Contains("theoretical"));
 }
+
+TEST_CASE("autodiff: a loss's value is the same read before or after its backward pass", "[autodiff]") {
+  gd::Rng rng(8);
+  V a(Td::random_normal({3000}, rng)), b(Td::random_normal({3000}, rng));
+  double expect = 0;
+  for (int64_t i = 0; i < 3000; ++i) expect += std::exp(0.1 * a.value()(i) * b.value()(i)) * b.value()(i);
+  auto early = gd::mean(gd::exp(a * b * 0.1) * b);
+  CHECK(early.item() == Approx(expect / 3000));  // read first: computed on demand
+  auto late = gd::mean(gd::exp(a * b * 0.1) * b);
+  gd::backward(late);  // value produced by the backward sweep
+  CHECK(late.item() == Approx(expect / 3000));
+  CHECK(a.grad()(5) == Approx(std::exp(0.1 * a.value()(5) * b.value()(5)) * 0.1 * b.value()(5) * b.value()(5) / 3000));
+}

@@ -95,7 +95,7 @@ bool any_requires_grad(const E& e) {
 /// The fused backward pass of expression `e` (output shape `out`) given the adjoint `g`
 /// (broadcastable to `out`) times `scale`: every Var leaf gets its gradient in one pass.
 template <class E, class T = value_type_t<E>>
-void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale) {
+void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum = nullptr) {
   constexpr int N = count_vars<E>();
   std::array<LeafTarget<T>, N> targets{};
   int i = 0;
@@ -112,7 +112,7 @@ void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale) {
       t.bc = Broadcast(node->value.shape(), out);
     }
   });
-  backward_pass(e, out, g, scale, targets.data(), N);
+  backward_pass(e, out, g, scale, targets.data(), N, value_sum);
 }
 
 template <class E>

@@ -83,6 +83,7 @@ struct NodeBase {
   uint32_t alloc_bytes = 0;
   bool requires_grad = false;
   bool is_leaf = false;
+  bool value_pending = false;  ///< the value is computed on first read (see compute_value)
   uint64_t seq = 0;
   uint64_t visited = 0;
 
@@ -93,6 +94,8 @@ struct NodeBase {
 
   /// Propagates this node's adjoint into its inputs' adjoints.
   virtual void backward() {}
+  /// Computes a deferred value (a loss whose value may come for free from its backward pass).
+  virtual void compute_value() {}
   /// Appends the nodes this one was computed from.
   virtual void inputs(std::vector<NodeBase*>&) const {}
   virtual bool has_adjoint() const = 0;

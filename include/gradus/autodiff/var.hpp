@@ -68,8 +68,8 @@ class Var {
   ~Var() { detail::release(node_); }
 
   bool defined() const { return node_ != nullptr; }
-  Tensor<T>& value() { return checked()->value; }
-  const Tensor<T>& value() const { return checked()->value; }
+  Tensor<T>& value() { return ready()->value; }
+  const Tensor<T>& value() const { return ready()->value; }
   /// The gradient accumulated by `gd::backward` (zeros before the first one).
   Tensor<T>& grad() const {
     auto* n = checked();
@@ -85,14 +85,20 @@ class Var {
   /// The same value, cut from the graph: nothing flows back through it.
   Var detach() const { return constant(value()); }
 
-  const Shape& shape() const { return value().shape(); }
-  int rank() const { return value().rank(); }
-  int64_t size() const { return value().size(); }
+  const Shape& shape() const { return checked()->value.shape(); }
+  int rank() const { return checked()->value.rank(); }
+  int64_t size() const { return checked()->value.size(); }
   T item() const { return value().item(); }
   detail::Node<T>* node() const { return node_; }
 
  private:
   explicit Var(detail::Node<T>* n) : node_(n) { detail::retain(node_); }
+  detail::Node<T>* ready() const {
+    auto* n = checked();
+    if (n->value_pending) [[unlikely]]
+      n->compute_value();
+    return n;
+  }
   detail::Node<T>* checked() const {
     GRADUS_CHECK(value_error, node_, "Var: use of an undefined (default-constructed) Var");
     return node_;

@@ -215,18 +215,37 @@ struct Evaluator<Var<T>> {
   auto lazy(int64_t s, int64_t n) { return CMapX<T>(src.block(s, n), n); }
   void fwd(int64_t s, int64_t n) { v = src.block(s, n); }
   const T* val() const { return v; }
-  void bwd(int64_t s, int64_t n, const T* adj) {
+  void bwd(int64_t s, int64_t n, const T* adj) { bwd_expr(s, n, CMapX<T>(adj, n), nullptr); }
+  /// Writes the gradient expression straight into the destination (no staging buffer) when
+  /// the leaf is not broadcast; `buf` stages it otherwise.
+  template <class X>
+  void bwd_expr(int64_t s, int64_t n, const X& g, T* buf) {
     if (!target || !target->dst) return;
     if (target->contiguous) {
       if (target->add)
-        MapX<T>(target->dst + s, n) += CMapX<T>(adj, n);
+        MapX<T>(target->dst + s, n) += g;
       else
-        MapX<T>(target->dst + s, n) = CMapX<T>(adj, n);
+        MapX<T>(target->dst + s, n) = g;
+    } else if constexpr (std::is_same_v<X, CMapX<T>>) {
+      target->bc.scatter_add(g.data(), s, n, target->dst);
     } else {
-      target->bc.scatter_add(adj, s, n, target->dst);
+      MapX<T>(buf, n) = g;
+      target->bc.scatter_add(buf, s, n, target->dst);
     }
   }
 };
+
+/// Hands the gradient expression `g` of a block to child evaluator `c`: a Var leaf takes the
+/// expression directly, any other child gets it materialised in `buf`.
+template <class C, class X, class T>
+void push_grad(C& c, int64_t s, int64_t n, const X& g, T* buf) {
+  if constexpr (requires { c.bwd_expr(s, n, g, buf); }) {
+    c.bwd_expr(s, n, g, buf);
+  } else {
+    MapX<T>(buf, n) = g;
+    c.bwd(s, n, buf);
+  }
+}
 
 template <Element T>
 struct Evaluator<ScalarExpr<T>> {
@@ -266,8 +285,7 @@ struct Evaluator<UnaryExpr<Op, A>> {
   void bwd(int64_t s, int64_t n, const T* g) {
     if constexpr (is_differentiable_v<A> && Op::differentiable) {
       const T* x = ignores_input<Op> ? y : a.val();  // not read when the op ignores its input
-      MapX<T>(ga, n) = op.backward(CMapX<T>(x, n), CMapX<T>(y, n), CMapX<T>(g, n));
-      a.bwd(s, n, ga);
+      push_grad(a, s, n, op.backward(CMapX<T>(x, n), CMapX<T>(y, n), CMapX<T>(g, n)), ga);
     }
   }
 };
@@ -307,16 +325,14 @@ struct Evaluator<BinaryExpr<Op, A, B>> {
         if constexpr (passes_gradient<Op, 0>) {
           a.bwd(s, n, g);
         } else {
-          MapX<T>(gab, n) = op.dx(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
-          a.bwd(s, n, gab);
+          push_grad(a, s, n, op.dx(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n)), gab);
         }
       }
       if constexpr (is_differentiable_v<B>) {
         if constexpr (passes_gradient<Op, 1>) {
           b.bwd(s, n, g);
         } else {
-          MapX<T>(gab, n) = op.dy(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n));
-          b.bwd(s, n, gab);
+          push_grad(b, s, n, op.dy(CMapX<T>(a.val(), n), CMapX<T>(b.val(), n), CMapX<T>(z, n), CMapX<T>(g, n)), gab);
         }
       }
     }
@@ -345,12 +361,10 @@ struct Evaluator<WhereExpr<C, A, B>> {
   const T* val() const { return z; }
   void bwd(int64_t s, int64_t n, const T* g) {
     if constexpr (is_differentiable_v<A>) {
-      MapX<T>(gab, n) = cond(n).select(CMapX<T>(g, n), T(0));
-      a.bwd(s, n, gab);
+      push_grad(a, s, n, cond(n).select(CMapX<T>(g, n), T(0)), gab);
     }
     if constexpr (is_differentiable_v<B>) {
-      MapX<T>(gab, n) = cond(n).select(T(0), CMapX<T>(g, n));
-      b.bwd(s, n, gab);
+      push_grad(b, s, n, cond(n).select(T(0), CMapX<T>(g, n)), gab);
     }
   }
 
@@ -460,9 +474,18 @@ void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape&
 /// The fused backward pass: for every Var leaf of e, adds (or writes) d(sum(g * e))/d(leaf)
 /// into its target, where `g` (broadcastable to `shape`) is the adjoint of e scaled by `scale`.
 /// Broadcast leaves accumulate per thread and are reduced after the pass.
+/// Sum of a block of the root's values during a backward pass (after fwd_for_backward).
+template <class T, class Ev>
+double block_value_sum(Ev& ev, int64_t n) {
+  if constexpr (requires { ev.value_from_inputs(n); })
+    return double(ev.value_from_inputs(n).sum());
+  else
+    return double(CMapX<T>(ev.val(), n).sum());
+}
+
 template <class E>
 void backward_pass(const E& e, const Shape& shape, const Tensor<value_type_t<E>>& g, value_type_t<E> scale,
-                   LeafTarget<value_type_t<E>>* targets, int ntargets) {
+                   LeafTarget<value_type_t<E>>* targets, int ntargets, double* value_sum = nullptr) {
   using T = value_type_t<E>;
   const int64_t n = shape.numel();
   int chunks = cpu::chunks_for(n, kBlock);
@@ -477,6 +500,7 @@ void backward_pass(const E& e, const Shape& shape, const Tensor<value_type_t<E>>
     for (int i = 0; i < ntargets; ++i)
       if (targets[i].dst && !targets[i].contiguous) partial[size_t(t)][size_t(i)] = Tensor<T>::zeros({targets[i].numel});
   const Shape gshape = g.shape();
+  std::array<double, cpu::kMaxThreads> sums{};
   cpu::parallel_chunks(
       n, kBlock,
       [&](int t, int64_t begin, int64_t end) {
@@ -492,6 +516,7 @@ void backward_pass(const E& e, const Shape& shape, const Tensor<value_type_t<E>>
         for (int64_t s = begin; s < end; s += kBlock) {
           const int64_t m = std::min(kBlock, end - s);
           fwd_for_backward(ev, s, m);
+          if (value_sum) sums[size_t(t)] += block_value_sum<T>(ev, m);
           const T* gb = gsrc.block(s, m);
           if (scale != T(1)) {
             MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;
@@ -501,6 +526,10 @@ void backward_pass(const E& e, const Shape& shape, const Tensor<value_type_t<E>>
         }
       },
       chunks > 1 ? cpu::kParallelThreshold : INT64_MAX);
+  if (value_sum) {
+    *value_sum = 0;
+    for (double x : sums) *value_sum += x;
+  }
   for (int t = 1; t < chunks; ++t)
     for (int i = 0; i < ntargets; ++i)
       if (targets[i].dst && !targets[i].contiguous) {

@@ -1,6 +1,9 @@
 // gradus/ops/linalg.hpp — matmul (batched, broadcast over batch dims) on Eigen's GEMM.
 #pragma once
 #include <Eigen/Core>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #include "gradus/autodiff/materialize.hpp"
 
@@ -14,9 +17,25 @@ using MatMap = Eigen::Map<RowMat<T>, Eigen::Aligned16>;
 template <class T>
 using CMatMap = Eigen::Map<const RowMat<T>>;
 
+/// Below this many multiply-adds a GEMM runs on the calling thread: forking a team costs more
+/// than it saves, and far more when the other core is busy.
+inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
+
 /// c (m x n) = or += a (m x k) * b (k x n), each optionally transposed in storage.
 template <class T>
 void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+#if defined(_OPENMP)
+  struct SerialScope {  // omp_set_num_threads changes only this thread's setting, which Eigen reads
+    int prev = omp_get_max_threads();
+    bool active;
+    explicit SerialScope(bool on) : active(on) {
+      if (active) omp_set_num_threads(1);
+    }
+    ~SerialScope() {
+      if (active) omp_set_num_threads(prev);
+    }
+  } serial(m * n * k < kGemmParallelWork);
+#endif
   Eigen::Map<RowMat<T>> C(c, m, n);
   auto run = [&](const auto& A, const auto& B) {
     if (add)

@@ -47,10 +47,24 @@ struct SumNode final : Node<value_type_t<E>> {
   E expr;
   ReducePlan plan;
   T scale;
-  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s) : Node<T>(std::move(v)), expr(e), plan(p), scale(s) {
+  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s, bool pending) : Node<T>(std::move(v)), expr(e), plan(p), scale(s) {
     this->requires_grad = true;
+    this->value_pending = pending;
   }
-  void backward() override { fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale); }
+  /// A full reduction defers its value: a loss that is backpropagated right away gets it from
+  /// the backward sweep, which evaluates the chain anyway, instead of from a pass of its own.
+  void compute_value() override {
+    this->value.data()[0] = T(sum_all(expr, plan.in)) * scale;
+    this->value_pending = false;
+  }
+  void backward() override {
+    double total = 0;
+    fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, this->value_pending ? &total : nullptr);
+    if (this->value_pending) {
+      this->value.data()[0] = T(total) * scale;
+      this->value_pending = false;
+    }
+  }
   void inputs(std::vector<NodeBase*>& out) const override { collect_var_inputs(expr, out); }
   const char* name() const override { return "sum"; }
 };
@@ -60,8 +74,12 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   using T = value_type_t<E>;
   const char* op = mean ? "mean" : "sum";
   const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, op);
-  Tensor<T> out = Tensor<T>::zeros(p.keep);
   const T scale = mean ? T(1) / T(p.count) : T(1);
+  if constexpr (is_differentiable_v<E>) {
+    if (p.keep.numel() == 1 && grad_enabled() && any_requires_grad(e))
+      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>(p.out), e, p, scale, true));
+  }
+  Tensor<T> out = Tensor<T>::zeros(p.keep);
   if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
     if (p.keep.numel() == 1)
       out.data()[0] = T(sum_all(e, p.in));
@@ -72,7 +90,7 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   out = out.reshape(p.out);
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && any_requires_grad(e))
-      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale));
+      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));
     return Var<T>::constant(std::move(out));
   } else {
     return out;

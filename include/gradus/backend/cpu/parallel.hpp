@@ -11,7 +11,7 @@ namespace gradus::cpu {
 /// Most threads a gradus kernel uses (per-thread scratch is sized by it).
 inline constexpr int kMaxThreads = 16;
 /// Loops shorter than this many elements run on the calling thread.
-inline constexpr int64_t kParallelThreshold = 1 << 15;
+inline constexpr int64_t kParallelThreshold = 1 << 16;
 
 inline int num_threads() {
 #if defined(_OPENMP)
