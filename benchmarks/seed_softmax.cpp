@@ -58,9 +58,10 @@ Eigen::Map<const Matrix> mat(const Tensor& t) { return {t.data(), t.dim(0), t.di
 // The example's user ops (examples/seed_softmax.cpp), verbatim.
 const auto my_matmul = gd::custom_op(
     [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
-    [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
+    [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g, const std::array<bool, 2>& needs) {
       const auto& [a, b] = in;
-      return std::array<Tensor, 2>{gd::matmul(g, gd::transpose(b)), gd::matmul(gd::transpose(a), g)};
+      return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, gd::transpose(b)) : Tensor(),
+                                   needs[1] ? gd::matmul(gd::transpose(a), g) : Tensor()};
     },
     "my_matmul");
 const auto my_log = gd::custom_op(

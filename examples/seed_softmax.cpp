@@ -22,12 +22,14 @@ int main() {
   const Tensor x_train = data.train_images.reshape({-1, 784}), x_test = data.test_images.reshape({-1, 784});
   const Tensor y_train = gd::one_hot<float>(data.train_labels, 10);
 
-  // matmul: forward on Eigen's GEMM; backward dA = g·Bᵀ, dB = Aᵀ·g.
+  // matmul: forward on Eigen's GEMM; backward dA = g·Bᵀ, dB = Aᵀ·g, each only when asked for
+  // (the images need no gradient, so dA is skipped).
   const auto my_matmul = gd::custom_op(
       [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
-      [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
+      [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g, const std::array<bool, 2>& needs) {
         const auto& [a, b] = in;
-        return std::array<Tensor, 2>{gd::matmul(g, gd::transpose(b)), gd::matmul(gd::transpose(a), g)};
+        return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, gd::transpose(b)) : Tensor(),
+                                     needs[1] ? gd::matmul(gd::transpose(a), g) : Tensor()};
       },
       "my_matmul");
   // log: forward log(x), backward g / x. Softmax probabilities can underflow to 0, and log(0) = -inf

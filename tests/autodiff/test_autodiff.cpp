@@ -165,3 +165,18 @@ TEST_CASE("autodiff: a loss's value is the same read before or after its backwar
   CHECK(late.item() == Approx(expect / 3000));
   CHECK(a.grad()(5) == Approx(std::exp(0.1 * a.value()(5) * b.value()(5)) * 0.1 * b.value()(5) * b.value()(5) / 3000));
 }
+
+TEST_CASE("custom_op: an N-input backward may ask which inputs need a gradient", "[custom_op]") {
+  std::array<bool, 2> seen{};
+  auto mul = gd::custom_op([](const Td& a, const Td& b) { return gd::eval(a * b); },
+                           [&](const std::array<Td, 2>& in, const Td&, const Td& g, const std::array<bool, 2>& needs) {
+                             seen = needs;
+                             return std::array<Td, 2>{needs[0] ? gd::eval(g * in[1]) : Td(), needs[1] ? gd::eval(g * in[0]) : Td()};
+                           });
+  V w(Td::from({2, 3}));
+  const Td data = Td::from({5, 7});
+  gd::backward(gd::sum(mul(data, w)));
+  CHECK_FALSE(seen[0]);
+  CHECK(seen[1]);
+  CHECK(w.grad()(1) == 7.0);
+}

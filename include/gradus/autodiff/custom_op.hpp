@@ -14,7 +14,9 @@ namespace gradus {
 ///  N inputs: forward(const Tensor&... xs) -> Tensor;
 ///            backward(const std::array<Tensor, N>& xs, const Tensor& y, const Tensor& grad)
 ///              -> std::array<Tensor, N>
-/// A backward may return an undefined Tensor for an input that gets no gradient.
+/// A backward may return an undefined Tensor for an input that gets no gradient; an N-input
+/// backward may take a fourth argument, `const std::array<bool, N>& needs_grad`, to skip the
+/// gradients nobody asked for (the data operand of a matmul, say).
 ///   auto my_relu = gd::custom_op(
 ///       [](const gd::Tensor<float>& x) { return gd::eval(gd::maximum(x, 0.f)); },
 ///       [](const gd::Tensor<float>& x, const gd::Tensor<float>&, const gd::Tensor<float>& g) {
@@ -50,7 +52,13 @@ class CustomOp {
                            (check_and_add(name, 0, in, gx), ...);
                          } else {
                            const std::array<Tensor<T>, N> xs_v{detail::value_of(in)...};
-                           const std::array<Tensor<T>, N> gs = bwd(xs_v, y, g);
+                           const std::array<bool, N> needs{detail::needs_grad(in)...};
+                           std::array<Tensor<T>, N> gs;
+                           if constexpr (std::is_invocable_v<const Backward&, decltype(xs_v), decltype(y),
+                                                             decltype(g), decltype(needs)>)
+                             gs = bwd(xs_v, y, g, needs);
+                           else
+                             gs = bwd(xs_v, y, g);
                            const std::tuple<const Xs&...> ins(in...);
                            [&]<size_t... I>(std::index_sequence<I...>) {
                              (check_and_add(name, I, std::get<I>(ins), gs[I]), ...);
