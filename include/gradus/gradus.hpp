@@ -22,3 +22,7 @@
 #include "gradus/losses.hpp"
 #include "gradus/metrics.hpp"
 #include "gradus/optim.hpp"
+#include "gradus/ops/conv.hpp"
+#include "gradus/ops/pool.hpp"
+#include "gradus/ops/dropout.hpp"
+#include "gradus/nn.hpp"

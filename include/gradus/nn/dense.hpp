@@ -1,0 +1,136 @@
+// gradus/nn/dense.hpp — Dense (fully connected), Flatten and Embedding.
+#pragma once
+#include <cstdint>
+
+#include "gradus/init/initializers.hpp"
+#include "gradus/nn/activations.hpp"
+#include "gradus/nn/module.hpp"
+#include "gradus/nn/regularizers.hpp"
+#include "gradus/ops/linalg.hpp"
+#include "gradus/ops/shape.hpp"
+
+namespace gradus::nn {
+namespace detail {
+
+/// The kernel initializer a layer uses when none is given: He uniform for ReLU-like
+/// activations, LeCun normal for SELU, Glorot uniform (Keras' default) otherwise.
+inline init::Initializer default_kernel_initializer(const Activation& a) {
+  if (a.relu_like()) return init::he_uniform{};
+  if (a.kind == ActivationKind::selu) return init::lecun_normal{};
+  return init::glorot_uniform{};
+}
+
+/// `given`, or `fallback` when it is empty.
+inline const init::Initializer& or_default(const init::Initializer& given, const init::Initializer& fallback) {
+  return given ? given : fallback;
+}
+
+}  // namespace detail
+
+/// Options of `Dense`. Empty initializers mean the defaults: kernel by activation (see
+/// `detail::default_kernel_initializer`), bias zeros.
+struct DenseOptions {
+  int64_t in = 0;   ///< input features (the last axis of the input)
+  int64_t out = 0;  ///< output features
+  Activation activation = linear;
+  bool use_bias = true;
+  init::Initializer kernel_initializer{};
+  init::Initializer bias_initializer{};
+  Regularizer kernel_regularizer{};
+  Regularizer bias_regularizer{};
+};
+
+/// activation(x · kernel + bias): x [..., in] -> [..., out]; kernel [in, out], bias [out]
+/// (tf.keras.layers.Dense). The bias add and the activation run as one pass.
+///   gd::nn::Dense<float> d({.in = 784, .out = 500, .activation = gd::nn::relu}, rng);
+///   gd::Var<float> h = d.forward(x);   // x [128, 784] -> h [128, 500]
+template <Real T = float>
+class Dense : public Module<T> {
+ public:
+  Dense(const DenseOptions& o, Rng& rng) : in_(o.in), out_(o.out), use_bias_(o.use_bias), activation_(o.activation) {
+    GRADUS_CHECK(value_error, o.in > 0 && o.out > 0, "Dense: in and out must be positive, got in ", o.in, ", out ",
+                 o.out);
+    const init::Initializer fallback = detail::default_kernel_initializer(o.activation);
+    kernel_ = this->register_parameter(
+        "kernel", detail::or_default(o.kernel_initializer, fallback).template operator()<T>({o.in, o.out}, rng),
+        o.kernel_regularizer);
+    if (o.use_bias)
+      bias_ = this->register_parameter(
+          "bias", o.bias_initializer ? o.bias_initializer.template operator()<T>({o.out}, rng) : Tensor<T>::zeros({o.out}),
+          o.bias_regularizer);
+    else
+      bias_ = Var<T>::constant(Tensor<T>::zeros({o.out}));
+  }
+
+  /// x [..., in] -> [..., out], a Var.
+  template <Expression X>
+  Var<T> forward(const X& x) {
+    const Var<T> xv = detail::to_var(x);
+    detail::check_last_dim(xv.shape(), in_, "Dense", "in");
+    Var<T> h = gradus::matmul(xv, kernel_);
+    if (!use_bias_ && activation_.kind == ActivationKind::linear) return h;
+    return detail::bias_activation(h, bias_, activation_);
+  }
+
+  /// The kernel [in, out] (a handle: write into its value() to set weights).
+  Var<T> kernel() const { return kernel_; }
+  /// The bias [out] (a constant of zeros when use_bias is false).
+  Var<T> bias() const { return bias_; }
+  int64_t in() const { return in_; }
+  int64_t out() const { return out_; }
+  const Activation& activation() const { return activation_; }
+
+ private:
+  int64_t in_, out_;
+  bool use_bias_;
+  Activation activation_;
+  Var<T> kernel_, bias_;
+};
+
+/// [N, d1, ..., dk] -> [N, d1*...*dk] (tf.keras.layers.Flatten); zero-copy.
+struct Flatten {
+  template <Expression X>
+  auto forward(const X& x) const { return gradus::flatten(x); }
+};
+
+/// Options of `Embedding`. An empty initializer means uniform in [-0.05, 0.05] (Keras).
+struct EmbeddingOptions {
+  int64_t vocab = 0;  ///< number of ids: ids lie in [0, vocab)
+  int64_t dim = 0;    ///< size of each embedding vector
+  init::Initializer initializer{};
+  Regularizer regularizer{};
+};
+
+/// Rows of a trainable table [vocab, dim] picked by integer ids (tf.keras.layers.Embedding):
+/// ids of any shape S -> S + [dim]. The gradient scatter-adds into the rows used.
+///   gd::nn::Embedding<float> emb({.vocab = 256, .dim = 32}, rng);
+///   gd::Var<float> e = emb.forward(ids);   // ids Tensor<int64_t> [B, T] -> [B, T, 32]
+template <Real T = float>
+class Embedding : public Module<T> {
+ public:
+  Embedding(const EmbeddingOptions& o, Rng& rng) : vocab_(o.vocab) {
+    GRADUS_CHECK(value_error, o.vocab > 0 && o.dim > 0, "Embedding: vocab and dim must be positive, got vocab ",
+                 o.vocab, ", dim ", o.dim);
+    const init::Initializer fallback = init::random_uniform{-0.05, 0.05};
+    table_ = this->register_parameter(
+        "embeddings", detail::or_default(o.initializer, fallback).template operator()<T>({o.vocab, o.dim}, rng),
+        o.regularizer);
+  }
+
+  /// ids S -> S + [dim]; an id outside [0, vocab) throws value_error.
+  Var<T> forward(const Tensor<int64_t>& ids) const {
+    for (int64_t i = 0; i < ids.size(); ++i)
+      GRADUS_CHECK(value_error, ids.data()[i] >= 0 && ids.data()[i] < vocab_, "Embedding: id ", ids.data()[i],
+                   " at position ", i, " is outside the vocabulary [0, ", vocab_, ")");
+    return gradus::gather(table_, ids, 0);
+  }
+
+  /// The table [vocab, dim].
+  Var<T> embeddings() const { return table_; }
+
+ private:
+  int64_t vocab_;
+  Var<T> table_;
+};
+
+}  // namespace gradus::nn

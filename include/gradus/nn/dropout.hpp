@@ -1,0 +1,36 @@
+// gradus/nn/dropout.hpp — the Dropout layer.
+#pragma once
+#include "gradus/nn/module.hpp"
+#include "gradus/ops/dropout.hpp"
+
+namespace gradus::nn {
+
+/// Options of `Dropout`.
+struct DropoutOptions {
+  double rate = 0.5;  ///< fraction of elements zeroed in training, in [0, 1)
+};
+
+/// Inverted dropout (tf.keras.layers.Dropout): in training mode each element is zeroed with
+/// probability `rate` and the rest scaled by 1 / (1 - rate), the mask drawn from `rng` (which
+/// must outlive the layer); in eval mode the identity. x -> a Var of the same shape.
+///   gd::nn::Dropout<float> drop({.rate = 0.5}, rng);
+template <Real T = float>
+class Dropout : public Module<T> {
+ public:
+  Dropout(const DropoutOptions& o, Rng& rng) : rate_(o.rate), rng_(&rng) {
+    GRADUS_CHECK(value_error, o.rate >= 0 && o.rate < 1, "Dropout: rate must be in [0, 1), got ", o.rate);
+  }
+
+  template <Expression X>
+  Var<T> forward(const X& x) {
+    return gradus::dropout(detail::to_var(x), rate_, *rng_, this->is_training());
+  }
+
+  double rate() const { return rate_; }
+
+ private:
+  double rate_;
+  Rng* rng_;
+};
+
+}  // namespace gradus::nn

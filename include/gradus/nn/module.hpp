@@ -1,0 +1,251 @@
+// gradus/nn/module.hpp — Module<T>: the base of every layer and model with state.
+//
+// A module is a plain object. Its constructor registers what it owns by name:
+//   parameters  trainable Vars (`kernel_ = register_parameter("kernel", init(...))`), found by
+//               optimizers and checkpoints;
+//   buffers     non-trainable tensors saved with the model (BatchNorm's moving statistics);
+//   children    sub-modules that are data members (`register_module("dense1", dense1_)`).
+// `named_parameters()` walks the tree and names each parameter by its path: "block.dense1.kernel".
+//
+// `forward` is an ordinary member function, found at compile time by whoever runs the module
+// (Sequential, check_module_gradient, a training loop): it may take any inputs and return a Var,
+// a lazy elementwise expression (which then fuses into the next layer) or several outputs.
+//
+// Copying a module is not allowed (it would silently share or duplicate the weights); moving is.
+// A child registered by reference must be a subobject of the module (a data member, or an element
+// of a member std::tuple/std::array): the parent stores its offset from itself, so the link stays
+// right when the parent is moved. Children that live elsewhere (a std::vector of blocks) are
+// handed over as std::unique_ptr and owned by the parent.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "gradus/autodiff/materialize.hpp"
+#include "gradus/nn/regularizers.hpp"
+
+namespace gradus::nn {
+
+/// Base of every stateful layer and model over element type T (float or double).
+///   struct Net : gd::nn::Module<float> {
+///     gd::nn::Dense<float> d1, d2;
+///     Net(gd::Rng& rng) : d1({.in = 784, .out = 100, .activation = gd::nn::relu}, rng), d2({.in = 100, .out = 10}, rng) {
+///       register_module("d1", d1);
+///       register_module("d2", d2);
+///     }
+///     gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
+///   };
+template <Real T = float>
+class Module {
+ public:
+  using value_type = T;
+
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  /// Moves keep every registration valid (children are stored as offsets); the source is left empty.
+  Module(Module&&) noexcept = default;
+  Module& operator=(Module&&) noexcept = default;
+
+  /// Every trainable parameter of this module and its descendants, each once, in the order of
+  /// `named_parameters()`: what an optimizer takes (`gd::optim::SGD opt(net.parameters(), {.lr = 0.1})`).
+  std::vector<Var<T>> parameters() const {
+    std::vector<Var<T>> out;
+    for (auto& [name, v] : named_parameters()) out.push_back(v);
+    return out;
+  }
+  /// (path, parameter) pairs: this module's own parameters in registration order, then each
+  /// child's under "<child>."; a parameter shared by two modules appears once (its first path).
+  std::vector<std::pair<std::string, Var<T>>> named_parameters() const {
+    std::vector<std::pair<std::string, Var<T>>> out;
+    std::unordered_set<const void*> seen;
+    collect_parameters("", out, seen);
+    return out;
+  }
+  /// (path, buffer) pairs, named as parameters are. The tensors share the module's storage:
+  /// `copy_` into one to restore it.
+  std::vector<std::pair<std::string, Tensor<T>>> named_buffers() const {
+    std::vector<std::pair<std::string, Tensor<T>>> out;
+    collect_buffers("", out);
+    return out;
+  }
+  /// (name, child) pairs of the direct children, in registration order.
+  std::vector<std::pair<std::string, Module*>> named_children() {
+    std::vector<std::pair<std::string, Module*>> out;
+    for (const Child& c : children_) out.emplace_back(c.name, child(c));
+    return out;
+  }
+  /// Number of trainable scalars (each shared parameter counted once).
+  int64_t parameter_count() const {
+    int64_t n = 0;
+    for (auto& [name, v] : named_parameters()) n += v.size();
+    return n;
+  }
+
+  /// Sets training mode (`on`) or inference mode on this module and all its descendants; it
+  /// changes what Dropout and BatchNorm do. Modules start in training mode.
+  void train(bool on = true) {
+    training_ = on;
+    for (const Child& c : children_) child(c)->train(on);
+  }
+  /// Inference mode: `train(false)`.
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Sum of the penalties of every regularized parameter of the tree (a rank-0 Var, zero when
+  /// there are none); add it to the data loss.
+  Var<T> regularization_loss() const {
+    Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)));
+    std::unordered_set<const void*> seen;
+    collect_penalties(total, seen);
+    return total;
+  }
+  /// Resets the gradient of every parameter (see Var::zero_grad).
+  void zero_grad() {
+    for (auto& v : parameters()) v.zero_grad();
+  }
+
+ protected:
+  Module() = default;
+
+  /// Registers `value` as a trainable parameter called `name` and returns it as a leaf Var;
+  /// `reg` adds its penalty to `regularization_loss()`. Names are unique within a module and
+  /// contain no '.'.
+  Var<T> register_parameter(std::string name, Tensor<T> value, Regularizer reg = {}) {
+    check_name(name, "register_parameter");
+    GRADUS_CHECK(value_error, value.defined(), "register_parameter: '", name, "' is an undefined tensor");
+    Var<T> v(std::move(value));
+    params_.push_back({std::move(name), v, reg});
+    return v;
+  }
+  /// Registers an existing trainable Var (for example one shared with another module).
+  Var<T> register_parameter(std::string name, Var<T> var, Regularizer reg = {}) {
+    check_name(name, "register_parameter");
+    GRADUS_CHECK(value_error, var.defined() && var.is_leaf() && var.requires_grad(), "register_parameter: '", name,
+                 "' must be a trainable leaf Var");
+    params_.push_back({std::move(name), var, reg});
+    return var;
+  }
+  /// Registers a non-trainable tensor saved with the model; returns a handle to the same storage
+  /// (update it in place: `buf.assign(...)`, `buf.copy_(...)`).
+  Tensor<T> register_buffer(std::string name, Tensor<T> value) {
+    check_name(name, "register_buffer");
+    GRADUS_CHECK(value_error, value.defined(), "register_buffer: '", name, "' is an undefined tensor");
+    buffers_.push_back({std::move(name), value});
+    return value;
+  }
+  /// Registers `child`, a data member of this module (see the file comment), as sub-module `name`.
+  template <class M>
+    requires std::derived_from<M, Module>
+  M& register_module(std::string name, M& child) {
+    check_name(name, "register_module");
+    const auto self = reinterpret_cast<std::uintptr_t>(this);
+    const auto at = reinterpret_cast<std::uintptr_t>(static_cast<Module*>(&child));
+    // A member lies after this base subobject and within a sane object size; anything else is
+    // most likely a module elsewhere in memory, whose link would break when this one moves.
+    GRADUS_CHECK(value_error, at > self && at - self < kMaxOffset, "register_module: '", name,
+                 "' is not a data member of the module registering it; pass a std::unique_ptr for a "
+                 "module that lives elsewhere");
+    children_.push_back({std::move(name), std::ptrdiff_t(at - self), nullptr});
+    return child;
+  }
+  /// Registers a sub-module that this module owns (for children kept outside the object, such as
+  /// a variable number of blocks); returns a reference to it.
+  template <class M>
+    requires std::derived_from<M, Module>
+  M& register_module(std::string name, std::unique_ptr<M> child) {
+    check_name(name, "register_module");
+    GRADUS_CHECK(value_error, child != nullptr, "register_module: '", name, "' is a null pointer");
+    M& ref = *child;
+    children_.push_back({std::move(name), 0, std::unique_ptr<Module>(std::move(child))});
+    return ref;
+  }
+
+ private:
+  static constexpr std::uintptr_t kMaxOffset = std::uintptr_t(1) << 20;
+
+  struct Param {
+    std::string name;
+    Var<T> var;
+    Regularizer reg;
+  };
+  struct Buffer {
+    std::string name;
+    Tensor<T> value;
+  };
+  struct Child {
+    std::string name;
+    std::ptrdiff_t offset;          // from this base subobject, for a member
+    std::unique_ptr<Module> owned;  // for an owned child
+  };
+
+  Module* child(const Child& c) const {
+    if (c.owned) return c.owned.get();
+    return reinterpret_cast<Module*>(reinterpret_cast<std::uintptr_t>(this) + std::uintptr_t(c.offset));
+  }
+
+  void check_name(const std::string& name, const char* op) const {
+    GRADUS_CHECK(value_error, !name.empty() && name.find('.') == std::string::npos, op, ": name '", name,
+                 "' must be non-empty and contain no '.'");
+    bool taken = false;
+    for (const Param& p : params_) taken = taken || p.name == name;
+    for (const Buffer& b : buffers_) taken = taken || b.name == name;
+    for (const Child& c : children_) taken = taken || c.name == name;
+    GRADUS_CHECK(value_error, !taken, op, ": name '", name, "' is already registered in this module");
+  }
+
+  void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Var<T>>>& out,
+                          std::unordered_set<const void*>& seen) const {
+    for (const Param& p : params_)
+      if (seen.insert(p.var.node()).second) out.emplace_back(prefix + p.name, p.var);
+    for (const Child& c : children_) child(c)->collect_parameters(prefix + c.name + ".", out, seen);
+  }
+  void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor<T>>>& out) const {
+    for (const Buffer& b : buffers_) out.emplace_back(prefix + b.name, b.value);
+    for (const Child& c : children_) child(c)->collect_buffers(prefix + c.name + ".", out);
+  }
+  void collect_penalties(Var<T>& total, std::unordered_set<const void*>& seen) const {
+    for (const Param& p : params_)
+      if (seen.insert(p.var.node()).second && p.reg) total = total + p.reg(p.var);
+    for (const Child& c : children_) child(c)->collect_penalties(total, seen);
+  }
+
+  std::vector<Param> params_;
+  std::vector<Buffer> buffers_;
+  std::vector<Child> children_;
+  bool training_ = true;
+};
+
+/// True for a type derived from Module<float> or Module<double>.
+template <class M>
+concept ModuleType = std::derived_from<std::remove_cvref_t<M>, Module<float>> ||
+                     std::derived_from<std::remove_cvref_t<M>, Module<double>>;
+
+namespace detail {
+
+/// `x` as a Var: itself, a constant leaf over a Tensor's storage, or an expression materialised.
+template <Expression E>
+Var<value_type_t<E>> to_var(const E& x) {
+  using T = value_type_t<E>;
+  if constexpr (is_var_v<E>)
+    return x;
+  else if constexpr (std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
+    return Var<T>::constant(x);
+  else
+    return Var<T>(x);
+}
+
+/// The last dimension of `s`, with a layer's error when `s` has rank 0 or it is not `expected`.
+inline void check_last_dim(const Shape& s, int64_t expected, const char* layer, const char* what) {
+  GRADUS_CHECK(shape_error, s.rank() >= 1 && s.back() == expected, layer, ": expected input [..., ", expected, "] (",
+               what, " = ", expected, "), got ", s);
+}
+
+}  // namespace detail
+}  // namespace gradus::nn

@@ -1,0 +1,53 @@
+// gradus/nn/regularizers.hpp — weight penalties (tf.keras.regularizers) attached to layers.
+//
+// A regularizer is a value, given to a layer through its options
+// (`{.kernel_regularizer = gd::nn::l2(1e-4)}`); the layer registers it with the parameter, and
+// `module.regularization_loss()` sums every penalty of a model into one differentiable scalar
+// that the training loop adds to the loss:
+//   gd::Var<float> loss = data_loss + net.regularization_loss();
+#pragma once
+#include <ostream>
+
+#include "gradus/autodiff/var.hpp"
+#include "gradus/ops/elementwise.hpp"
+#include "gradus/ops/reduce.hpp"
+
+namespace gradus::nn {
+
+/// The penalty l1 * sum(|w|) + l2 * sum(w²) (Keras' L1L2: no factor 1/2 on the l2 term).
+/// Both factors zero (the default) means "no regularizer".
+struct Regularizer {
+  double l1 = 0;
+  double l2 = 0;
+
+  /// True when the penalty is not identically zero.
+  explicit operator bool() const { return l1 != 0 || l2 != 0; }
+
+  /// The penalty of `w`, a rank-0 Var (differentiable in w), computed in one fused pass.
+  template <Real T>
+  Var<T> operator()(const Var<T>& w) const {
+    return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+  }
+
+  friend std::ostream& operator<<(std::ostream& os, const Regularizer& r) {
+    return os << "Regularizer(l1=" << r.l1 << ", l2=" << r.l2 << ')';
+  }
+};
+
+/// l * sum(|w|) (tf.keras.regularizers.l1; Keras' default l = 0.01).
+inline Regularizer l1(double l = 0.01) {
+  GRADUS_CHECK(value_error, l >= 0, "l1: the factor must be >= 0, got ", l);
+  return {l, 0};
+}
+/// l * sum(w²) (tf.keras.regularizers.l2; Keras' default l = 0.01).
+inline Regularizer l2(double l = 0.01) {
+  GRADUS_CHECK(value_error, l >= 0, "l2: the factor must be >= 0, got ", l);
+  return {0, l};
+}
+/// l1 * sum(|w|) + l2 * sum(w²) (tf.keras.regularizers.l1_l2).
+inline Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
+  GRADUS_CHECK(value_error, l1 >= 0 && l2 >= 0, "l1_l2: the factors must be >= 0, got l1 ", l1, ", l2 ", l2);
+  return {l1, l2};
+}
+
+}  // namespace gradus::nn

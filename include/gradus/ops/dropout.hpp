@@ -1,0 +1,46 @@
+// gradus/ops/dropout.hpp — inverted dropout with a mask drawn from an explicit gd::Rng.
+#pragma once
+#include <cstdint>
+
+#include <Eigen/Core>
+
+#include "gradus/autodiff/materialize.hpp"
+
+namespace gradus {
+
+/// Inverted dropout (tf.nn.dropout): each element is kept with probability 1 - rate and then
+/// scaled by 1 / (1 - rate), else zeroed; the gradient uses the same mask. The mask takes one
+/// `rng.uniform()` per element, in order. With `training == false` or `rate == 0` it is the
+/// identity: x itself comes back (materialised) and `rng` is not touched. rate in [0, 1).
+///   gd::Var<float> h = gd::dropout(gd::relu(z), 0.5, rng, model.training());
+template <Expression E>
+auto dropout(const E& x_expr, double rate, Rng& rng, bool training = true) {
+  using T = value_type_t<E>;
+  static_assert(Real<T>, "dropout: element type must be float or double");
+  GRADUS_CHECK(value_error, rate >= 0 && rate < 1, "dropout: rate must be in [0, 1), got ", rate);
+  auto x = materialize(x_expr);
+  if (!training || rate == 0) return x;
+  const Tensor<T>& xv = detail::value_of(x);
+  const double keep = 1 - rate;
+  const T scale = T(1 / keep);
+  Tensor<T> mask(xv.shape());  // 0 or 1/(1-rate): the forward's factor and the backward's
+  T* m = mask.data();
+  for (int64_t i = 0, n = mask.size(); i < n; ++i) m[i] = rng.uniform() < keep ? scale : T(0);
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  Tensor<T> out(xv.shape());
+  Eigen::Map<Arr>(out.data(), out.size()) =
+      Eigen::Map<const Arr>(xv.data(), xv.size()) * Eigen::Map<const Arr>(mask.data(), mask.size());
+  return make_result("dropout", std::move(out), [mask](const Tensor<T>& g, const Tensor<T>&, const auto& x) {
+    if (!detail::needs_grad(x)) return;
+    bool add = false;
+    T* dx = detail::adjoint_buffer(x, &add);
+    Eigen::Map<Arr> d(dx, mask.size());
+    const auto gm = Eigen::Map<const Arr>(g.data(), g.size()) * Eigen::Map<const Arr>(mask.data(), mask.size());
+    if (add)
+      d += gm;
+    else
+      d = gm;
+  }, x);
+}
+
+}  // namespace gradus

@@ -1,0 +1,243 @@
+// Module mechanics: registration and dotted names, counts, buffers, train/eval propagation,
+// moves, owned children, shared parameters, regularization_loss, Sequential naming, and a
+// two-input / two-output model trained with loss weights [1, 0.1].
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gradus/gradus.hpp>
+#include <gradus/nn.hpp>
+#include <gradus/optim.hpp>
+
+namespace gd = gradus;
+namespace nn = gradus::nn;
+using Td = gd::Tensor<double>;
+using V = gd::Var<double>;
+
+namespace {
+
+std::vector<std::string> names_of(const nn::Module<double>& m) {
+  std::vector<std::string> out;
+  for (auto& [name, p] : m.named_parameters()) out.push_back(name);
+  return out;
+}
+
+// A block with two Dense children and a BatchNorm (parameters and buffers at depth 2).
+struct Block : nn::Module<double> {
+  nn::Dense<double> dense1, dense2;
+  nn::BatchNorm<double> norm;
+  explicit Block(gd::Rng& rng)
+      : dense1({.in = 3, .out = 4, .activation = nn::relu}, rng), dense2({.in = 4, .out = 2}, rng),
+        norm({.features = 2}) {
+    register_module("dense1", dense1);
+    register_module("dense2", dense2);
+    register_module("norm", norm);
+  }
+  V forward(const Td& x) { return norm.forward(dense2.forward(dense1.forward(x))); }
+};
+
+struct Net : nn::Module<double> {
+  Block block;
+  V scale;
+  explicit Net(gd::Rng& rng) : block(rng) {
+    scale = register_parameter("scale", Td::ones({2}));
+    register_module("block", block);
+  }
+  V forward(const Td& x) { return block.forward(x) * scale; }
+};
+
+}  // namespace
+
+TEST_CASE("nn: parameter names are dotted paths, own parameters first", "[nn][module]") {
+  gd::Rng rng(1);
+  Net net(rng);
+  CHECK(names_of(net) == std::vector<std::string>{"scale", "block.dense1.kernel", "block.dense1.bias",
+                                                   "block.dense2.kernel", "block.dense2.bias", "block.norm.gamma",
+                                                   "block.norm.beta"});
+  CHECK(net.parameter_count() == 2 + (12 + 4) + (8 + 2) + (2 + 2));
+  CHECK(net.parameters().size() == 7);
+  auto buffers = net.named_buffers();
+  REQUIRE(buffers.size() == 2);
+  CHECK(buffers[0].first == "block.norm.moving_mean");
+  CHECK(buffers[1].first == "block.norm.moving_variance");
+  CHECK(buffers[1].second(1) == 1.0);
+  auto children = net.named_children();
+  REQUIRE(children.size() == 1);
+  CHECK(children[0].first == "block");
+  CHECK(children[0].second == &net.block);
+}
+
+TEST_CASE("nn: MLP 784-500-10 has 397510 parameters", "[nn][module]") {
+  gd::Rng rng(0);
+  nn::Sequential mlp(nn::Dense<float>({.in = 784, .out = 500, .activation = nn::relu}, rng),
+                     nn::Dense<float>({.in = 500, .out = 10}, rng));
+  CHECK(mlp.parameter_count() == 397510);
+  nn::Sequential mlp2(nn::Dense<float>({.in = 784, .out = 500}, rng), nn::ReLU{},
+                      nn::Dense<float>({.in = 500, .out = 10}, rng));
+  CHECK(mlp2.parameter_count() == 397510);
+  std::vector<std::string> names;
+  for (auto& [name, p] : mlp2.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.kernel", "0.bias", "2.kernel", "2.bias"});  // ReLU keeps its number
+  static_assert(std::is_same_v<decltype(mlp2)::value_type, float>);
+  static_assert(std::is_same_v<decltype(nn::Dense({.in = 1, .out = 1}, rng)), nn::Dense<float>>);
+}
+
+TEST_CASE("nn: train/eval propagates to every descendant", "[nn][module]") {
+  gd::Rng rng(2);
+  Net net(rng);
+  CHECK(net.block.norm.is_training());
+  net.eval();
+  CHECK_FALSE(net.is_training());
+  CHECK_FALSE(net.block.is_training());
+  CHECK_FALSE(net.block.norm.is_training());
+  net.train();
+  CHECK(net.block.dense2.is_training());
+}
+
+TEST_CASE("nn: moving a module keeps every registration valid", "[nn][module]") {
+  gd::Rng rng(3);
+  auto make = [&] { return nn::Sequential(Block(rng), nn::Dense<double>({.in = 2, .out = 1}, rng)); };
+  auto a = make();
+  const auto before = names_of(a);
+  const V k = a.get<1>().kernel();
+  auto b = std::move(a);
+  CHECK(names_of(b) == before);
+  CHECK(b.named_parameters().back().second.node() == b.get<1>().bias().node());
+  CHECK(b.get<1>().kernel().node() == k.node());
+  b.eval();  // reaches the moved children through their offsets
+  CHECK_FALSE(b.get<0>().norm.is_training());
+  const Td x = Td::random_normal({5, 3}, rng);
+  CHECK(b.forward(x).shape() == gd::Shape{5, 1});
+
+  auto heap = std::make_unique<decltype(b)>(std::move(b));
+  heap->train();
+  CHECK(heap->get<0>().dense1.is_training());
+  CHECK(names_of(*heap) == before);
+}
+
+TEST_CASE("nn: owned children, shared parameters and registration errors", "[nn][module]") {
+  gd::Rng rng(4);
+  struct Stack : nn::Module<double> {
+    std::vector<nn::Dense<double>*> layers;
+    Stack(gd::Rng& rng, int n) {
+      for (int i = 0; i < n; ++i)
+        layers.push_back(&register_module("layer" + std::to_string(i),
+                                          std::make_unique<nn::Dense<double>>(nn::DenseOptions{.in = 2, .out = 2}, rng)));
+    }
+    V forward(const Td& x) {
+      V h = gd::Var<double>::constant(x);
+      for (auto* l : layers) h = l->forward(h);
+      return h;
+    }
+  };
+  Stack s(rng, 3);
+  CHECK(s.parameter_count() == 3 * 6);
+  Stack moved = std::move(s);
+  CHECK(names_of(moved).back() == "layer2.bias");
+  moved.eval();
+  CHECK_FALSE(moved.layers[2]->is_training());
+
+  struct Tied : nn::Module<double> {
+    V w;
+    nn::Dense<double> d;
+    Tied(gd::Rng& rng) : d({.in = 2, .out = 2, .use_bias = false}, rng) {
+      register_module("d", d);
+      w = register_parameter("w", d.kernel());  // the same Var under a second name
+    }
+  };
+  Tied tied(rng);
+  CHECK(tied.parameters().size() == 1);
+  CHECK(tied.parameter_count() == 4);
+  CHECK(names_of(tied) == std::vector<std::string>{"w"});
+
+  struct Bad : nn::Module<double> {
+    nn::Dense<double> d;
+    explicit Bad(gd::Rng& rng) : d({.in = 1, .out = 1}, rng) {}
+    void add(nn::Dense<double>& other) { register_module("other", other); }
+    void param(const std::string& name) { register_parameter(name, Td::zeros({1})); }
+  };
+  Bad bad(rng);
+  auto elsewhere = std::make_unique<nn::Dense<double>>(nn::DenseOptions{.in = 1, .out = 1}, rng);
+  CHECK_THROWS_AS(bad.add(*elsewhere), gd::value_error);
+  CHECK_THROWS_WITH(bad.param("a.b"), Catch::Contains("contain no '.'"));
+  bad.param("p");
+  CHECK_THROWS_WITH(bad.param("p"), Catch::Contains("already registered"));
+}
+
+TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][module]") {
+  gd::Rng rng(5);
+  nn::Sequential net(nn::Dense<double>({.in = 2, .out = 3, .kernel_regularizer = nn::l2(0.5)}, rng),
+                     nn::Dense<double>({.in = 3, .out = 1, .bias_initializer = gd::init::constant{.value = -2.0},
+                                        .kernel_regularizer = nn::l1(0.1), .bias_regularizer = nn::l1_l2(1.0, 2.0)},
+                                       rng));
+  const Td k0 = net.get<0>().kernel().value(), k1 = net.get<1>().kernel().value();
+  double expected = 0;
+  for (double v : k0) expected += 0.5 * v * v;
+  for (double v : k1) expected += 0.1 * std::abs(v);
+  expected += 1.0 * 2 + 2.0 * 4;  // bias -2
+  V r = net.regularization_loss();
+  CHECK(r.item() == Approx(expected).epsilon(1e-12));
+  gd::backward(r);
+  CHECK(net.get<0>().kernel().grad()(1, 2) == Approx(1.0 * k0(1, 2)));
+  CHECK(net.get<1>().bias().grad()(0) == Approx(-1.0 + 2 * 2.0 * -2.0));
+  CHECK(net.get<0>().bias().grad()(0) == 0.0);
+
+  nn::Dense<double> plain({.in = 2, .out = 2}, rng);
+  CHECK(plain.regularization_loss().item() == 0.0);
+  CHECK_FALSE(plain.regularization_loss().requires_grad());
+}
+
+namespace {
+
+// Two inputs, two outputs: x1 [N, 3] and x2 [N, 2] are embedded separately, joined, and feed a
+// regression head y1 [N, 1] and a second head y2 [N, 2].
+struct TwoInTwoOut : nn::Module<double> {
+  nn::Dense<double> in1, in2, trunk, head1, head2;
+  explicit TwoInTwoOut(gd::Rng& rng)
+      : in1({.in = 3, .out = 4, .activation = nn::tanh}, rng), in2({.in = 2, .out = 4, .activation = nn::tanh}, rng),
+        trunk({.in = 8, .out = 6, .activation = nn::relu}, rng), head1({.in = 6, .out = 1}, rng),
+        head2({.in = 6, .out = 2}, rng) {
+    register_module("in1", in1);
+    register_module("in2", in2);
+    register_module("trunk", trunk);
+    register_module("head1", head1);
+    register_module("head2", head2);
+  }
+  std::pair<V, V> forward(const Td& x1, const Td& x2) {
+    V h = trunk.forward(gd::concat({in1.forward(x1), in2.forward(x2)}, 1));
+    return {head1.forward(h), head2.forward(h)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("nn: a two-input, two-output model trains with loss weights [1, 0.1]", "[nn][module]") {
+  gd::Rng rng(6);
+  TwoInTwoOut model(rng);
+  const Td x1 = Td::random_normal({32, 3}, rng), x2 = Td::random_normal({32, 2}, rng);
+  // targets: smooth functions of the inputs
+  Td y1({32, 1}), y2({32, 2});
+  for (int64_t i = 0; i < 32; ++i) {
+    y1(i, 0) = std::sin(x1(i, 0)) + 0.5 * x2(i, 1);
+    y2(i, 0) = x1(i, 1) * x1(i, 2);
+    y2(i, 1) = std::cos(x2(i, 0));
+  }
+  gd::optim::SGD<double> opt(model.parameters(), {.lr = 0.05});
+  auto step = [&] {
+    auto [o1, o2] = model.forward(x1, x2);
+    V loss = 1.0 * gd::losses::mean_squared_error(y1, o1) + 0.1 * gd::losses::mean_squared_error(y2, o2);
+    opt.minimize(loss);
+    return loss.item();
+  };
+  const double first = step();
+  double last = first;
+  for (int i = 0; i < 300; ++i) last = step();
+  INFO("loss " << first << " -> " << last);
+  CHECK(last < 0.3 * first);
+  // both heads received gradients
+  CHECK(gd::sum(gd::abs(model.head2.kernel().grad())).item() > 0);
+  CHECK(gd::sum(gd::abs(model.in2.kernel().grad())).item() > 0);
+}
