@@ -15,3 +15,4 @@
 #include "gradus/nn/conv.hpp"
 #include "gradus/nn/sequential.hpp"
 #include "gradus/nn/check.hpp"
+#include "gradus/nn/recurrent.hpp"
