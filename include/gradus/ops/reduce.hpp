@@ -107,6 +107,8 @@ struct AxisView {
     }
     for (int i = 0; i < s.rank(); ++i) (i < axis ? outer : i == axis ? n : inner) *= s[i];
   }
+  /// Index in the reduced output of the line that starts at input offset `base`.
+  int64_t out_index(int64_t base) const { return (base / (n * inner)) * inner + base % inner; }
 };
 
 /// Runs `f(base_offset)` for each of the outer*inner lines of an axis view (the elements of a
@@ -145,7 +147,7 @@ auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_ma
       const T y = src[base + k * v.inner];
       m = is_max ? (y > m ? y : m) : (y < m ? y : m);
     }
-    dst[(base / (v.n * v.inner)) * v.inner + base % v.inner] = m;
+    dst[v.out_index(base)] = m;
   });
   if constexpr (Real<T>) {
     return make_result(op, std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
@@ -153,7 +155,7 @@ auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_ma
       const Tensor<T>& xin = value_of(in);
       Tensor<T> dx = Tensor<T>::zeros(xin.shape());
       for_each_line(v, [&](int64_t base) {
-        const int64_t o = (base / (v.n * v.inner)) * v.inner + base % v.inner;
+        const int64_t o = v.out_index(base);
         int64_t ties = 0;
         for (int64_t k = 0; k < v.n; ++k) ties += xin.data()[base + k * v.inner] == y.data()[o];
         const T share = g.data()[o] / T(ties);
@@ -183,7 +185,7 @@ Tensor<int64_t> arg_impl(const E& e, int64_t axis, bool is_max) {
       const auto y = xv.data()[base + k * v.inner];
       if (is_max ? y > m : y < m) m = y, best = k;
     }
-    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = best;
+    out.data()[v.out_index(base)] = best;
   });
   return out;
 }
@@ -260,7 +262,7 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   for_each_line(v, [&](int64_t base) {
     T acc = T(1);
     for (int64_t k = 0; k < v.n; ++k) acc *= xv.data()[base + k * v.inner];
-    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = acc;
+    out.data()[v.out_index(base)] = acc;
   });
   if constexpr (Real<T>) {
     return make_result("prod", std::move(out), [v](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
@@ -268,7 +270,7 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
       const Tensor<T>& xin = value_of(in);
       Tensor<T> dx(xin.shape());
       for_each_line(v, [&](int64_t base) {
-        const T go = g.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner];
+        const T go = g.data()[v.out_index(base)];
         T left = T(1);  // exclusive prefix products, then multiply by suffix products
         for (int64_t k = 0; k < v.n; ++k) {
           dx.data()[base + k * v.inner] = left;
@@ -303,14 +305,14 @@ auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
     T s = 0;
     if (std::isfinite(m))
       for (int64_t k = 0; k < v.n; ++k) s += std::exp(xv.data()[base + k * v.inner] - m);
-    out.data()[(base / (v.n * v.inner)) * v.inner + base % v.inner] = std::isfinite(m) ? m + std::log(s) : m;
+    out.data()[v.out_index(base)] = std::isfinite(m) ? m + std::log(s) : m;
   });
   return make_result("logsumexp", std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
     const Tensor<T>& xin = value_of(in);
     Tensor<T> dx(xin.shape());
     for_each_line(v, [&](int64_t base) {
-      const int64_t o = (base / (v.n * v.inner)) * v.inner + base % v.inner;
+      const int64_t o = v.out_index(base);
       for (int64_t k = 0; k < v.n; ++k)
         dx.data()[base + k * v.inner] = g.data()[o] * std::exp(xin.data()[base + k * v.inner] - y.data()[o]);
     });
