@@ -1,0 +1,276 @@
+// gradus/summary/event.hpp — encoding and decoding TensorBoard `Event` messages.
+//
+// The messages (tensorflow/core/util/event.proto, framework/summary.proto, tensor.proto),
+// only the fields written here:
+//   Event            wall_time=1 double, step=2 int64, file_version=3 string, summary=5 Summary
+//   Summary          repeated Value value=1
+//   Value            tag=1, simple_value=2 float, image=4 Image, histo=5 HistogramProto,
+//                    tensor=8 TensorProto, metadata=9 SummaryMetadata
+//   Image            height=1, width=2, colorspace=3 (1 gray, 3 RGB, 4 RGBA), encoded_image_string=4
+//   HistogramProto   min=1 max=2 num=3 sum=4 sum_squares=5 (double), bucket_limit=6, bucket=7 (packed double)
+//   TensorProto      dtype=1 (DT_STRING = 7), tensor_shape=2 {dim=2 {size=1}}, string_val=8
+//   SummaryMetadata  plugin_data=1 {plugin_name=1, content=2}
+// Fields are written in field order; as in proto3, a plain scalar equal to 0 is left out
+// (step 0, wall_time 0), while members of a oneof (simple_value, file_version) always go out.
+// The first event of a file is the file_version event "brain.Event:2". Text summaries are
+// the text plugin's form: a DT_STRING scalar tensor with metadata plugin_name "text".
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gradus/summary/histogram.hpp"
+#include "gradus/summary/protobuf.hpp"
+#include "gradus/summary/tfrecord.hpp"
+
+namespace gradus::summary {
+
+/// An encoded image as stored in an Image summary (colorspace = channels: 1, 3 or 4).
+struct EncodedImage {
+  int64_t height = 0, width = 0;
+  int colorspace = 0;
+  std::string encoded;  // PNG bytes
+};
+
+// ---------------------------------------------------------------------------------------
+// Encoders. A `Value` encoder returns one encoded Summary.Value; an event encoder returns an
+// encoded Event (not framed: pass it to frame_record to get the bytes of a file record).
+
+/// Summary.Value {tag, simple_value}.
+inline std::string encode_scalar_value(std::string_view tag, float value) {
+  std::string v;
+  detail::put_bytes(v, 1, tag);
+  detail::put_float(v, 2, value);
+  return v;
+}
+
+/// Summary.Value {tag, histo}.
+inline std::string encode_histogram_value(std::string_view tag, const Histogram& h) {
+  std::string p;
+  if (h.min != 0) detail::put_double(p, 1, h.min);
+  if (h.max != 0) detail::put_double(p, 2, h.max);
+  if (h.num != 0) detail::put_double(p, 3, h.num);
+  if (h.sum != 0) detail::put_double(p, 4, h.sum);
+  if (h.sum_squares != 0) detail::put_double(p, 5, h.sum_squares);
+  if (!h.bucket_limit.empty()) detail::put_packed_doubles(p, 6, h.bucket_limit);
+  if (!h.bucket.empty()) detail::put_packed_doubles(p, 7, h.bucket);
+  std::string v;
+  detail::put_bytes(v, 1, tag);
+  detail::put_bytes(v, 5, p);
+  return v;
+}
+
+/// Summary.Value {tag, image}.
+inline std::string encode_image_value(std::string_view tag, const EncodedImage& image) {
+  std::string m;
+  detail::put_int(m, 1, image.height);
+  detail::put_int(m, 2, image.width);
+  detail::put_int(m, 3, image.colorspace);
+  detail::put_bytes(m, 4, image.encoded);
+  std::string v;
+  detail::put_bytes(v, 1, tag);
+  detail::put_bytes(v, 4, m);
+  return v;
+}
+
+/// Summary.Value {tag, tensor = DT_STRING scalar holding `text`, metadata plugin "text"}.
+inline std::string encode_text_value(std::string_view tag, std::string_view text) {
+  std::string tensor;
+  detail::put_int(tensor, 1, 7);        // DT_STRING
+  detail::put_bytes(tensor, 2, "");     // TensorShapeProto of a scalar: no dims
+  detail::put_bytes(tensor, 8, text);
+  std::string plugin;
+  detail::put_bytes(plugin, 1, "text");
+  std::string metadata;
+  detail::put_bytes(metadata, 1, plugin);
+  std::string v;
+  detail::put_bytes(v, 1, tag);
+  detail::put_bytes(v, 8, tensor);
+  detail::put_bytes(v, 9, metadata);
+  return v;
+}
+
+/// Event {wall_time, step, summary {values...}}; `values` are encoded Summary.Values.
+inline std::string encode_summary_event(double wall_time, int64_t step, const std::vector<std::string>& values) {
+  std::string summary;
+  for (const std::string& v : values) detail::put_bytes(summary, 1, v);
+  std::string e;
+  if (wall_time != 0) detail::put_double(e, 1, wall_time);
+  if (step != 0) detail::put_int(e, 2, step);
+  detail::put_bytes(e, 5, summary);
+  return e;
+}
+
+/// Event {wall_time, file_version}, the first record of every event file.
+inline std::string encode_file_version_event(double wall_time, std::string_view version = "brain.Event:2") {
+  std::string e;
+  if (wall_time != 0) detail::put_double(e, 1, wall_time);
+  detail::put_bytes(e, 3, version);
+  return e;
+}
+
+/// One scalar as an Event: encode_scalar_event(256.5, 1, "v/1", 1.5f).
+inline std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
+  return encode_summary_event(wall_time, step, {encode_scalar_value(tag, value)});
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoder (for tests and tools): the fields above, unknown fields skipped.
+
+/// One decoded Summary.Value; the optionals say which kind of value it held.
+struct Value {
+  std::string tag;
+  std::string plugin_name;                // metadata.plugin_data.plugin_name ("" when absent)
+  std::optional<float> simple_value;
+  std::optional<Histogram> histo;
+  std::optional<EncodedImage> image;
+  std::optional<std::string> text;        // string_val[0] of a DT_STRING tensor
+  std::vector<int64_t> tensor_shape;      // dims of the tensor, when there is one
+};
+
+/// One decoded Event.
+struct Event {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::string file_version;               // "" unless this is the file_version event
+  bool has_summary = false;
+  std::vector<Value> values;
+};
+
+namespace detail {
+
+inline Histogram decode_histogram(std::string_view data) {
+  Histogram h;
+  ProtoReader r(data, "HistogramProto");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: h.min = r.double_value(); break;
+      case 2: h.max = r.double_value(); break;
+      case 3: h.num = r.double_value(); break;
+      case 4: h.sum = r.double_value(); break;
+      case 5: h.sum_squares = r.double_value(); break;
+      case 6: r.append_doubles(h.bucket_limit); break;
+      case 7: r.append_doubles(h.bucket); break;
+      default: r.skip();
+    }
+  }
+  GRADUS_CHECK(io_error, h.bucket.size() == h.bucket_limit.size(), "decode_event: HistogramProto: ", h.bucket.size(),
+               " bucket counts but ", h.bucket_limit.size(), " bucket limits");
+  return h;
+}
+
+inline EncodedImage decode_image(std::string_view data) {
+  EncodedImage im;
+  ProtoReader r(data, "Image");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: im.height = r.int_value(); break;
+      case 2: im.width = r.int_value(); break;
+      case 3: im.colorspace = int(r.int_value()); break;
+      case 4: im.encoded = std::string(r.bytes_value()); break;
+      default: r.skip();
+    }
+  }
+  return im;
+}
+
+inline void decode_tensor(std::string_view data, Value& v) {
+  int64_t dtype = 0;
+  std::optional<std::string> first;
+  ProtoReader r(data, "TensorProto");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: dtype = r.int_value(); break;
+      case 2: {
+        ProtoReader shape(r.bytes_value(), "TensorShapeProto");
+        while (shape.next()) {
+          if (shape.field() != 2) {
+            shape.skip();
+            continue;
+          }
+          ProtoReader dim(shape.bytes_value(), "TensorShapeProto.Dim");
+          int64_t size = 0;
+          while (dim.next()) dim.field() == 1 ? void(size = dim.int_value()) : dim.skip();
+          v.tensor_shape.push_back(size);
+        }
+        break;
+      }
+      case 8: {
+        const std::string_view s = r.bytes_value();
+        if (!first) first = std::string(s);
+        break;
+      }
+      default: r.skip();
+    }
+  }
+  if (dtype == 7) v.text = first.value_or("");
+}
+
+inline Value decode_value(std::string_view data) {
+  Value v;
+  ProtoReader r(data, "Summary.Value");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: v.tag = std::string(r.bytes_value()); break;
+      case 2: v.simple_value = r.float_value(); break;
+      case 4: v.image = decode_image(r.bytes_value()); break;
+      case 5: v.histo = decode_histogram(r.bytes_value()); break;
+      case 8: decode_tensor(r.bytes_value(), v); break;
+      case 9: {
+        ProtoReader m(r.bytes_value(), "SummaryMetadata");
+        while (m.next()) {
+          if (m.field() != 1) {
+            m.skip();
+            continue;
+          }
+          ProtoReader p(m.bytes_value(), "SummaryMetadata.PluginData");
+          while (p.next()) p.field() == 1 ? void(v.plugin_name = std::string(p.bytes_value())) : p.skip();
+        }
+        break;
+      }
+      default: r.skip();
+    }
+  }
+  return v;
+}
+
+}  // namespace detail
+
+/// Decodes one Event message (a record's data); io_error on malformed bytes.
+inline Event decode_event(std::string_view data) {
+  Event e;
+  detail::ProtoReader r(data, "Event");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: e.wall_time = r.double_value(); break;
+      case 2: e.step = r.int_value(); break;
+      case 3: e.file_version = std::string(r.bytes_value()); break;
+      case 5: {
+        e.has_summary = true;
+        detail::ProtoReader s(r.bytes_value(), "Summary");
+        while (s.next()) s.field() == 1 ? e.values.push_back(detail::decode_value(s.bytes_value())) : s.skip();
+        break;
+      }
+      default: r.skip();
+    }
+  }
+  return e;
+}
+
+/// Every event of the event file at `path`, CRCs verified; io_error names the file.
+inline std::vector<Event> read_events(const std::filesystem::path& path) {
+  std::vector<Event> out;
+  for (const std::string& rec : read_records(path)) {
+    try {
+      out.push_back(decode_event(rec));
+    } catch (const io_error& e) {
+      throw io_error(gradus::detail::str("read_events: '", path.string(), "': record ", out.size(), ": ", e.what()));
+    }
+  }
+  return out;
+}
+
+}  // namespace gradus::summary
