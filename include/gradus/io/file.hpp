@@ -1,0 +1,161 @@
+// gradus/io/file.hpp — whole-file reads and atomic whole-file writes (POSIX).
+//
+// write_file_atomic never leaves a half-written file under the target name: it writes a
+// temporary file in the same directory (".<name>.tmp-<pid>-<n>-<nonce>", created exclusively,
+// <name> cut to 200 bytes), fsyncs it, renames it over the target and fsyncs the directory. A crash or an error before the
+// rename leaves the previous file as it was (a crash may leave the temporary file behind; readers
+// never look at it). Both functions throw io_error naming the path and the system's reason.
+#pragma once
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "gradus/core/error.hpp"
+
+namespace gradus::io {
+
+namespace detail {
+
+/// The file descriptor of an open file, closed on destruction.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  /// Closes now; returns close()'s result (errno is set on failure).
+  int close() { return ::close(std::exchange(fd, -1)); }
+};
+
+inline std::string errno_text(int e) { return std::strerror(e); }
+
+/// Reads the whole file; io_error (prefixed `who`) when it is missing, a directory, unreadable or
+/// larger than `max_bytes`.
+inline std::string read_file_limited(const std::filesystem::path& path, uint64_t max_bytes, const char* who) {
+  Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  GRADUS_CHECK(io_error, f.fd >= 0, who, ": cannot open '", path.string(), "': ", errno_text(errno));
+  struct stat st {};
+  GRADUS_CHECK(io_error, ::fstat(f.fd, &st) == 0, who, ": cannot stat '", path.string(), "': ", errno_text(errno));
+  GRADUS_CHECK(io_error, !S_ISDIR(st.st_mode), who, ": cannot read '", path.string(), "': it is a directory");
+  const bool regular = S_ISREG(st.st_mode);
+  GRADUS_CHECK(io_error, !regular || uint64_t(st.st_size) <= max_bytes, who, ": '", path.string(), "' is ",
+               st.st_size, " bytes, more than the ", max_bytes, " this reader accepts");
+  auto read_some = [&](char* dst, size_t len) {
+    for (;;) {
+      const ssize_t n = ::read(f.fd, dst, std::min<size_t>(len, size_t(1) << 30));
+      if (n < 0 && errno == EINTR) continue;
+      GRADUS_CHECK(io_error, n >= 0, who, ": error reading '", path.string(), "': ", errno_text(errno));
+      return size_t(n);
+    }
+  };
+  std::string out(regular ? size_t(st.st_size) : 0, '\0');
+  size_t have = 0;
+  for (;;) {
+    if (have < out.size()) {
+      const size_t n = read_some(out.data() + have, out.size() - have);
+      if (n == 0) break;
+      have += n;
+      continue;
+    }
+    // The buffer is full: the file may have grown, or is not a regular file. Probe for more
+    // before growing, so that a file of the expected size is never over-allocated.
+    char probe[4096];
+    const size_t n = read_some(probe, sizeof probe);
+    if (n == 0) break;
+    GRADUS_CHECK(io_error, max_bytes - have >= n, who, ": '", path.string(), "' holds more than ", max_bytes,
+                 " bytes, more than this reader accepts");
+    out.resize(std::max<size_t>(have + n, std::min<uint64_t>(max_bytes, std::max<size_t>(2 * out.size(), 1 << 16))));
+    std::memcpy(out.data() + have, probe, n);
+    have += n;
+  }
+  out.resize(have);
+  return out;
+}
+
+}  // namespace detail
+
+/// The whole content of the file at `path`; io_error naming the path when it cannot be read.
+inline std::string read_file(const std::filesystem::path& path) {
+  return detail::read_file_limited(path, UINT64_MAX, "read_file");
+}
+
+/// Replaces the file at `path` with `bytes` atomically and durably: the target holds either its
+/// previous content or all of `bytes`, also after a crash. io_error naming the path on failure,
+/// in which case the previous file is untouched and no temporary file is left.
+inline void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  const std::string target = path.string();
+  GRADUS_CHECK(io_error, path.has_filename(), "write_file_atomic: '", target, "' does not name a file");
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+
+  // A name no other writer (thread, process, or earlier crashed run) uses: pid, a counter, a clock
+  // nonce; O_EXCL makes a collision an error we retry instead of a shared file.
+  static std::atomic<uint64_t> counter{0};
+  fs::path temp;
+  detail::Fd f;
+  for (int attempt = 0; attempt < 100 && f.fd < 0; ++attempt) {
+    const auto nonce = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    temp = dir / ("." + path.filename().string().substr(0, 200) + ".tmp-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(counter++) + "-" + std::to_string(nonce % 1000000007));
+    f.fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (f.fd < 0 && errno != EEXIST) break;
+  }
+  GRADUS_CHECK(io_error, f.fd >= 0, "write_file_atomic: cannot create a temporary file in '", dir.string(),
+               "' to write '", target, "': ", detail::errno_text(errno));
+
+  // Until the rename succeeds, any failure removes the temporary file.
+  struct Cleanup {
+    const fs::path& temp;
+    bool armed = true;
+    ~Cleanup() {
+      if (armed) ::unlink(temp.c_str());
+    }
+  } cleanup{temp};
+  auto fail = [&](const char* what) {
+    const int e = errno;
+    throw io_error(::gradus::detail::str("write_file_atomic: ", what, " '", target, "' failed: ", detail::errno_text(e),
+                                         "; the previous file is unchanged"));
+  };
+
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(f.fd, p, std::min<size_t>(left, size_t(1) << 30));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      fail("writing");
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (::fsync(f.fd) != 0) fail("syncing");
+  if (f.close() != 0) fail("closing");
+  if (::rename(temp.c_str(), path.c_str()) != 0) fail("renaming the temporary file onto");
+  cleanup.armed = false;
+
+  // Make the rename itself durable. Some file systems cannot sync a directory (EINVAL): the
+  // rename is then as durable as that file system makes it.
+  detail::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  GRADUS_CHECK(io_error, d.fd >= 0, "write_file_atomic: wrote '", target, "' but cannot open its directory to sync it: ",
+               detail::errno_text(errno));
+  if (::fsync(d.fd) != 0 && errno != EINVAL && errno != ENOTSUP)
+    throw io_error(::gradus::detail::str("write_file_atomic: wrote '", target,
+                                         "' but syncing its directory failed: ", detail::errno_text(errno)));
+}
+
+}  // namespace gradus::io

@@ -1,0 +1,462 @@
+// gradus/io/safetensors.hpp — read and write the safetensors format
+// (https://github.com/huggingface/safetensors), the format of gradus checkpoints.
+//
+// A file is
+//   8 bytes   N, the header length: an unsigned 64-bit little-endian integer
+//   N bytes   the header: a JSON object, padded with spaces to a multiple of 8 bytes
+//   the rest  the data section: every tensor's elements, row-major and little-endian, back to back
+// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64", "shape": [d0, ...],
+// "data_offsets": [begin, end]} (a byte range [begin, end) of the data section), and the optional
+// key "__metadata__" to an object of string values:
+//   {"__metadata__":{"global_step":"300"},"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}
+// gradus writes the header compactly, in that key order, with the tensors in the order given and
+// their data in the same order.
+//
+// Reading trusts nothing: the header length, the JSON, every entry's types, the dtype (only F32,
+// F64 and I64 are read; BF16, F16, U8 and the other safetensors dtypes are named as unsupported),
+// the shape (at most 8 dimensions, no overflow), the offsets (exactly dtype size * element count
+// bytes, inside the data section), and that the tensors cover the data section exactly — no
+// overlaps, no holes, no trailing bytes — and that names are unique. A bad file raises io_error
+// naming the file and the problem. Nothing is allocated beyond what the file really holds: the
+// header is parsed as a stream (nlohmann-json's SAX interface) against this fixed schema.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <numeric>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gradus/io/file.hpp"
+#include "gradus/io/tensor_list.hpp"
+
+namespace gradus::io {
+
+/// The contents of a safetensors file: its tensors in file (data) order and its metadata.
+struct Safetensors {
+  TensorList tensors;
+  Metadata metadata;
+  /// Where it was read from (the path, or the `source` given to decode_safetensors); errors name it.
+  std::string source = "<memory>";
+
+  /// The tensor called `name`, or nullptr when there is none.
+  const AnyTensor* find(std::string_view name) const {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return &t;
+    return nullptr;
+  }
+  /// The tensor called `name` as a Tensor<T> (sharing storage); io_error naming the entry when
+  /// it is absent or has another dtype.
+  template <Element T>
+  Tensor<T> get(std::string_view name) const;
+};
+
+namespace detail {
+
+enum class Dtype { f32, f64, i64 };
+
+template <Element T>
+constexpr std::string_view safetensors_dtype() {
+  if constexpr (std::same_as<T, float>) return "F32";
+  else if constexpr (std::same_as<T, double>) return "F64";
+  else return "I64";
+}
+inline std::string_view safetensors_dtype(const AnyTensor& t) {
+  return std::visit([](const auto& x) { return safetensors_dtype<typename std::decay_t<decltype(x)>::value_type>(); },
+                    t);
+}
+
+/// Appends `s` as a JSON string literal (s is valid UTF-8).
+inline void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+/// One header entry, checked against the data section.
+struct StEntry {
+  std::string name;
+  Dtype dtype{};
+  Shape shape;
+  uint64_t begin = 0, end = 0;
+  size_t index = 0;  // position in the header
+};
+
+/// nlohmann-json SAX handler that checks the header against the safetensors schema as it streams
+/// past and keeps only the compact entries; any deviation throws io_error at once.
+class StHeaderParser {
+ public:
+  using json = nlohmann::json;
+
+  StHeaderParser(std::string_view source, uint64_t data_size) : source_(source), data_size_(data_size) {}
+
+  std::vector<StEntry> entries;
+  Metadata metadata;
+
+  bool null() { return bad_value("null"); }
+  bool boolean(bool) { return bad_value("a boolean"); }
+  bool number_integer(json::number_integer_t v) {
+    if (v >= 0) return number_unsigned(json::number_unsigned_t(v));
+    return bad_value("a negative number");
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    if (at_ == At::shape) {
+      if (dims_.size() == size_t(kMaxRank))
+        fail("tensor '", key_, "': 'shape' has more than ", kMaxRank, " dimensions (gradus tensors have at most ",
+             kMaxRank, ")");
+      dims_.push_back(v);
+      return true;
+    }
+    if (at_ == At::offsets) {
+      if (offsets_.size() == 2) fail("tensor '", key_, "': 'data_offsets' must be [begin, end], got more than 2 numbers");
+      offsets_.push_back(v);
+      return true;
+    }
+    return bad_value("a number");
+  }
+  bool number_float(json::number_float_t, const json::string_t&) {
+    return bad_value("a number that is not an integer (or is too large)");
+  }
+  bool binary(json::binary_t&) { return bad_value("binary data"); }
+  bool string(json::string_t& s) {
+    if (at_ == At::entry && field_ == Field::dtype) {
+      dtype_ = s;
+      return true;
+    }
+    if (at_ == At::metadata) {
+      metadata.emplace(meta_key_, s);
+      return true;
+    }
+    return bad_value("a string");
+  }
+
+  bool start_object(std::size_t) {
+    if (at_ == At::none) {
+      at_ = At::root;
+      return true;
+    }
+    if (at_ == At::root) {
+      if (key_ == "__metadata__") {
+        if (seen_metadata_) fail("'__metadata__' appears twice");
+        seen_metadata_ = true;
+        at_ = At::metadata;
+      } else {
+        at_ = At::entry;
+        seen_ = 0;
+        dtype_.clear();
+        dims_.clear();
+        offsets_.clear();
+      }
+      return true;
+    }
+    return bad_value("an object");
+  }
+  bool key(json::string_t& k) {
+    if (at_ == At::root) {
+      if (k.empty()) fail("a tensor has an empty name");
+      key_ = k;
+    } else if (at_ == At::entry) {
+      if (k == "dtype") field_ = Field::dtype;
+      else if (k == "shape") field_ = Field::shape;
+      else if (k == "data_offsets") field_ = Field::offsets;
+      else fail("tensor '", key_, "' has an unexpected key '", k, "' (expected dtype, shape, data_offsets)");
+      const unsigned bit = 1u << unsigned(field_);
+      if (seen_ & bit) fail("tensor '", key_, "' has '", k, "' twice");
+      seen_ |= bit;
+    } else {  // metadata
+      if (metadata.count(k)) fail("metadata key '", k, "' appears twice");
+      meta_key_ = k;
+    }
+    return true;
+  }
+  bool end_object() {
+    if (at_ == At::entry) {
+      finish_entry();
+      at_ = At::root;
+    } else if (at_ == At::metadata) {
+      at_ = At::root;
+    } else {
+      at_ = At::done;
+    }
+    return true;
+  }
+  bool start_array(std::size_t) {
+    if (at_ == At::entry && field_ == Field::shape) {
+      at_ = At::shape;
+      return true;
+    }
+    if (at_ == At::entry && field_ == Field::offsets) {
+      at_ = At::offsets;
+      return true;
+    }
+    return bad_value("a list");
+  }
+  bool end_array() {
+    at_ = At::entry;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    std::string what = e.what();
+    if (const auto p = what.find("] "); what.starts_with("[json.exception") && p != std::string::npos)
+      what.erase(0, p + 2);
+    fail("the header is not valid JSON: ", what);
+    return false;
+  }
+
+  template <class... Parts>
+  [[noreturn]] void fail(const Parts&... parts) const {
+    throw io_error(::gradus::detail::str("safetensors: '", source_, "': ", parts...));
+  }
+
+ private:
+  enum class At { none, root, entry, metadata, shape, offsets, done };
+  enum class Field { dtype, shape, offsets };
+
+  /// A value of kind `got` where the schema wants something else: say what was expected there.
+  bool bad_value(const char* got) {
+    switch (at_) {
+      case At::none:
+        fail("the header must be a JSON object, got ", got);
+      case At::root:
+        if (key_ == "__metadata__") fail("'__metadata__' must be an object of strings, got ", got);
+        fail("entry '", key_, "' must be an object {dtype, shape, data_offsets}, got ", got);
+      case At::metadata:
+        fail("metadata '", meta_key_, "' must be a string (metadata values are strings), got ", got);
+      case At::entry:
+        if (field_ == Field::dtype) fail("tensor '", key_, "': 'dtype' must be a string, got ", got);
+        if (field_ == Field::shape) fail("tensor '", key_, "': 'shape' must be a list of non-negative integers, got ", got);
+        fail("tensor '", key_, "': 'data_offsets' must be a list [begin, end] of non-negative integers, got ", got);
+      case At::shape:
+        fail("tensor '", key_, "': 'shape' must be a list of non-negative integers, got an element that is ", got);
+      case At::offsets:
+        fail("tensor '", key_, "': 'data_offsets' must be a list [begin, end] of non-negative integers, got an element "
+             "that is ", got);
+      case At::done:
+        break;
+    }
+    fail("unexpected ", got, " after the header object");
+  }
+
+  void finish_entry() {
+    const std::string& name = key_;
+    if (!(seen_ & 1u)) fail("tensor '", name, "' has no 'dtype'");
+    if (!(seen_ & 2u)) fail("tensor '", name, "' has no 'shape'");
+    if (!(seen_ & 4u)) fail("tensor '", name, "' has no 'data_offsets'");
+    StEntry e;
+    uint64_t width;
+    if (dtype_ == "F32") e.dtype = Dtype::f32, width = 4;
+    else if (dtype_ == "F64") e.dtype = Dtype::f64, width = 8;
+    else if (dtype_ == "I64") e.dtype = Dtype::i64, width = 8;
+    else {
+      static constexpr std::string_view kOther[] = {"BOOL", "U8",  "I8",  "I16", "U16",     "F16",     "BF16", "I32",
+                                                    "U32",  "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
+                                                    "F6_E3M2", "C64"};
+      const bool known = std::find(std::begin(kOther), std::end(kOther), dtype_) != std::end(kOther);
+      fail("tensor '", name, "' has ", known ? "dtype '" : "unknown dtype '", dtype_,
+           known ? "', which gradus does not read" : "'", " (supported: F32, F64, I64)");
+    }
+    if (offsets_.size() != 2) fail("tensor '", name, "': 'data_offsets' must be [begin, end], got ", offsets_.size(),
+                                   " numbers");
+    uint64_t numel = 0, bytes = 0;
+    if (!checked_numel(dims_, width, numel, bytes))
+      fail("tensor '", name, "': shape ", dims_text(), " has too many elements (the size overflows)");
+    e.begin = offsets_[0];
+    e.end = offsets_[1];
+    if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] are reversed");
+    if (e.end > data_size_)
+      fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] reach past the data section (", data_size_,
+           " bytes; truncated file?)");
+    if (e.end - e.begin != bytes)
+      fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but ",
+           dtype_, " ", dims_text(), " needs ", bytes);
+    std::vector<int64_t> dims(dims_.begin(), dims_.end());
+    e.shape = Shape(dims);
+    e.name = name;
+    e.index = entries.size();
+    entries.push_back(std::move(e));
+  }
+  std::string dims_text() const {
+    std::string s = "[";
+    for (size_t i = 0; i < dims_.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(dims_[i]);
+    }
+    return s + "]";
+  }
+
+  std::string_view source_;
+  uint64_t data_size_;
+  At at_ = At::none;
+  Field field_ = Field::dtype;
+  std::string key_, meta_key_, dtype_;
+  unsigned seen_ = 0;
+  bool seen_metadata_ = false;
+  std::vector<uint64_t> dims_, offsets_;
+};
+
+}  // namespace detail
+
+template <Element T>
+Tensor<T> Safetensors::get(std::string_view name) const {
+  const AnyTensor* t = find(name);
+  GRADUS_CHECK(io_error, t != nullptr, "safetensors: '", source, "' has no tensor '", name, "'");
+  const Tensor<T>* typed = std::get_if<Tensor<T>>(t);
+  GRADUS_CHECK(io_error, typed != nullptr, "safetensors: '", source, "': tensor '", name, "' is ",
+               detail::safetensors_dtype(*t), ", not ", detail::safetensors_dtype<T>());
+  return *typed;
+}
+
+/// The safetensors bytes of `tensors` (header entries and data in the order given) and
+/// `metadata`. value_error for an undefined tensor, an empty, duplicate or invalid-UTF-8 name,
+/// or the reserved name "__metadata__".
+inline std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {}) {
+  std::string header = "{";
+  if (!metadata.empty()) {
+    header += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      GRADUS_CHECK(value_error, detail::valid_utf8(k) && detail::valid_utf8(v),
+                   "encode_safetensors: metadata key or value is not valid UTF-8: '", k, "'");
+      if (!first) header += ',';
+      first = false;
+      detail::append_json_string(header, k);
+      header += ':';
+      detail::append_json_string(header, v);
+    }
+    header += "},";
+  }
+  std::set<std::string_view> names;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    GRADUS_CHECK(value_error, !name.empty(), "encode_safetensors: a tensor has an empty name");
+    GRADUS_CHECK(value_error, name != "__metadata__", "encode_safetensors: '__metadata__' is reserved, not a tensor name");
+    GRADUS_CHECK(value_error, detail::valid_utf8(name), "encode_safetensors: name '", name, "' is not valid UTF-8");
+    GRADUS_CHECK(value_error, names.insert(name).second, "encode_safetensors: two tensors are named '", name, "'");
+    GRADUS_CHECK(value_error, detail::is_defined(t), "encode_safetensors: tensor '", name, "' is undefined");
+    const Shape& s = detail::shape_of(t);
+    const uint64_t bytes = uint64_t(s.numel()) * detail::element_size(t);
+    detail::append_json_string(header, name);
+    header += ":{\"dtype\":\"";
+    header += detail::safetensors_dtype(t);
+    header += "\",\"shape\":[";
+    for (int i = 0; i < s.rank(); ++i) {
+      if (i) header += ',';
+      header += std::to_string(s[i]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]},";
+    offset += bytes;
+  }
+  if (header.size() > 1) header.pop_back();  // the last ','
+  header += '}';
+  header.append((8 - header.size() % 8) % 8, ' ');
+
+  std::string out;
+  out.reserve(8 + header.size() + offset);
+  detail::store_le<8>(out, header.size());
+  out += header;
+  size_t at = out.size();
+  out.resize(at + offset);
+  for (const auto& [name, t] : tensors) {
+    detail::write_le(out.data() + at, t);
+    at += size_t(detail::shape_of(t).numel()) * detail::element_size(t);
+  }
+  return out;
+}
+
+/// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
+/// io_error naming the source and the problem for anything malformed (see the file comment).
+inline Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>") {
+  constexpr uint64_t kMaxHeader = 100'000'000;
+  auto fail = [&](const auto&... parts) {
+    throw io_error(::gradus::detail::str("safetensors: '", source, "': ", parts...));
+  };
+  if (bytes.size() < 8)
+    fail("the file is ", bytes.size(), " bytes, shorter than the 8-byte header length (truncated or empty file)");
+  const uint64_t n = detail::load_le<8>(bytes.data());
+  if (n > kMaxHeader)
+    fail("the header length ", n, " is over the 100 MB limit (corrupt file, or not a safetensors file)");
+  if (n > bytes.size() - 8)
+    fail("the header length ", n, " is more than the ", bytes.size() - 8, " bytes after it (truncated file?)");
+  const std::string_view header = bytes.substr(8, size_t(n));
+  const std::string_view data = bytes.substr(8 + size_t(n));
+
+  detail::StHeaderParser parser(source, data.size());
+  if (!nlohmann::json::sax_parse(header.begin(), header.end(), &parser))
+    parser.fail("the header is not valid JSON");
+  std::vector<detail::StEntry>& entries = parser.entries;
+
+  // Unique names: sort positions by name and compare neighbours.
+  {
+    std::vector<size_t> by_name(entries.size());
+    std::iota(by_name.begin(), by_name.end(), size_t(0));
+    std::sort(by_name.begin(), by_name.end(), [&](size_t a, size_t b) { return entries[a].name < entries[b].name; });
+    for (size_t i = 1; i < by_name.size(); ++i)
+      if (entries[by_name[i]].name == entries[by_name[i - 1]].name)
+        fail("two tensors are named '", entries[by_name[i]].name, "'");
+  }
+  // The data section must be covered exactly once, in offset order.
+  std::stable_sort(entries.begin(), entries.end(), [](const detail::StEntry& a, const detail::StEntry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t pos = 0;
+  const detail::StEntry* prev = nullptr;
+  for (const detail::StEntry& e : entries) {
+    if (e.begin < pos)
+      fail("tensors '", prev->name, "' [", prev->begin, ", ", prev->end, ") and '", e.name, "' [", e.begin, ", ",
+           e.end, ") overlap in the data section");
+    if (e.begin > pos)
+      fail("bytes [", pos, ", ", e.begin, ") of the data section belong to no tensor (the format allows no holes)");
+    pos = e.end;
+    if (e.end > e.begin) prev = &e;
+  }
+  if (pos != data.size())
+    fail("the data section has ", data.size() - pos, " trailing bytes after the last tensor (it has ", data.size(),
+         " bytes, the tensors cover ", pos, ")");
+
+  Safetensors out;
+  out.source = std::string(source);
+  out.metadata = std::move(parser.metadata);
+  out.tensors.reserve(entries.size());
+  for (detail::StEntry& e : entries) {
+    const char* src = data.data() + e.begin;
+    AnyTensor t;
+    switch (e.dtype) {
+      case detail::Dtype::f32: t = detail::read_le<float>(src, e.shape); break;
+      case detail::Dtype::f64: t = detail::read_le<double>(src, e.shape); break;
+      case detail::Dtype::i64: t = detail::read_le<int64_t>(src, e.shape); break;
+    }
+    out.tensors.emplace_back(std::move(e.name), std::move(t));
+  }
+  return out;
+}
+
+/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
+inline void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
+                             const Metadata& metadata = {}) {
+  write_file_atomic(path, encode_safetensors(tensors, metadata));
+}
+
+/// Reads and checks the safetensors file at `path`; io_error naming the path on any problem.
+inline Safetensors load_safetensors(const std::filesystem::path& path) {
+  const std::string bytes = read_file(path);
+  return decode_safetensors(bytes, path.string());
+}
+
+}  // namespace gradus::io

@@ -1,0 +1,142 @@
+// gradus/io/tensor_list.hpp — the named-tensor containers that every gd::io format reads and
+// writes, and the little-endian element copies they share.
+//
+// A file holds tensors of the three element types gradus has (float, double, int64_t), so a
+// tensor read from a file is an AnyTensor (a std::variant); `std::get<gd::Tensor<float>>(t)` or
+// `Safetensors::get<float>(name)` gives the typed handle. Files store elements little-endian;
+// the copies below swap bytes on a big-endian host.
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gradus/core/error.hpp"
+#include "gradus/core/shape.hpp"
+#include "gradus/core/tensor.hpp"
+
+namespace gradus::io {
+
+/// A tensor of any element type gradus stores: float, double or int64_t.
+using AnyTensor = std::variant<Tensor<float>, Tensor<double>, Tensor<int64_t>>;
+/// Named tensors in file order; a file never holds two tensors of the same name.
+using TensorList = std::vector<std::pair<std::string, AnyTensor>>;
+/// String key/value pairs stored with a file (safetensors "__metadata__").
+using Metadata = std::map<std::string, std::string>;
+
+namespace detail {
+
+/// The shape of whichever tensor `t` holds.
+inline const Shape& shape_of(const AnyTensor& t) {
+  return std::visit([](const auto& x) -> const Shape& { return x.shape(); }, t);
+}
+/// False for a default-constructed (storage-less) tensor.
+inline bool is_defined(const AnyTensor& t) {
+  return std::visit([](const auto& x) { return x.defined(); }, t);
+}
+/// Bytes per element of whichever tensor `t` holds (4 or 8).
+inline size_t element_size(const AnyTensor& t) {
+  return std::visit([](const auto& x) { return sizeof(typename std::decay_t<decltype(x)>::value_type); }, t);
+}
+
+/// Reverses the bytes of each of `n` elements of `width` bytes at `p` (big-endian hosts only).
+inline void swap_each(char* p, size_t n, size_t width) {
+  for (size_t i = 0; i < n; ++i, p += width)
+    for (size_t a = 0, b = width - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+/// Writes the elements of `t` to `dst` as little-endian bytes (t.size() * sizeof(T) of them).
+inline void write_le(char* dst, const AnyTensor& t) {
+  std::visit(
+      [dst](const auto& x) {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        const size_t n = size_t(x.size());
+        if (n) std::memcpy(dst, x.data(), n * sizeof(T));
+        if constexpr (std::endian::native == std::endian::big) swap_each(dst, n, sizeof(T));
+      },
+      t);
+}
+
+/// A new tensor of `shape` holding the little-endian elements at `src` (shape.numel() of them).
+template <Element T>
+Tensor<T> read_le(const char* src, const Shape& shape) {
+  Tensor<T> t(shape);
+  const size_t n = size_t(shape.numel());
+  if (n) std::memcpy(t.data(), src, n * sizeof(T));
+  if constexpr (std::endian::native == std::endian::big) swap_each(reinterpret_cast<char*>(t.data()), n, sizeof(T));
+  return t;
+}
+
+/// Little-endian unsigned integer of `N` bytes at `p`.
+template <size_t N>
+uint64_t load_le(const char* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < N; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+/// Appends `v` as `N` little-endian bytes.
+template <size_t N>
+void store_le(std::string& out, uint64_t v) {
+  for (size_t i = 0; i < N; ++i) out.push_back(char((v >> (8 * i)) & 0xFF));
+}
+
+/// Product of `dims` when that and its size in bytes (times `width`) fit in an int64_t; false on
+/// overflow. A zero dimension makes the product 0 whatever the others are.
+inline bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel, uint64_t& bytes) {
+  constexpr uint64_t kMax = uint64_t(INT64_MAX);
+  for (uint64_t d : dims)
+    if (d == 0) {
+      numel = bytes = 0;
+      return true;
+    }
+  uint64_t n = 1;
+  for (uint64_t d : dims) {
+    if (d > kMax || n > kMax / d) return false;
+    n *= d;
+  }
+  if (n > kMax / width) return false;
+  numel = n;
+  bytes = n * width;
+  return true;
+}
+
+/// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+inline bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace detail
+}  // namespace gradus::io
