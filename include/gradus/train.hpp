@@ -1,0 +1,44 @@
+// gradus/train.hpp — the training area (gd::train): fit / evaluate / predict over in-memory data,
+// a MonitoredSession-style loop that restores from and checkpoints into a run directory, and
+// hooks. Needs the gradus::io target (libpng, zlib, nlohmann-json); not included by gradus.hpp.
+//
+//   #include <gradus/gradus.hpp>
+//   #include <gradus/train.hpp>
+//   namespace gd = gradus;
+//
+//   gd::Rng rng(42);
+//   gd::nn::Sequential net(gd::nn::Dense<double>({.in = 784, .out = 256, .activation = gd::nn::relu}, rng),
+//                          gd::nn::Dropout<double>({.rate = 0.2}, rng),
+//                          gd::nn::Dense<double>({.in = 256, .out = 10}, rng));
+//   gd::optim::Adam opt(net.parameters(), {.lr = 1e-3});
+//   gd::train::Data<double, int64_t> train{x_train, y_train}, test{x_test, y_test};   // [N, 784], [N]
+//   auto loss = [](const auto& logits, const auto& labels) {
+//     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
+//   };
+//   gd::metrics::SparseCategoricalAccuracy accuracy;
+//   accuracy.set_name("accuracy");                 // History key "val_accuracy"
+//   gd::train::EarlyStopping early({.monitor = "val_accuracy", .patience = 2, .restore_best = true});
+//   gd::train::Logging log({.every_steps = 200});
+//   gd::train::LrScheduler sched(gd::optim::cosine_decay(1e-3, 20 * 469));
+//   gd::summary::FileWriter writer("runs/mlp/train");
+//   gd::train::SummarySaver summaries(writer, {.every_steps = 100});
+//   gd::train::History history = gd::train::fit(net, opt, loss, train, {
+//       .epochs = 20, .batch_size = 128, .seed = 7,
+//       .validation = &test, .metrics = {&accuracy},
+//       .hooks = {&early, &log, &sched, &summaries},
+//       .run_dir = "runs/mlp",                 // resumes from runs/mlp if a checkpoint is there
+//       .checkpoint = {.every_steps = 1000},   // and writes one every 1000 steps and at the end
+//       .rng = &rng});                         // Dropout's generator travels with the checkpoints
+//   gd::train::Evaluation ev = gd::train::evaluate(net, loss, test, {.metrics = {&accuracy}});
+//   gd::Tensor<double> logits = gd::train::predict(net, x_test);
+//   std::printf("test loss %.4f accuracy %.4f after %lld steps\n", ev.loss, ev.get("accuracy"),
+//               (long long)history.global_step);
+#pragma once
+#include "gradus/io.hpp"
+#include "gradus/summary.hpp"
+#include "gradus/train/data.hpp"
+#include "gradus/train/session.hpp"
+#include "gradus/train/hooks.hpp"
+#include "gradus/train/checkpoint_saver.hpp"
+#include "gradus/train/summary_saver.hpp"
+#include "gradus/train/fit.hpp"
