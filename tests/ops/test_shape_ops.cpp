@@ -300,6 +300,18 @@ TEST_CASE("slice as tf.slice", "[ops][shape]") {
   check_gradient([](const VD& a) { return gd::slice(a, {1, 0, 1}, {2, -1, 2}); }, rand_t({3, 2, 4}));
 }
 
+TEST_CASE("slices and gathers of one tensor add their gradients into one adjoint", "[ops][shape]") {
+  // Overlapping, disjoint and strided windows, a gather with repeats, and the input used as it is:
+  // the first gradient to arrive writes the adjoint (zeros outside its window), the rest add.
+  auto flat = [](const VD& v) { return VD(gd::reshape(v, {-1})); };
+  check_gradient([&](const VD& a) {
+    return gd::concat(std::vector<VD>{flat(gd::slice(a, {0, 1, 0}, {2, 1, -1})), flat(gd::slice(a, {1, 0, 1}, {2, 2, 2})),
+                                      flat(a), flat(gd::slice(a, {0, 0, 0}, {1, 2, 4})),
+                                      flat(gd::gather(a, TI::from({2, 0, 2}), 0)), flat(gd::slice(a, {2, 1, 3}, {1, 1, 1}))},
+                      0);
+  }, rand_t({3, 2, 4}));
+}
+
 TEST_CASE("pad with a constant", "[ops][shape]") {
   const TD x = iota({2, 2}) + 1.0;  // [[1,2],[3,4]]
   const TD y = gd::pad(x, {{1, 0}, {0, 2}}, 9.0);

@@ -72,29 +72,48 @@ struct StridedCopy {
 
   template <class T>
   void run(const T* s, T* d) const {
+    apply<false>(s, d);
+  }
+  /// As run, but `dst[i] += src[i]` (a gradient added into a window of a larger adjoint).
+  template <class T>
+  void run_add(const T* s, T* d) const {
+    apply<true>(s, d);
+  }
+
+ private:
+  template <bool Add, class T>
+  void apply(const T* s, T* d) const {
     if (rank == 0) {
-      *d = *s;
+      if constexpr (Add)
+        *d += *s;
+      else
+        *d = *s;
       return;
     }
     const int in = rank - 1;
     // A transposing copy: the destination's fastest axis is not the source's; copy in tiles
     // over (tile axis: source-contiguous) x (inner axis: destination-contiguous).
     int tile = -1;
-    if (dst[size_t(in)] == 1 && src[size_t(in)] != 1)
+    if (!Add && dst[size_t(in)] == 1 && src[size_t(in)] != 1)
       for (int k = 0; k < in; ++k)
         if (src[size_t(k)] == 1) tile = k;
     const int64_t m = n[size_t(in)], ss = src[size_t(in)], ds = dst[size_t(in)];
     for_outer(in, tile, s, d, [&](const T* sp, T* dp) {
-      if (tile >= 0)
+      if constexpr (Add) {
+        if (ss == 1 && ds == 1)
+          for (int64_t i = 0; i < m; ++i) dp[i] += sp[i];
+        else
+          for (int64_t i = 0; i < m; ++i) dp[i * ds] += sp[i * ss];
+      } else if (tile >= 0) {
         transpose_tiles(sp, ss, dp, dst[size_t(tile)], n[size_t(tile)], m);
-      else if (ss == 1 && ds == 1)
+      } else if (ss == 1 && ds == 1) {
         std::copy_n(sp, m, dp);
-      else
+      } else {
         for (int64_t i = 0; i < m; ++i) dp[i * ds] = sp[i * ss];
+      }
     });
   }
 
- private:
   /// Calls f(src, dst) at every combination of the axes other than `a` and `b`.
   template <class T, class F>
   void for_outer(int a, int b, const T* s, T* d, F&& f) const {
@@ -140,6 +159,24 @@ void copy_window(const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, co
   int64_t so = 0, doff = 0;
   for (int i = 0; i < extent.rank(); ++i) so += src_at[i] * ss[size_t(i)], doff += dst_at[i] * ds[size_t(i)];
   StridedCopy(extent, ss.data(), ds.data()).run(src.data() + so, dst.data() + doff);
+}
+
+/// The gradient of a window read: adds (or, when `!add`, writes) `g`, shaped as the window,
+/// into the window of the adjoint buffer `dx` (shape `xs`) starting at `at`; the rest of a
+/// written buffer is zeroed. Only the window is touched when adding, so the slices of one
+/// tensor (an RNN's time steps, a gate block's gates) cost their own size, not the tensor's.
+template <class T>
+void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int64_t* at) {
+  if (!add) std::fill_n(dx, xs.numel(), T(0));
+  if (g.size() == 0) return;
+  const auto ss = row_major_strides(g.shape()), ds = row_major_strides(xs);
+  int64_t off = 0;
+  for (int i = 0; i < xs.rank(); ++i) off += at[i] * ds[size_t(i)];
+  StridedCopy copy(g.shape(), ss.data(), ds.data());
+  if (add)
+    copy.run_add(g.data(), dx + off);
+  else
+    copy.run(g.data(), dx + off);
 }
 
 /// `x` with its axes permuted (`out.shape[i] = x.shape[perm[i]]`); a view of x when no data moves.
@@ -403,11 +440,11 @@ auto slice(const E& e, const std::vector<int64_t>& begin, const std::vector<int6
   const std::vector<int64_t> zero(size_t(s.rank()), 0);
   detail::copy_window(xv, begin.data(), out, zero.data(), os);
   return make_result("slice", std::move(out),
-                     [begin, zero](const auto& g, const auto&, const auto& x) {
+                     [begin](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
-                       auto gx = std::remove_cvref_t<decltype(g)>::zeros(x.shape());
-                       detail::copy_window(g, zero.data(), gx, begin.data(), g.shape());
-                       detail::add_grad(x, gx);
+                       bool add = false;
+                       auto* dx = detail::adjoint_buffer(x, &add);
+                       detail::window_grad(g, dx, add, detail::value_of(x).shape(), begin.data());
                      },
                      x);
 }
@@ -472,15 +509,16 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   return make_result("gather", std::move(out),
                      [indices, outer, n, inner](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
-                       auto gx = std::remove_cvref_t<decltype(g)>::zeros(x.shape());
+                       bool add = false;  // scatter-add straight into the adjoint
+                       auto* gx = detail::adjoint_buffer(x, &add);
+                       if (!add) std::fill_n(gx, detail::value_of(x).size(), std::remove_pointer_t<decltype(gx)>(0));
                        const int64_t k = indices.size();
                        for (int64_t o = 0; o < outer; ++o)
                          for (int64_t j = 0; j < k; ++j) {
                            const auto* src = g.data() + (o * k + j) * inner;
-                           auto* dst = gx.data() + (o * n + indices.data()[j]) * inner;
+                           auto* dst = gx + (o * n + indices.data()[j]) * inner;
                            for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
                          }
-                       detail::add_grad(x, gx);
                      },
                      x);
 }
