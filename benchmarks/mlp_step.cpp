@@ -1,0 +1,114 @@
+// benchmarks/mlp_step.cpp — one SGD training step of the MLP 784-500(ReLU)-10, batch 128, float,
+// softmax cross-entropy over Fashion-MNIST images (see steps.hpp):
+//   gradus  nn::Dense layers, losses::sparse_softmax_cross_entropy_with_logits, optim::SGD
+//   eigen   hand-written: row-major Eigen matrices, GEMMs, ReLU mask, stable softmax with the
+//           cross-entropy gradient (p - onehot) / N fused by hand, the update in place
+// Both start from the same weights; the gradus benchmark refuses to run unless three steps of
+// the two agree. benchmarks/run reports gradus / eigen (goal <= 1.1x); torch_steps.cpp has the
+// LibTorch peer.
+#include <Eigen/Core>
+#include <cmath>
+#include <exception>
+#include <string>
+
+#include "steps.hpp"
+
+namespace {
+
+using steps::Ids;
+using steps::kBatch;
+using steps::kClasses;
+using steps::kHidden;
+using steps::kLr;
+using steps::kPixels;
+using steps::Tensor;
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowVector = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+Eigen::Map<const Matrix> mat(const Tensor& t) { return {t.data(), t.dim(0), t.dim(1)}; }
+
+// Hand-written forward, backward and update; weights copied from a GradusMlp's initial ones.
+struct EigenMlp {
+  Matrix W1, W2, H{kBatch, kHidden}, G{kBatch, kClasses}, dH{kBatch, kHidden}, dW1{kPixels, kHidden},
+      dW2{kHidden, kClasses};
+  RowVector b1, b2;
+
+  EigenMlp() {
+    const steps::GradusMlp init;
+    W1 = mat(init.d1.kernel().value());
+    W2 = mat(init.d2.kernel().value());
+    b1 = Eigen::Map<const RowVector>(init.d1.bias().value().data(), kHidden);
+    b2 = Eigen::Map<const RowVector>(init.d2.bias().value().data(), kClasses);
+  }
+
+  float step(const Tensor& x, const Ids& y) {
+    const auto X = mat(x);
+    H.noalias() = X * W1;
+    H = (H.rowwise() + b1).cwiseMax(0.f);
+    G.noalias() = H * W2;
+    G.rowwise() += b2;
+    float loss = 0;
+    for (int64_t r = 0; r < kBatch; ++r) {  // G: logits -> d loss / d logits
+      auto l = G.row(r).array();
+      const float m = l.maxCoeff();
+      l = (l - m).exp();
+      const float s = l.sum();
+      const int64_t label = y.data()[r];
+      loss -= std::log(l(label) / s);
+      l *= 1.f / (s * kBatch);
+      l(label) -= 1.f / kBatch;
+    }
+    dW2.noalias() = H.transpose() * G;
+    b2 -= kLr * G.colwise().sum();
+    dH.noalias() = G * W2.transpose();
+    dH = (H.array() > 0.f).select(dH, 0.f);
+    dW1.noalias() = X.transpose() * dH;
+    b1 -= kLr * dH.colwise().sum();
+    W2 -= kLr * dW2;
+    W1 -= kLr * dW1;
+    return loss / kBatch;
+  }
+};
+
+// Runs 3 steps of both from the same weights; an error message unless they agree.
+std::string check_against_eigen() try {
+  steps::GradusMlp g;
+  EigenMlp e;
+  const auto& d = steps::image_batches();
+  for (size_t i = 0; i < 3; ++i) {
+    const float lg = g.step(d.x[i], d.y[i]), le = e.step(d.x[i], d.y[i]);
+    if (std::abs(lg - le) > 1e-4f * std::max(1.f, std::abs(le)))
+      return "loss " + std::to_string(lg) + " differs from Eigen's " + std::to_string(le);
+  }
+  if ((mat(g.d1.kernel().value()) - e.W1).cwiseAbs().maxCoeff() > 1e-4f) return "W1 differs from Eigen's";
+  if ((mat(g.d2.kernel().value()) - e.W2).cwiseAbs().maxCoeff() > 1e-4f) return "W2 differs from Eigen's";
+  return {};
+} catch (const std::exception& ex) {
+  return ex.what();
+}
+
+void BM_gradus(benchmark::State& state) {
+  omp_set_num_threads(int(state.range(0)));
+  if (const std::string err = check_against_eigen(); !err.empty()) return state.SkipWithError(err.c_str());
+  steps::BM_gradus_mlp(state);
+}
+
+void BM_eigen(benchmark::State& state) {
+  omp_set_num_threads(int(state.range(0)));
+  EigenMlp m;
+  const auto& d = steps::image_batches();
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m.step(d.x[i], d.y[i]));
+    benchmark::ClobberMemory();
+    i = (i + 1) % d.x.size();
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * kBatch);
+}
+
+GRADUS_STEP_BENCH(BM_gradus, "mlp_step/gradus");
+GRADUS_STEP_BENCH(BM_eigen, "mlp_step/eigen");
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,160 @@
+// benchmarks/steps.hpp — the gradus training steps of the layer benchmarks (mlp_step, cnn_step,
+// lstm_step) and their data, shared with torch_steps.cpp so that gradus and LibTorch are timed
+// side by side in one process. Each step is forward, backward and a plain SGD update, float:
+//   MLP   784-500(ReLU)-10, batch 128, Fashion-MNIST images, softmax cross-entropy
+//   CNN   [128,28,28,1] -> conv 5x5x32 same ReLU -> maxpool 2 -> conv 5x5x64 same ReLU ->
+//         maxpool 2 -> flatten 3136 -> dense 500 ReLU -> dense 10, Fashion-MNIST images
+//   LSTM  x [32,35,128] (random features) -> LSTM 128 (every step) -> dense 64 at every step,
+//         softmax cross-entropy over the 32*35 steps, full BPTT over 35 steps
+// Threads: the benchmark argument, set with omp_set_num_threads (gradus' kernels and Eigen's
+// GEMM read it).
+#pragma once
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <gradus/data/fashion_mnist.hpp>
+#include <gradus/gradus.hpp>
+#include <gradus/losses.hpp>
+#include <gradus/nn.hpp>
+#include <gradus/optim.hpp>
+
+namespace steps {
+
+namespace gd = gradus;
+namespace nn = gradus::nn;
+using Tensor = gd::Tensor<float>;
+using Ids = gd::Tensor<int64_t>;
+
+inline constexpr int64_t kBatch = 128, kPixels = 784, kHidden = 500, kClasses = 10, kBatches = 4;
+inline constexpr int64_t kSeqBatch = 32, kSeqSteps = 35, kSeqIn = 128, kSeqUnits = 128, kSeqClasses = 64;
+inline constexpr float kLr = 0.01f;
+inline constexpr uint64_t kSeed = 42;
+
+/// Batches of inputs and integer labels, cycled by the benchmarks.
+struct Batches {
+  std::vector<Tensor> x;
+  std::vector<Ids> y;
+};
+
+/// The first kBatches batches of 128 Fashion-MNIST training images ([128, 784] in [0, 1]).
+inline const Batches& image_batches() {
+  static const Batches d = [] {
+    const auto data = gd::datasets::fashion_mnist();
+    Batches b;
+    for (int64_t i = 0; i < kBatches; ++i) {
+      Tensor x({kBatch, kPixels});
+      Ids y({kBatch});
+      std::copy_n(data.train_images.data() + i * kBatch * kPixels, kBatch * kPixels, x.data());
+      std::copy_n(data.train_labels.data() + i * kBatch, kBatch, y.data());
+      b.x.push_back(x);
+      b.y.push_back(y);
+    }
+    return b;
+  }();
+  return d;
+}
+
+/// kBatches random sequence batches: x [32, 35, 128] standard normal, labels [32*35] in [0, 64).
+inline const Batches& sequence_batches() {
+  static const Batches d = [] {
+    gd::Rng rng(7);
+    Batches b;
+    for (int64_t i = 0; i < kBatches; ++i) {
+      b.x.push_back(Tensor::random_normal({kSeqBatch, kSeqSteps, kSeqIn}, rng, 0.f, 1.f));
+      Ids y({kSeqBatch * kSeqSteps});
+      for (int64_t j = 0; j < y.size(); ++j) y.data()[j] = int64_t(rng.below(uint64_t(kSeqClasses)));
+      b.y.push_back(y);
+    }
+    return b;
+  }();
+  return d;
+}
+
+/// Parameters of several modules in order.
+template <class... M>
+std::vector<gd::Var<float>> parameters_of(const M&... m) {
+  std::vector<gd::Var<float>> out;
+  (
+      [&] {
+        for (const auto& p : m.parameters()) out.push_back(p);
+      }(),
+      ...);
+  return out;
+}
+
+struct GradusMlp {
+  gd::Rng rng{kSeed};
+  nn::Dense<float> d1{{.in = kPixels, .out = kHidden, .activation = nn::relu}, rng};
+  nn::Dense<float> d2{{.in = kHidden, .out = kClasses}, rng};
+  gd::optim::SGD<float> opt{parameters_of(d1, d2), {.lr = kLr}};
+
+  /// One step; returns the loss before the update.
+  float step(const Tensor& x, const Ids& y) {
+    gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, d2.forward(d1.forward(x)));
+    opt.minimize(loss);
+    return loss.item();
+  }
+};
+
+struct GradusCnn {
+  gd::Rng rng{kSeed};
+  nn::Conv2d<float> c1{{.in = 1, .filters = 32, .kernel_size = {5, 5}, .padding = gd::Padding::same,
+                        .activation = nn::relu}, rng};
+  nn::Conv2d<float> c2{{.in = 32, .filters = 64, .kernel_size = {5, 5}, .padding = gd::Padding::same,
+                        .activation = nn::relu}, rng};
+  nn::Dense<float> d1{{.in = 7 * 7 * 64, .out = kHidden, .activation = nn::relu}, rng};
+  nn::Dense<float> d2{{.in = kHidden, .out = kClasses}, rng};
+  nn::MaxPool2d pool{};
+  gd::optim::SGD<float> opt{parameters_of(c1, c2, d1, d2), {.lr = kLr}};
+
+  /// One step on x [N, 784] (viewed as [N, 28, 28, 1]); returns the loss before the update.
+  float step(const Tensor& x, const Ids& y) {
+    gd::Var<float> h = pool.forward(c2.forward(pool.forward(c1.forward(x.reshape({-1, 28, 28, 1})))));
+    gd::Var<float> loss =
+        gd::losses::sparse_softmax_cross_entropy_with_logits(y, d2.forward(d1.forward(gd::flatten(h))));
+    opt.minimize(loss);
+    return loss.item();
+  }
+};
+
+struct GradusLstm {
+  gd::Rng rng{kSeed};
+  nn::LSTM<float> lstm{{.in = kSeqIn, .units = kSeqUnits, .return_sequences = true}, rng};
+  nn::Dense<float> head{{.in = kSeqUnits, .out = kSeqClasses}, rng};
+  gd::optim::SGD<float> opt{parameters_of(lstm, head), {.lr = kLr}};
+
+  /// One step on x [N, T, in], labels [N*T]; returns the loss before the update.
+  float step(const Tensor& x, const Ids& y) {
+    gd::Var<float> logits = head.forward(gd::reshape(lstm.forward(x), {-1, kSeqUnits}));
+    gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits);
+    opt.minimize(loss);
+    return loss.item();
+  }
+};
+
+/// Times model.step over `batches`, cycled, at the benchmark's thread count.
+template <class Model>
+void run_steps(benchmark::State& state, const Batches& batches, int64_t examples) {
+  omp_set_num_threads(int(state.range(0)));
+  Model m;
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(m.step(batches.x[i], batches.y[i]));
+    i = (i + 1) % batches.x.size();
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * examples);
+}
+
+inline void BM_gradus_mlp(benchmark::State& state) { run_steps<GradusMlp>(state, image_batches(), kBatch); }
+inline void BM_gradus_cnn(benchmark::State& state) { run_steps<GradusCnn>(state, image_batches(), kBatch); }
+inline void BM_gradus_lstm(benchmark::State& state) { run_steps<GradusLstm>(state, sequence_batches(), kSeqBatch); }
+
+}  // namespace steps
+
+/// Registers `fn` as "<model>/<impl>/threads:1" and ":2" (wall-clock time, as benchmarks/run reads them).
+#define GRADUS_STEP_BENCH(fn, name) \
+  BENCHMARK(fn)->Name(name)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)
