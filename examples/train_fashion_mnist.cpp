@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   gd::train::ProgressBar progress({.every_steps = 100});
   gd::train::SummarySaver scalars(writer, {.every_steps = 50});
   gd::train::SummarySaver histograms(writer, {.every_steps = 200, .scalars = false, .histograms = true, .epochs = false});
-  gd::train::CheckpointSaver checkpoints({.every_steps = steps_per_epoch, .every_secs = 0, .max_to_keep = 3});
+  gd::train::CheckpointSaver checkpoints({.every_secs = 0, .every_epochs = 1, .max_to_keep = 3});
   std::vector<gd::train::Hook*> hooks = {&announce, &progress, &scalars, &histograms, &shown, &checkpoints};
   std::unique_ptr<gd::train::StopAtStep> stop;
   if (max_steps >= 0) {

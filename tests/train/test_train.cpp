@@ -335,6 +335,36 @@ TEST_CASE("hooks: CheckpointSaver honours every_steps and max_to_keep", "[train]
   CHECK_THROWS_AS(gd::train::fit(net, opt, xent, data, {.hooks = {&nowhere}}), gd::value_error);
 }
 
+TEST_CASE("hooks: CheckpointSaver every_epochs saves finished epochs, which resume without redoing them",
+          "[train][hooks][checkpoint]") {
+  const Data data = make_data(40, 4, 3, 12), val = make_data(8, 4, 3, 13);  // 5 steps per epoch
+  const fs::path dir = fresh_dir("epoch_saver_run");
+  gd::Rng init(1), dropout(2);
+  Net net(4, 8, 3, 0.0, init, dropout);
+  gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.01});
+  gd::train::CheckpointSaver saver({.every_secs = 0, .every_epochs = 1});
+  Recorder rec;
+  const auto h = gd::train::fit(net, opt, xent, data,
+                                {.epochs = 3, .batch_size = 8, .validation = &val, .hooks = {&saver, &rec}, .run_dir = dir});
+  REQUIRE(saver.saver() != nullptr);
+  CHECK(saver.saver()->checkpoints() == std::vector<std::string>{"model.ckpt-5.safetensors", "model.ckpt-10.safetensors",
+                                                                 "model.ckpt-15.safetensors"});
+  CHECK(rec.epochs == std::vector<int64_t>{0, 1, 2});
+  // The last checkpoint holds the finished third epoch: a new run with the same options has
+  // nothing to do (no step, no validation, no after_epoch) and returns the same History.
+  gd::Rng init2(5), dropout2(6);
+  Net net2(4, 8, 3, 0.0, init2, dropout2);
+  gd::optim::SGD<double> opt2(net2.parameters(), {.lr = 0.01});
+  gd::train::CheckpointSaver saver2({.every_secs = 0, .every_epochs = 1});
+  Recorder rec2;
+  const auto h2 = gd::train::fit(net2, opt2, xent, data,
+                                 {.epochs = 3, .batch_size = 8, .validation = &val, .hooks = {&saver2, &rec2}, .run_dir = dir});
+  CHECK(rec2.steps.empty());
+  CHECK(rec2.epochs.empty());
+  CHECK(h2 == h);
+  CHECK(saver2.last_path() == std::nullopt);  // nothing changed, nothing written at the end
+}
+
 TEST_CASE("hooks: Logging and ProgressBar write their documented lines", "[train][hooks]") {
   const Data data = make_data(16, 4, 3, 10), val = make_data(8, 4, 3, 11);
   gd::Rng init(1), dropout(2);

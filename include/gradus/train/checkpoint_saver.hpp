@@ -11,26 +11,32 @@
 
 namespace gradus::train {
 
-/// Options of CheckpointSaver. With both `every_steps` and `every_secs` 0 it saves only at the end.
+/// Options of CheckpointSaver. With `every_steps`, `every_secs` and `every_epochs` all 0 it saves
+/// only at the end.
 struct CheckpointSaverOptions {
   int64_t every_steps = 0;     ///< save when global_step % every_steps == 0 (0: not by steps)
   double every_secs = 600;     ///< save when this many seconds passed since the last save (0: not by time)
+  int64_t every_epochs = 0;    ///< save after every this many epochs, validation and hooks done (0: not by epochs)
   int max_to_keep = 5;         ///< older checkpoints are deleted (gd::io::SaverOptions)
   std::filesystem::path dir = {};  ///< empty: the session's run_dir
   std::string prefix = "model.ckpt";  ///< files "<dir>/<prefix>-<step>.safetensors"
 };
 
 /// Saves a checkpoint (Session::checkpoint: model, optimizer, rng, loop and hook state) after a
-/// step when its timer fires, and at the end of the run unless the last step was just saved.
+/// step when its timer fires, after every `every_epochs` epochs (then the checkpoint holds the
+/// finished epoch: a resumed run starts the next one), and at the end of the run unless nothing
+/// changed since the last save. A checkpoint written after a step in the middle of an epoch's end
+/// is not a problem either way: a run resumed from the epoch's last step finishes that epoch
+/// (validation, History, after_epoch hooks) before going on.
 /// fit adds one with default options when run_dir is set and no CheckpointSaver is given; restore
 /// at start always reads run_dir, so point `dir` elsewhere only for exports.
 ///   gd::train::CheckpointSaver saver({.every_steps = 1000, .every_secs = 0, .max_to_keep = 3});
 class CheckpointSaver : public Hook {
  public:
   explicit CheckpointSaver(CheckpointSaverOptions o = {}) : o_(std::move(o)) {
-    GRADUS_CHECK(value_error, o_.every_steps >= 0 && o_.every_secs >= 0,
-                 "CheckpointSaver: every_steps and every_secs must be >= 0, got ", o_.every_steps, " and ",
-                 o_.every_secs);
+    GRADUS_CHECK(value_error, o_.every_steps >= 0 && o_.every_secs >= 0 && o_.every_epochs >= 0,
+                 "CheckpointSaver: every_steps, every_secs and every_epochs must be >= 0, got ", o_.every_steps,
+                 ", ", o_.every_secs, " and ", o_.every_epochs);
     GRADUS_CHECK(value_error, o_.max_to_keep >= 1, "CheckpointSaver: max_to_keep must be >= 1, got ", o_.max_to_keep);
   }
 
@@ -39,18 +45,22 @@ class CheckpointSaver : public Hook {
     GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set FitOptions::run_dir or .dir");
     saver_ = std::make_unique<io::Saver>(dir, io::SaverOptions{.max_to_keep = o_.max_to_keep, .prefix = o_.prefix});
     timer_ = {o_.every_steps, o_.every_secs, detail::Clock::now()};
-    last_saved_.reset();
+    unsaved_ = true;
   }
   void after_create_session(Session& s) override {
     timer_.reset();
-    last_saved_ = s.global_step();  // what is on disk already (or the initial state: nothing to add)
-    if (!s.restored_from()) last_saved_.reset();
+    unsaved_ = !s.restored_from();  // a restored state is on disk already
   }
   void after_step(Session& s, const StepResult& r) override {
+    unsaved_ = true;
     if (timer_.should_fire(r.global_step)) save(s);
   }
+  void after_epoch(Session& s, const EpochLogs& logs) override {
+    unsaved_ = true;
+    if (o_.every_epochs > 0 && (logs.epoch + 1) % o_.every_epochs == 0) save(s);
+  }
   void end(Session& s) override {
-    if (!last_saved_ || *last_saved_ != s.global_step()) save(s);
+    if (unsaved_) save(s);
   }
 
   /// The path of the last checkpoint this hook wrote, if any.
@@ -61,14 +71,14 @@ class CheckpointSaver : public Hook {
  private:
   void save(Session& s) {
     last_path_ = s.save_checkpoint(*saver_);
-    last_saved_ = s.global_step();
+    unsaved_ = false;
     timer_.reset();
   }
 
   CheckpointSaverOptions o_;
   std::unique_ptr<io::Saver> saver_;
   detail::Timer timer_;
-  std::optional<int64_t> last_saved_;
+  bool unsaved_ = true;  // the session changed since the last checkpoint (or there is none)
   std::optional<std::filesystem::path> last_path_;
 };
 
