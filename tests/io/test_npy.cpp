@@ -15,39 +15,16 @@
 #include <gradus/gradus.hpp>
 #include <gradus/io.hpp>
 
+#include "io_samples.hpp"
+
 namespace gd = gradus;
 namespace io = gradus::io;
 using Catch::Contains;
+using gd::io::testing::same;
+using gd::io::testing::sample;
+using gd::io::testing::seq;
 
 namespace {
-
-/// arange(shape.numel()) * scale + offset.
-template <class T>
-gd::Tensor<T> seq(const gd::Shape& shape, T scale, T offset) {
-  gd::Tensor<T> t(shape);
-  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = T(i) * scale + offset;
-  return t;
-}
-
-/// Same dtype, shape and bits.
-bool same(const io::AnyTensor& a, const io::AnyTensor& b) {
-  if (a.index() != b.index()) return false;
-  return std::visit(
-      [&](const auto& x) {
-        const auto& y = std::get<std::decay_t<decltype(x)>>(b);
-        return x.shape() == y.shape() && std::memcmp(x.data(), y.data(), size_t(x.size()) * sizeof(*x.data())) == 0;
-      },
-      a);
-}
-
-/// The arrays read_check.py expects, in order.
-io::TensorList sample() {
-  return {{"a", seq<float>({2, 3}, 0.5f, 0.f)},
-          {"b", seq<double>({5}, 0.25, -1.0)},
-          {"c", seq<int64_t>({2, 2}, -3, 0)},
-          {"s", gd::Tensor<double>::scalar(3.5)},
-          {"e", gd::Tensor<float>::zeros({0, 3})}};
-}
 
 /// A one-member zip archive whose member is `payload` deflated (raw, as zip does); `claimed`
 /// overrides the uncompressed size in the headers.
