@@ -4,13 +4,13 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
+#include "gradus/ops/shape.hpp"
 
 namespace gradus::train {
 
@@ -49,28 +49,21 @@ void check_data(const Data<X, Y>& d, const char* who, const char* what) {
                d.y.defined() ? d.y.shape() : Shape{});
 }
 
-/// Rows `index[0..n)` of `t` (shape [N, ...]) copied into a new tensor [n, ...].
+/// Rows `index[0..n)` of `t` (shape [N, ...]) as a new tensor [n, ...] (gd::gather on axis 0).
 template <Element T>
 Tensor<T> gather_rows(const Tensor<T>& t, const int64_t* index, int64_t n) {
-  Shape s = t.shape();
-  s[0] = n;
-  Tensor<T> out(s);
-  const int64_t row = t.dim(0) > 0 ? t.size() / t.dim(0) : 0;
-  const T* src = t.data();
-  T* dst = out.data();
-  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * row, src + index[i] * row, size_t(row) * sizeof(T));
-  return out;
+  Tensor<int64_t> rows({n});
+  std::copy_n(index, n, rows.data());
+  return gradus::gather(t, rows, 0);
 }
 
-/// Rows [first, first + n) of `t` copied into a new tensor [n, ...].
+/// Rows [first, first + n) of `t` as a new tensor [n, ...] (gd::slice on axis 0).
 template <Element T>
 Tensor<T> slice_rows(const Tensor<T>& t, int64_t first, int64_t n) {
-  Shape s = t.shape();
-  s[0] = n;
-  Tensor<T> out(s);
-  const int64_t row = t.size() / t.dim(0);
-  std::memcpy(out.data(), t.data() + first * row, size_t(n * row) * sizeof(T));
-  return out;
+  std::vector<int64_t> begin(size_t(t.rank()), 0), size(size_t(t.rank()), -1);
+  begin[0] = first;
+  size[0] = n;
+  return gradus::slice(t, begin, size);
 }
 
 }  // namespace detail
