@@ -6,7 +6,7 @@
 #include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/expr/expr.hpp"
-#include "gradus/expr/evaluator.hpp"
+#include "gradus/backend/backend.hpp"
 #include "gradus/ops/elementwise.hpp"
 #include "gradus/autodiff/var.hpp"
 #include "gradus/autodiff/materialize.hpp"

@@ -63,7 +63,7 @@ struct Inception : nn::Module<double> {
 TEST_CASE("nn gradients: Dense with every activation, with and without bias", "[nn][gradients]") {
   gd::Rng rng(1);
   const Td x = Td::random_normal({3, 4}, rng);
-  for (nn::Activation a : {nn::linear, nn::relu, nn::leaky_relu(0.1), nn::elu, nn::selu, nn::gelu, nn::tanh,
+  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::linear, nn::relu, nn::leaky_relu(0.1), nn::elu, nn::selu, nn::gelu, nn::tanh,
                            nn::sigmoid, nn::softplus, nn::softsign, nn::softmax}) {
     for (bool bias : {true, false}) {
       INFO(a << (bias ? " with bias" : " without bias"));

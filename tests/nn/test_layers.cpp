@@ -83,7 +83,7 @@ TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {
       default: return z;
     }
   };
-  for (nn::Activation a : {nn::linear, nn::relu, nn::leaky_relu(0.1), nn::elu(0.5), nn::selu, nn::gelu, nn::tanh,
+  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::linear, nn::relu, nn::leaky_relu(0.1), nn::elu(0.5), nn::selu, nn::gelu, nn::tanh,
                            nn::sigmoid, nn::softplus, nn::softsign, nn::softmax}) {
     INFO(a);
     nn::Dense<double> d({.in = 3, .out = 5, .activation = a, .bias_initializer = gd::init::random_normal{.stddev = 1}},

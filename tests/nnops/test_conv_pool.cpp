@@ -40,11 +40,11 @@ Axis tf_axis(int64_t in, int64_t k, int64_t s, int64_t d, bool same) {
 
 struct ConvCase {
   gd::Shape x, w;
-  gd::Conv2dOptions o;
+  gd::Conv2dArgs o;
 };
 
 /// Direct convolution; with `g` given, also its reference gradients into dx and dw.
-void naive_conv(const TD& x, const TD& w, const gd::Conv2dOptions& o, TD* y, const TD* g = nullptr, TD* dx = nullptr,
+void naive_conv(const TD& x, const TD& w, const gd::Conv2dArgs& o, TD* y, const TD* g = nullptr, TD* dx = nullptr,
                 TD* dw = nullptr) {
   const auto& xs = x.shape();
   const auto& ws = w.shape();
@@ -189,7 +189,7 @@ TEST_CASE("conv2d: forward matches a direct convolution", "[nnops][conv]") {
 }
 
 TEST_CASE("conv2d: gradients match central differences", "[nnops][conv]") {
-  gd::Conv2dOptions o;
+  gd::Conv2dArgs o;
   auto f = [&o](const VD& x, const VD& w) { return gd::conv2d(x, w, o); };
   for (const ConvCase& c : small_cases) {
     INFO(describe(c));
@@ -231,7 +231,7 @@ TEST_CASE("conv2d: gradients on large shapes (tiled, threaded) match direct loop
 }
 
 TEST_CASE("conv2d: backward accumulates into .grad(); float agrees with double", "[nnops][conv]") {
-  const gd::Conv2dOptions o{.strides = {2, 2}, .padding = same};
+  const gd::Conv2dArgs o{.strides = {2, 2}, .padding = same};
   VD x(rand_t({2, 9, 9, 3}, 13)), w(rand_t({3, 3, 3, 4}, 14));
   gd::backward(gd::conv2d(x, w, o));
   const TD gx = x.grad().clone(), gw = w.grad().clone();

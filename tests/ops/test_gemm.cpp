@@ -1,4 +1,4 @@
-// detail::gemm, the routine under matmul and conv2d: float (gradus' own AVX2 kernel where the
+// backend::gemm, the routine under matmul and conv2d: float (gradus' own AVX2 kernel where the
 // build has AVX2 + FMA; Eigen for thin products) and double (Eigen) against a double-precision
 // triple loop, over shapes that cover the kernel's edges: partial 6-row and 16-column blocks,
 // several 256-deep k-blocks, several 1024-column blocks, k = 0, both transposes, accumulation,
@@ -26,7 +26,7 @@ double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng) {
   const auto b = gd::Tensor<T>::random_normal({std::max<int64_t>(s.k * s.n, 1)}, rng, T(0), T(1));
   auto c = gd::Tensor<T>::random_normal({s.m * s.n}, rng, T(0), T(1));
   const auto c0 = c.clone();
-  gd::detail::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
+  gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
   double worst = 0;
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {

@@ -31,7 +31,7 @@ class CustomOp {
     requires(sizeof...(Es) >= 1)
   auto operator()(const Es&... es) const {
     using T = value_type_t<std::tuple_element_t<0, std::tuple<Es...>>>;
-    static_assert((std::same_as<value_type_t<Es>, T> && ...), "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: custom_op inputs differ");
+    static_assert((std::same_as<value_type_t<Es>, T> && ...), "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: custom_op — cast one input first (gd::cast<T>(x))");
     return call<T>(materialize(es)...);
   }
   const std::string& name() const { return name_; }
@@ -41,7 +41,7 @@ class CustomOp {
   auto call(const Xs&... xs) const {
     constexpr size_t N = sizeof...(Xs);
     static_assert(std::is_invocable_v<const Forward&, decltype(detail::value_of(xs))...>,
-                  "custom_op: forward must be callable as forward(const Tensor<T>&...) with one tensor per input");
+                  "THE_FORWARD_MUST_TAKE_ONE_TENSOR_PER_INPUT: custom_op — forward(const Tensor<T>&...)");
     Tensor<T> out = forward_(detail::value_of(xs)...);
     GRADUS_CHECK(value_error, out.defined(), "custom_op '", name_, "': forward returned an undefined tensor");
     const char* label = name_.c_str();

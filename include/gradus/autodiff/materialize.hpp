@@ -7,32 +7,33 @@
 #pragma once
 #include <tuple>
 
+#include "gradus/autodiff/adjoint.hpp"
 #include "gradus/autodiff/var.hpp"
+#include "gradus/backend/backend.hpp"
 
 namespace gradus {
 
 // ------------------------------------------------------------------ evaluation, no recording
-namespace detail {
+
+/// Evaluates expression `e` into `t`: into new storage, or with `assign` into t's own storage
+/// (the shapes must match). The hook Tensor's converting constructor and `assign` reach by
+/// argument-dependent lookup (core/ names no function of a higher layer).
 template <class T, class E>
-void construct_from_expression(Tensor<T>& t, const E& e) {
+void evaluate_expression(Tensor<T>& t, const E& e, bool assign) {
   static_assert(std::same_as<value_type_t<E>, T>,
-                "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE: use gd::cast<T>(e)");
-  if constexpr (is_var_v<E>) {
+                "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE: Tensor — use gd::cast<T>(e)");
+  if (assign) {
+    GRADUS_CHECK(shape_error, e.shape() == t.shape(), "assign: expression shape ", e.shape(),
+                 " differs from tensor shape ", t.shape());
+    backend::evaluate_into(e, t.data(), t.shape());
+  } else if constexpr (is_var_v<E>) {
     t = e.value();
   } else {
     const Shape s = e.shape();
     t = Tensor<T>(s);
-    evaluate_into(e, t.data(), s);
+    backend::evaluate_into(e, t.data(), s);
   }
 }
-template <class T, class E>
-void assign_expression(Tensor<T>& t, const E& e) {
-  static_assert(std::same_as<value_type_t<E>, T>, "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE");
-  GRADUS_CHECK(shape_error, e.shape() == t.shape(), "assign: expression shape ", e.shape(),
-               " differs from tensor shape ", t.shape());
-  evaluate_into(e, t.data(), t.shape());
-}
-}  // namespace detail
 
 /// Evaluates any expression into a new Tensor, without recording (Vars contribute their values).
 ///   gd::Tensor<float> t = gd::eval(a * 2.f + 1.f);
@@ -92,29 +93,6 @@ bool any_requires_grad(const E& e) {
   return any;
 }
 
-/// The fused backward pass of expression `e` (output shape `out`) given the adjoint `g`
-/// (broadcastable to `out`) times `scale`: every Var leaf gets its gradient in one pass.
-template <class E, class T = value_type_t<E>>
-void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum = nullptr) {
-  constexpr int N = count_vars<E>();
-  std::array<LeafTarget<T>, N> targets{};
-  int i = 0;
-  for_each_var(e, [&](const Var<T>& v, bool live) {
-    LeafTarget<T>& t = targets[size_t(i++)];
-    Node<T>* node = v.node();
-    if (!live || !node->requires_grad) return;
-    t.numel = node->value.size();
-    t.contiguous = t.numel == out.numel();
-    t.dst = node->adjoint_buffer(&t.add);
-    if (!t.contiguous) {
-      if (!t.add) std::fill_n(t.dst, t.numel, T(0));
-      t.add = true;
-      t.bc = Broadcast(node->value.shape(), out);
-    }
-  });
-  backward_pass(e, out, g, scale, targets.data(), N, value_sum);
-}
-
 template <class E>
 void collect_var_inputs(const E& e, std::vector<NodeBase*>& out) {
   for_each_var(e, [&](const auto& v, bool live) {
@@ -163,7 +141,7 @@ template <class E>
   requires(Expression<E> && !is_var_v<E> && !std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
 Var<T>::Var(const E& e) {
   static_assert(std::same_as<value_type_t<E>, T>,
-                "YOU_ASSIGNED_AN_EXPRESSION_TO_A_VAR_OF_ANOTHER_ELEMENT_TYPE: use gd::cast<T>(e)");
+                "YOU_ASSIGNED_AN_EXPRESSION_TO_A_VAR_OF_ANOTHER_ELEMENT_TYPE: Var — use gd::cast<T>(e)");
   Tensor<T> v(e);
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && detail::any_requires_grad(e)) {
@@ -187,6 +165,20 @@ auto materialize(const E& e) {
     return Var<T>(e);
   else
     return Tensor<T>(e);
+}
+
+/// `x` as a Var: itself, a constant leaf over a Tensor's storage, or an expression
+/// materialised (one tape node when it is differentiable).
+///   gd::Var<float> y = gd::to_var(model.forward(x));   // forward may return a lazy expression
+template <Expression E>
+Var<value_type_t<E>> to_var(const E& x) {
+  using T = value_type_t<E>;
+  if constexpr (is_var_v<E>)
+    return x;
+  else if constexpr (std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
+    return Var<T>::constant(x);
+  else
+    return Var<T>(x);
 }
 
 /// What a kernel op returns: a Tensor when no input is a Var; otherwise a Var that records

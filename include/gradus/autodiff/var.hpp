@@ -3,13 +3,23 @@
 #include <utility>
 
 #include "gradus/autodiff/node.hpp"
-#include "gradus/expr/evaluator.hpp"
+#include "gradus/backend/cpu/elementwise.hpp"
 #include "gradus/expr/expr.hpp"
 
 namespace gradus {
 
 template <Real T>
+class Var;
+
+template <Real T>
 struct is_expression<Var<T>> : std::true_type {};
+
+template <class E>
+struct is_var : std::false_type {};
+template <class T>
+struct is_var<Var<T>> : std::true_type {};
+template <class E>
+inline constexpr bool is_var_v = is_var<std::remove_cvref_t<E>>::value;
 
 /// True unless a `no_grad` scope is active on this thread.
 inline bool grad_enabled() { return detail::TapeState::local().grad_enabled; }
@@ -35,6 +45,8 @@ template <Real T>
 class Var {
  public:
   using value_type = T;
+  /// A Var is the differentiable leaf of expressions (see is_differentiable_v).
+  static constexpr bool differentiable = true;
 
   Var() = default;
   /// A leaf holding `value`; trainable unless `requires_grad` is false.
@@ -80,6 +92,12 @@ class Var {
   /// PyTorch's `set_to_none`), so the next backward pass writes the gradient instead of adding
   /// to zeros; `grad()` reads as zeros meanwhile. Tensors taken from `grad()` before stay valid.
   void zero_grad() { checked()->grad = Tensor<T>(); }
+  /// The accumulated gradient, or nullptr when none was received since the last `zero_grad`
+  /// (unlike `grad()`, which gives zeros and so allocates them).
+  Tensor<T>* grad_if_any() const {
+    Tensor<T>& g = checked()->grad;
+    return g.defined() ? &g : nullptr;
+  }
   bool requires_grad() const { return node_ && node_->requires_grad; }
   bool is_leaf() const { return node_ && node_->is_leaf; }
   /// The same value, cut from the graph: nothing flows back through it.
@@ -111,5 +129,11 @@ std::ostream& operator<<(std::ostream& os, const Var<T>& v) {
   if (!v.defined()) return os << "Var(undefined)";
   return os << "Var(" << v.value() << (v.requires_grad() ? ", requires_grad" : "") << ')';
 }
+
+/// A Var's value read by the CPU's forward evaluator, as a tensor's.
+template <Real T>
+struct backend::cpu::Evaluator<Var<T>> : backend::cpu::Evaluator<Tensor<T>> {
+  Evaluator(const Var<T>& x, const Shape& out) : backend::cpu::Evaluator<Tensor<T>>(x.value(), out) {}
+};
 
 }  // namespace gradus

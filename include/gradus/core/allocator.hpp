@@ -43,7 +43,7 @@ struct Block {
 
   std::byte* data() { return external ? static_cast<std::byte*>(external) : reinterpret_cast<std::byte*>(this) + kAlign; }
 };
-static_assert(sizeof(Block) <= kAlign);
+static_assert(sizeof(Block) <= kAlign, "THE_BLOCK_HEADER_MUST_FIT_IN_ONE_ALIGNMENT_UNIT: allocator");
 
 class CachingAllocator {
  public:

@@ -34,11 +34,6 @@ class Tensor;
 namespace detail {
 template <class E>
 concept expression_like = is_expression<std::remove_cvref_t<E>>::value;
-// Defined in autodiff/materialize.hpp, once expressions and their evaluators exist.
-template <class T, class E>
-void construct_from_expression(Tensor<T>& t, const E& e);
-template <class T, class E>
-void assign_expression(Tensor<T>& t, const E& e);
 }  // namespace detail
 
 /// A dense row-major N-d array: a cheap handle to shared, 64-byte-aligned storage.
@@ -80,7 +75,9 @@ class Tensor {
   template <class E>
     requires(detail::expression_like<E> && !std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
   Tensor(const E& e) {
-    detail::construct_from_expression(*this, e);
+    // Found by argument-dependent lookup where the expression's type is complete: the layers
+    // that define expressions and their evaluators provide it (autodiff/materialize.hpp).
+    evaluate_expression(*this, e, /*assign=*/false);
   }
 
   static Tensor empty(const Shape& shape) { return Tensor(shape); }
@@ -198,7 +195,7 @@ class Tensor {
   template <class E>
     requires detail::expression_like<E>
   Tensor& assign(const E& e) {
-    detail::assign_expression(*this, e);
+    evaluate_expression(*this, e, /*assign=*/true);
     return *this;
   }
 

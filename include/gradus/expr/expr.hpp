@@ -4,10 +4,15 @@
 // records the computation (`BinaryExpr<Add, BinaryExpr<Mul, A, B>, UnaryExpr<Exp, C>>`) and its
 // operands are held by value (tensor and Var handles are cheap), so `auto e = a * (b + 1);`
 // never dangles. The broadcast shape is computed once, when the node is built, so a shape
-// mistake throws at the line that made it. Evaluators (expr/evaluator.hpp) decide how it runs.
+// mistake throws at the line that made it. Nodes declare their operands (`node_children`); how a
+// node runs is decided elsewhere: backend/cpu/elementwise.hpp evaluates it, autodiff/adjoint.hpp
+// differentiates it. Nothing here knows about the tape.
 #pragma once
+#include <array>
 #include <concepts>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
@@ -31,29 +36,18 @@ concept Scalar = std::is_arithmetic_v<std::remove_cvref_t<S>>;
 template <class E>
 using value_type_t = typename std::remove_cvref_t<E>::value_type;
 
-template <Real T>
-class Var;
-
-template <class E>
-struct is_var : std::false_type {};
-template <class T>
-struct is_var<Var<T>> : std::true_type {};
-template <class E>
-inline constexpr bool is_var_v = is_var<std::remove_cvref_t<E>>::value;
-
 namespace detail {
 template <class E>
 constexpr bool differentiable() {
-  if constexpr (is_var_v<E>)
-    return true;
-  else if constexpr (requires { E::differentiable; })
+  if constexpr (requires { E::differentiable; })
     return E::differentiable;
   else
     return false;
 }
 }  // namespace detail
 
-/// True when an expression involves a Var, i.e. is differentiable.
+/// True when an expression involves a differentiable leaf (a Var of autodiff/), i.e. is
+/// differentiable: each node and leaf type says so in a `static constexpr bool differentiable`.
 template <class E>
 inline constexpr bool is_differentiable_v = detail::differentiable<std::remove_cvref_t<E>>();
 
@@ -112,6 +106,62 @@ struct WhereExpr {
 template <class C, class A, class B>
 struct is_expression<WhereExpr<C, A, B>> : std::true_type {};
 
+/// The operands of an expression node, declared by the node rather than guessed from member
+/// names: `arity`, `get(e)` (a tuple of references, in evaluation order) and `grad_flows[i]`,
+/// false where no gradient can pass to operand i (a `where` condition, a comparison, `sign`).
+/// Leaves (tensors, Vars, numbers) have arity 0.
+template <class E>
+struct node_children {
+  static constexpr int arity = 0;
+};
+template <class Op, class A>
+struct node_children<UnaryExpr<Op, A>> {
+  static constexpr int arity = 1;
+  static constexpr std::array<bool, 1> grad_flows{Op::differentiable};
+  static auto get(const UnaryExpr<Op, A>& e) { return std::tie(e.a); }
+};
+template <class Op, class A, class B>
+struct node_children<BinaryExpr<Op, A, B>> {
+  static constexpr int arity = 2;
+  static constexpr std::array<bool, 2> grad_flows{Op::differentiable, Op::differentiable};
+  static auto get(const BinaryExpr<Op, A, B>& e) { return std::tie(e.a, e.b); }
+};
+template <class C, class A, class B>
+struct node_children<WhereExpr<C, A, B>> {
+  static constexpr int arity = 3;
+  static constexpr std::array<bool, 3> grad_flows{false, true, true};
+  static auto get(const WhereExpr<C, A, B>& e) { return std::tie(e.c, e.a, e.b); }
+};
+
+/// Calls `f(leaf, live)` for every leaf of `e` (operands of arity 0), in evaluation order;
+/// `live` is false below an operand that passes no gradient.
+template <class E, class F>
+void for_each_leaf(const E& e, F&& f, bool live = true) {
+  using C = node_children<std::remove_cvref_t<E>>;
+  if constexpr (C::arity == 0) {
+    f(e, live);
+  } else {
+    const auto kids = C::get(e);
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (for_each_leaf(std::get<I>(kids), f, live && C::grad_flows[I]), ...);
+    }(std::make_index_sequence<size_t(C::arity)>{});
+  }
+}
+
+/// The number of leaves of expression type `E` for which `Pred<leaf type>::value` holds.
+template <class E, template <class> class Pred>
+constexpr int count_leaves() {
+  using C = node_children<E>;
+  if constexpr (C::arity == 0) {
+    return Pred<E>::value ? 1 : 0;
+  } else {
+    using Kids = decltype(C::get(std::declval<const E&>()));
+    return []<size_t... I>(std::index_sequence<I...>) {
+      return (count_leaves<std::remove_cvref_t<std::tuple_element_t<I, Kids>>, Pred>() + ... + 0);
+    }(std::make_index_sequence<size_t(C::arity)>{});
+  }
+}
+
 namespace detail {
 
 /// How an operand is stored inside an expression: handles and nodes by value.
@@ -139,7 +189,7 @@ template <class Op, class A, class B>
 auto make_binary(Op op, A&& a, B&& b) {
   if constexpr (Expression<A> && Expression<B>) {
     static_assert(detail::same_element_v<A, B>,
-                  "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: cast one operand first (gd::cast<T>(x))");
+                  "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: elementwise op — cast one operand first (gd::cast<T>(x))");
     return BinaryExpr<Op, detail::operand_t<A>, detail::operand_t<B>>(op, std::forward<A>(a), std::forward<B>(b));
   } else if constexpr (Expression<A>) {
     return BinaryExpr<Op, detail::operand_t<A>, ScalarExpr<value_type_t<A>>>(op, std::forward<A>(a),

@@ -63,7 +63,7 @@ struct Weights {
   template <Expression E>
     requires is_differentiable_v<E>
   Weights(const E&) {
-    static_assert(!is_differentiable_v<E>, "LOSS_WEIGHTS_ARE_CONSTANTS: pass a Tensor (e.g. v.value()) or a number");
+    static_assert(!is_differentiable_v<E>, "LOSS_WEIGHTS_ARE_CONSTANTS: losses — pass a Tensor (e.g. v.value()) or a number");
   }
 };
 

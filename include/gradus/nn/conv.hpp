@@ -86,7 +86,7 @@ class Conv2d : public Module<T> {
   int64_t in_;
   bool use_bias_;
   Activation activation_;
-  gradus::Conv2dOptions conv_;
+  gradus::Conv2dArgs conv_;
   Var<T> kernel_, bias_;
 };
 

@@ -229,17 +229,7 @@ concept ModuleType = std::derived_from<std::remove_cvref_t<M>, Module<float>> ||
 
 namespace detail {
 
-/// `x` as a Var: itself, a constant leaf over a Tensor's storage, or an expression materialised.
-template <Expression E>
-Var<value_type_t<E>> to_var(const E& x) {
-  using T = value_type_t<E>;
-  if constexpr (is_var_v<E>)
-    return x;
-  else if constexpr (std::same_as<std::remove_cvref_t<E>, Tensor<T>>)
-    return Var<T>::constant(x);
-  else
-    return Var<T>(x);
-}
+using gradus::to_var;
 
 /// The last dimension of `s`, with a layer's error when `s` has rank 0 or it is not `expected`.
 inline void check_last_dim(const Shape& s, int64_t expected, const char* layer, const char* what) {

@@ -56,9 +56,9 @@ template <class... Layers>
 class Sequential : public Module<typename detail::sequential_value<Layers...>::type> {
  public:
   using value_type = typename detail::sequential_value<Layers...>::type;
-  static_assert(sizeof...(Layers) > 0, "A_SEQUENTIAL_NEEDS_AT_LEAST_ONE_LAYER");
+  static_assert(sizeof...(Layers) > 0, "A_SEQUENTIAL_NEEDS_AT_LEAST_ONE_LAYER: Sequential");
   static_assert(detail::same_layer_values_v<value_type, Layers...>,
-                "ALL_MODULES_OF_A_SEQUENTIAL_MUST_HAVE_THE_SAME_ELEMENT_TYPE (Dense<float> with Dense<double>?)");
+                "ALL_MODULES_OF_A_SEQUENTIAL_MUST_HAVE_THE_SAME_ELEMENT_TYPE: Sequential — Dense<float> with Dense<double>?");
 
   explicit Sequential(Layers... layers) : layers_(std::move(layers)...) {
     register_layers(std::index_sequence_for<Layers...>{});

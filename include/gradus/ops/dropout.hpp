@@ -2,9 +2,8 @@
 #pragma once
 #include <cstdint>
 
-#include <Eigen/Core>
-
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
 
 namespace gradus {
 
@@ -16,7 +15,7 @@ namespace gradus {
 template <Expression E>
 auto dropout(const E& x_expr, double rate, Rng& rng, bool training = true) {
   using T = value_type_t<E>;
-  static_assert(Real<T>, "dropout: element type must be float or double");
+  static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: dropout");
   GRADUS_CHECK(value_error, rate >= 0 && rate < 1, "dropout: rate must be in [0, 1), got ", rate);
   auto x = materialize(x_expr);
   if (!training || rate == 0) return x;
@@ -24,22 +23,14 @@ auto dropout(const E& x_expr, double rate, Rng& rng, bool training = true) {
   const double keep = 1 - rate;
   const T scale = T(1 / keep);
   Tensor<T> mask(xv.shape());  // 0 or 1/(1-rate): the forward's factor and the backward's
-  T* m = mask.data();
-  for (int64_t i = 0, n = mask.size(); i < n; ++i) m[i] = rng.uniform() < keep ? scale : T(0);
-  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  backend::dropout_mask(rng, keep, scale, mask.size(), mask.data());
   Tensor<T> out(xv.shape());
-  Eigen::Map<Arr>(out.data(), out.size()) =
-      Eigen::Map<const Arr>(xv.data(), xv.size()) * Eigen::Map<const Arr>(mask.data(), mask.size());
+  backend::masked_multiply(xv.data(), mask.data(), mask.size(), out.data(), false);
   return make_result("dropout", std::move(out), [mask](const Tensor<T>& g, const Tensor<T>&, const auto& x) {
     if (!detail::needs_grad(x)) return;
     bool add = false;
     T* dx = detail::adjoint_buffer(x, &add);
-    Eigen::Map<Arr> d(dx, mask.size());
-    const auto gm = Eigen::Map<const Arr>(g.data(), g.size()) * Eigen::Map<const Arr>(mask.data(), mask.size());
-    if (add)
-      d += gm;
-    else
-      d = gm;
+    backend::masked_multiply(g.data(), mask.data(), mask.size(), dx, add);
   }, x);
 }
 

@@ -323,7 +323,7 @@ auto where(C&& cond, A&& a, B&& b) {
   };
   auto av = wrap(std::forward<A>(a), b);
   auto bv = wrap(std::forward<B>(b), av);
-  static_assert(detail::same_element_v<decltype(av), decltype(bv)>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION");
+  static_assert(detail::same_element_v<decltype(av), decltype(bv)>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: where — cast one operand first (gd::cast<T>(x))");
   return WhereExpr<detail::operand_t<C>, decltype(av), decltype(bv)>(std::forward<C>(cond), std::move(av), std::move(bv));
 }
 

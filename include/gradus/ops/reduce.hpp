@@ -2,14 +2,16 @@
 //
 // `sum` and `mean` fuse with the elementwise chain they reduce: `mean(square(p - y))` is one
 // pass forward, and its backward is one pass that recomputes the chain block by block, so no
-// intermediate tensor is stored. The other reductions materialise their input and run a kernel
-// over the [outer, reduced, inner] view of the reduced axis.
+// intermediate tensor is stored (backend::sum_all / sum_into / fused_backward). The other
+// reductions materialise their input and run a backend kernel over the [outer, reduced, inner]
+// view of the reduced axis (backend/cpu/reduce.hpp).
 #pragma once
 #include <cmath>
 #include <initializer_list>
 #include <limits>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
 
 namespace gradus {
 namespace detail {
@@ -54,7 +56,7 @@ struct SumNode final : Node<value_type_t<E>> {
   /// A full reduction defers its value: a loss that is backpropagated right away gets it from
   /// the backward sweep, which evaluates the chain anyway, instead of from a pass of its own.
   void compute_value() override {
-    this->value.data()[0] = T(sum_all(expr, plan.in)) * scale;
+    this->value.data()[0] = T(backend::sum_all(expr, plan.in)) * scale;
     this->value_pending = false;
   }
   void backward() override {
@@ -82,9 +84,9 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   Tensor<T> out = Tensor<T>::zeros(p.keep);
   if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
     if (p.keep.numel() == 1)
-      out.data()[0] = T(sum_all(e, p.in));
+      out.data()[0] = T(backend::sum_all(e, p.in));
     else
-      sum_into(e, p.in, out.data(), p.keep);
+      backend::sum_into(e, p.in, out.data(), p.keep);
   }
   if (mean) out.assign(out * scale);
   out = out.reshape(p.out);
@@ -97,32 +99,7 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   }
 }
 
-/// Strides of the [outer, n, inner] view of one axis (or of all elements when axis < 0).
-struct AxisView {
-  int64_t outer = 1, n = 1, inner = 1;
-  AxisView(const Shape& s, int axis) {
-    if (axis < 0) {
-      n = s.numel();
-      return;
-    }
-    for (int i = 0; i < s.rank(); ++i) (i < axis ? outer : i == axis ? n : inner) *= s[i];
-  }
-  /// Index in the reduced output of the line that starts at input offset `base`.
-  int64_t out_index(int64_t base) const { return (base / (n * inner)) * inner + base % inner; }
-};
-
-/// Runs `f(base_offset)` for each of the outer*inner lines of an axis view (the elements of a
-/// line are base + k*inner), in parallel when the tensor is large.
-template <class F>
-void for_each_line(const AxisView& v, F&& f) {
-  const int64_t lines = v.outer * v.inner;
-  cpu::parallel_chunks(
-      lines, 1,
-      [&](int, int64_t b, int64_t e) {
-        for (int64_t l = b; l < e; ++l) f((l / v.inner) * v.n * v.inner + l % v.inner);
-      },
-      std::max<int64_t>(1, cpu::kParallelThreshold / std::max<int64_t>(1, v.n)));
-}
+using backend::AxisView;
 
 inline ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op) {
   return all ? plan_reduce(in, {}, keepdims, op) : plan_reduce(in, {axis}, keepdims, op);
@@ -139,29 +116,13 @@ auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_ma
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, op);
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), op));
   Tensor<T> out(p.out);
-  const T* src = xv.data();
-  T* dst = out.data();
-  for_each_line(v, [&](int64_t base) {
-    T m = src[base];
-    for (int64_t k = 1; k < v.n; ++k) {
-      const T y = src[base + k * v.inner];
-      m = is_max ? (y > m ? y : m) : (y < m ? y : m);
-    }
-    dst[v.out_index(base)] = m;
-  });
+  backend::reduce_extremum(v, xv.data(), out.data(), is_max);
   if constexpr (Real<T>) {
     return make_result(op, std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
       if (!needs_grad(in)) return;
       const Tensor<T>& xin = value_of(in);
-      Tensor<T> dx = Tensor<T>::zeros(xin.shape());
-      for_each_line(v, [&](int64_t base) {
-        const int64_t o = v.out_index(base);
-        int64_t ties = 0;
-        for (int64_t k = 0; k < v.n; ++k) ties += xin.data()[base + k * v.inner] == y.data()[o];
-        const T share = g.data()[o] / T(ties);
-        for (int64_t k = 0; k < v.n; ++k)
-          if (xin.data()[base + k * v.inner] == y.data()[o]) dx.data()[base + k * v.inner] = share;
-      });
+      Tensor<T> dx(xin.shape());
+      backend::reduce_extremum_backward(v, xin.data(), y.data(), g.data(), dx.data());
       add_grad(in, dx);
     }, x);
   } else {
@@ -178,15 +139,7 @@ Tensor<int64_t> arg_impl(const E& e, int64_t axis, bool is_max) {
   const ReducePlan p = plan_reduce(xv.shape(), {axis}, false, op);
   const AxisView v(xv.shape(), normalize_axis(axis, xv.rank(), op));
   Tensor<int64_t> out(p.out);
-  for_each_line(v, [&](int64_t base) {
-    int64_t best = 0;
-    auto m = xv.data()[base];
-    for (int64_t k = 1; k < v.n; ++k) {
-      const auto y = xv.data()[base + k * v.inner];
-      if (is_max ? y > m : y < m) m = y, best = k;
-    }
-    out.data()[v.out_index(base)] = best;
-  });
+  backend::reduce_arg(v, xv.data(), out.data(), is_max);
   return out;
 }
 
@@ -259,29 +212,13 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "prod");
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "prod"));
   Tensor<T> out(p.out);
-  for_each_line(v, [&](int64_t base) {
-    T acc = T(1);
-    for (int64_t k = 0; k < v.n; ++k) acc *= xv.data()[base + k * v.inner];
-    out.data()[v.out_index(base)] = acc;
-  });
+  backend::reduce_prod(v, xv.data(), out.data());
   if constexpr (Real<T>) {
     return make_result("prod", std::move(out), [v](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
       if (!needs_grad(in)) return;
       const Tensor<T>& xin = value_of(in);
       Tensor<T> dx(xin.shape());
-      for_each_line(v, [&](int64_t base) {
-        const T go = g.data()[v.out_index(base)];
-        T left = T(1);  // exclusive prefix products, then multiply by suffix products
-        for (int64_t k = 0; k < v.n; ++k) {
-          dx.data()[base + k * v.inner] = left;
-          left *= xin.data()[base + k * v.inner];
-        }
-        T right = T(1);
-        for (int64_t k = v.n - 1; k >= 0; --k) {
-          dx.data()[base + k * v.inner] *= right * go;
-          right *= xin.data()[base + k * v.inner];
-        }
-      });
+      backend::reduce_prod_backward(v, xin.data(), g.data(), dx.data());
       add_grad(in, dx);
     }, x);
   } else {
@@ -299,23 +236,12 @@ auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "logsumexp");
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "logsumexp"));
   Tensor<T> out(p.out);
-  for_each_line(v, [&](int64_t base) {
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t k = 0; k < v.n; ++k) m = std::max(m, xv.data()[base + k * v.inner]);
-    T s = 0;
-    if (std::isfinite(m))
-      for (int64_t k = 0; k < v.n; ++k) s += std::exp(xv.data()[base + k * v.inner] - m);
-    out.data()[v.out_index(base)] = std::isfinite(m) ? m + std::log(s) : m;
-  });
+  backend::reduce_logsumexp(v, xv.data(), out.data());
   return make_result("logsumexp", std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
     const Tensor<T>& xin = value_of(in);
     Tensor<T> dx(xin.shape());
-    for_each_line(v, [&](int64_t base) {
-      const int64_t o = v.out_index(base);
-      for (int64_t k = 0; k < v.n; ++k)
-        dx.data()[base + k * v.inner] = g.data()[o] * std::exp(xin.data()[base + k * v.inner] - y.data()[o]);
-    });
+    backend::reduce_logsumexp_backward(v, xin.data(), y.data(), g.data(), dx.data());
     add_grad(in, dx);
   }, x);
 }

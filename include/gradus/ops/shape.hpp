@@ -2,7 +2,7 @@
 // transpose, concat, stack, slice, gather, one_hot, pad and cast (TensorFlow semantics).
 //
 // Each op takes any expression (a Tensor, a Var or a lazy elementwise expression), computes
-// its output with one strided copy (detail::strided_copy), and returns a Tensor when no input
+// its output with one backend copy kernel (backend/cpu/copy.hpp), and returns a Tensor when no input
 // is a Var and a Var otherwise; the gradient rule sits next to the forward. Axes may be
 // negative. Mistakes throw gd::value_error / gd::shape_error naming the op and the shapes.
 #pragma once
@@ -15,11 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include <sstream>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
 
 namespace gradus {
 namespace detail {
@@ -46,166 +45,10 @@ inline int64_t dims_product(const Shape& s, int from, int to) {
   return n;
 }
 
-/// An N-d copy `dst[i] = src[i]` over `extent`, with element strides for each side. Unit dims
-/// are dropped and dims that are contiguous on both sides merged, so a copy that moves whole
-/// rows runs as one memcpy per row; a transposing copy runs in cache-sized tiles.
-struct StridedCopy {
-  int rank = 0;
-  std::array<int64_t, kMaxRank> n{}, src{}, dst{};
-
-  StridedCopy(const Shape& extent, const int64_t* src_strides, const int64_t* dst_strides) {
-    for (int d = 0; d < extent.rank(); ++d) {
-      if (extent[d] == 1) continue;
-      const size_t last = size_t(rank - 1);
-      if (rank > 0 && src[last] == src_strides[d] * extent[d] && dst[last] == dst_strides[d] * extent[d]) {
-        n[last] *= extent[d];
-        src[last] = src_strides[d];
-        dst[last] = dst_strides[d];
-      } else {
-        n[size_t(rank)] = extent[d], src[size_t(rank)] = src_strides[d], dst[size_t(rank)] = dst_strides[d];
-        ++rank;
-      }
-    }
-  }
-  /// True when the copy maps a contiguous block onto a contiguous block (a view would do).
-  bool is_contiguous() const { return rank == 0 || (rank == 1 && src[0] == 1 && dst[0] == 1); }
-
-  template <class T>
-  void run(const T* s, T* d) const {
-    apply<false>(s, d);
-  }
-  /// As run, but `dst[i] += src[i]` (a gradient added into a window of a larger adjoint).
-  template <class T>
-  void run_add(const T* s, T* d) const {
-    apply<true>(s, d);
-  }
-
- private:
-  template <bool Add, class T>
-  void apply(const T* s, T* d) const {
-    if (rank == 0) {
-      if constexpr (Add)
-        *d += *s;
-      else
-        *d = *s;
-      return;
-    }
-    const int in = rank - 1;
-    // A transposing copy: the destination's fastest axis is not the source's; copy in tiles
-    // over (tile axis: source-contiguous) x (inner axis: destination-contiguous).
-    int tile = -1;
-    if (!Add && dst[size_t(in)] == 1 && src[size_t(in)] != 1)
-      for (int k = 0; k < in; ++k)
-        if (src[size_t(k)] == 1) tile = k;
-    const int64_t m = n[size_t(in)], ss = src[size_t(in)], ds = dst[size_t(in)];
-    for_outer(in, tile, s, d, [&](const T* sp, T* dp) {
-      if constexpr (Add) {
-        if (ss == 1 && ds == 1)
-          for (int64_t i = 0; i < m; ++i) dp[i] += sp[i];
-        else
-          for (int64_t i = 0; i < m; ++i) dp[i * ds] += sp[i * ss];
-      } else if (tile >= 0) {
-        transpose_tiles(sp, ss, dp, dst[size_t(tile)], n[size_t(tile)], m);
-      } else if (ss == 1 && ds == 1) {
-        std::copy_n(sp, m, dp);
-      } else {
-        for (int64_t i = 0; i < m; ++i) dp[i * ds] = sp[i * ss];
-      }
-    });
-  }
-
-  /// Calls f(src, dst) at every combination of the axes other than `a` and `b`.
-  template <class T, class F>
-  void for_outer(int a, int b, const T* s, T* d, F&& f) const {
-    std::array<int, kMaxRank> axes{};
-    std::array<int64_t, kMaxRank> idx{};
-    int m = 0;
-    for (int k = 0; k < rank; ++k)
-      if (k != a && k != b) axes[size_t(m++)] = k;
-    int64_t so = 0, doff = 0;
-    for (;;) {
-      f(s + so, d + doff);
-      int j = m - 1;
-      for (; j >= 0; --j) {
-        const size_t ax = size_t(axes[size_t(j)]);
-        so += src[ax], doff += dst[ax];
-        if (++idx[size_t(j)] < n[ax]) break;
-        so -= src[ax] * n[ax], doff -= dst[ax] * n[ax], idx[size_t(j)] = 0;
-      }
-      if (j < 0) return;
-    }
-  }
-  /// d[a * ld_d + b] = s[a + b * ld_s] for a < na, b < nb, in 32x32 tiles (on large matrices
-  /// several times faster than Eigen's `map = map.transpose()`).
-  template <class T>
-  static void transpose_tiles(const T* s, int64_t ld_s, T* d, int64_t ld_d, int64_t na, int64_t nb) {
-    constexpr int64_t kTile = 32;
-    for (int64_t a0 = 0; a0 < na; a0 += kTile)
-      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
-        const int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) d[a * ld_d + b] = s[a + b * ld_s];
-      }
-  }
-};
-
-/// Copies the `extent`-shaped window of `src` starting at `src_at` into the window of `dst`
-/// starting at `dst_at` (row-major tensors; windows given per axis).
-template <class T>
-void copy_window(const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, const int64_t* dst_at,
-                 const Shape& extent) {
-  if (extent.numel() == 0) return;
-  const auto ss = row_major_strides(src.shape()), ds = row_major_strides(dst.shape());
-  int64_t so = 0, doff = 0;
-  for (int i = 0; i < extent.rank(); ++i) so += src_at[i] * ss[size_t(i)], doff += dst_at[i] * ds[size_t(i)];
-  StridedCopy(extent, ss.data(), ds.data()).run(src.data() + so, dst.data() + doff);
-}
-
-/// The gradient of a window read: adds (or, when `!add`, writes) `g`, shaped as the window,
-/// into the window of the adjoint buffer `dx` (shape `xs`) starting at `at`; the rest of a
-/// written buffer is zeroed. Only the window is touched when adding, so the slices of one
-/// tensor (an RNN's time steps, a gate block's gates) cost their own size, not the tensor's.
-template <class T>
-void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int64_t* at) {
-  if (!add) std::fill_n(dx, xs.numel(), T(0));
-  if (g.size() == 0) return;
-  const auto ss = row_major_strides(g.shape()), ds = row_major_strides(xs);
-  int64_t off = 0;
-  for (int i = 0; i < xs.rank(); ++i) off += at[i] * ds[size_t(i)];
-  StridedCopy copy(g.shape(), ss.data(), ds.data());
-  if (add)
-    copy.run_add(g.data(), dx + off);
-  else
-    copy.run(g.data(), dx + off);
-}
-
-/// `x` with its axes permuted (`out.shape[i] = x.shape[perm[i]]`); a view of x when no data moves.
-template <class T>
-Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& perm) {
-  Shape os;
-  std::array<int64_t, kMaxRank> ss{};
-  const auto xs = row_major_strides(x.shape());
-  for (size_t i = 0; i < perm.size(); ++i) os.push_back(x.shape()[perm[i]]), ss[i] = xs[size_t(perm[i])];
-  const auto ds = row_major_strides(os);
-  const StridedCopy copy(os, ss.data(), ds.data());
-  if (copy.is_contiguous()) return x.reshape(os);
-  Tensor<T> out(os);
-  if (out.size()) copy.run(x.data(), out.data());
-  return out;
-}
-
-/// Inputs joined side by side: each viewed as [outer, inner_i], the output as [outer, sum inner_i].
-/// Used by concat and stack; the gradient splits the output's adjoint back.
-template <class T>
-void join_rows(const std::vector<const T*>& parts, const std::vector<int64_t>& inner, T* out, int64_t outer) {
-  const int64_t total = std::accumulate(inner.begin(), inner.end(), int64_t(0));
-  int64_t col = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const int64_t ss[] = {inner[i], 1}, ds[] = {total, 1};
-    if (outer > 0 && inner[i] > 0) StridedCopy(Shape{outer, inner[i]}, ss, ds).run(parts[i], out + col);
-    col += inner[i];
-  }
-}
+using backend::copy_window;
+using backend::join_rows;
+using backend::permute;
+using backend::window_grad;
 
 /// A node over a list of Var inputs (concat, stack): `f(grad, inputs)` pushes the adjoint back.
 template <class T, class F>
@@ -249,8 +92,7 @@ auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
       for (size_t i = 0; i < in.size(); ++i) {
         if (in[i].requires_grad() && outer > 0 && inner[i] > 0) {
           Tensor<T> gi(in[i].shape());
-          const int64_t ss[] = {total, 1}, ds[] = {inner[i], 1};
-          StridedCopy(Shape{outer, inner[i]}, ss, ds).run(g.data() + col, gi.data());
+          backend::split_rows(g.data(), total, col, outer, inner[i], gi.data());
           add_grad(in[i], gi);
         }
         col += inner[i];
@@ -270,12 +112,7 @@ struct CastNode final : Node<U> {
   void backward() override {
     bool add = false;
     T* dst = in.node()->adjoint_buffer(&add);
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> d(dst, in.size());
-    Eigen::Map<const Eigen::Array<U, Eigen::Dynamic, 1>> g(this->adj.data(), this->adj.size());
-    if (add)
-      d += g.template cast<T>();
-    else
-      d = g.template cast<T>();
+    backend::cast(this->adj.data(), in.size(), dst, add);
   }
   void inputs(std::vector<NodeBase*>& out) const override { out.push_back(in.node()); }
   const char* name() const override { return "cast"; }
@@ -503,22 +340,13 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   for (int64_t d : indices.shape()) os.push_back(d);
   for (int d = ax + 1; d < s.rank(); ++d) os.push_back(s[d]);
   Tensor<value_type_t<E>> out(os);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < k; ++j)
-      std::copy_n(xv.data() + (o * n + idx[j]) * inner, inner, out.data() + (o * k + j) * inner);
+  backend::gather_rows(xv.data(), outer, n, inner, idx, k, out.data());
   return make_result("gather", std::move(out),
                      [indices, outer, n, inner](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
                        bool add = false;  // scatter-add straight into the adjoint
                        auto* gx = detail::adjoint_buffer(x, &add);
-                       if (!add) std::fill_n(gx, detail::value_of(x).size(), std::remove_pointer_t<decltype(gx)>(0));
-                       const int64_t k = indices.size();
-                       for (int64_t o = 0; o < outer; ++o)
-                         for (int64_t j = 0; j < k; ++j) {
-                           const auto* src = g.data() + (o * k + j) * inner;
-                           auto* dst = gx + (o * n + indices.data()[j]) * inner;
-                           for (int64_t i = 0; i < inner; ++i) dst[i] += src[i];
-                         }
+                       backend::scatter_add_rows(g.data(), outer, n, inner, indices.data(), indices.size(), gx, add);
                      },
                      x);
 }
@@ -531,11 +359,8 @@ Tensor<T> one_hot(const Tensor<int64_t>& labels, int64_t depth, T on = T(1), T o
   GRADUS_CHECK(value_error, depth >= 0, "one_hot: negative depth ", depth, " for labels of shape ", labels.shape());
   Shape os = labels.shape();
   os.push_back(depth);
-  auto out = Tensor<T>::full(os, off);
-  for (int64_t i = 0; i < labels.size(); ++i) {
-    const int64_t l = labels.data()[i];
-    if (l >= 0 && l < depth) out.data()[i * depth + l] = on;
-  }
+  Tensor<T> out(os);
+  backend::one_hot(labels.data(), labels.size(), depth, on, off, out.data());
   return out;
 }
 
@@ -555,7 +380,7 @@ auto cast(const E& e) {
   } else {
     const Tensor<T>& xv = detail::value_of(x);
     Tensor<U> out(xv.shape());
-    std::transform(xv.begin(), xv.end(), out.begin(), [](T v) { return static_cast<U>(v); });
+    backend::cast(xv.data(), xv.size(), out.data(), false);
     if constexpr (is_var_v<decltype(x)> && Real<U>) {
       if (grad_enabled() && x.requires_grad())
         return Var<U>::from_node(detail::make_node<detail::CastNode<U, T>>(std::move(out), x));

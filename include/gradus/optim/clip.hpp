@@ -27,7 +27,7 @@ template <class T, class F>
 void for_each_grad(const std::vector<Var<T>>& params, const char* who, F&& f) {
   for (size_t i = 0; i < params.size(); ++i) {
     GRADUS_CHECK(value_error, params[i].defined(), who, ": Var ", i, " is undefined");
-    if (Tensor<T>* g = grad_or_null(params[i])) f(*g);
+    if (Tensor<T>* g = params[i].grad_if_any()) f(*g);
   }
 }
 template <class T, class F>

@@ -62,13 +62,6 @@ void check_vars(const std::vector<Var<T>>& vars, const char* who, const char* wh
   }
 }
 
-/// The gradient buffer of `v`, or nullptr when v has received no gradient since its last
-/// zero_grad (reading `v.grad()` would allocate zeros).
-template <class T>
-Tensor<T>* grad_or_null(const Var<T>& v) {
-  Tensor<T>& g = v.node()->grad;
-  return g.defined() ? &g : nullptr;
-}
 
 }  // namespace detail
 
@@ -93,7 +86,7 @@ class Optimizer {
     const int64_t t = ++step_;
     prepare(t);
     for (size_t i = 0; i < params_.size(); ++i)
-      if (Tensor<T>* g = detail::grad_or_null(params_[i])) update(i, params_[i].value(), *g);
+      if (Tensor<T>* g = params_[i].grad_if_any()) update(i, params_[i].value(), *g);
   }
   /// Resets every parameter's gradient (see Var::zero_grad).
   void zero_grad() {

@@ -138,8 +138,8 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
     const int64_t b = std::min(options.batch_size, n - first);
     const Tensor<X> x = detail::slice_rows(data.x, first, b);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b);
-    const Var<T> pred = nn::detail::to_var(model.forward(x));
-    total += double(b) * (detail::scalar_loss(nn::detail::to_var(loss(pred, y)), "evaluate") + reg);
+    const Var<T> pred = to_var(model.forward(x));
+    total += double(b) * (detail::scalar_loss(to_var(loss(pred, y)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);
   }
   Evaluation out{total / double(n), {}};
@@ -163,7 +163,7 @@ Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const Predi
   int64_t row = 0;
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<T> y = nn::detail::to_var(model.forward(detail::slice_rows(x, first, b))).value();
+    const Tensor<T> y = to_var(model.forward(detail::slice_rows(x, first, b))).value();
     GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
                  " examples has shape ", y.shape(), "; expected [", b, ", ...]");
     if (!out.defined()) {
@@ -436,7 +436,7 @@ class Loop final : public Session {
     std::vector<NamedTensor> out;
     for (auto& [name, v] : model_.named_parameters()) {
       NamedTensor t{name, v.value(), std::nullopt};
-      if (const Tensor<T>* g = optim::detail::grad_or_null(v)) t.grad = *g;
+      if (const Tensor<T>* g = v.grad_if_any()) t.grad = *g;
       out.push_back(std::move(t));
     }
     return out;
@@ -459,8 +459,8 @@ class Loop final : public Session {
   double train_step(const int64_t* index, int64_t n) override {
     const Tensor<X> x = gather_rows(data_.x, index, n);
     const Tensor<Y> y = gather_rows(data_.y, index, n);
-    const Var<T> pred = nn::detail::to_var(model_.forward(x));
-    const Var<T> data_loss = nn::detail::to_var(loss_(pred, y));
+    const Var<T> pred = to_var(model_.forward(x));
+    const Var<T> data_loss = to_var(loss_(pred, y));
     scalar_loss(data_loss, "fit");
     const Var<T> loss(data_loss + model_.regularization_loss());
     GRADUS_CHECK(value_error, loss.requires_grad(), "fit: the loss does not depend on any trainable parameter");

@@ -6,7 +6,7 @@
 #include <omp.h>
 #endif
 
-namespace gradus::cpu {
+namespace gradus::backend::cpu {
 
 /// Most threads a gradus kernel uses (per-thread scratch is sized by it).
 inline constexpr int kMaxThreads = 16;
@@ -52,4 +52,4 @@ inline int chunks_for(int64_t n, int64_t align, int64_t threshold = kParallelThr
   return int(std::min<int64_t>(nt, (n + align - 1) / align));
 }
 
-}  // namespace gradus::cpu
+}  // namespace gradus::backend::cpu

@@ -1,0 +1,228 @@
+// gradus/backend/backend.hpp — every kernel a backend provides, and the one dispatch point
+// through which ops/ and autodiff/ reach each of them.
+//
+// An op checks shapes, records its tape node and states its gradient rule; the arithmetic
+// happens here. Each entry forwards to the CPU implementation in backend/cpu/<area>.hpp; a
+// second backend (CUDA) adds its implementation beside it and the dispatch chooses by the
+// tensors' device. This list is the whole interface: a backend that implements every function
+// below runs every op, layer, loss and optimizer of gradus.
+//
+//   area            kernels                                                     CPU home
+//   elementwise     evaluate_into, sum_all, sum_into, fused_backward_blocks     cpu/elementwise.hpp
+//   GEMM            gemm                                                        cpu/gemm.hpp
+//   convolution     conv2d_forward, conv2d_backward                             cpu/conv.hpp
+//   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
+//   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
+//                   reduce_logsumexp(_backward)                                 cpu/reduce.hpp
+//   softmax         softmax_forward, softmax_backward                           cpu/softmax.hpp
+//   layers          bias_activation_forward/_backward, sum_rows                 cpu/bias_activation.hpp
+//   dropout         dropout_mask, masked_multiply                               cpu/dropout.hpp
+//   data movement   copy_window, window_grad, permute, join_rows, split_rows,
+//                   gather_rows, scatter_add_rows, one_hot, cast                cpu/copy.hpp
+//
+// The shapes a kernel works on come as plans (backend/plans.hpp); threads are split by
+// cpu/parallel.hpp.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "gradus/backend/cpu/bias_activation.hpp"
+#include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/copy.hpp"
+#include "gradus/backend/cpu/dropout.hpp"
+#include "gradus/backend/cpu/elementwise.hpp"
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/pool.hpp"
+#include "gradus/backend/cpu/reduce.hpp"
+#include "gradus/backend/cpu/softmax.hpp"
+#include "gradus/backend/plans.hpp"
+
+namespace gradus::backend {
+
+// ------------------------------------------------------------------------------- elementwise
+
+/// out[i] = e[i] over `shape` (one fused pass; `out` may alias a same-shape operand).
+template <class E>
+void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape) {
+  cpu::evaluate_into(e, out, shape);
+}
+/// The sum of every element of `e` over `shape`, accumulated in double.
+template <class E>
+double sum_all(const E& e, const Shape& shape) {
+  return cpu::sum_all(e, shape);
+}
+/// acc (shape `reduced`) += e summed over the axes where `reduced` broadcasts to `shape`.
+template <class E>
+void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced) {
+  cpu::sum_into(e, shape, acc, reduced);
+}
+/// The block loop of a fused backward pass over `shape`; `make(targets)` builds the adjoint
+/// evaluator of one thread (autodiff/adjoint.hpp).
+template <class T, class MakeEv>
+void fused_backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, cpu::LeafTarget<T>* targets,
+                           int ntargets, double* value_sum, MakeEv&& make) {
+  cpu::backward_blocks(shape, g, scale, targets, ntargets, value_sum, make);
+}
+
+// -------------------------------------------------------------------------------------- GEMM
+
+/// c (m x n) = or (`add`) += a (m x k) · b (k x n), each optionally stored transposed.
+template <class T>
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+  cpu::gemm(a, ta, b, tb, c, m, k, n, add);
+}
+
+// --------------------------------------------------------------------- convolution, pooling
+
+/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when not null).
+template <class T>
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out) {
+  cpu::conv2d_forward(p, x, w, bias, out);
+}
+/// dx, dw, db of conv2d from the output adjoint g; a null destination is skipped, `add_*`
+/// accumulates instead of overwriting.
+template <class T>
+void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
+                     T* db, bool add_db) {
+  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db);
+}
+/// y = max or average over the windows of x.
+template <class T>
+void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max) {
+  cpu::pool2d_forward(p, x, y, max);
+}
+/// dx (+)= the pool's adjoint given x, y and the output adjoint g.
+template <class T>
+void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max) {
+  cpu::pool2d_backward(p, g, x, y, dx, add, max);
+}
+
+// ------------------------------------------------------------------------ reductions, softmax
+
+/// y = max (min) along the axis of `v`.
+template <class T>
+void reduce_extremum(const AxisView& v, const T* x, T* y, bool is_max) {
+  cpu::reduce_extremum(v, x, y, is_max);
+}
+/// dx = g shared among the tied extrema y of each line, 0 elsewhere.
+template <class T>
+void reduce_extremum_backward(const AxisView& v, const T* x, const T* y, const T* g, T* dx) {
+  cpu::reduce_extremum_backward(v, x, y, g, dx);
+}
+/// out = index of the first largest (smallest) element of each line.
+template <class T>
+void reduce_arg(const AxisView& v, const T* x, int64_t* out, bool is_max) {
+  cpu::reduce_arg(v, x, out, is_max);
+}
+/// y = product of each line.
+template <class T>
+void reduce_prod(const AxisView& v, const T* x, T* y) {
+  cpu::reduce_prod(v, x, y);
+}
+/// dx = g · product of the other elements of the line.
+template <class T>
+void reduce_prod_backward(const AxisView& v, const T* x, const T* g, T* dx) {
+  cpu::reduce_prod_backward(v, x, g, dx);
+}
+/// y = log(sum(exp(x))) of each line, stably.
+template <class T>
+void reduce_logsumexp(const AxisView& v, const T* x, T* y) {
+  cpu::reduce_logsumexp(v, x, y);
+}
+/// dx = g · exp(x - y).
+template <class T>
+void reduce_logsumexp_backward(const AxisView& v, const T* x, const T* y, const T* g, T* dx) {
+  cpu::reduce_logsumexp_backward(v, x, y, g, dx);
+}
+/// y = softmax (log_softmax) of each line.
+template <class T>
+void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
+  cpu::softmax_forward(v, x, y, log);
+}
+/// dx from the softmax (log_softmax) output y and its adjoint g.
+template <class T>
+void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log) {
+  cpu::softmax_backward(v, y, g, dx, log);
+}
+
+// ---------------------------------------------------------------------- layers and dropout
+
+/// y = op.forward(h + b) row by row (h [rows, n], b [n]).
+template <class T, class Op>
+void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y) {
+  cpu::bias_activation_forward(op, h, b, rows, n, y);
+}
+/// dz = op.backward(h + b, y, g) row by row.
+template <class T, class Op>
+void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, const T* g, int64_t rows, int64_t n,
+                              T* dz) {
+  cpu::bias_activation_backward(op, h, b, y, g, rows, n, dz);
+}
+/// out [n] = the column sums of x [rows, n].
+template <class T>
+void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
+  cpu::sum_rows(x, rows, n, out);
+}
+/// mask = `scale` with probability `keep`, else 0; one rng.uniform() per element, in order
+/// (the same stream on every backend, so a seed gives the same mask everywhere).
+template <class T>
+void dropout_mask(Rng& rng, double keep, T scale, int64_t n, T* mask) {
+  cpu::dropout_mask(rng, keep, scale, n, mask);
+}
+/// out = (or += with `add`) x * mask.
+template <class T>
+void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add) {
+  cpu::masked_multiply(x, mask, n, out, add);
+}
+
+// ----------------------------------------------------------------------------- data movement
+
+/// The `extent` window of src at `src_at` copied to the window of dst at `dst_at`.
+template <class T>
+void copy_window(const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, const int64_t* dst_at,
+                 const Shape& extent) {
+  cpu::copy_window(src, src_at, dst, dst_at, extent);
+}
+/// dx (shape xs; zeroed first unless `add`) gets g added into its window at `at`.
+template <class T>
+void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int64_t* at) {
+  cpu::window_grad(g, dx, add, xs, at);
+}
+/// x with its axes permuted (a view when no data moves).
+template <class T>
+Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& perm) {
+  return cpu::permute(x, perm);
+}
+/// Parts [outer, inner_i] joined side by side into out [outer, sum inner_i].
+template <class T>
+void join_rows(const std::vector<const T*>& parts, const std::vector<int64_t>& inner, T* out, int64_t outer) {
+  cpu::join_rows(parts, inner, out, outer);
+}
+/// dst [outer, inner] = columns [col, col + inner) of src [outer, total].
+template <class T>
+void split_rows(const T* src, int64_t total, int64_t col, int64_t outer, int64_t inner, T* dst) {
+  cpu::split_rows(src, total, col, outer, inner, dst);
+}
+/// out [outer, k, inner] = rows idx of x [outer, n, inner].
+template <class T>
+void gather_rows(const T* x, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* out) {
+  cpu::gather_rows(x, outer, n, inner, idx, k, out);
+}
+/// dx (zeroed first unless `add`) += g scattered to rows idx.
+template <class T>
+void scatter_add_rows(const T* g, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* dx,
+                      bool add) {
+  cpu::scatter_add_rows(g, outer, n, inner, idx, k, dx, add);
+}
+/// out [count, depth]: `on` at each label, `off` elsewhere.
+template <class T>
+void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out) {
+  cpu::one_hot(labels, count, depth, on, off, out);
+}
+/// dst = (or += with `add`) static_cast<U>(src).
+template <class T, class U>
+void cast(const T* src, int64_t n, U* dst, bool add) {
+  cpu::cast(src, n, dst, add);
+}
+
+}  // namespace gradus::backend

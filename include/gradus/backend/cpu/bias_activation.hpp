@@ -1,0 +1,53 @@
+// gradus/backend/cpu/bias_activation.hpp — activation(h + b) over rows on the CPU, for the
+// layers' bias + activation step: one pass forward, one pass giving dz = d(activation)/dz · g.
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+
+#include "gradus/backend/cpu/parallel.hpp"
+
+namespace gradus::backend::cpu {
+
+/// Rows per parallel chunk threshold: rows of n elements, split only when the whole is large.
+inline int64_t row_threshold(int64_t n) { return std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)); }
+
+/// y[r] = op.forward(h[r] + b) for rows r < rows of n elements; `op` is an elementwise op
+/// struct of ops/elementwise.hpp.
+template <class T, class Op>
+void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y) {
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  const CRow bias(b, n);
+  parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) Row(y + r * n, n) = op.forward(CRow(h + r * n, n) + bias);
+  }, row_threshold(n));
+}
+
+/// dz[r] = op.backward(z, y, g) with z = h[r] + b recomputed in place.
+template <class T, class Op>
+void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, const T* g, int64_t rows, int64_t n,
+                              T* dz) {
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  const CRow bias(b, n);
+  parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      Row d(dz + r * n, n);
+      d = CRow(h + r * n, n) + bias;  // z, read in place by the op's gradient rule
+      d = op.backward(d, CRow(y + r * n, n), CRow(g + r * n, n));
+    }
+  }, row_threshold(n));
+}
+
+/// out[j] = sum over rows r of x[r * n + j] (a bias gradient).
+template <class T>
+void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  Row acc(out, n);
+  acc.setZero();
+  for (int64_t r = 0; r < rows; ++r) acc += CRow(x + r * n, n);
+}
+
+}  // namespace gradus::backend::cpu

@@ -1,0 +1,249 @@
+// gradus/backend/cpu/conv.hpp — 2-D convolution on the CPU: im2col + GEMM, tile by tile.
+//
+// Output rows r = (n, oh, ow) are split over the cores; each thread turns a tile of rows into
+// their patches [R, KH*KW*C] in a cache-sized scratch buffer and multiplies it by the filter
+// viewed as [KH*KW*C, F], straight into the output. The backward pass recomputes the patches
+// tile by tile: dfilter = patchesᵀ·g (per-thread partial sums, added in a fixed order) and
+// dinput = col2im(g·filterᵀ), with each thread owning whole images so the scatter never races.
+// No patch matrix of the whole batch is ever stored.
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/backend/plans.hpp"
+
+namespace gradus::backend::cpu {
+
+/// Rows of a tile: about 256 KiB of patches, so a tile and its GEMM panels stay in L2.
+template <class T>
+int64_t conv_tile_rows(const ConvPlan& p) {
+  return std::clamp<int64_t>((int64_t(256) << 10) / int64_t(sizeof(T) * std::max<int64_t>(p.depth(), 1)), 8, 4096);
+}
+
+/// Threshold for `parallel_chunks` over `n` items of `work` flops each: small jobs stay on
+/// the calling thread.
+inline int64_t parallel_threshold(int64_t n, double work) {
+  return double(n) * work >= 2e5 ? 0 : n + 1;
+}
+
+/// Short copies and sums (a filter row is often only KW*C = 5 elements long): vectorised loops
+/// instead of library calls.
+template <class T>
+void copy_short(const T* src, int64_t n, T* dst) {
+  if (n > 16) {
+    std::memcpy(dst, src, size_t(n) * sizeof(T));
+    return;
+  }
+  for (int64_t e = 0; e < n; ++e) dst[e] = src[e];
+}
+template <class T>
+void zero_short(T* dst, int64_t n) {
+  if (n > 16) {
+    std::memset(dst, 0, size_t(n) * sizeof(T));
+    return;
+  }
+  for (int64_t e = 0; e < n; ++e) dst[e] = T(0);
+}
+template <class T>
+void add_short(const T* src, int64_t n, T* dst) {
+  for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
+}
+
+/// Walks output rows [r0, r1) in order, calling f(row, image, iy0, ix0): the output row's image
+/// index and the input coordinates of its window's top-left tap (negative inside the padding).
+template <class F>
+void for_each_window(const ConvPlan& p, int64_t r0, int64_t r1, F&& f) {
+  if (r0 >= r1) return;
+  const int64_t per_image = p.oh * p.ow;
+  int64_t n = r0 / per_image, oy = r0 % per_image / p.ow, ox = r0 % p.ow;
+  for (int64_t r = r0; r < r1; ++r) {
+    f(r, n, oy * p.sh - p.ph, ox * p.sw - p.pw);
+    if (++ox == p.ow) {
+      ox = 0;
+      if (++oy == p.oh) oy = 0, ++n;
+    }
+  }
+}
+
+/// im2col for filter rows of S = KW*C elements known at compile time, dilation 1 along W.
+template <int S, class T>
+void im2col_short(const ConvPlan& p, const T* x, int64_t r0, int64_t r1, T* dst) {
+  const int64_t K = p.depth(), row = p.w * p.c;
+  for_each_window(p, r0, r1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {
+    const T* img = x + n * p.h * row;
+    T* d = dst + (r - r0) * K;
+    const bool inside = ix0 >= 0 && ix0 + p.kw <= p.w;
+    for (int64_t i = 0; i < p.kh; ++i, d += S) {
+      const int64_t iy = iy0 + i * p.dh;
+      if (iy < 0 || iy >= p.h) {
+        for (int e = 0; e < S; ++e) d[e] = T(0);
+      } else if (inside) {
+        const T* src = img + iy * row + ix0 * p.c;
+        for (int e = 0; e < S; ++e) d[e] = src[e];
+      } else {
+        const T* src = img + iy * row;
+        for (int e = 0; e < S; ++e) {
+          const int64_t ix = ix0 + e / p.c;
+          d[e] = ix >= 0 && ix < p.w ? src[ix * p.c + e % p.c] : T(0);
+        }
+      }
+    }
+  });
+}
+
+/// im2col for any filter: rows of KW*C elements copied as runs of contiguous taps.
+template <class T>
+void im2col_rows(const ConvPlan& p, const T* x, int64_t r0, int64_t r1, T* dst) {
+  const int64_t K = p.depth(), C = p.c, row = p.w * C, span = p.kw * C;
+  for_each_window(p, r0, r1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {
+    const T* img = x + n * p.h * row;
+    T* d = dst + (r - r0) * K;
+    // the KW taps of one filter row are contiguous in the input when dilation is 1
+    const int64_t lo = std::clamp<int64_t>(-ix0, 0, p.kw), hi = std::clamp<int64_t>(p.w - ix0, lo, p.kw);
+    for (int64_t i = 0; i < p.kh; ++i, d += span) {
+      const int64_t iy = iy0 + i * p.dh;
+      if (iy < 0 || iy >= p.h) {
+        zero_short(d, span);
+      } else if (p.dw == 1) {
+        const T* src = img + iy * row + ix0 * C;
+        zero_short(d, lo * C);
+        copy_short(src + lo * C, (hi - lo) * C, d + lo * C);
+        zero_short(d + hi * C, (p.kw - hi) * C);
+      } else {
+        for (int64_t j = 0; j < p.kw; ++j) {
+          const int64_t ix = ix0 + j * p.dw;
+          if (ix < 0 || ix >= p.w)
+            zero_short(d + j * C, C);
+          else
+            copy_short(img + iy * row + ix * C, C, d + j * C);
+        }
+      }
+    }
+  });
+}
+
+/// Patches of output rows [r0, r1) into `dst` ([r1 - r0, KH*KW*C], zeros where padded).
+template <class T>
+void im2col(const ConvPlan& p, const T* x, int64_t r0, int64_t r1, T* dst) {
+  switch (p.dw == 1 ? p.kw * p.c : 0) {  // short filter rows (one input channel) unrolled
+    case 3: return im2col_short<3>(p, x, r0, r1, dst);
+    case 5: return im2col_short<5>(p, x, r0, r1, dst);
+    case 7: return im2col_short<7>(p, x, r0, r1, dst);
+    default: return im2col_rows(p, x, r0, r1, dst);
+  }
+}
+
+/// The adjoint of im2col: adds patch rows [r0, r1) of `src` into the input-shaped `dx`.
+template <class T>
+void col2im(const ConvPlan& p, const T* src, int64_t r0, int64_t r1, T* dx) {
+  const int64_t K = p.depth(), C = p.c, row = p.w * C, span = p.kw * C;
+  for_each_window(p, r0, r1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {
+    T* img = dx + n * p.h * row;
+    const T* s = src + (r - r0) * K;
+    const int64_t lo = std::clamp<int64_t>(-ix0, 0, p.kw), hi = std::clamp<int64_t>(p.w - ix0, lo, p.kw);
+    for (int64_t i = 0; i < p.kh; ++i, s += span) {
+      const int64_t iy = iy0 + i * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      if (p.dw == 1) {
+        add_short(s + lo * C, (hi - lo) * C, img + iy * row + (ix0 + lo) * C);
+      } else {
+        for (int64_t j = 0; j < p.kw; ++j) {
+          const int64_t ix = ix0 + j * p.dw;
+          if (ix >= 0 && ix < p.w) add_short(s + j * C, C, img + iy * row + ix * C);
+        }
+      }
+    }
+  });
+}
+
+/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given).
+template <class T>
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out) {
+  const int64_t M = p.rows(), K = p.depth(), F = p.f;
+  if (M == 0 || F == 0) return;
+  auto init_bias = [&](T* o, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, F, o + r * F);
+  };
+  if (p.pointwise()) {  // one GEMM over the input as it is; Eigen threads it
+    if (bias) init_bias(out, M);
+    gemm(x, false, w, false, out, M, K, F, bias != nullptr);
+    return;
+  }
+  const int64_t R = conv_tile_rows<T>(p);
+  parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
+    Tensor<T> patches(Shape{std::min(R, r1 - r0) * K});
+    for (int64_t t0 = r0; t0 < r1; t0 += R) {
+      const int64_t t1 = std::min(r1, t0 + R);
+      im2col(p, x, t0, t1, patches.data());
+      if (bias) init_bias(out + t0 * F, t1 - t0);
+      gemm(patches.data(), false, w, false, out + t0 * F, t1 - t0, K, F, bias != nullptr);
+    }
+  }, parallel_threshold(M, double(K * F)));
+}
+
+/// Gradients of conv2d given the output adjoint g [rows, F]; a null destination is skipped,
+/// `add_*` accumulates into it instead of overwriting.
+template <class T>
+void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
+                     T* db, bool add_db) {
+  const int64_t M = p.rows(), K = p.depth(), F = p.f;
+  if (db) {  // column sums of g
+    Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> b(db, F);
+    if (!add_db) b.setZero();
+    if (M > 0) b += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(g, M, F).colwise().sum();
+  }
+  if (!dx && !dw) return;
+  if (M == 0 || K == 0 || F == 0) {
+    if (dx && !add_dx) std::fill_n(dx, p.n * p.h * p.w * p.c, T(0));
+    if (dw && !add_dw) std::fill_n(dw, K * F, T(0));
+    return;
+  }
+  if (p.pointwise()) {
+    if (dw) gemm(x, true, g, false, dw, K, M, F, add_dw);
+    if (dx) gemm(g, false, w, true, dx, M, F, K, add_dx);
+    return;
+  }
+  const int64_t R = conv_tile_rows<T>(p), per_image = p.oh * p.ow, image = p.h * p.w * p.c;
+  // dinput is scattered, so each thread owns whole images; without it any split will do
+  const int64_t align = dx ? per_image : 1;
+  const int64_t threshold = parallel_threshold(M, double(K * F) * ((dx ? 1 : 0) + (dw ? 1 : 0)));
+  const int nt = chunks_for(M, align, threshold);
+  Tensor<T> partial;  // per-thread dfilter sums, added in chunk order afterwards
+  if (dw && nt > 1) partial = Tensor<T>(Shape{nt, K * F});
+  parallel_chunks(M, align, [&](int t, int64_t r0, int64_t r1) {
+    const int64_t cap = std::min(R, r1 - r0);
+    Tensor<T> patches(Shape{cap * K});
+    T* dwt = nullptr;
+    bool dw_add = add_dw;
+    if (dw) {
+      dwt = nt > 1 ? partial.data() + t * K * F : dw;
+      if (nt > 1) dw_add = false;
+    }
+    if (dx && !add_dx) std::fill(dx + (r0 / per_image) * image, dx + (r1 / per_image) * image, T(0));
+    for (int64_t t0 = r0; t0 < r1; t0 += R) {
+      const int64_t t1 = std::min(r1, t0 + R), rows = t1 - t0;
+      if (dw) {
+        im2col(p, x, t0, t1, patches.data());
+        gemm(patches.data(), true, g + t0 * F, false, dwt, K, rows, F, dw_add);
+        dw_add = true;
+      }
+      if (dx) {
+        gemm(g + t0 * F, false, w, true, patches.data(), rows, F, K, false);
+        col2im(p, patches.data(), t0, t1, dx);
+      }
+    }
+    if (dw && r0 == r1 && !dw_add) std::fill_n(dwt, K * F, T(0));  // an empty chunk still owns a partial
+  }, threshold);
+  if (dw && nt > 1) {
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dw, K * F);
+    if (!add_dw) out.setZero();
+    for (int t = 0; t < nt; ++t) out += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(partial.data() + t * K * F, K * F);
+  }
+}
+
+
+}  // namespace gradus::backend::cpu

@@ -1,0 +1,204 @@
+// gradus/backend/cpu/elementwise.hpp — how an elementwise expression runs on the CPU.
+//
+// An expression is evaluated in blocks of kBlock elements. Each node's forward evaluator
+// `lazy(start, n)` returns an Eigen array expression, so the whole chain collapses into one
+// vectorised Eigen loop per block: `exp(a*b + c) * d` is a single pass over memory with no
+// temporaries. Broadcast operands are gathered through `Source`. The loops below split the
+// blocks over the cores: evaluate into a tensor, sum everything, sum over broadcast axes, and
+// the block loop of the fused backward pass (whose per-node adjoint evaluators live in
+// autodiff/adjoint.hpp: this file knows nothing of the tape).
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <type_traits>
+
+#include "gradus/backend/cpu/broadcast.hpp"
+#include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/core/tensor.hpp"
+#include "gradus/expr/expr.hpp"
+
+namespace gradus::backend::cpu {
+
+/// The forward evaluator of expression node `E` over an output shape: `lazy(start, n)` is the
+/// Eigen expression of elements [start, start+n). Leaf types of higher layers (Var) specialise it.
+template <class E>
+struct Evaluator;
+
+template <Element T>
+struct Evaluator<Tensor<T>> {
+  Source<T> src;
+  Evaluator(const Tensor<T>& t, const Shape& out) : src(t.data(), t.shape(), out) {}
+  auto lazy(int64_t s, int64_t n) { return CMapX<T>(src.block(s, n), n); }
+};
+
+template <Element T>
+struct Evaluator<ScalarExpr<T>> {
+  T value;
+  Evaluator(const ScalarExpr<T>& e, const Shape&) : value(e.value) {}
+  auto lazy(int64_t, int64_t n) { return ArrayX<T>::Constant(n, value); }
+};
+
+template <class Op, class A>
+struct Evaluator<UnaryExpr<Op, A>> {
+  Op op;
+  Evaluator<A> a;
+  Evaluator(const UnaryExpr<Op, A>& e, const Shape& out) : op(e.op), a(e.a, out) {}
+  auto lazy(int64_t s, int64_t n) { return op.forward(a.lazy(s, n)); }
+};
+
+template <class Op, class A, class B>
+struct Evaluator<BinaryExpr<Op, A, B>> {
+  Op op;
+  Evaluator<A> a;
+  Evaluator<B> b;
+  Evaluator(const BinaryExpr<Op, A, B>& e, const Shape& out) : op(e.op), a(e.a, out), b(e.b, out) {}
+  auto lazy(int64_t s, int64_t n) { return op.forward(a.lazy(s, n), b.lazy(s, n)); }
+};
+
+template <class C, class A, class B>
+struct Evaluator<WhereExpr<C, A, B>> {
+  Evaluator<C> c;
+  Evaluator<A> a;
+  Evaluator<B> b;
+  Evaluator(const WhereExpr<C, A, B>& e, const Shape& out) : c(e.c, out), a(e.a, out), b(e.b, out) {}
+  auto lazy(int64_t s, int64_t n) {
+    return (c.lazy(s, n) != value_type_t<C>(0)).select(a.lazy(s, n), b.lazy(s, n));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loops over whole expressions.
+
+/// out[i] = e[i] for every element of e's shape; `out` may alias an operand of the same shape.
+template <class E>
+void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape) {
+  using T = value_type_t<E>;
+  const int64_t n = shape.numel();
+  parallel_chunks(n, kBlock, [&](int, int64_t begin, int64_t end) {
+    Evaluator<E> ev(e, shape);
+    for (int64_t s = begin; s < end; s += kBlock) {
+      const int64_t m = std::min(kBlock, end - s);
+      MapX<T>(out + s, m) = ev.lazy(s, m);
+    }
+  });
+}
+
+/// Sum of all elements of e, accumulated per block in T and across blocks in double.
+template <class E>
+double sum_all(const E& e, const Shape& shape) {
+  const int64_t n = shape.numel();
+  std::array<double, kMaxThreads> partial{};
+  parallel_chunks(n, kBlock, [&](int t, int64_t begin, int64_t end) {
+    Evaluator<E> ev(e, shape);
+    double acc = 0;
+    for (int64_t s = begin; s < end; s += kBlock) {
+      const int64_t m = std::min(kBlock, end - s);
+      acc += double(ev.lazy(s, m).sum());
+    }
+    partial[size_t(t)] = acc;
+  });
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+/// acc (shape `reduced`, broadcastable to `shape`) += e, summed over the broadcast axes.
+/// `acc` must hold zeros (or a running sum) on entry.
+template <class E>
+void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced) {
+  using T = value_type_t<E>;
+  const int64_t n = shape.numel(), m_out = reduced.numel();
+  const Broadcast bc(reduced, shape);
+  int chunks = chunks_for(n, kBlock);
+  if (int64_t(chunks) * m_out * 4 > n) chunks = 1;  // partial sums would cost more than they save
+  std::array<Tensor<T>, kMaxThreads> partial;
+  for (int t = 1; t < chunks; ++t) partial[size_t(t)] = Tensor<T>::zeros(reduced);
+  parallel_chunks(
+      n, kBlock,
+      [&](int t, int64_t begin, int64_t end) {
+        Evaluator<E> ev(e, shape);
+        alignas(64) T buf[kBlock];
+        T* dst = t == 0 ? acc : partial[size_t(t)].data();
+        for (int64_t s = begin; s < end; s += kBlock) {
+          const int64_t m = std::min(kBlock, end - s);
+          MapX<T>(buf, m) = ev.lazy(s, m);
+          bc.scatter_add(buf, s, m, dst);
+        }
+      },
+      chunks > 1 ? kParallelThreshold : INT64_MAX);
+  for (int t = 1; t < chunks; ++t) MapX<T>(acc, m_out) += CMapX<T>(partial[size_t(t)].data(), m_out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The block loop of a fused backward pass.
+
+/// Where one differentiable leaf of an expression sends its gradient during a fused backward pass.
+template <class T>
+struct LeafTarget {
+  T* dst = nullptr;  ///< nullptr: this leaf needs no gradient
+  bool add = false;  ///< accumulate into dst (else overwrite)
+  bool contiguous = true;
+  int64_t numel = 0;  ///< elements of the leaf
+  Broadcast bc;       ///< for a broadcast leaf: output index -> leaf index
+};
+
+/// Most differentiable leaves one fused expression may have.
+inline constexpr int kMaxLeaves = 32;
+
+/// Runs the backward pass of an adjoint evaluator `Ev` (made by `make(targets)` on each thread)
+/// over output shape `shape`: per block, `ev.forward_for_backward(s, n)` then `ev.bwd(s, n, g)`
+/// with the block of `g` (broadcastable to `shape`) times `scale`. Broadcast leaves accumulate
+/// into per-thread partial gradients, reduced after the pass. With `value_sum`, the sum of the
+/// root's values (`ev.block_sum(n)`) comes back too.
+template <class T, class MakeEv>
+void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget<T>* targets, int ntargets,
+                     double* value_sum, MakeEv&& make) {
+  const int64_t n = shape.numel();
+  int chunks = chunks_for(n, kBlock);
+  std::array<std::array<Tensor<T>, kMaxLeaves>, kMaxThreads> partial;
+  for (int i = 0; i < ntargets; ++i)
+    if (targets[i].dst && !targets[i].contiguous && int64_t(chunks) * targets[i].numel * 4 > n) chunks = 1;
+  for (int t = 1; t < chunks; ++t)
+    for (int i = 0; i < ntargets; ++i)
+      if (targets[i].dst && !targets[i].contiguous) partial[size_t(t)][size_t(i)] = Tensor<T>::zeros({targets[i].numel});
+  const Shape gshape = g.shape();
+  std::array<double, kMaxThreads> sums{};
+  parallel_chunks(
+      n, kBlock,
+      [&](int t, int64_t begin, int64_t end) {
+        std::array<LeafTarget<T>, kMaxLeaves> local;
+        for (int i = 0; i < ntargets; ++i) {
+          local[size_t(i)] = targets[i];
+          if (t > 0 && targets[i].dst && !targets[i].contiguous) local[size_t(i)].dst = partial[size_t(t)][size_t(i)].data();
+        }
+        auto ev = make(local.data());
+        Source<T> gsrc(g.data(), gshape, shape);
+        alignas(64) T adj[kBlock];
+        for (int64_t s = begin; s < end; s += kBlock) {
+          const int64_t m = std::min(kBlock, end - s);
+          ev.forward_for_backward(s, m);
+          if (value_sum) sums[size_t(t)] += ev.block_sum(m);
+          const T* gb = gsrc.block(s, m);
+          if (scale != T(1)) {
+            MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;
+            gb = adj;
+          }
+          ev.bwd(s, m, gb);
+        }
+      },
+      chunks > 1 ? kParallelThreshold : INT64_MAX);
+  if (value_sum) {
+    *value_sum = 0;
+    for (double x : sums) *value_sum += x;
+  }
+  for (int t = 1; t < chunks; ++t)
+    for (int i = 0; i < ntargets; ++i)
+      if (targets[i].dst && !targets[i].contiguous) {
+        const int64_t len = targets[i].numel;
+        MapX<T>(targets[i].dst, len) += CMapX<T>(partial[size_t(t)][size_t(i)].data(), len);
+      }
+}
+
+}  // namespace gradus::backend::cpu

@@ -1,0 +1,103 @@
+// gradus/ops/bias_activation.hpp — activation(h + b) as one kernel op, for the layers' bias +
+// activation step; the activation is chosen at run time (`Activation`, the layers' option).
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+
+#include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
+#include "gradus/ops/elementwise.hpp"
+#include "gradus/ops/softmax.hpp"
+
+namespace gradus {
+
+/// Which function an `Activation` applies.
+enum class ActivationKind { linear, relu, leaky_relu, elu, selu, gelu, tanh, sigmoid, softplus, softsign, softmax };
+
+/// An activation chosen at run time, for a layer's `.activation` option: one of the constants
+/// of gd::nn (nn/activations.hpp); `leaky_relu` and `elu` take their alpha by call:
+/// `gd::nn::leaky_relu(0.1)`.
+struct Activation {
+  ActivationKind kind = ActivationKind::linear;
+  double alpha = 0;  ///< leaky_relu's slope for x < 0, elu's scale; unused by the others
+
+  /// True for the ReLU family, whose layers default to He initialization.
+  constexpr bool relu_like() const {
+    return kind == ActivationKind::relu || kind == ActivationKind::leaky_relu || kind == ActivationKind::elu ||
+           kind == ActivationKind::gelu;
+  }
+  constexpr std::string_view name() const {
+    constexpr std::string_view names[] = {"linear",  "relu",    "leaky_relu", "elu",      "selu",   "gelu",
+                                          "tanh",    "sigmoid", "softplus",   "softsign", "softmax"};
+    return names[int(kind)];
+  }
+  friend constexpr bool operator==(const Activation&, const Activation&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const Activation& a) { return os << a.name(); }
+};
+
+namespace detail {
+
+/// The identity as an elementwise op (forward and gradient rule), for `linear`.
+struct Identity {
+  static constexpr bool ignores_input = true;
+  static auto forward(const auto& x) { return x; }
+  static auto backward(const auto&, const auto&, const auto& g) { return g; }
+};
+
+/// Calls `f(op)` with the elementwise op struct of ops/elementwise.hpp that `a` names
+/// (every activation but softmax).
+template <class F>
+void visit_elementwise(const Activation& a, F&& f) {
+  switch (a.kind) {
+    case ActivationKind::linear: return f(Identity{});
+    case ActivationKind::relu: return f(ops::Relu{});
+    case ActivationKind::leaky_relu: return f(ops::LeakyRelu(a.alpha));
+    case ActivationKind::elu: return f(ops::Elu(a.alpha));
+    case ActivationKind::selu: return f(ops::Selu{});
+    case ActivationKind::gelu: return f(ops::Gelu{});
+    case ActivationKind::tanh: return f(ops::Tanh{});
+    case ActivationKind::sigmoid: return f(ops::Sigmoid{});
+    case ActivationKind::softplus: return f(ops::Softplus{});
+    case ActivationKind::softsign: return f(ops::Softsign{});
+    case ActivationKind::softmax: break;
+  }
+  throw value_error(str("Activation: ", a.name(), " is not elementwise"));
+}
+
+/// activation(h + b): h [..., n], bias b [n] -> [..., n] (softmax over the last axis). One kernel
+/// node whatever the activation: the forward is one pass over h, the backward one pass giving
+/// dh, with db summed from it — the work of a hand-written Dense layer, without compiling a
+/// fused expression per activation kind. Kernels: backend::bias_activation_forward/_backward.
+template <Real T>
+Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
+  if (a.kind == ActivationKind::softmax) return gradus::softmax(bias_activation(h, b, Activation{}), -1);
+  const int64_t n = b.size();
+  GRADUS_CHECK(shape_error, b.rank() == 1 && h.rank() >= 1 && h.shape().back() == n, "bias_activation: bias ",
+               b.shape(), " does not match the last axis of ", h.shape());
+  const int64_t rows = n ? h.size() / n : 0;
+  Tensor<T> out(h.shape());
+  visit_elementwise(a, [&](const auto& op) {
+    backend::bias_activation_forward(op, h.value().data(), b.value().data(), rows, n, out.data());
+  });
+  return make_result("bias_activation", std::move(out),
+                     [a, n, rows](const Tensor<T>& g, const Tensor<T>& y, const Var<T>& h, const Var<T>& b) {
+    Tensor<T> dz = g;  // linear: the gradient passes as it is
+    if (a.kind != ActivationKind::linear) {
+      dz = Tensor<T>(g.shape());
+      visit_elementwise(a, [&](const auto& op) {
+        backend::bias_activation_backward(op, h.value().data(), b.value().data(), y.data(), g.data(), rows, n,
+                                          dz.data());
+      });
+    }
+    if (b.requires_grad()) {
+      Tensor<T> db(b.shape());
+      backend::sum_rows(dz.data(), rows, n, db.data());
+      add_grad(b, db);
+    }
+    if (h.requires_grad()) add_grad(h, dz);
+  }, h, b);
+}
+
+}  // namespace detail
+}  // namespace gradus
