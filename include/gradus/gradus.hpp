@@ -1,5 +1,6 @@
 // gradus/gradus.hpp — the umbrella header: tensors, expressions, autodiff and every core op.
 #pragma once
+#include "gradus/core/device.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/allocator.hpp"
@@ -7,6 +8,7 @@
 #include "gradus/core/tensor.hpp"
 #include "gradus/expr/expr.hpp"
 #include "gradus/backend/backend.hpp"
+#include "gradus/backend/cuda/device.hpp"
 #include "gradus/ops/elementwise.hpp"
 #include "gradus/autodiff/var.hpp"
 #include "gradus/autodiff/materialize.hpp"

@@ -18,6 +18,11 @@ struct shape_error : error {
 struct value_error : error {
   using error::error;
 };
+/// A device that is not there or cannot be used (no CUDA driver, no GPU, a kernel that does not
+/// compile), or tensors of different devices in one op.
+struct device_error : error {
+  using error::error;
+};
 /// A file that is missing, truncated or corrupt.
 struct io_error : error {
   using error::error;

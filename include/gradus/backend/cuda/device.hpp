@@ -1,0 +1,57 @@
+// gradus/backend/cuda/device.hpp — `gd::cuda(i)`: a CUDA GPU as a gd::Device, checked against
+// the driver found at run time.
+//
+//   if (gd::cuda::is_available()) { gd::Device d = gd::cuda(0); ... }
+//   gd::cuda(0);   // without a driver or GPU: gd::device_error
+//                  // "cuda(0): no CUDA driver (libcuda.so.1, libcuda.so not found)"
+#pragma once
+#include <string>
+
+#include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/core/device.hpp"
+
+namespace gradus {
+
+/// The CUDA GPU of ordinal `index`, and the questions about CUDA a program asks before
+/// choosing a device. Constructing one checks that the driver is there and that the GPU exists;
+/// it converts to gd::Device.
+struct cuda {
+  int index;
+
+  explicit cuda(int i = 0) : index(i) {
+    const auto& d = backend::cuda::Driver::get();
+    GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem);
+    GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
+                 " (ordinals 0 to ", d.devices - 1, ")");
+  }
+  operator Device() const { return Device{DeviceType::cuda, index}; }
+
+  /// True when a CUDA driver is loaded and reports at least one GPU.
+  static bool is_available() { return backend::cuda::Driver::get().problem.empty(); }
+  /// The number of GPUs the driver reports (0 without a driver).
+  static int device_count() { return backend::cuda::Driver::get().devices; }
+  /// Why CUDA cannot be used here (empty when it can): no driver, no GPU, ...
+  static std::string unavailable_reason() { return backend::cuda::Driver::get().problem; }
+  /// The GPU's name as the driver gives it (`NVIDIA H100 80GB HBM3`).
+  std::string name() const {
+    const auto& d = backend::cuda::Driver::get();
+    int dev = 0;
+    char buf[256] = {};
+    if (const int rc = d.device_get(&dev, index); rc != 0)
+      throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+    if (const int rc = d.device_get_name(buf, int(sizeof buf), dev); rc != 0)
+      throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+    return buf;
+  }
+  /// The compute capability as major * 10 + minor (90 for an H100).
+  int compute_capability() const {
+    const auto& d = backend::cuda::Driver::get();
+    int dev = 0, major = 0, minor = 0;
+    d.device_get(&dev, index);
+    d.device_get_attribute(&major, backend::cuda::Driver::kComputeCapabilityMajor, dev);
+    d.device_get_attribute(&minor, backend::cuda::Driver::kComputeCapabilityMinor, dev);
+    return major * 10 + minor;
+  }
+};
+
+}  // namespace gradus

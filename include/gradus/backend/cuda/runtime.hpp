@@ -1,0 +1,238 @@
+// gradus/backend/cuda/runtime.hpp — the CUDA driver and NVRTC, loaded at run time.
+//
+// Nothing here needs the CUDA headers or libraries at build time: the driver (libcuda.so.1) and
+// NVRTC (libnvrtc.so.<major>) are opened with dlopen on first use and their entry points looked
+// up by name, so user code is compiled by the host compiler and one binary runs with or without
+// a GPU. Where a library is missing, the functions that need it throw gd::device_error saying
+// which library was not found and where it was looked for.
+#pragma once
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gradus/core/error.hpp"
+
+namespace gradus::backend::cuda {
+
+/// A shared library opened by the first name in `names` that loads (absolute paths allowed).
+class Library {
+ public:
+  explicit Library(std::vector<std::string> names) : names_(std::move(names)) {
+    for (const std::string& n : names_) {
+      handle_ = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle_) {
+        loaded_ = n;
+        break;
+      }
+    }
+  }
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  // The handle stays open for the life of the process: kernels and contexts may outlive any
+  // static destructor order.
+
+  bool loaded() const { return handle_ != nullptr; }
+  const std::string& name() const { return loaded_; }
+  /// The names tried, for an error message: `libcuda.so.1, ...`.
+  std::string tried() const {
+    std::string s;
+    for (const std::string& n : names_) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }
+  /// The entry point `symbol` as a function pointer of type F, or nullptr.
+  template <class F>
+  F find(const char* symbol) const {
+    return handle_ ? reinterpret_cast<F>(dlsym(handle_, symbol)) : nullptr;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::string loaded_;
+  void* handle_ = nullptr;
+};
+
+// ------------------------------------------------------------------------------------- driver
+
+/// The part of the CUDA driver API gradus uses (signatures of cuda.h; CUresult is an int enum,
+/// CUdevice an int).
+struct Driver {
+  using Init = int (*)(unsigned);
+  using DeviceGetCount = int (*)(int*);
+  using DeviceGet = int (*)(int*, int);
+  using DeviceGetName = int (*)(char*, int, int);
+  using DeviceGetAttribute = int (*)(int*, int, int);
+  using GetErrorString = int (*)(int, const char**);
+
+  Init init = nullptr;
+  DeviceGetCount device_get_count = nullptr;
+  DeviceGet device_get = nullptr;
+  DeviceGetName device_get_name = nullptr;
+  DeviceGetAttribute device_get_attribute = nullptr;
+  GetErrorString get_error_string = nullptr;
+  std::string problem;  ///< why the driver cannot be used; empty when it can
+  int devices = 0;
+
+  static constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76;  // CUdevice_attribute
+
+  /// The process's driver, loaded and initialised on first use.
+  static const Driver& get() {
+    static const Driver d = load();
+    return d;
+  }
+
+  std::string error_string(int code) const {
+    const char* s = nullptr;
+    if (get_error_string && get_error_string(code, &s) == 0 && s) return s;
+    return "CUDA driver error " + std::to_string(code);
+  }
+
+ private:
+  static Driver load() {
+    static Library lib({"libcuda.so.1", "libcuda.so"});
+    Driver d;
+    if (!lib.loaded()) {
+      d.problem = "no CUDA driver (" + lib.tried() + " not found)";
+      return d;
+    }
+    d.init = lib.find<Init>("cuInit");
+    d.device_get_count = lib.find<DeviceGetCount>("cuDeviceGetCount");
+    d.device_get = lib.find<DeviceGet>("cuDeviceGet");
+    d.device_get_name = lib.find<DeviceGetName>("cuDeviceGetName");
+    d.device_get_attribute = lib.find<DeviceGetAttribute>("cuDeviceGetAttribute");
+    d.get_error_string = lib.find<GetErrorString>("cuGetErrorString");
+    if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute) {
+      d.problem = "the CUDA driver " + lib.name() + " lacks the entry points gradus needs";
+      return d;
+    }
+    if (const int rc = d.init(0); rc != 0) {
+      d.problem = "the CUDA driver failed to initialise: " + d.error_string(rc);
+      return d;
+    }
+    if (const int rc = d.device_get_count(&d.devices); rc != 0) {
+      d.problem = "the CUDA driver cannot count devices: " + d.error_string(rc);
+      d.devices = 0;
+      return d;
+    }
+    if (d.devices == 0) d.problem = "the CUDA driver reports no GPU";
+    return d;
+  }
+};
+
+// --------------------------------------------------------------------------------------- NVRTC
+
+/// NVRTC, the runtime compiler of CUDA C++ (signatures of nvrtc.h; nvrtcResult is an int enum,
+/// nvrtcProgram an opaque pointer).
+struct Nvrtc {
+  using Program = void*;
+  using Version = int (*)(int*, int*);
+  using CreateProgram = int (*)(Program*, const char*, const char*, int, const char* const*, const char* const*);
+  using CompileProgram = int (*)(Program, int, const char* const*);
+  using GetSize = int (*)(Program, size_t*);
+  using GetText = int (*)(Program, char*);
+  using DestroyProgram = int (*)(Program*);
+  using GetErrorString = const char* (*)(int);
+
+  Version version = nullptr;
+  CreateProgram create_program = nullptr;
+  CompileProgram compile_program = nullptr;
+  GetSize get_log_size = nullptr, get_ptx_size = nullptr;
+  GetText get_log = nullptr, get_ptx = nullptr;
+  DestroyProgram destroy_program = nullptr;
+  GetErrorString get_error_string = nullptr;
+  std::string library;  ///< the file that was loaded
+  std::string problem;  ///< why NVRTC cannot be used; empty when it can
+  int major = 0, minor = 0;
+
+  /// The process's NVRTC, loaded on first use. GRADUS_NVRTC names the library to load first;
+  /// then the CUDA 13 and 12 sonames on the loader's path and under $CUDA_HOME/lib64 and
+  /// /usr/local/cuda/lib64.
+  static const Nvrtc& get() {
+    static const Nvrtc n = load();
+    return n;
+  }
+
+  std::string error_string(int code) const {
+    const char* s = get_error_string ? get_error_string(code) : nullptr;
+    return s ? s : "NVRTC error " + std::to_string(code);
+  }
+
+ private:
+  static Nvrtc load() {
+    std::vector<std::string> names;
+    if (const char* env = std::getenv("GRADUS_NVRTC"); env && *env) names.emplace_back(env);
+    std::vector<std::string> dirs{""};
+    if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
+    dirs.emplace_back("/usr/local/cuda/lib64/");
+    for (const std::string& d : dirs)
+      for (const char* so : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(d + so);
+    static Library lib(names);
+    Nvrtc n;
+    if (!lib.loaded()) {
+      n.problem = "NVRTC not found (tried " + lib.tried() + "; set GRADUS_NVRTC to its path)";
+      return n;
+    }
+    n.library = lib.name();
+    n.version = lib.find<Version>("nvrtcVersion");
+    n.create_program = lib.find<CreateProgram>("nvrtcCreateProgram");
+    n.compile_program = lib.find<CompileProgram>("nvrtcCompileProgram");
+    n.get_log_size = lib.find<GetSize>("nvrtcGetProgramLogSize");
+    n.get_log = lib.find<GetText>("nvrtcGetProgramLog");
+    n.get_ptx_size = lib.find<GetSize>("nvrtcGetPTXSize");
+    n.get_ptx = lib.find<GetText>("nvrtcGetPTX");
+    n.destroy_program = lib.find<DestroyProgram>("nvrtcDestroyProgram");
+    n.get_error_string = lib.find<GetErrorString>("nvrtcGetErrorString");
+    if (!n.version || !n.create_program || !n.compile_program || !n.get_log_size || !n.get_log ||
+        !n.get_ptx_size || !n.get_ptx || !n.destroy_program) {
+      n.problem = "NVRTC library " + n.library + " lacks the entry points gradus needs";
+      return n;
+    }
+    n.version(&n.major, &n.minor);
+    return n;
+  }
+};
+
+/// True when NVRTC can be loaded (kernels can be compiled, with or without a GPU).
+inline bool nvrtc_available() { return Nvrtc::get().problem.empty(); }
+
+/// Compiles CUDA C++ `source` (translation unit `name`) for virtual architecture `arch`
+/// (`compute_80`, `compute_90`, ...) and returns the PTX. A compile error throws
+/// gd::device_error with NVRTC's log; so does a missing NVRTC.
+///   std::string ptx = compile_ptx(src, "gradus_kernel.cu", "compute_90");
+inline std::string compile_ptx(const std::string& source, const std::string& name, const std::string& arch,
+                               const std::vector<std::string>& extra_options = {}) {
+  const Nvrtc& n = Nvrtc::get();
+  GRADUS_CHECK(device_error, n.problem.empty(), "cuda: cannot compile ", name, ": ", n.problem);
+  Nvrtc::Program prog = nullptr;
+  if (const int rc = n.create_program(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr); rc != 0)
+    throw device_error(::gradus::detail::str("cuda: nvrtcCreateProgram(", name, "): ", n.error_string(rc)));
+  struct Destroy {
+    const Nvrtc& n;
+    Nvrtc::Program& p;
+    ~Destroy() { n.destroy_program(&p); }
+  } destroy{n, prog};
+  std::vector<std::string> opts{"--gpu-architecture=" + arch, "--std=c++20"};
+  opts.insert(opts.end(), extra_options.begin(), extra_options.end());
+  std::vector<const char*> argv;
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+  const int rc = n.compile_program(prog, int(argv.size()), argv.data());
+  size_t log_size = 0;
+  n.get_log_size(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size > 1) n.get_log(prog, log.data());
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (rc != 0)
+    throw device_error(::gradus::detail::str("cuda: NVRTC could not compile ", name, " for ", arch, " (",
+                                             n.error_string(rc), "):\n", log));
+  size_t ptx_size = 0;
+  n.get_ptx_size(prog, &ptx_size);
+  std::string ptx(ptx_size, '\0');
+  n.get_ptx(prog, ptx.data());
+  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+  return ptx;
+}
+
+}  // namespace gradus::backend::cuda
