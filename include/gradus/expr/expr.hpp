@@ -66,6 +66,7 @@ struct is_expression<ScalarExpr<T>> : std::true_type {};
 template <class Op, class A>
 struct UnaryExpr {
   using value_type = value_type_t<A>;
+  using op_type = Op;
   static constexpr bool differentiable = is_differentiable_v<A>;
   Op op;
   A a;
@@ -78,6 +79,7 @@ struct is_expression<UnaryExpr<Op, A>> : std::true_type {};
 template <class Op, class A, class B>
 struct BinaryExpr {
   using value_type = value_type_t<A>;
+  using op_type = Op;
   static constexpr bool differentiable = is_differentiable_v<A> || is_differentiable_v<B>;
   Op op;
   A a;

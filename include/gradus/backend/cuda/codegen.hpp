@@ -1,0 +1,250 @@
+// gradus/backend/cuda/codegen.hpp — CUDA source generated from an elementwise expression's type.
+//
+// An expression type such as BinaryExpr<Mul, UnaryExpr<Exp, A>, B> (A, B: tensors or Vars)
+// becomes one kernel: each thread reads its element of every leaf (through its broadcast map),
+// evaluates the chain with the op structs of ops/elementwise_math.hpp on one
+// gradus::backend::cuda::Element, and writes the result — `exp(a*b + c) * d` is one pass over
+// memory, as on the CPU. The backward kernel evaluates the chain the same way, then pushes the
+// output adjoint from the root to the leaves with the ops' own gradient rules and writes (or
+// adds, or for a broadcast leaf atomically scatter-adds) every differentiable leaf's gradient:
+// the fused adjoint pass, one kernel for all inputs. The op math is never written twice: NVRTC
+// compiles the same header the CPU uses, found under the include directory (include_root()).
+//
+//   auto k = elementwise_source<decltype(e)>(Pass::backward);   // k.source, k.leaves, ...
+//   std::string ptx = compile_ptx(k.source, k.name, "compute_90", {"--include-path=" + include_root()});
+#pragma once
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/expr/expr.hpp"
+
+namespace gradus::backend::cuda {
+
+/// The number of run-time parameters of an op struct (`num_params`; none for an empty one): the
+/// generated code builds `ops::Clamp(a.p[3], a.p[4])` and the host fills p from `op.param(i)`.
+template <class Op>
+constexpr int op_param_count() {
+  if constexpr (requires { Op::num_params; }) {
+    return Op::num_params;
+  } else {
+    static_assert(std::is_empty_v<Op>, "AN_OP_WITH_PARAMETERS_MUST_DECLARE_NUM_PARAMS_AND_PARAM: op struct");
+    return 0;
+  }
+}
+
+/// `gradus::ops::LeakyRelu` from the op's name `leaky_relu` (every op struct is its name in
+/// CamelCase).
+inline std::string op_struct(std::string_view name) {
+  std::string s = "gradus::ops::";
+  bool up = true;
+  for (char c : name) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    s += up ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return s;
+}
+
+template <class T>
+constexpr const char* element_type_name() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: CUDA elementwise kernels");
+  return std::is_same_v<T, float> ? "float" : "double";
+}
+
+/// One node of an expression, flattened in post-order (children before their parent).
+struct CodegenNode {
+  enum Kind { tensor, var, number, unary, binary, where } kind;
+  std::string op;               ///< the op struct as C++ (with its parameters), for unary/binary
+  std::vector<int> kids;        ///< child node indices
+  std::vector<bool> flows;      ///< a gradient flows to kid i
+  bool differentiable = false;  ///< a gradient can reach a var below (or at) this node
+  int slot = -1;                ///< leaf: index into in/bc/grad; number: index into s
+};
+
+/// The expression's nodes, in post-order, and its leaf, number and parameter counts.
+struct CodegenTree {
+  std::vector<CodegenNode> nodes;
+  int leaves = 0, numbers = 0, params = 0;
+
+  template <class E>
+  int add() {
+    using C = node_children<E>;
+    CodegenNode n{};
+    n.differentiable = is_differentiable_v<E>;
+    if constexpr (C::arity == 0) {
+      if constexpr (std::is_same_v<E, ScalarExpr<value_type_t<E>>>) {
+        n.kind = CodegenNode::number;
+        n.slot = numbers++;
+      } else {
+        n.kind = n.differentiable ? CodegenNode::var : CodegenNode::tensor;
+        n.slot = leaves++;
+      }
+    } else {
+      using Kids = decltype(C::get(std::declval<const E&>()));
+      [&]<size_t... I>(std::index_sequence<I...>) {
+        (n.kids.push_back(add<std::remove_cvref_t<std::tuple_element_t<I, Kids>>>()), ...);
+      }(std::make_index_sequence<size_t(C::arity)>{});
+      for (int i = 0; i < C::arity; ++i) n.flows.push_back(C::grad_flows[size_t(i)]);
+      if constexpr (requires { typename E::op_type; }) {
+        using Op = typename E::op_type;
+        n.op = op_struct(Op::name);
+        if constexpr (op_param_count<Op>() > 0) {
+          n.op += "(";
+          for (int k = 0; k < op_param_count<Op>(); ++k) n.op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
+          n.op += ")";
+        } else {
+          n.op += "{}";
+        }
+        n.kind = C::arity == 1 ? CodegenNode::unary : CodegenNode::binary;
+      } else {
+        n.kind = CodegenNode::where;
+      }
+    }
+    nodes.push_back(n);
+    return int(nodes.size()) - 1;
+  }
+};
+
+/// Which kernel to generate.
+enum class Pass { forward, backward };
+
+/// A generated kernel: its CUDA source, entry point and translation-unit name, and the counts
+/// its ElementwiseArgs<T, leaves, numbers, params> is instantiated with.
+struct KernelSource {
+  std::string source, entry, name;
+  int leaves = 0, numbers = 0, params = 0;
+};
+
+/// The CUDA source of the forward or backward kernel of expression type E; `entry` names the
+/// kernel (default gradus_elementwise_forward / _backward).
+template <class E>
+KernelSource elementwise_source(Pass pass, std::string entry = {}) {
+  using T = value_type_t<E>;
+  const std::string t = element_type_name<T>();
+  CodegenTree tree;
+  const int root = tree.add<E>();
+  const auto v = [](int k) { return "v" + std::to_string(k); };
+  const auto g = [](int k) { return "g" + std::to_string(k); };
+  std::string body;
+  for (int k = 0; k <= root; ++k) {  // forward, children first
+    const CodegenNode& n = tree.nodes[size_t(k)];
+    const std::string slot = std::to_string(n.slot);
+    switch (n.kind) {
+      case CodegenNode::tensor:
+      case CodegenNode::var:
+        body += "    const V " + v(k) + "{a.in[" + slot + "][a.bc[" + slot + "].at(i)]};\n";
+        break;
+      case CodegenNode::number: body += "    const V " + v(k) + "{a.s[" + slot + "]};\n"; break;
+      case CodegenNode::unary: body += "    const V " + v(k) + " = " + n.op + ".forward(" + v(n.kids[0]) + ");\n"; break;
+      case CodegenNode::binary:
+        body += "    const V " + v(k) + " = " + n.op + ".forward(" + v(n.kids[0]) + ", " + v(n.kids[1]) + ");\n";
+        break;
+      case CodegenNode::where:
+        body += "    const V " + v(k) + " = (" + v(n.kids[0]) + " != " + t + "(0)).select(" + v(n.kids[1]) + ", " +
+                v(n.kids[2]) + ");\n";
+        break;
+    }
+  }
+  if (pass == Pass::forward) {
+    body += "    a.out[i] = " + v(root) + ".v;\n";
+  } else {
+    body += "    const V " + g(root) + "{a.g[a.gbc.at(i)] * a.scale};\n";
+    // A node has an adjoint when its parent passes one down: not below a comparison, `sign` or
+    // a `where` condition, so a Var there gets nothing from this occurrence.
+    std::vector<bool> has_g(size_t(root) + 1, false);
+    has_g[size_t(root)] = true;
+    for (int k = root; k >= 0; --k) {  // adjoints, parents first
+      const CodegenNode& n = tree.nodes[size_t(k)];
+      if (!n.differentiable || !has_g[size_t(k)]) continue;
+      const auto wants = [&](size_t i) {
+        const bool w = n.flows[i] && tree.nodes[size_t(n.kids[i])].differentiable;
+        if (w) has_g[size_t(n.kids[i])] = true;
+        return w;
+      };
+      switch (n.kind) {
+        case CodegenNode::var: {
+          const std::string s = std::to_string(n.slot);
+          body += "    if (a.grad[" + s + "]) {\n";
+          body += "      if (a.scatter[" + s + "]) atomicAdd(a.grad[" + s + "] + a.bc[" + s + "].at(i), " + g(k) + ".v);\n";
+          body += "      else if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
+          body += "      else a.grad[" + s + "][i] = " + g(k) + ".v;\n";
+          body += "    }\n";
+          break;
+        }
+        case CodegenNode::unary:
+          if (wants(0))
+            body += "    const V " + g(n.kids[0]) + " = " + n.op + ".backward(" + v(n.kids[0]) + ", " + v(k) + ", " +
+                    g(k) + ");\n";
+          break;
+        case CodegenNode::binary: {
+          const std::string args = "(" + v(n.kids[0]) + ", " + v(n.kids[1]) + ", " + v(k) + ", " + g(k) + ")";
+          if (wants(0)) body += "    const V " + g(n.kids[0]) + " = " + n.op + ".dx" + args + ";\n";
+          if (wants(1)) body += "    const V " + g(n.kids[1]) + " = " + n.op + ".dy" + args + ";\n";
+          break;
+        }
+        case CodegenNode::where: {
+          const std::string cond = "(" + v(n.kids[0]) + " != " + t + "(0))";
+          if (wants(1)) body += "    const V " + g(n.kids[1]) + " = " + cond + ".select(" + g(k) + ", " + t + "(0));\n";
+          if (wants(2)) body += "    const V " + g(n.kids[2]) + " = " + cond + ".select(" + t + "(0), " + g(k) + ");\n";
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+  KernelSource k;
+  k.leaves = tree.leaves, k.numbers = tree.numbers, k.params = tree.params;
+  k.entry = !entry.empty() ? std::move(entry)
+            : pass == Pass::forward ? "gradus_elementwise_forward" : "gradus_elementwise_backward";
+  k.name = k.entry + std::string(".cu");
+  const std::string args = "gradus::backend::cuda::ElementwiseArgs<" + t + ", " + std::to_string(k.leaves) + ", " +
+                           std::to_string(k.numbers) + ", " + std::to_string(k.params) + ">";
+  k.source = "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+             "#include \"gradus/backend/cuda/element.hpp\"\n"
+             "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
+             "#include \"gradus/ops/elementwise_math.hpp\"\n\n"
+             "extern \"C\" __global__ void " + k.entry + "(const " + args + " a) {\n"
+             "  using V = gradus::backend::cuda::Element<" + t + ">;\n"
+             "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
+             body + "  }\n}\n";
+  return k;
+}
+
+/// The directory holding gradus/ (the headers NVRTC includes): $GRADUS_INCLUDE_DIR, else the
+/// one this header was compiled from. Throws gd::device_error when the op headers are not there.
+inline std::string include_root() {
+  std::string root;
+  if (const char* env = std::getenv("GRADUS_INCLUDE_DIR"); env && *env) {
+    root = env;
+  } else {
+    const std::string_view self = __FILE__, tail = "gradus/backend/cuda/codegen.hpp";
+    root = self.size() >= tail.size() && self.substr(self.size() - tail.size()) == tail
+               ? std::string(self.substr(0, self.size() - tail.size()))
+               : std::string();
+    if (root.empty()) root = ".";
+  }
+  const std::string probe = root + "/gradus/ops/elementwise_math.hpp";
+  std::FILE* f = std::fopen(probe.c_str(), "rb");
+  GRADUS_CHECK(device_error, f != nullptr, "cuda: the gradus headers that generated kernels include are not at ",
+               root, " (no ", probe, "); set GRADUS_INCLUDE_DIR to the directory that holds gradus/");
+  std::fclose(f);
+  return root;
+}
+
+/// Compiles a generated kernel to PTX for `arch` (compute_80, compute_90, ...).
+inline std::string compile_kernel(const KernelSource& k, const std::string& arch) {
+  // unannotated functions (the op structs' constructors) are device functions in a generated kernel
+  return compile_ptx(k.source, k.name, arch, {"--include-path=" + include_root(), "--device-as-default-execution-space"});
+}
+
+}  // namespace gradus::backend::cuda

@@ -1,0 +1,52 @@
+// gradus/backend/cuda/kernel_args.hpp — what a generated elementwise kernel receives, laid out
+// the same for the host that fills it and for NVRTC that compiles the kernel (so this header,
+// like element.hpp, includes nothing).
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define GRADUS_KERNEL_FN __host__ __device__ inline
+#else
+#define GRADUS_KERNEL_FN inline
+#endif
+
+namespace gradus::backend::cuda {
+
+/// Where an operand of shape `src` sits in an output of shape `out` (NumPy broadcasting), as
+/// merged dims and element strides (0 along broadcast dims): output index i reads at(i).
+struct Bcast {
+  int rank = 1;
+  long dims[8] = {1};
+  long strides[8] = {1};
+  GRADUS_KERNEL_FN long at(long i) const {
+    if (rank == 1) return i * strides[0];
+    long off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      off += (i % dims[d]) * strides[d];
+      i /= dims[d];
+    }
+    return off;
+  }
+};
+
+/// The arguments of one generated elementwise kernel over `n` output elements: L tensor leaves
+/// (`in`, read through `bc`), S number leaves (`s`), P op parameters (`p`: leaky_relu's alpha,
+/// clamp's bounds, ...). A backward kernel also reads the output adjoint `g` (through `gbc`,
+/// times `scale`) and writes each leaf's gradient into `grad[k]` (null: not wanted), adding
+/// when `add[k]`, scatter-adding atomically when `scatter[k]` (a broadcast leaf).
+template <class T, int L, int S, int P>
+struct ElementwiseArgs {
+  long n = 0;
+  T* out = nullptr;
+  const T* in[L > 0 ? L : 1] = {};
+  Bcast bc[L > 0 ? L : 1];
+  T s[S > 0 ? S : 1] = {};
+  double p[P > 0 ? P : 1] = {};
+  const T* g = nullptr;
+  Bcast gbc;
+  T scale = T(1);
+  T* grad[L > 0 ? L : 1] = {};
+  bool add[L > 0 ? L : 1] = {};
+  bool scatter[L > 0 ? L : 1] = {};
+};
+
+}  // namespace gradus::backend::cuda

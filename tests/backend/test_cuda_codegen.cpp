@@ -1,0 +1,213 @@
+// CUDA source generated from expression types, checked without a GPU:
+// - the one-element type the generated kernels compute with (backend/cuda/element.hpp) gives
+//   what Eigen gives, op by op, forward and gradient, at sample points of each op's domain;
+// - the forward and backward kernels of every elementwise op, and of fused chains with numbers,
+//   parameters, comparisons, `where` and repeated leaves, compile with NVRTC for sm_80 and sm_90,
+//   in float and double;
+// - the generated source of two small expressions is exactly what is written below.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <gradus/backend/cuda/codegen.hpp>
+#include <gradus/backend/cuda/element.hpp>
+#include <gradus/gradus.hpp>
+
+namespace gd = gradus;
+namespace cu = gradus::backend::cuda;
+
+namespace {
+
+using Arr = Eigen::Array<double, 1, 1>;
+
+double eigen_value(const auto& e) { return Arr(e)(0); }
+Arr arr(double x) { return Arr::Constant(x); }
+cu::Element<double> el(double x) { return {x}; }
+
+/// An op struct with parameters set away from their defaults, so both code paths see them.
+template <class Op>
+Op sample_op() {
+  if constexpr (std::is_same_v<Op, gd::ops::LeakyRelu> || std::is_same_v<Op, gd::ops::Elu>) return Op(0.3);
+  else if constexpr (std::is_same_v<Op, gd::ops::Clamp>) return Op(-0.5, 1.25);
+  else if constexpr (std::is_same_v<Op, gd::ops::PowScalar>) return Op(2.5);
+  else return Op{};
+}
+
+std::vector<double> points(gd::ops::Domain d) {
+  std::vector<double> p;
+  for (int i = 0; i <= 16; ++i) p.push_back(d.lo + (d.hi - d.lo) * (i + 0.37) / 17.0);
+  return p;
+}
+
+template <class Tuple, class F>
+void for_each_type(F&& f) {
+  [&]<size_t... I>(std::index_sequence<I...>) { (f(std::tuple_element_t<I, Tuple>{}), ...); }(
+      std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+}
+
+}  // namespace
+
+TEST_CASE("the kernels' element type computes every op as Eigen does", "[cuda][codegen]") {
+  for_each_type<gd::ops::all_unary_ops>([](auto tag) {
+    using Op = decltype(tag);
+    const Op op = sample_op<Op>();
+    INFO("op " << Op::name);
+    for (double x : points(Op::domain)) {
+      INFO("x = " << x);
+      const double y = eigen_value(op.forward(arr(x)));
+      CHECK(op.forward(el(x)).v == Approx(y).epsilon(1e-14).margin(1e-300));
+      const double g = 0.7;
+      CHECK(op.backward(el(x), el(y), el(g)).v ==
+            Approx(eigen_value(op.backward(arr(x), arr(y), arr(g)))).epsilon(1e-14).margin(1e-300));
+    }
+  });
+  for_each_type<gd::ops::all_binary_ops>([](auto tag) {
+    using Op = decltype(tag);
+    const Op op{};
+    INFO("op " << Op::name);
+    for (double x : points(Op::domain))
+      for (double y : {0.6, 1.3, x}) {  // x itself: ties for minimum, maximum and the comparisons
+        INFO("x = " << x << ", y = " << y);
+        const double z = eigen_value(op.forward(arr(x), arr(y)));
+        CHECK(op.forward(el(x), el(y)).v == Approx(z).epsilon(1e-14));
+        CHECK(op.dx(el(x), el(y), el(z), el(0.7)).v ==
+              Approx(eigen_value(op.dx(arr(x), arr(y), arr(z), arr(0.7)))).epsilon(1e-14));
+        CHECK(op.dy(el(x), el(y), el(z), el(0.7)).v ==
+              Approx(eigen_value(op.dy(arr(x), arr(y), arr(z), arr(0.7)))).epsilon(1e-14));
+      }
+  });
+}
+
+namespace {
+
+/// The forward and backward kernels of several expressions, each under its own entry name, as
+/// one translation unit.
+struct KernelBatch {
+  std::string source;
+  int kernels = 0;
+  template <class E>
+  void add(const std::string& label) {
+    for (cu::Pass pass : {cu::Pass::forward, cu::Pass::backward}) {
+      const std::string entry = label + (pass == cu::Pass::forward ? "_forward" : "_backward");
+      source += cu::elementwise_source<E>(pass, entry).source + "\n";
+      ++kernels;
+    }
+  }
+};
+
+template <class T>
+KernelBatch every_op_and_chains() {
+  using V = gd::Var<T>;
+  using X = gd::Tensor<T>;
+  KernelBatch b;
+  for_each_type<gd::ops::all_unary_ops>([&](auto tag) {
+    using Op = decltype(tag);
+    b.add<decltype(gd::make_unary(Op{}, std::declval<V>()))>(std::string("unary_") + std::string(Op::name));
+  });
+  for_each_type<gd::ops::all_binary_ops>([&](auto tag) {
+    using Op = decltype(tag);
+    b.add<decltype(gd::make_binary(Op{}, std::declval<V>(), std::declval<X>()))>(std::string("binary_") +
+                                                                                  std::string(Op::name));
+  });
+  // fused chains: the benchmark loss, numbers, parameters, a mask, where, a leaf used twice
+  b.add<decltype(gd::exp(std::declval<V>() * std::declval<V>() + std::declval<V>()) * std::declval<V>())>("chain_loss");
+  b.add<decltype(gd::softplus(std::declval<V>() * T(2) - T(1)) / (std::declval<X>() + T(3)))>("chain_numbers");
+  b.add<decltype(gd::clamp(gd::leaky_relu(std::declval<V>(), 0.1), -1, 1) * (std::declval<V>() > T(0)))>("chain_mask");
+  b.add<decltype(gd::where(std::declval<X>(), gd::tanh(std::declval<V>()), gd::sigmoid(std::declval<V>())))>(
+      "chain_where");
+  b.add<decltype(gd::square(std::declval<V>() - std::declval<X>()))>("chain_mse");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains", "[cuda][codegen][nvrtc]") {
+  if (!cu::nvrtc_available()) {
+    WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
+    return;
+  }
+  const auto f = every_op_and_chains<float>();
+  const auto d = every_op_and_chains<double>();
+  const int expected = 2 * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
+                            int(std::tuple_size_v<gd::ops::all_binary_ops>) + 5);
+  CHECK(f.kernels == expected);
+  for (const char* arch : {"compute_80", "compute_90"}) {
+    for (const auto* batch : {&f, &d}) {
+      INFO(arch << (batch == &f ? " float" : " double"));
+      cu::KernelSource k;
+      k.source = batch->source;
+      k.name = batch == &f ? "every_op_float.cu" : "every_op_double.cu";
+      const std::string ptx = cu::compile_kernel(k, arch);
+      size_t entries = 0;
+      for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) ++entries;
+      CHECK(int(entries) == batch->kernels);
+      CHECK(ptx.find(".entry chain_loss_backward") != std::string::npos);
+      if (batch == &d) CHECK(ptx.find("atom.global.add.f64") != std::string::npos);  // broadcast leaves scatter-add
+    }
+  }
+}
+
+TEST_CASE("generated source of small expressions", "[cuda][codegen]") {
+  using F = gd::Tensor<float>;
+  const auto fwd = cu::elementwise_source<decltype(std::declval<F>() * std::declval<F>() + 2.f)>(cu::Pass::forward);
+  CHECK(fwd.leaves == 2);
+  CHECK(fwd.numbers == 1);
+  CHECK(fwd.params == 0);
+  CHECK(fwd.source ==
+        "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+        "#include \"gradus/backend/cuda/element.hpp\"\n"
+        "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
+        "#include \"gradus/ops/elementwise_math.hpp\"\n"
+        "\n"
+        "extern \"C\" __global__ void gradus_elementwise_forward(const gradus::backend::cuda::ElementwiseArgs<float, 2, 1, 0> a) {\n"
+        "  using V = gradus::backend::cuda::Element<float>;\n"
+        "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n"
+        "    const V v0{a.in[0][a.bc[0].at(i)]};\n"
+        "    const V v1{a.in[1][a.bc[1].at(i)]};\n"
+        "    const V v2 = gradus::ops::Mul{}.forward(v0, v1);\n"
+        "    const V v3{a.s[0]};\n"
+        "    const V v4 = gradus::ops::Add{}.forward(v2, v3);\n"
+        "    a.out[i] = v4.v;\n"
+        "  }\n"
+        "}\n");
+
+  using D = gd::Var<double>;
+  const auto bwd = cu::elementwise_source<decltype(gd::elu(std::declval<D>(), 0.5) * std::declval<gd::Tensor<double>>())>(
+      cu::Pass::backward);
+  CHECK(bwd.leaves == 2);
+  CHECK(bwd.params == 1);
+  CHECK(bwd.source ==
+        "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+        "#include \"gradus/backend/cuda/element.hpp\"\n"
+        "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
+        "#include \"gradus/ops/elementwise_math.hpp\"\n"
+        "\n"
+        "extern \"C\" __global__ void gradus_elementwise_backward(const gradus::backend::cuda::ElementwiseArgs<double, 2, 0, 1> a) {\n"
+        "  using V = gradus::backend::cuda::Element<double>;\n"
+        "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n"
+        "    const V v0{a.in[0][a.bc[0].at(i)]};\n"
+        "    const V v1 = gradus::ops::Elu(a.p[0]).forward(v0);\n"
+        "    const V v2{a.in[1][a.bc[1].at(i)]};\n"
+        "    const V v3 = gradus::ops::Mul{}.forward(v1, v2);\n"
+        "    const V g3{a.g[a.gbc.at(i)] * a.scale};\n"
+        "    const V g1 = gradus::ops::Mul{}.dx(v1, v2, v3, g3);\n"
+        "    const V g0 = gradus::ops::Elu(a.p[0]).backward(v0, v1, g1);\n"
+        "    if (a.grad[0]) {\n"
+        "      if (a.scatter[0]) atomicAdd(a.grad[0] + a.bc[0].at(i), g0.v);\n"
+        "      else if (a.add[0]) a.grad[0][i] += g0.v;\n"
+        "      else a.grad[0][i] = g0.v;\n"
+        "    }\n"
+        "  }\n"
+        "}\n");
+}
+
+TEST_CASE("generated kernels find the op headers or say where they looked", "[cuda][codegen]") {
+  const std::string root = cu::include_root();
+  CHECK_FALSE(root.empty());
+  ::setenv("GRADUS_INCLUDE_DIR", "/nonexistent/gradus-include", 1);
+  try {
+    cu::include_root();
+    FAIL("include_root accepted a directory without the headers");
+  } catch (const gd::device_error& e) {
+    CHECK(std::string(e.what()).find("/nonexistent/gradus-include") != std::string::npos);
+  }
+  ::unsetenv("GRADUS_INCLUDE_DIR");
+}
