@@ -150,7 +150,7 @@ TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[grad
   CHECK(gd::compute_gradient_error(f, Td::from({0.5, 1.0})) > 0.1);
   gd::testing::GradientMatcher<double> m = gd::testing::GradientIsCorrect(Td::from({0.5, 1.0}));
   CHECK_FALSE(m.match(f));
-  CHECK_THAT(m.toString(), Catch::Contains("largest difference") && Catch::Contains("theoretical"));
+  CHECK_THAT(m.toString(), Catch::Contains("largest error") && Catch::Contains("theoretical"));
 }
 
 TEST_CASE("autodiff: a loss's value is the same read before or after its backward pass", "[autodiff]") {
