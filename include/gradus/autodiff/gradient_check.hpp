@@ -37,22 +37,27 @@ namespace detail {
 /// The central-difference loop: for each target k and element i, y+ = eval() with x_k[i] + delta
 /// and y- = eval() with x_k[i] - delta (values changed in place and restored, nothing recorded),
 /// then `emit(k, i, j, (y+[j] - y-[j]) / (2 delta))` for every output element j.
-/// `eval()` returns the output as a Tensor<T> (or anything `eval` turns into one).
+/// `eval()` returns the output as a Tensor<T> (or anything `eval` turns into one), which may
+/// share x's storage.
 template <Real T, class Eval, class Emit>
 void central_differences(const std::vector<Var<T>>& targets, double delta, Eval&& eval_f, Emit&& emit) {
   GRADUS_CHECK(value_error, delta > 0, "gradient check: delta must be positive, got ", delta);
   no_grad guard;
+  std::vector<T> plus;
   for (size_t k = 0; k < targets.size(); ++k) {
     Var<T> target = targets[k];
     T* xv = target.value().data();
     for (int64_t i = 0, n = target.size(); i < n; ++i) {
       const T keep = xv[i];
       xv[i] = T(keep + delta);
-      const Tensor<T> yp = eval(eval_f());
+      {
+        const Tensor<T> yp = eval(eval_f());  // may be a view of x (reshape): read it before x changes again
+        plus.assign(yp.data(), yp.data() + yp.size());
+      }
       xv[i] = T(keep - delta);
       const Tensor<T> ym = eval(eval_f());
+      for (int64_t j = 0; j < ym.size(); ++j) emit(k, i, j, (double(plus[size_t(j)]) - double(ym.data()[j])) / (2 * delta));
       xv[i] = keep;
-      for (int64_t j = 0; j < yp.size(); ++j) emit(k, i, j, (double(yp.data()[j]) - double(ym.data()[j])) / (2 * delta));
     }
   }
 }
