@@ -26,11 +26,13 @@ using gd::ops::OpSample;
 /// The whole registry (built once), and the part each file contributes.
 const std::vector<OpInfo>& registry();
 void add_elementwise(std::vector<OpInfo>& r);
+void add_binary(std::vector<OpInfo>& r);
 void add_reductions(std::vector<OpInfo>& r);
 void add_linalg_softmax(std::vector<OpInfo>& r);
 void add_shape(std::vector<OpInfo>& r);
 void add_nn(std::vector<OpInfo>& r);
 void add_losses(std::vector<OpInfo>& r);
+void add_xent(std::vector<OpInfo>& r);
 /// operator new calls so far in this executable (alloc_counter.cpp).
 long allocations();
 

@@ -25,11 +25,13 @@ const std::vector<OpInfo>& registry() {
   static const std::vector<OpInfo> r = [] {
     std::vector<OpInfo> all;
     add_elementwise(all);
+    add_binary(all);
     add_reductions(all);
     add_linalg_softmax(all);
     add_shape(all);
     add_nn(all);
     add_losses(all);
+    add_xent(all);
     return all;
   }();
   return r;

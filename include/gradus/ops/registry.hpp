@@ -43,7 +43,7 @@ struct OpSample {
 /// One public op: its name as user code writes it (the README's function list) and its samples.
 struct OpInfo {
   std::string name;
-  std::vector<OpSample> samples;
+  std::vector<OpSample> samples = {};
   bool differentiable = true;       ///< false: the gradient it passes is zero (comparisons, sign, argmax)
   bool needs_broadcast = false;     ///< a sample of kind `broadcast` is required
   bool needs_fused = false;         ///< a sample of kind `fused` is required
