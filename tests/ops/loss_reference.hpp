@@ -34,20 +34,20 @@ struct Weighting {
 /// The reductions and weights every loss is sampled with, for losses of shape `s` ([3,4] or [3]).
 inline std::vector<Weighting> weightings(bool per_example) {
   if (per_example)
-    return {{"default (sum_by_nonzero_weights)", Reduction::sum_by_nonzero_weights, {}, 1, gd::ops::plain},
-            {"none, weights [3]", Reduction::none, values({1, 0, 2}, {3}), 1, gd::ops::params},
-            {"sum, weight 0.5", Reduction::sum, {}, 0.5, gd::ops::params},
-            {"mean, weights [3] with a zero", Reduction::mean, values({0.5, 0, 2}, {3}), 1, gd::ops::params},
+    return {{"default (sum_by_nonzero_weights)", Reduction::sum_by_nonzero_weights, {}, 1, gd::ops::kind::plain},
+            {"none, weights [3]", Reduction::none, values({1, 0, 2}, {3}), 1, gd::ops::kind::params},
+            {"sum, weight 0.5", Reduction::sum, {}, 0.5, gd::ops::kind::params},
+            {"mean, weights [3] with a zero", Reduction::mean, values({0.5, 0, 2}, {3}), 1, gd::ops::kind::params},
             {"sum_by_nonzero_weights, weights [3] with a zero", Reduction::sum_by_nonzero_weights, values({3, 0, 1}, {3}), 1,
-             gd::ops::params},
-            {"all weights zero", Reduction::mean, {}, 0, gd::ops::edge}};
-  return {{"default (sum_by_nonzero_weights)", Reduction::sum_by_nonzero_weights, {}, 1, gd::ops::plain},
-          {"none, weights [3,1] with a zero", Reduction::none, values({1, 0, 2}, {3, 1}), 1, gd::ops::broadcast},
-          {"sum, weight 0.5", Reduction::sum, {}, 0.5, gd::ops::params},
-          {"mean, weights [3,4]", Reduction::mean, uniform({3, 4}, 300, 0.5, 2), 1, gd::ops::params},
+             gd::ops::kind::params},
+            {"all weights zero", Reduction::mean, {}, 0, gd::ops::kind::edge}};
+  return {{"default (sum_by_nonzero_weights)", Reduction::sum_by_nonzero_weights, {}, 1, gd::ops::kind::plain},
+          {"none, weights [3,1] with a zero", Reduction::none, values({1, 0, 2}, {3, 1}), 1, gd::ops::kind::broadcast},
+          {"sum, weight 0.5", Reduction::sum, {}, 0.5, gd::ops::kind::params},
+          {"mean, weights [3,4]", Reduction::mean, uniform({3, 4}, 300, 0.5, 2), 1, gd::ops::kind::params},
           {"sum_by_nonzero_weights, weights [1,4] with zeros", Reduction::sum_by_nonzero_weights, values({1, 0, 0, 2}, {1, 4}),
-           1, gd::ops::broadcast},
-          {"mean, weights all zero", Reduction::mean, {}, 0, gd::ops::edge}};
+           1, gd::ops::kind::broadcast},
+          {"mean, weights all zero", Reduction::mean, {}, 0, gd::ops::kind::edge}};
 }
 
 /// A per-element loss `f(labels, predictions, reduction, weights tensor, weight number, param)`
@@ -75,11 +75,11 @@ OpInfo pointwise(std::string name, F f, std::function<double(double, double, dou
                                [f, labels, wt, param](const V& v) { return VD(f(labels, v[0], wt.red, wt.w, wt.ws, param)); },
                                ref_of(wt.red, wt.w, wt.ws, param)));
   for (double prm : params)
-    o.samples.push_back(sample("parameter " + std::to_string(prm), gd::ops::params, {preds(seed++)},
+    o.samples.push_back(sample("parameter " + std::to_string(prm), gd::ops::kind::params, {preds(seed++)},
                                [f, labels, prm](const V& v) { return VD(f(labels, v[0], Reduction::sum, TD(), 1.0, prm)); },
                                ref_of(Reduction::sum, TD(), 1, prm)));
   // predictions from a chain: sigmoid(x) * b (in (0, 1)), b [4]
-  o.samples.push_back(sample("of sigmoid(x) * b, b [4]", gd::ops::fused | gd::ops::broadcast,
+  o.samples.push_back(sample("of sigmoid(x) * b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                              {uniform({3, 4}, seed, -2, 2), uniform({4}, seed + 1, 0.5, 0.95)},
                              [f, labels, param](const V& v) {
                                return VD(f(labels, gd::sigmoid(v[0]) * v[1], Reduction::sum_by_nonzero_weights, TD(), 1.0, param));

@@ -18,13 +18,13 @@ template <class F>
 OpInfo unary(std::string name, F f, std::function<double(double)> ref, double lo = -2, double hi = 2,
              std::vector<double> kinks = {0}) {
   OpInfo info{.name = name, .needs_broadcast = true, .needs_fused = true};
-  info.samples.push_back(sample("[3,5]", gd::ops::plain, {uniform({3, 5}, 1, lo, hi, kinks)},
+  info.samples.push_back(sample("[3,5]", gd::ops::kind::plain, {uniform({3, 5}, 1, lo, hi, kinks)},
                                 [f](const std::vector<VD>& v) { return VD(f(v[0])); },
                                 [ref](const std::vector<TD>& x) { return map1(x[0], ref); }));
-  info.samples.push_back(sample("rank 0", gd::ops::edge, {uniform({}, 2, lo, hi, kinks)},
+  info.samples.push_back(sample("rank 0", gd::ops::kind::edge, {uniform({}, 2, lo, hi, kinks)},
                                 [f](const std::vector<VD>& v) { return VD(f(v[0])); },
                                 [ref](const std::vector<TD>& x) { return map1(x[0], ref); }));
-  info.samples.push_back(sample("sin(f(x) * b) + x, b [5]", gd::ops::fused | gd::ops::broadcast,
+  info.samples.push_back(sample("sin(f(x) * b) + x, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                 {uniform({3, 5}, 3, lo, hi, kinks), uniform({5}, 4, 0.5, 1)},
                                 [f](const std::vector<VD>& v) { return VD(gd::sin(f(v[0]) * v[1]) + v[0]); },
                                 [ref](const std::vector<TD>& x) {
@@ -38,7 +38,7 @@ OpInfo unary(std::string name, F f, std::function<double(double)> ref, double lo
 template <class F>
 OpSample at_values(std::string label, F f, std::vector<double> x, std::vector<double> expected, bool gradient = true) {
   const auto n = int64_t(x.size());
-  OpSample s = sample(std::move(label), gd::ops::edge, {values(std::move(x), {n})},
+  OpSample s = sample(std::move(label), gd::ops::kind::edge, {values(std::move(x), {n})},
                       [f](const std::vector<VD>& v) { return VD(f(v[0])); },
                       [e = std::move(expected), n](const std::vector<TD>&) { return values(e, {n}); });
   s.check_gradient = gradient;
@@ -51,7 +51,7 @@ void add_elementwise(std::vector<OpInfo>& r) {
   using V = std::vector<VD>;
   {
     OpInfo o = unary("neg", [](const auto& x) { return gd::neg(x); }, [](double x) { return -x; });
-    o.samples.push_back(sample("-x (operator)", gd::ops::plain, {uniform({4}, 5)}, [](const V& v) { return VD(-v[0]); },
+    o.samples.push_back(sample("-x (operator)", gd::ops::kind::plain, {uniform({4}, 5)}, [](const V& v) { return VD(-v[0]); },
                                [](const std::vector<TD>& x) { return map1(x[0], [](double a) { return -a; }); }));
     r.push_back(std::move(o));
   }
@@ -91,14 +91,14 @@ void add_elementwise(std::vector<OpInfo>& r) {
   r.push_back(unary("relu", [](const auto& x) { return gd::relu(x); }, [](double x) { return x > 0 ? x : 0.0; }));
   {
     OpInfo o = unary("leaky_relu", [](const auto& x) { return gd::leaky_relu(x); }, [](double x) { return x > 0 ? x : 0.2 * x; });
-    o.samples.push_back(sample("alpha 0.01", gd::ops::params, {uniform({3, 4}, 6, -2, 2, {0})},
+    o.samples.push_back(sample("alpha 0.01", gd::ops::kind::params, {uniform({3, 4}, 6, -2, 2, {0})},
                                [](const V& v) { return VD(gd::leaky_relu(v[0], 0.01)); },
                                [](const std::vector<TD>& x) { return map1(x[0], [](double a) { return a > 0 ? a : 0.01 * a; }); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o = unary("elu", [](const auto& x) { return gd::elu(x); }, [](double x) { return x > 0 ? x : std::exp(x) - 1; });
-    o.samples.push_back(sample("alpha 2.5", gd::ops::params, {uniform({3, 4}, 7, -2, 2, {0})},
+    o.samples.push_back(sample("alpha 2.5", gd::ops::kind::params, {uniform({3, 4}, 7, -2, 2, {0})},
                                [](const V& v) { return VD(gd::elu(v[0], 2.5)); },
                                [](const std::vector<TD>& x) {
                                  return map1(x[0], [](double a) { return a > 0 ? a : 2.5 * (std::exp(a) - 1); });
@@ -129,7 +129,7 @@ void add_elementwise(std::vector<OpInfo>& r) {
   {
     OpInfo o = unary("clamp", [](const auto& x) { return gd::clamp(x, -1, 1); },
                      [](double x) { return std::min(std::max(x, -1.0), 1.0); }, -2, 2, {-1, 1});
-    o.samples.push_back(sample("lo -0.5, hi 1.5", gd::ops::params, {uniform({3, 4}, 8, -2, 2, {-0.5, 1.5})},
+    o.samples.push_back(sample("lo -0.5, hi 1.5", gd::ops::kind::params, {uniform({3, 4}, 8, -2, 2, {-0.5, 1.5})},
                                [](const V& v) { return VD(gd::clamp(v[0], -0.5, 1.5)); },
                                [](const std::vector<TD>& x) {
                                  return map1(x[0], [](double a) { return std::min(std::max(a, -0.5), 1.5); });

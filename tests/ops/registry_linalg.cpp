@@ -70,16 +70,16 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
       unsigned kinds;
     };
     const Case cases[] = {
-        {"[3,4] x [4,5]", {3, 4}, {4, 5}, gd::ops::plain},
-        {"batched [2,3,4] x [2,4,5]", {2, 3, 4}, {2, 4, 5}, gd::ops::plain},
-        {"[2,3,4] x [4,5] (batch broadcast)", {2, 3, 4}, {4, 5}, gd::ops::broadcast},
-        {"[3,4] x [2,4,2] (batch broadcast)", {3, 4}, {2, 4, 2}, gd::ops::broadcast},
-        {"[2,1,3,4] x [3,4,2] (both broadcast)", {2, 1, 3, 4}, {3, 4, 2}, gd::ops::broadcast},
-        {"[4] x [4,5] (rank-1 left)", {4}, {4, 5}, gd::ops::edge},
-        {"[3,4] x [4] (rank-1 right)", {3, 4}, {4}, gd::ops::edge},
-        {"[4] x [4] (dot)", {4}, {4}, gd::ops::edge},
-        {"[2,3,4] x [4] (batched, rank-1 right)", {2, 3, 4}, {4}, gd::ops::edge},
-        {"[1,1] x [1,1]", {1, 1}, {1, 1}, gd::ops::edge},
+        {"[3,4] x [4,5]", {3, 4}, {4, 5}, gd::ops::kind::plain},
+        {"batched [2,3,4] x [2,4,5]", {2, 3, 4}, {2, 4, 5}, gd::ops::kind::plain},
+        {"[2,3,4] x [4,5] (batch broadcast)", {2, 3, 4}, {4, 5}, gd::ops::kind::broadcast},
+        {"[3,4] x [2,4,2] (batch broadcast)", {3, 4}, {2, 4, 2}, gd::ops::kind::broadcast},
+        {"[2,1,3,4] x [3,4,2] (both broadcast)", {2, 1, 3, 4}, {3, 4, 2}, gd::ops::kind::broadcast},
+        {"[4] x [4,5] (rank-1 left)", {4}, {4, 5}, gd::ops::kind::edge},
+        {"[3,4] x [4] (rank-1 right)", {3, 4}, {4}, gd::ops::kind::edge},
+        {"[4] x [4] (dot)", {4}, {4}, gd::ops::kind::edge},
+        {"[2,3,4] x [4] (batched, rank-1 right)", {2, 3, 4}, {4}, gd::ops::kind::edge},
+        {"[1,1] x [1,1]", {1, 1}, {1, 1}, gd::ops::kind::edge},
     };
     uint64_t seed = 60;
     for (const Case& c : cases) {
@@ -89,7 +89,7 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
       o.samples.back().steady_state = c.b.rank() < 3;
       seed += 2;
     }
-    o.samples.push_back(sample("matmul(tanh(x), w) + b, b [5]", gd::ops::fused | gd::ops::broadcast,
+    o.samples.push_back(sample("matmul(tanh(x), w) + b, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({3, 4}, 80), uniform({4, 5}, 81), uniform({5}, 82)},
                                [](const V& v) { return VD(gd::matmul(gd::tanh(v[0]), v[1]) + v[2]); },
                                [](const std::vector<TD>& t) {
@@ -103,25 +103,25 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
     auto f = [log](const auto& x, int64_t axis) { return log ? VD(gd::log_softmax(x, axis)) : VD(gd::softmax(x, axis)); };
     const TD x = uniform({2, 3, 4}, 90, -3, 3);
     for (int64_t axis : {0, 1, -1, 2}) {
-      o.samples.push_back(sample("[2,3,4] axis " + std::to_string(axis), axis == -1 ? gd::ops::plain : gd::ops::params, {x},
+      o.samples.push_back(sample("[2,3,4] axis " + std::to_string(axis), axis == -1 ? gd::ops::kind::plain : gd::ops::kind::params, {x},
                                  [f, axis](const V& v) { return f(v[0], axis); },
                                  [log, axis](const std::vector<TD>& t) { return softmax_ref(t[0], axis, log); }));
     }
-    o.samples.push_back(sample("default axis, [5]", gd::ops::edge, {uniform({5}, 91)},
+    o.samples.push_back(sample("default axis, [5]", gd::ops::kind::edge, {uniform({5}, 91)},
                                [log](const V& v) { return log ? VD(gd::log_softmax(v[0])) : VD(gd::softmax(v[0])); },
                                [log](const std::vector<TD>& t) { return softmax_ref(t[0], -1, log); }));
-    o.samples.push_back(sample("one class [3,1]", gd::ops::edge, {uniform({3, 1}, 92)},
+    o.samples.push_back(sample("one class [3,1]", gd::ops::kind::edge, {uniform({3, 1}, 92)},
                                [f](const V& v) { return f(v[0], -1); },
                                [log](const std::vector<TD>&) { return TD::full({3, 1}, log ? 0.0 : 1.0); }));
     // hand values: softmax([1000, 0, -1000]) = [1, e^-1000, e^-2000] = [1, 0, 0]
-    o.samples.push_back(sample("logits of +-1000", gd::ops::edge, {values({1000, 0, -1000, -1000, -1000, -1000}, {2, 3})},
+    o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({1000, 0, -1000, -1000, -1000, -1000}, {2, 3})},
                                [f](const V& v) { return f(v[0], 1); },
                                [log](const std::vector<TD>&) {
                                  const double l3 = 1.0986122886681098;  // log 3
                                  return log ? values({0, -1000, -2000, -l3, -l3, -l3}, {2, 3})
                                             : values({1, 0, 0, 1 / 3.0, 1 / 3.0, 1 / 3.0}, {2, 3});
                                }));
-    o.samples.push_back(sample("of x * 2 + b, b [4]", gd::ops::fused | gd::ops::broadcast, {x, uniform({4}, 93)},
+    o.samples.push_back(sample("of x * 2 + b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast, {x, uniform({4}, 93)},
                                [f](const V& v) { return f(v[0] * 2.0 + v[1], -1); },
                                [log](const std::vector<TD>& t) {
                                  return softmax_ref(map2(t[0], t[1], [](double a, double b) { return a * 2 + b; }), -1, log);

@@ -61,7 +61,7 @@ void add_losses(std::vector<OpInfo>& r) {
   // extreme differences (hand value): log_cosh(+-1000) = 1000 - log 2
   for (OpInfo& o : r)
     if (o.name == "log_cosh")
-      o.samples.push_back(sample("differences of +-1000", gd::ops::edge, {values({1000, -1000}, {2})},
+      o.samples.push_back(sample("differences of +-1000", gd::ops::kind::edge, {values({1000, -1000}, {2})},
                                  [](const V& v) { return VD(L::log_cosh(TD::zeros({2}), v[0], {.reduction = Reduction::none})); },
                                  [](const Refs&) { return values({1000 - 0.69314718055994531, 1000 - 0.69314718055994531}, {2}); }));
   {
@@ -71,12 +71,12 @@ void add_losses(std::vector<OpInfo>& r) {
       for (double v : t[0]) s += v * v / 2;
       return scalar(s);
     };
-    o.samples.push_back(sample("[3,4]", gd::ops::plain, {uniform({3, 4}, 370)}, [](const V& v) { return VD(L::l2_loss(v[0])); }, half_sq));
-    o.samples.push_back(sample("rank 0", gd::ops::edge, {uniform({}, 371)}, [](const V& v) { return VD(L::l2_loss(v[0])); }, half_sq));
-    o.samples.push_back(sample("of x * b, b [4]", gd::ops::fused | gd::ops::broadcast, {uniform({3, 4}, 372), uniform({4}, 373)},
+    o.samples.push_back(sample("[3,4]", gd::ops::kind::plain, {uniform({3, 4}, 370)}, [](const V& v) { return VD(L::l2_loss(v[0])); }, half_sq));
+    o.samples.push_back(sample("rank 0", gd::ops::kind::edge, {uniform({}, 371)}, [](const V& v) { return VD(L::l2_loss(v[0])); }, half_sq));
+    o.samples.push_back(sample("of x * b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast, {uniform({3, 4}, 372), uniform({4}, 373)},
                                [](const V& v) { return VD(L::l2_loss(v[0] * v[1])); },
                                [half_sq](const Refs& t) { return half_sq({map2(t[0], t[1], [](double a, double b) { return a * b; })}); }));
-    o.samples.push_back(no_gradient(sample("empty: 0", gd::ops::edge, {TD::zeros({0})}, [](const V& v) { return VD(L::l2_loss(v[0])); },
+    o.samples.push_back(no_gradient(sample("empty: 0", gd::ops::kind::edge, {TD::zeros({0})}, [](const V& v) { return VD(L::l2_loss(v[0])); },
                                            [](const Refs&) { return scalar(0); })));
     r.push_back(std::move(o));
   }

@@ -76,13 +76,13 @@ void add_nn(std::vector<OpInfo>& r) {
       unsigned kinds;
     };
     const Case cases[] = {
-        {"valid, stride 1", {2, 5, 5, 3}, {3, 3, 3, 4}, {1, 1}, false, {1, 1}, gd::ops::plain},
-        {"same, stride 2", {1, 6, 7, 2}, {3, 3, 2, 3}, {2, 2}, true, {1, 1}, gd::ops::params},
-        {"same, strides {1,3}, even filter", {1, 5, 7, 2}, {2, 4, 2, 2}, {1, 3}, true, {1, 1}, gd::ops::params},
-        {"valid, dilation 2", {1, 7, 7, 2}, {2, 3, 2, 2}, {1, 1}, false, {2, 2}, gd::ops::params},
-        {"same, dilations {2,1}", {1, 5, 6, 1}, {3, 3, 1, 2}, {1, 1}, true, {2, 1}, gd::ops::params},
-        {"1x1 (pointwise)", {2, 3, 3, 4}, {1, 1, 4, 3}, {1, 1}, false, {1, 1}, gd::ops::edge},
-        {"filter as large as the input", {1, 3, 3, 2}, {3, 3, 2, 2}, {1, 1}, false, {1, 1}, gd::ops::edge},
+        {"valid, stride 1", {2, 5, 5, 3}, {3, 3, 3, 4}, {1, 1}, false, {1, 1}, gd::ops::kind::plain},
+        {"same, stride 2", {1, 6, 7, 2}, {3, 3, 2, 3}, {2, 2}, true, {1, 1}, gd::ops::kind::params},
+        {"same, strides {1,3}, even filter", {1, 5, 7, 2}, {2, 4, 2, 2}, {1, 3}, true, {1, 1}, gd::ops::kind::params},
+        {"valid, dilation 2", {1, 7, 7, 2}, {2, 3, 2, 2}, {1, 1}, false, {2, 2}, gd::ops::kind::params},
+        {"same, dilations {2,1}", {1, 5, 6, 1}, {3, 3, 1, 2}, {1, 1}, true, {2, 1}, gd::ops::kind::params},
+        {"1x1 (pointwise)", {2, 3, 3, 4}, {1, 1, 4, 3}, {1, 1}, false, {1, 1}, gd::ops::kind::edge},
+        {"filter as large as the input", {1, 3, 3, 2}, {3, 3, 2, 2}, {1, 1}, false, {1, 1}, gd::ops::kind::edge},
     };
     uint64_t seed = 200;
     for (const Case& c : cases) {
@@ -93,11 +93,11 @@ void add_nn(std::vector<OpInfo>& r) {
       seed += 2;
     }
     const gd::Conv2dOptions same2{.strides = {1, 2}, .padding = gd::Padding::same};
-    o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::params,
+    o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::kind::params,
                                {uniform({2, 4, 5, 2}, 220), uniform({3, 3, 2, 3}, 221), uniform({3}, 222)},
                                [same2](const V& v) { return VD(gd::conv2d(v[0], v[1], v[2], same2)); },
                                [](const Refs& t) { return conv_ref(t[0], t[1], &t[2], {1, 2}, true, {1, 1}); }));
-    o.samples.push_back(sample("tanh(conv2d(x * 0.5, w, b)) * 2", gd::ops::fused,
+    o.samples.push_back(sample("tanh(conv2d(x * 0.5, w, b)) * 2", gd::ops::kind::fused,
                                {uniform({1, 4, 4, 2}, 223), uniform({2, 2, 2, 3}, 224), uniform({3}, 225)},
                                [](const V& v) { return VD(gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
                                [](const Refs& t) {
@@ -116,12 +116,12 @@ void add_nn(std::vector<OpInfo>& r) {
       unsigned kinds;
     };
     const Case cases[] = {
-        {"2x2 stride 2, valid", {2, 4, 4, 3}, {2, 2}, {2, 2}, false, gd::ops::plain},
-        {"3x3 stride 2, same", {1, 5, 5, 2}, {3, 3}, {2, 2}, true, gd::ops::params},
-        {"3x3 stride 1 (overlapping), valid", {1, 4, 5, 2}, {3, 3}, {1, 1}, false, gd::ops::params},
-        {"3x3 stride 1, same", {1, 4, 4, 2}, {3, 3}, {1, 1}, true, gd::ops::params},
-        {"2x3 strides {1,2}, same", {2, 3, 5, 1}, {2, 3}, {1, 2}, true, gd::ops::params},
-        {"window = whole input", {1, 2, 3, 2}, {2, 3}, {2, 2}, false, gd::ops::edge},
+        {"2x2 stride 2, valid", {2, 4, 4, 3}, {2, 2}, {2, 2}, false, gd::ops::kind::plain},
+        {"3x3 stride 2, same", {1, 5, 5, 2}, {3, 3}, {2, 2}, true, gd::ops::kind::params},
+        {"3x3 stride 1 (overlapping), valid", {1, 4, 5, 2}, {3, 3}, {1, 1}, false, gd::ops::kind::params},
+        {"3x3 stride 1, same", {1, 4, 4, 2}, {3, 3}, {1, 1}, true, gd::ops::kind::params},
+        {"2x3 strides {1,2}, same", {2, 3, 5, 1}, {2, 3}, {1, 2}, true, gd::ops::kind::params},
+        {"window = whole input", {1, 2, 3, 2}, {2, 3}, {2, 2}, false, gd::ops::kind::edge},
     };
     uint64_t seed = max ? 230 : 250;
     for (const Case& c : cases) {
@@ -130,7 +130,7 @@ void add_nn(std::vector<OpInfo>& r) {
                                  [opt, max](const V& v) { return max ? VD(gd::max_pool2d(v[0], opt)) : VD(gd::avg_pool2d(v[0], opt)); },
                                  [c, max](const Refs& t) { return pool_ref(t[0], c.k, c.s, c.same, max); }));
     }
-    o.samples.push_back(sample("of exp(x) * 0.5, default options", gd::ops::fused, {uniform({1, 4, 4, 2}, seed)},
+    o.samples.push_back(sample("of exp(x) * 0.5, default options", gd::ops::kind::fused, {uniform({1, 4, 4, 2}, seed)},
                                [max](const V& v) {
                                  return max ? VD(gd::max_pool2d(gd::exp(v[0]) * 0.5)) : VD(gd::avg_pool2d(gd::exp(v[0]) * 0.5));
                                },
@@ -141,19 +141,19 @@ void add_nn(std::vector<OpInfo>& r) {
   }
   {
     OpInfo o{.name = "dropout", .needs_fused = true};
-    o.samples.push_back(sample("rate 0.3, seed 5", gd::ops::plain, {uniform({4, 5}, 270)},
+    o.samples.push_back(sample("rate 0.3, seed 5", gd::ops::kind::plain, {uniform({4, 5}, 270)},
                                [](const V& v) {
                                  gd::Rng rng(5);
                                  return VD(gd::dropout(v[0], 0.3, rng));
                                },
                                [](const Refs& t) { return dropout_ref(t[0], 0.3, 5); }));
-    o.samples.push_back(sample("rate 0.5 of x * 2 + 1, seed 9", gd::ops::fused | gd::ops::params, {uniform({3, 7}, 271)},
+    o.samples.push_back(sample("rate 0.5 of x * 2 + 1, seed 9", gd::ops::kind::fused | gd::ops::kind::params, {uniform({3, 7}, 271)},
                                [](const V& v) {
                                  gd::Rng rng(9);
                                  return VD(gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
                                },
                                [](const Refs& t) { return dropout_ref(map1(t[0], [](double a) { return a * 2 + 1; }), 0.5, 9); }));
-    o.samples.push_back(sample("rate 0 and training = false: the identity", gd::ops::edge, {uniform({2, 3}, 272)},
+    o.samples.push_back(sample("rate 0 and training = false: the identity", gd::ops::kind::edge, {uniform({2, 3}, 272)},
                                [](const V& v) {
                                  gd::Rng rng(1);
                                  return VD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));

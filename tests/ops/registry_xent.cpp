@@ -43,7 +43,7 @@ void add_xent(std::vector<OpInfo>& r) {
   // logits of -+1000 against labels 1/0 (hand value 1000)
   for (OpInfo& o : r)
     if (o.name == "sigmoid_cross_entropy_with_logits")
-      o.samples.push_back(sample("logits of +-1000", gd::ops::edge, {values({-1000, 1000, 1000, -1000}, {4})},
+      o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({-1000, 1000, 1000, -1000}, {4})},
                                  [y = values({1, 0, 1, 0}, {4})](const V& v) {
                                    return VD(L::sigmoid_cross_entropy_with_logits(y, v[0], {.reduction = Reduction::none}));
                                  },
@@ -65,20 +65,20 @@ void add_xent(std::vector<OpInfo>& r) {
                                  },
                                  [labels, wt](const Refs& t) { return reduce_loss(softmax_xent_ref(labels, t[0], 0), wt.red, wt.w, wt.ws); }));
     }
-    o.samples.push_back(sample("label_smoothing 0.1, soft labels differentiable too", gd::ops::params,
+    o.samples.push_back(sample("label_smoothing 0.1, soft labels differentiable too", gd::ops::kind::params,
                                {labels, uniform({3, 4}, seed++, -3, 3)},
                                [](const V& v) { return VD(L::softmax_cross_entropy_with_logits(v[0], v[1], {.label_smoothing = 0.1})); },
                                [](const Refs& t) { return reduce_loss(softmax_xent_ref(t[0], t[1], 0.1), Reduction::sum_by_nonzero_weights, {}, 1); }));
     const TD l3 = one_hot_ref(TI::from({0, 3, 1, 2, 2, 0}, {2, 3}), 4);
-    o.samples.push_back(sample("logits [2,3,4], weights [2,1] broadcast", gd::ops::broadcast, {uniform({2, 3, 4}, seed++, -3, 3)},
+    o.samples.push_back(sample("logits [2,3,4], weights [2,1] broadcast", gd::ops::kind::broadcast, {uniform({2, 3, 4}, seed++, -3, 3)},
                                [l3, w = values({2, 0.5}, {2, 1})](const V& v) {
                                  return VD(L::softmax_cross_entropy_with_logits(l3, v[0], {.reduction = Reduction::sum, .weights = w}));
                                },
                                [l3](const Refs& t) { return reduce_loss(softmax_xent_ref(l3, t[0], 0), Reduction::sum, values({2, 0.5}, {2, 1}), 1); }));
-    o.samples.push_back(sample("logits of +-1000 (hand value 1000)", gd::ops::edge, {values({1000, 0, -1000}, {1, 3})},
+    o.samples.push_back(sample("logits of +-1000 (hand value 1000)", gd::ops::kind::edge, {values({1000, 0, -1000}, {1, 3})},
                                [y = values({0, 1, 0}, {1, 3})](const V& v) { return VD(L::softmax_cross_entropy_with_logits(y, v[0])); },
                                [](const Refs&) { return scalar(1000); }));
-    o.samples.push_back(sample("of logits tanh(x) * b * 3, b [4]", gd::ops::fused | gd::ops::broadcast,
+    o.samples.push_back(sample("of logits tanh(x) * b * 3, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({3, 4}, seed++), uniform({4}, seed++, 0.5, 1)},
                                [labels](const V& v) { return VD(L::softmax_cross_entropy_with_logits(labels, gd::tanh(v[0]) * v[1] * 3.0)); },
                                [labels](const Refs& t) {
@@ -101,12 +101,12 @@ void add_xent(std::vector<OpInfo>& r) {
                                  }));
     }
     const TI l2 = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
-    o.samples.push_back(sample("labels [2,3], logits [2,3,5]", gd::ops::edge, {uniform({2, 3, 5}, seed++, -3, 3)},
+    o.samples.push_back(sample("labels [2,3], logits [2,3,5]", gd::ops::kind::edge, {uniform({2, 3, 5}, seed++, -3, 3)},
                                [l2](const V& v) { return VD(L::sparse_softmax_cross_entropy_with_logits(l2, v[0])); },
                                [l2](const Refs& t) {
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(l2, 5), t[0], 0), Reduction::sum_by_nonzero_weights, {}, 1);
                                }));
-    o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::fused, {uniform({3, 4}, seed++)},
+    o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({3, 4}, seed++)},
                                [labels](const V& v) { return VD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0] * 2.0 - 1.0)); },
                                [labels](const Refs& t) {
                                  const TD x = map1(t[0], [](double a) { return a * 2 - 1; });

@@ -17,19 +17,20 @@
 
 namespace gradus::ops {
 
-/// What a sample exercises; the registry test requires the kinds an op's `OpInfo` asks for.
-enum SampleKind : unsigned {
-  plain = 0,
-  broadcast = 1,  ///< operands of different shapes broadcast together
-  fused = 2,      ///< the op inside a longer elementwise chain (one fused pass)
-  params = 4,     ///< parameter values other than the defaults
-  edge = 8,       ///< an edge case: size-1 or empty axes, rank 0/1, extreme values, ties
-};
+/// What a sample exercises (bits of OpSample::kinds); the registry test requires the kinds an
+/// op's `OpInfo` asks for.
+namespace kind {
+inline constexpr unsigned plain = 0;
+inline constexpr unsigned broadcast = 1;  ///< operands of different shapes broadcast together
+inline constexpr unsigned fused = 2;      ///< the op inside a longer elementwise chain (one fused pass)
+inline constexpr unsigned params = 4;     ///< parameter values other than the defaults
+inline constexpr unsigned edge = 8;       ///< edge cases: size-1 or empty axes, rank 0/1, extreme values, ties
+}  // namespace kind
 
 /// One call of an op on double inputs, with its reference.
 struct OpSample {
   std::string label;                         ///< what is special about it: "axis=-1 keepdims", "[3,1]x[1,4]"
-  unsigned kinds = plain;                    ///< SampleKind bits
+  unsigned kinds = kind::plain;              ///< kind:: bits
   std::vector<Tensor<double>> inputs;        ///< the differentiable inputs (other operands are captured by `call`)
   std::function<Var<double>(const std::vector<Var<double>>&)> call;            ///< the op under test
   std::function<Tensor<double>(const std::vector<Tensor<double>>&)> reference;  ///< independent forward
@@ -45,8 +46,8 @@ struct OpInfo {
   std::string name;
   std::vector<OpSample> samples = {};
   bool differentiable = true;       ///< false: the gradient it passes is zero (comparisons, sign, argmax)
-  bool needs_broadcast = false;     ///< a sample of kind `broadcast` is required
-  bool needs_fused = false;         ///< a sample of kind `fused` is required
+  bool needs_broadcast = false;     ///< a sample of kind::broadcast is required
+  bool needs_fused = false;         ///< a sample of kind::fused is required
 };
 
 }  // namespace gradus::ops
