@@ -314,14 +314,16 @@ TEST_CASE("registry: the README's function list and the registry name the same o
 TEST_CASE("registry: every public op function in ops/ and losses/ has an entry, and every entry an op", "[registry]") {
   // public functions of these headers that are not ops (no tensor computation to check)
   const std::set<std::string> not_ops{};
-  const std::vector<std::string> headers{"ops/elementwise.hpp", "ops/reduce.hpp", "ops/softmax.hpp", "ops/linalg.hpp",
-                                         "ops/shape.hpp",       "ops/conv.hpp",   "ops/pool.hpp",    "ops/dropout.hpp",
-                                         "losses/losses.hpp"};
+  // every header of the two folders (a new op header is scanned without being listed here)
+  std::vector<std::string> headers;
+  for (const char* dir : {"ops", "losses"})
+    for (const auto& e : std::filesystem::directory_iterator(kRoot + "/include/gradus/" + dir))
+      if (e.path().extension() == ".hpp" && e.path().filename() != "registry.hpp")
+        headers.push_back(std::string(dir) + "/" + e.path().filename().string());
+  REQUIRE(headers.size() >= 9);
   std::set<std::string> declared;
   for (const auto& h : headers) {
     const auto n = public_functions(kRoot + "/include/gradus/" + h);
-    INFO(h << ": " << join(n));
-    CHECK_FALSE(n.empty());
     declared.insert(n.begin(), n.end());
   }
   for (const auto& n : not_ops) declared.erase(n);
