@@ -143,6 +143,24 @@ TEST_CASE("gradient check: Jacobians against a closed form", "[gradcheck]") {
   CHECK(gd::compute_gradient_error(f, x0) < 1e-6);
 }
 
+TEST_CASE("gradient check: views of the input, a runtime list of inputs, the error measure", "[gradcheck]") {
+  // reshape shares x's storage: the checker must read y before perturbing x again
+  CHECK(gd::compute_gradient_error([](const V& x) { return gd::reshape(x, {4}); }, Td::from({1, 2, 3, 4}, {2, 2})) < 1e-9);
+  const std::vector<Td> xs{Td::from({1, 2}), Td::from({3})};
+  auto g = [](const std::vector<V>& v) { return gd::concat(v, 0) * 2.0; };
+  const auto js = gd::compute_gradient(g, xs, {.delta = 1e-6});
+  REQUIRE(js.size() == 2);
+  CHECK(js[1].theoretical.shape() == gd::Shape{1, 3});
+  CHECK(js[1].theoretical(0, 2) == 2.0);
+  CHECK(js[1].numerical(0, 2) == Approx(2.0).epsilon(1e-9));
+  CHECK(gd::compute_gradient_error(g, xs, {.delta = 1e-6}) < 1e-9);
+  CHECK_THAT(g, gd::testing::GradientIsCorrect(xs, 1e-9, {.delta = 1e-6}));
+  // absolute up to 1, relative beyond; NaN is infinitely wrong
+  CHECK(gd::gradient_error(0.5, 0.25) == 0.25);
+  CHECK(gd::gradient_error(3.0, 2.0) == 0.5);
+  CHECK(std::isinf(gd::gradient_error(NAN, 1.0)));
+}
+
 TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[gradcheck]") {
   auto wrong = gd::custom_op([](const Td& x) { return gd::eval(gd::exp(x)); },
                              [](const Td& x, const Td&, const Td& g) { return gd::eval(g * x); });  // should be g*e^x
@@ -150,7 +168,7 @@ TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[grad
   CHECK(gd::compute_gradient_error(f, Td::from({0.5, 1.0})) > 0.1);
   gd::testing::GradientMatcher<double> m = gd::testing::GradientIsCorrect(Td::from({0.5, 1.0}));
   CHECK_FALSE(m.match(f));
-  CHECK_THAT(m.toString(), Catch::Contains("largest difference") && Catch::Contains("theoretical"));
+  CHECK_THAT(m.toString(), Catch::Contains("largest error") && Catch::Contains("theoretical"));
 }
 
 TEST_CASE("autodiff: a loss's value is the same read before or after its backward pass", "[autodiff]") {

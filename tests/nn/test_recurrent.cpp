@@ -144,17 +144,29 @@ TEST_CASE("rnn: one GRU step matches the Keras equations (reset_after)", "[rnn]"
     }
 }
 
-TEST_CASE("rnn: SimpleRNN step and sequence agree with the cell loop", "[rnn]") {
+TEST_CASE("rnn: SimpleRNN sequence matches the Keras equations as loops", "[rnn]") {
   gd::Rng rng(5);
   nn::SimpleRNN<double> rnn({.in = 3, .units = 4, .return_sequences = true}, rng);
   randomize_bias(rnn.cell(), rng);
   const Td x = Td::random_normal({2, 3, 3}, rng);
   const V all = rnn.forward(x);
-  V h = rnn.cell().initial_state(2);
+  // h_t = tanh(x_t kernel + h_{t-1} recurrent_kernel + bias), h_0 = 0
+  const Td k = rnn.cell().kernel().value(), u = rnn.cell().recurrent_kernel().value(), b = rnn.cell().bias().value();
+  double h[2][4] = {};
   for (int64_t t = 0; t < 3; ++t) {
-    h = rnn.cell().step(gd::reshape(gd::slice(x, {0, t, 0}, {2, 1, 3}), {2, 3}), h);
+    double next[2][4];
     for (int64_t i = 0; i < 2; ++i)
-      for (int64_t j = 0; j < 4; ++j) CHECK(all.value()(i, t, j) == Approx(h.value()(i, j)).epsilon(1e-12));
+      for (int64_t j = 0; j < 4; ++j) {
+        double s = b(j);
+        for (int64_t m = 0; m < 3; ++m) s += x(i, t, m) * k(m, j);
+        for (int64_t m = 0; m < 4; ++m) s += h[i][m] * u(m, j);
+        next[i][j] = std::tanh(s);
+      }
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 4; ++j) {
+        h[i][j] = next[i][j];
+        CHECK(all.value()(i, t, j) == Approx(h[i][j]).epsilon(1e-12));
+      }
   }
 }
 

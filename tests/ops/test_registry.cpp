@@ -1,153 +1,355 @@
-// Walks the op registry: every elementwise op is gradient-checked in double precision against
-// central differences, as a plain operand and broadcast, and its forward value is compared with
-// the op applied one element at a time. Kernel ops are checked in the list at the bottom.
+// Walks the op registry (op_registry.hpp, entries in registry_*.cpp). For every sample of every
+// op: the forward against its independent reference; the gradient in double against central
+// differences (gd::compute_gradient_error), or a zero gradient for ops that pass none; and that
+// a warm forward + backward allocates nothing (alloc_counter.cpp counts operator new; a sample
+// its entry marks as allocating must still allocate, so the mark goes once the op is fixed).
+// Each op must have the fused-chain and broadcast samples its entry asks for. Then the names: the
+// README's function list, the public op functions declared in include/gradus/ops/ and
+// include/gradus/losses/, and the registry must name the same ops, so an op without an entry
+// (or an entry without an op) fails here.
 #include <catch2/catch.hpp>
-#include <cmath>
-#include <gradus/autodiff/catch_matchers.hpp>
-#include <gradus/gradus.hpp>
 
-namespace gd = gradus;
-using T = double;
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "op_registry.hpp"
+
+namespace opreg {
+
+const std::vector<OpInfo>& registry() {
+  static const std::vector<OpInfo> r = [] {
+    std::vector<OpInfo> all;
+    add_elementwise(all);
+    add_binary(all);
+    add_reductions(all);
+    add_linalg_softmax(all);
+    add_shape(all);
+    add_nn(all);
+    add_losses(all);
+    add_xent(all);
+    return all;
+  }();
+  return r;
+}
+
+}  // namespace opreg
 
 namespace {
 
-// Samples uniformly in [lo, hi], keeping 0.05 away from the op's kinks.
-gd::Tensor<T> sample(const gd::Shape& s, gd::Rng& rng, gd::ops::Domain d, std::array<double, 2> kinks = {0, 0}) {
-  auto t = gd::Tensor<T>::empty(s);
-  for (auto& v : t) {
-    do v = rng.uniform(d.lo, d.hi);
-    while (std::abs(v - kinks[0]) < 0.05 || std::abs(v - kinks[1]) < 0.05);
-  }
-  return t;
+using namespace opreg;
+
+std::vector<VD> leaves(const std::vector<TD>& x0) {
+  std::vector<VD> xs;
+  for (const TD& x : x0) xs.emplace_back(x.clone());
+  return xs;
 }
 
-template <class Op>
-double scalar_forward(const Op& op, double x) {
-  Eigen::Array<double, 1, 1> a;
-  a << x;
-  return Eigen::Array<double, 1, 1>(op.forward(a))(0);
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
-template <class Op>
-double scalar_forward(const Op& op, double x, double y) {
-  Eigen::Array<double, 1, 1> a, b;
-  a << x;
-  b << y;
-  return Eigen::Array<double, 1, 1>(op.forward(a, b))(0);
+
+const std::string kRoot = GRADUS_TEST_DATA_DIR "/../..";
+
+/// The names in backticks of the README's function list: the bullets ("- kind: `names`",
+/// continued on indented lines) after the line that starts with "Functions (", up to the next
+/// blank line; in each, the text after the first ": ".
+std::set<std::string> readme_functions() {
+  std::istringstream in(read_file(kRoot + "/README.md"));
+  std::vector<std::string> bullets;
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (!inside) {
+      inside = line.rfind("Functions (", 0) == 0;
+      continue;
+    }
+    if (line.empty()) break;
+    if (line.rfind("- ", 0) == 0)
+      bullets.push_back(line);
+    else if (!bullets.empty() && line.rfind("  ", 0) == 0)
+      bullets.back() += line;
+  }
+  std::set<std::string> names;
+  for (const std::string& bullet : bullets) {
+    const auto colon = bullet.find(": ");
+    if (colon == std::string::npos) continue;
+    const std::string body = bullet.substr(colon + 2);
+    for (size_t a = body.find('`'); a != std::string::npos; a = body.find('`', a)) {
+      const size_t b = body.find('`', a + 1);
+      if (b == std::string::npos) break;
+      std::istringstream words(body.substr(a + 1, b - a - 1));
+      for (std::string w; words >> w;) names.insert(w);
+      a = b + 1;
+    }
+  }
+  return names;
+}
+
+/// C++ text without comments, string and character literals, and preprocessor lines.
+std::string strip(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s.compare(i, 2, "//") == 0) {
+      while (i < s.size() && s[i] != '\n') ++i;
+      out += '\n';
+    } else if (s.compare(i, 2, "/*") == 0) {
+      i = s.find("*/", i + 2);
+      if (i == std::string::npos) break;
+      ++i;
+    } else if (s[i] == '"' || s[i] == '\'') {
+      const char q = s[i];
+      for (++i; i < s.size() && s[i] != q; ++i)
+        if (s[i] == '\\') ++i;
+      out += "0";
+    } else if (s[i] == '#' && (out.empty() || out.back() == '\n')) {
+      while (i < s.size() && !(s[i] == '\n' && s[i - 1] != '\\')) ++i;
+      out += '\n';
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+/// The name a declaration `t` (the text before a `{` at namespace scope) defines, if it is a
+/// function (`... name(...)`, `... operator@(...)`) or a function object
+/// (`inline constexpr type<...> name`); "" otherwise.
+std::string declared_name(std::string t) {
+  auto trim = [&] {
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  };
+  trim();
+  for (const std::string q : {"const", "noexcept"})
+    if (t.size() > q.size() && t.compare(t.size() - q.size(), q.size(), q) == 0) t.resize(t.size() - q.size()), trim();
+  static const std::regex var_re(R"(constexpr\s+\w+<[^>]*>\s+(\w+)\s*$)");
+  std::smatch v;
+  if (std::regex_search(t, v, var_re)) return v[1];
+  if (t.empty() || t.back() != ')') return "";  // a class head or an initialiser
+  int depth = 0;
+  size_t p = t.size();
+  while (p-- > 0) {
+    depth += t[p] == ')' ? 1 : t[p] == '(' ? -1 : 0;
+    if (depth == 0) break;
+  }
+  if (p == std::string::npos) return "";  // unbalanced: not a declaration
+  size_t e = p;
+  while (e > 0 && std::isspace(static_cast<unsigned char>(t[e - 1]))) --e;
+  size_t b = e;
+  while (b > 0 && (std::isalnum(static_cast<unsigned char>(t[b - 1])) || t[b - 1] == '_')) --b;
+  if (b < e) return t.substr(b, e - b);
+  const size_t o = t.rfind("operator", e);  // operator@
+  if (o == std::string::npos) return "";
+  std::string name = t.substr(o + 8, e - o - 8);
+  name.erase(std::remove_if(name.begin(), name.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+             name.end());
+  return name;
+}
+
+/// Public functions (and function objects) that a header declares directly in namespace
+/// gradus or gradus::losses: names of definitions at namespace scope, `inline constexpr
+/// unary_fn<...> name{}` objects, and operators made by GRADUS_BINARY_OPERATOR.
+std::set<std::string> public_functions(const std::string& path) {
+  const std::string raw = read_file(path);
+  std::set<std::string> names;
+  static const std::regex op_macro(R"(GRADUS_BINARY_OPERATOR\(\s*([^,\s]+)\s*,)");
+  for (std::sregex_iterator it(raw.begin(), raw.end(), op_macro), end; it != end; ++it)
+    if (it->position() < 8 || raw.compare(size_t(it->position()) - 8, 8, "#define ") != 0) names.insert((*it)[1]);
+  const std::string s = strip(raw);
+  std::vector<std::string> scopes;  // for each open brace: a namespace name, or "" for any other block
+  std::string stmt;                 // the text since the last ; { or }
+  auto public_scope = [&] {
+    std::string ns;
+    for (const auto& n : scopes) {
+      if (n.empty()) return false;
+      ns += (ns.empty() ? "" : "::") + n;
+    }
+    return ns == "gradus" || ns == "gradus::losses";
+  };
+  static const std::regex ns_re(R"((?:^|\W)namespace\s+([\w:]+)\s*$)");
+  int parens = 0;  // braces inside parentheses (`opts = {}`) belong to the declaration
+  for (char c : s) {
+    parens += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (parens > 0 && (c == '{' || c == '}' || c == ';')) {
+      stmt += c;
+    } else if (c == '{') {
+      std::smatch m;
+      if (std::regex_search(stmt, m, ns_re)) {
+        scopes.push_back(m[1]);  // `namespace a::b {` is one scope named a::b
+      } else {
+        if (public_scope()) {
+          const std::string name = declared_name(stmt);
+          if (!name.empty()) names.insert(name);
+        }
+        scopes.emplace_back();
+      }
+      stmt.clear();
+    } else if (c == '}') {
+      if (!scopes.empty()) scopes.pop_back();
+      stmt.clear();
+    } else if (c == ';') {
+      stmt.clear();
+    } else {
+      stmt += c;
+    }
+  }
+  return names;
+}
+
+std::string join(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& n : s) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
+bool close(double v, double r, double tol) {
+  if (std::isnan(v) || std::isnan(r)) return false;
+  if (std::isinf(r)) return v == r;
+  return std::abs(v - r) <= tol * std::max(1.0, std::abs(r));
 }
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("registry: unary op gradients match central differences", "[registry]",
-                        gd::ops::unary_registry) {
-  using Op = TestType;
-  INFO("op " << Op::name);
-  gd::Rng rng(7);
-  const auto x0 = sample({3, 5}, rng, Op::domain, Op::kinks);
-  auto f = [](const gd::Var<T>& x) { return gd::make_unary(Op{}, x); };
-  CHECK_THAT(f, gd::testing::GradientIsCorrect(x0, 1e-6, {.delta = 1e-6}));
-  // inside a longer fused chain and through a broadcast operand
-  const auto b0 = sample({5}, rng, {0.5, 1.0});
-  auto g = [](const gd::Var<T>& x, const gd::Var<T>& b) { return gd::make_unary(Op{}, x * b) * b; };
-  CHECK_THAT(g, gd::testing::GradientIsCorrect({x0, b0}, 1e-6, {.delta = 1e-6}));
-}
-
-TEMPLATE_LIST_TEST_CASE("registry: binary op gradients match central differences, broadcast both ways", "[registry]",
-                        gd::ops::binary_registry) {
-  using Op = TestType;
-  INFO("op " << Op::name);
-  gd::Rng rng(11);
-  auto f = [](const gd::Var<T>& x, const gd::Var<T>& y) { return gd::make_binary(Op{}, x, y); };
-  // same shapes; [3,4] with [4]; [3,1] with [1,4]
-  const std::array<std::pair<gd::Shape, gd::Shape>, 3> shapes{{{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{3, 1}, {1, 4}}}};
-  for (const auto& [sx, sy] : shapes) {
-    const auto x0 = sample(sx, rng, Op::domain), y0 = sample(sy, rng, Op::domain_y);
-    // keep x and y apart so minimum/maximum are away from their tie
-    gd::Tensor<T> y1 = gd::eval(y0 + 0.0);
-    CHECK_THAT(f, gd::testing::GradientIsCorrect({x0, y1}, 1e-6, {.delta = 1e-6}));
-  }
-}
-
-TEMPLATE_LIST_TEST_CASE("registry: forward of every op equals the op applied element by element", "[registry]",
-                        gd::ops::unary_registry) {
-  using Op = TestType;
-  gd::Rng rng(3);
-  const auto x0 = sample({1000}, rng, Op::domain, Op::kinks);  // several blocks, vectorised path
-  const gd::Tensor<T> y = gd::make_unary(Op{}, x0);
-  for (int64_t i = 0; i < x0.size(); ++i) REQUIRE(y(i) == Approx(scalar_forward(Op{}, x0(i))).margin(1e-12));
-}
-
-TEMPLATE_LIST_TEST_CASE("registry: non-differentiable ops pass a zero gradient", "[registry]",
-                        gd::ops::nondifferentiable_registry) {
-  using Op = TestType;
-  gd::Var<T> x(gd::Tensor<T>::from({-1, 0.5, 2}));
-  gd::Var<T> y = [&] {
-    if constexpr (std::is_base_of_v<gd::ops::UnaryOp, Op>)
-      return gd::Var<T>(gd::make_unary(Op{}, x) + x);
-    else
-      return gd::Var<T>(gd::make_binary(Op{}, x, 0.5) + x);
-  }();
-  const auto g = gd::gradients(y, {x});
-  for (int64_t i = 0; i < 3; ++i) CHECK(g[0](i) == 1.0);
-}
-
-TEST_CASE("registry: reference values of elementwise ops", "[registry]") {
-  const auto x = gd::Tensor<T>::from({-2, -0.5, 0.5, 3});
-  auto at = [](const gd::Tensor<T>& t, int i) { return t(i); };
-  // values computed independently (closed forms)
-  CHECK(at(gd::eval(gd::gelu(x)), 0) == Approx(-0.04550026389635842));   // -2 * Phi(-2)
-  CHECK(at(gd::eval(gd::selu(x)), 1) == Approx(1.0507009873554805 * 1.6732632423543772 * (std::exp(-0.5) - 1)));
-  CHECK(at(gd::eval(gd::softplus(x * 1000.0)), 3) == Approx(3000.0));    // no overflow
-  CHECK(at(gd::eval(gd::softplus(x * 1000.0)), 0) == Approx(0.0).margin(1e-300));
-  CHECK(at(gd::eval(gd::leaky_relu(x)), 0) == Approx(-0.4));
-  CHECK(at(gd::eval(gd::elu(x, 2.0)), 0) == Approx(2 * (std::exp(-2.0) - 1)));
-  CHECK(at(gd::eval(gd::clamp(x, -1, 1)), 3) == 1.0);
-  CHECK(at(gd::eval(gd::pow(x, 2)), 0) == Approx(4.0));
-  CHECK(at(gd::eval(gd::pow(2.0, x)), 3) == Approx(8.0));
-  CHECK(at(gd::eval(gd::where(x > 0.0, x, 0.0)), 1) == 0.0);
-  CHECK(at(gd::eval(gd::where(x > 0.0, x, 0.0)), 2) == 0.5);
-  CHECK(at(gd::eval(gd::sigmoid(x * 100.0)), 0) == Approx(0.0).margin(1e-80));
-  CHECK(at(gd::eval(x == 0.5), 2) == 1.0);
-}
-
-TEST_CASE("registry: where and comparisons route gradients", "[registry]") {
-  gd::Rng rng(5);
-  const auto a0 = sample({4, 3}, rng, {-2, 2}), b0 = sample({3}, rng, {-2, 2});
-  auto f = [](const gd::Var<T>& a, const gd::Var<T>& b) { return gd::where(a > b, a * a, b * 3.0); };
-  CHECK_THAT(f, gd::testing::GradientIsCorrect({a0, b0}, 1e-6, {.delta = 1e-6}));
-}
-
-// ---------------------------------------------------------------- kernel ops (not elementwise)
-TEST_CASE("registry: kernel op gradients match central differences", "[registry]") {
-  gd::Rng rng(13);
-  const auto a = sample({3, 4}, rng, {-2, 2});
-  const auto b = sample({4, 5}, rng, {-2, 2});
-  const auto p = sample({2, 3, 4}, rng, {0.5, 1.5});
-  const auto w = sample({2, 4, 2}, rng, {-1, 1});
-  using V = gd::Var<T>;
-  const gd::GradientCheckOptions o{.delta = 1e-6};
-  SECTION("matmul") {
-    CHECK_THAT([](const V& x, const V& y) { return gd::matmul(x, y); }, gd::testing::GradientIsCorrect({a, b}, 1e-6, o));
-    CHECK_THAT([](const V& x, const V& y) { return gd::matmul(x, y); }, gd::testing::GradientIsCorrect({p, b}, 1e-6, o));
-    CHECK_THAT([](const V& x, const V& y) { return gd::matmul(x, y); }, gd::testing::GradientIsCorrect({p, w}, 1e-6, o));
-    CHECK_THAT([](const V& x, const V& y) { return gd::matmul(x, y); }, gd::testing::GradientIsCorrect({a, w}, 1e-6, o));
-  }
-  SECTION("sum and mean, fused with a chain, over axes") {
-    CHECK_THAT([](const V& x) { return gd::sum(gd::exp(x) * x); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x) { return gd::sum(x * x, 1); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x) { return gd::mean(gd::tanh(x), {0, 2}, true); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x, const V& y) { return gd::mean(gd::square(x - y), -1); },
-               gd::testing::GradientIsCorrect({a, gd::Tensor<T>(gd::eval(a * 0.5))}, 1e-6, o));
-  }
-  SECTION("max, min, prod, logsumexp") {
-    CHECK_THAT([](const V& x) { return gd::max(x, 1); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x) { return gd::min(x); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x) { return gd::prod(x, 2, true); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-    CHECK_THAT([](const V& x) { return gd::logsumexp(x, 0); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-  }
-  SECTION("softmax and log_softmax on each axis") {
-    for (int axis : {0, 1, -1}) {
-      CHECK_THAT([axis](const V& x) { return gd::softmax(x * 2.0, axis); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
-      CHECK_THAT([axis](const V& x) { return gd::log_softmax(x, axis); }, gd::testing::GradientIsCorrect(p, 1e-6, o));
+TEST_CASE("registry: every sample's forward matches its independent reference", "[registry]") {
+  for (const OpInfo& op : registry()) {
+    for (const OpSample& s : op.samples) {
+      INFO("op " << op.name << ", sample \"" << s.label << '"');
+      const std::vector<VD> xs = leaves(s.inputs);
+      const TD y = gd::eval(s.call(xs));
+      const TD ref = s.reference(s.inputs);
+      REQUIRE(y.shape() == ref.shape());
+      int bad = 0;
+      for (int64_t i = 0; i < y.size() && bad < 3; ++i)
+        if (!close(y.data()[i], ref.data()[i], s.forward_tolerance)) {
+          ++bad;
+          FAIL_CHECK("element " << i << ": " << y.data()[i] << " vs reference " << ref.data()[i]);
+        }
     }
   }
+}
+
+TEST_CASE("registry: every sample's gradient matches central differences in double", "[registry]") {
+  for (const OpInfo& op : registry()) {
+    for (const OpSample& s : op.samples) {
+      INFO("op " << op.name << ", sample \"" << s.label << '"');
+      if (s.check_gradient) {
+        REQUIRE_FALSE(s.inputs.empty());
+        const double err = gd::compute_gradient_error(s.call, s.inputs, {.delta = s.delta});
+        CHECK(err <= s.gradient_tolerance);
+      } else if (!op.differentiable && !s.inputs.empty()) {
+        // no gradient: a zero one (or none recorded at all)
+        const std::vector<VD> xs = leaves(s.inputs);
+        const VD y = s.call(xs);
+        if (y.requires_grad())
+          for (const TD& g : gd::gradients(y, xs))
+            for (const double v : g) CHECK(v == 0.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("registry: a warm forward and backward of every sample allocates nothing", "[registry][memory]") {
+  for (const OpInfo& op : registry()) {
+    for (const OpSample& s : op.samples) {
+      INFO("op " << op.name << ", sample \"" << s.label << '"');
+      std::vector<VD> xs = leaves(s.inputs);
+      auto step = [&] {
+        const VD y = s.call(xs);
+        if (y.requires_grad()) gd::backward(y);
+        for (VD& x : xs) x.zero_grad();
+      };
+      step();
+      step();
+      const long before = allocations();
+      step();
+      const long n = allocations() - before;
+      if (s.steady_state) {
+        CHECK(n == 0);
+      } else {  // marked in its entry as allocating: the mark goes when the op stops
+        INFO("the entry says this sample allocates when warm; it no longer does: remove the mark");
+        CHECK(n > 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("registry: each op has the samples its entry asks for", "[registry]") {
+  std::set<std::string> seen;
+  for (const OpInfo& op : registry()) {
+    INFO("op " << op.name);
+    CHECK(seen.insert(op.name).second);  // listed once
+    CHECK_FALSE(op.samples.empty());
+    unsigned kinds = 0;
+    bool gradient = false;
+    for (const OpSample& s : op.samples) kinds |= s.kinds, gradient = gradient || s.check_gradient;
+    if (op.needs_fused) CHECK((kinds & gd::ops::kind::fused) != 0);
+    if (op.needs_broadcast) CHECK((kinds & gd::ops::kind::broadcast) != 0);
+    CHECK(gradient == op.differentiable);
+  }
+}
+
+TEST_CASE("registry: the README's function list and the registry name the same ops", "[registry]") {
+  std::set<std::string> reg;
+  for (const OpInfo& op : registry()) reg.insert(op.name);
+  const std::set<std::string> readme = readme_functions();
+  REQUIRE(readme.size() > 20);
+  std::set<std::string> only_readme, only_registry;
+  std::set_difference(readme.begin(), readme.end(), reg.begin(), reg.end(), std::inserter(only_readme, only_readme.end()));
+  std::set_difference(reg.begin(), reg.end(), readme.begin(), readme.end(), std::inserter(only_registry, only_registry.end()));
+  INFO("in the README only: " << join(only_readme));
+  INFO("in the registry only: " << join(only_registry));
+  CHECK(only_readme.empty());
+  CHECK(only_registry.empty());
+}
+
+TEST_CASE("registry: every public op function in ops/ and losses/ has an entry, and every entry an op", "[registry]") {
+  // public functions of these headers that are not ops (no tensor computation to check)
+  const std::set<std::string> not_ops{};
+  // every header of the two folders (a new op header is scanned without being listed here)
+  std::vector<std::string> headers;
+  for (const char* dir : {"ops", "losses"})
+    for (const auto& e : std::filesystem::directory_iterator(kRoot + "/include/gradus/" + dir))
+      if (e.path().extension() == ".hpp" && e.path().filename() != "registry.hpp")
+        headers.push_back(std::string(dir) + "/" + e.path().filename().string());
+  REQUIRE(headers.size() >= 9);
+  std::set<std::string> declared;
+  for (const auto& h : headers) {
+    const auto n = public_functions(kRoot + "/include/gradus/" + h);
+    declared.insert(n.begin(), n.end());
+  }
+  for (const auto& n : not_ops) declared.erase(n);
+  std::set<std::string> reg;
+  for (const OpInfo& op : registry()) reg.insert(op.name);
+  std::set<std::string> missing, extra;
+  std::set_difference(declared.begin(), declared.end(), reg.begin(), reg.end(), std::inserter(missing, missing.end()));
+  std::set_difference(reg.begin(), reg.end(), declared.begin(), declared.end(), std::inserter(extra, extra.end()));
+  INFO("public op functions without a registry entry: " << join(missing));
+  INFO("registry entries without a public function: " << join(extra));
+  CHECK(missing.empty());
+  CHECK(extra.empty());
+}
+
+TEST_CASE("registry: the source scan finds a function that is added", "[registry]") {
+  // the scanner itself: a header with one op in gradus, one in detail and one in gradus::losses
+  const std::string path = (std::filesystem::temp_directory_path() / "gradus_registry_scan_probe.hpp").string();
+  {
+    std::ofstream out(path);
+    out << "namespace gradus {\nnamespace detail { inline int helper(int x) { return x; } }\n"
+           "/// a comment: auto fake(int) {\ntemplate <Expression E>\n  requires(Real<E>)\nauto new_op(const E& e, "
+           "int a = f(1), Options o = {}) {\n  return e; }\ninline constexpr unary_fn<ops::Exp> new_fn{};\n"
+           "struct Options { int x = 1; };\nGRADUS_BINARY_OPERATOR(%, ops::Mod)\n"
+           "namespace losses { template <class L> auto new_loss(const L& l) { return l; } }\n}\n";
+  }
+  const std::set<std::string> found = public_functions(path);
+  std::filesystem::remove(path);
+  CHECK(found == std::set<std::string>{"%", "new_fn", "new_loss", "new_op"});
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <gradus/autodiff/catch_matchers.hpp>
 #include <gradus/gradus.hpp>
 #include "gradus/ops/shape.hpp"
 
@@ -34,35 +35,12 @@ std::vector<T> values(const gd::Tensor<T>& t) {
   return {t.begin(), t.end()};
 }
 
-/// Checks d/dx_k sum(w * f(xs)) (w a fixed random weight) from gd::gradients against central
-/// differences, for every input k and element.
+/// Checks every input's Jacobian of f (from gd::gradients) against central differences, with the
+/// one gradient checker of gd::compute_gradient.
 template <class F>
 void check_gradients(F f, const std::vector<TD>& x0) {
-  std::vector<VD> xs;
-  for (const TD& t : x0) xs.emplace_back(t.clone());
-  const VD y = f(xs);
-  const TD w = rand_t(y.shape(), 7);
-  const std::vector<TD> g = gd::gradients(y, xs, &w);
-  auto objective = [&](const std::vector<TD>& in) {
-    std::vector<VD> vs;
-    for (const TD& t : in) vs.push_back(VD::constant(t));
-    const TD out = gd::eval(f(vs));
-    REQUIRE(out.shape() == w.shape());
-    return std::inner_product(out.begin(), out.end(), w.begin(), 0.0);
-  };
-  const double delta = 1e-5;
-  for (size_t k = 0; k < x0.size(); ++k) {
-    REQUIRE(g[k].shape() == x0[k].shape());
-    for (int64_t i = 0; i < x0[k].size(); ++i) {
-      std::vector<TD> xp, xm;
-      for (const TD& t : x0) xp.push_back(t.clone()), xm.push_back(t.clone());
-      xp[k].data()[i] += delta;
-      xm[k].data()[i] -= delta;
-      const double numerical = (objective(xp) - objective(xm)) / (2 * delta);
-      INFO("input " << k << ", element " << i);
-      REQUIRE(std::abs(numerical - g[k].data()[i]) < 1e-6);
-    }
-  }
+  CHECK_THAT([&](const std::vector<VD>& v) { return VD(f(v)); },
+             gd::testing::GradientIsCorrect(x0, 1e-6, {.delta = 1e-6}));
 }
 template <class F>
 void check_gradient(F f, const TD& x0) {

@@ -3,10 +3,14 @@
 //   #include <gradus/autodiff/catch_matchers.hpp>
 //   CHECK_THAT(f, gd::testing::GradientIsCorrect(x0));            // default tolerance 1e-6
 //   CHECK_THAT(f, gd::testing::GradientIsCorrect({a0, b0}, 1e-4, {.delta = 1e-4}));
-// On failure it reports the largest difference and where it is (input, x index, y index).
+//   CHECK_THAT(g, gd::testing::GradientIsCorrect(inputs));        // g(const std::vector<Var>&)
+// The error is gd::gradient_error (absolute up to 1, relative beyond), the same measure as
+// compute_gradient_error. On failure it reports the largest error and where it is (input,
+// x index, y index).
 #pragma once
 #include <catch2/catch.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "gradus/autodiff/gradient_check.hpp"
 
@@ -25,7 +29,7 @@ class GradientMatcher : public Catch::Matchers::Impl::MatcherUntypedBase {
       const int64_t ny = js[k].theoretical.dim(1);
       for (int64_t e = 0; e < js[k].theoretical.size(); ++e) {
         const double t = double(js[k].theoretical.data()[e]), n = double(js[k].numerical.data()[e]);
-        const double d = std::isnan(t - n) ? INFINITY : std::abs(t - n);
+        const double d = gradient_error(t, n);
         if (d > worst_) worst_ = d, where_ = {k, e / std::max<int64_t>(ny, 1), e % std::max<int64_t>(ny, 1), t, n};
       }
     }
@@ -41,7 +45,9 @@ class GradientMatcher : public Catch::Matchers::Impl::MatcherUntypedBase {
   }
   template <class F, size_t N = 1>
   std::vector<Jacobians<T>> jacobians(const F& f) const {
-    if constexpr (N > 8) {
+    if constexpr (std::is_invocable_v<const F&, const std::vector<Var<T>>&>) {
+      return detail::compute_jacobians_list(f, x0_, opt_);
+    } else if constexpr (N > 8) {
       throw value_error("GradientIsCorrect: f must take between 1 and 8 Vars");
     } else if constexpr (takes<F, N>()) {
       GRADUS_CHECK(value_error, x0_.size() == N, "GradientIsCorrect: f takes ", N, " Vars but ", x0_.size(),
@@ -55,7 +61,7 @@ class GradientMatcher : public Catch::Matchers::Impl::MatcherUntypedBase {
     std::ostringstream os;
     os << "has a gradient within " << tol_ << " of central differences (delta " << opt_.delta << ")";
     if (worst_ >= 0)
-      os << "; largest difference " << worst_ << " at input " << where_.input << ", x[" << where_.i << "] -> y["
+      os << "; largest error " << worst_ << " at input " << where_.input << ", x[" << where_.i << "] -> y["
          << where_.j << "]: theoretical " << where_.t << ", numerical " << where_.n;
     return os.str();
   }
@@ -81,6 +87,11 @@ GradientMatcher<T> GradientIsCorrect(const Tensor<T>& x0, double tol = 1e-6, Gra
 template <Real T, size_t N>
 GradientMatcher<T> GradientIsCorrect(const Tensor<T> (&x0)[N], double tol = 1e-6, GradientCheckOptions opt = {}) {
   return GradientMatcher<T>(std::vector<Tensor<T>>(x0, x0 + N), tol, opt);
+}
+/// For a function of `const std::vector<Var<T>>&` (or of as many Vars as there are tensors).
+template <Real T>
+GradientMatcher<T> GradientIsCorrect(const std::vector<Tensor<T>>& x0, double tol = 1e-6, GradientCheckOptions opt = {}) {
+  return GradientMatcher<T>(x0, tol, opt);
 }
 
 }  // namespace gradus::testing

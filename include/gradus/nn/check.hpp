@@ -1,6 +1,7 @@
 // gradus/nn/check.hpp — check_module_gradient: one numerical gradient test for any module
 // (dlib's test_layer). It differentiates sum(w * module.forward(x)), w a fixed random tensor,
-// with respect to the input and every parameter, by backward pass and by central differences.
+// with respect to the input and every parameter, by backward pass and by central differences
+// (the one loop and error measure of autodiff/gradient_check.hpp).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "gradus/autodiff/backward.hpp"
+#include "gradus/autodiff/gradient_check.hpp"
 #include "gradus/nn/module.hpp"
 #include "gradus/ops/reduce.hpp"
 
@@ -31,7 +33,7 @@ struct GradientReport {
   struct Entry {
     std::string name;  ///< "input" or the parameter's path
     Shape shape;
-    double max_error = 0;  ///< max over elements of |theoretical - numerical| / max(1, |numerical|)
+    double max_error = 0;  ///< max over elements of gd::gradient_error(theoretical, numerical)
     int64_t worst = -1;    ///< the element where it occurs
     double theoretical = 0, numerical = 0;  ///< the two gradients there
   };
@@ -133,31 +135,19 @@ GradientReport check_module_gradient(M& module, const X& input, CheckGradientOpt
   GradientReport report;
   report.tolerance = opt.tolerance;
   report.delta = opt.delta;
-  {
-    no_grad guard;
-    for (size_t k = 0; k < targets.size(); ++k) {
-      GradientReport::Entry e{names[k], targets[k].shape()};
-      T* v = targets[k].value().data();
-      for (int64_t i = 0; i < targets[k].size(); ++i) {
-        const T keep = v[i];
-        v[i] = T(keep + opt.delta);
-        const double lp = double(loss(run()).item());
-        v[i] = T(keep - opt.delta);
-        const double lm = double(loss(run()).item());
-        v[i] = keep;
-        const double num = (lp - lm) / (2 * opt.delta), th = double(theoretical[k].data()[i]);
-        const double err = std::abs(th - num) / std::max(1.0, std::abs(num));
-        if (std::isnan(err) || err > e.max_error || e.worst < 0) {
-          e.max_error = std::isnan(err) ? INFINITY : err;
-          e.worst = i;
-          e.theoretical = th;
-          e.numerical = num;
-        }
-        if (std::isnan(err)) break;
-      }
-      report.entries.push_back(std::move(e));
-    }
-  }
+  for (size_t k = 0; k < targets.size(); ++k) report.entries.push_back({names[k], targets[k].shape()});
+  gradus::detail::central_differences<T>(targets, opt.delta, [&] { return loss(run()); },
+                                         [&](size_t k, int64_t i, int64_t, double num) {
+                                           GradientReport::Entry& e = report.entries[k];
+                                           const double th = double(theoretical[k].data()[i]);
+                                           const double err = gradient_error(th, num);
+                                           if (e.worst < 0 || err > e.max_error) {
+                                             e.max_error = err;
+                                             e.worst = i;
+                                             e.theoretical = th;
+                                             e.numerical = num;
+                                           }
+                                         });
   if constexpr (ModuleType<M>) {
     auto buffers = module.named_buffers();
     for (size_t i = 0; i < buffers.size() && i < saved.size(); ++i) buffers[i].second.copy_(saved[i].second);

@@ -1,0 +1,186 @@
+// The op registry: one gd::ops::OpInfo per public op (include/gradus/ops/registry.hpp for the
+// form). The entries are split by area over registry_*.cpp so that each file compiles in
+// reasonable time; test_registry.cpp walks them all. The references below are naive loops in
+// double written here, independently of the library: they use Tensor only as storage (shape,
+// data), never a gradus op.
+#pragma once
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gradus/gradus.hpp>
+
+namespace opreg {
+
+namespace gd = gradus;
+using TD = gd::Tensor<double>;
+using VD = gd::Var<double>;
+using TI = gd::Tensor<int64_t>;
+using Idx = std::vector<int64_t>;
+using gd::ops::OpInfo;
+using gd::ops::OpSample;
+
+/// The whole registry (built once), and the part each file contributes.
+const std::vector<OpInfo>& registry();
+void add_elementwise(std::vector<OpInfo>& r);
+void add_binary(std::vector<OpInfo>& r);
+void add_reductions(std::vector<OpInfo>& r);
+void add_linalg_softmax(std::vector<OpInfo>& r);
+void add_shape(std::vector<OpInfo>& r);
+void add_nn(std::vector<OpInfo>& r);
+void add_losses(std::vector<OpInfo>& r);
+void add_xent(std::vector<OpInfo>& r);
+/// operator new calls so far in this executable (alloc_counter.cpp).
+long allocations();
+
+// ------------------------------------------------------------------ sample inputs
+/// Uniform in [lo, hi], resampled while within `gap` of any of `avoid` (an op's kinks).
+inline TD uniform(const gd::Shape& s, uint64_t seed, double lo = -2, double hi = 2, std::vector<double> avoid = {},
+                  double gap = 0.05) {
+  gd::Rng rng(seed);
+  TD t(s);
+  for (auto& v : t) {
+    bool near;
+    do {
+      v = rng.uniform(lo, hi);
+      near = false;
+      for (double k : avoid) near = near || std::abs(v - k) < gap;
+    } while (near);
+  }
+  return t;
+}
+inline TD values(std::vector<double> v, const gd::Shape& s) { return TD::from(std::move(v), s); }
+
+// ------------------------------------------------------------------ naive references
+inline Idx dims(const gd::Shape& s) { return Idx(s.begin(), s.end()); }
+inline int64_t numel(const Idx& d) { return std::accumulate(d.begin(), d.end(), int64_t(1), std::multiplies<>()); }
+/// Row-major multi-index of flat position `f` in dims `d`.
+inline Idx unravel(int64_t f, const Idx& d) {
+  Idx i(d.size());
+  for (size_t k = d.size(); k-- > 0;) {
+    i[k] = d[k] ? f % d[k] : 0;
+    f = d[k] ? f / d[k] : 0;
+  }
+  return i;
+}
+inline int64_t ravel(const Idx& i, const Idx& d) {
+  int64_t f = 0;
+  for (size_t k = 0; k < d.size(); ++k) f = f * d[k] + i[k];
+  return f;
+}
+/// x at the multi-index `i` of a (right-aligned, NumPy) broadcast of x to rank i.size().
+inline double at_broadcast(const TD& x, const Idx& i) {
+  const Idx d = dims(x.shape());
+  Idx j(d.size());
+  for (size_t k = 0; k < d.size(); ++k) j[k] = d[k] == 1 ? 0 : i[i.size() - d.size() + k];
+  return x.data()[ravel(j, d)];
+}
+inline double at(const TD& x, const Idx& i) { return x.data()[ravel(i, dims(x.shape()))]; }
+/// The NumPy broadcast of several shapes.
+inline Idx broadcast_dims(const std::vector<Idx>& ds) {
+  size_t r = 0;
+  for (const auto& d : ds) r = std::max(r, d.size());
+  Idx out(r, 1);
+  for (const auto& d : ds)
+    for (size_t k = 0; k < d.size(); ++k) {
+      int64_t& o = out[r - d.size() + k];
+      if (d[k] != 1) o = d[k];
+    }
+  return out;
+}
+/// A tensor of dims `d` with element i = f(multi-index of i).
+inline TD build(const Idx& d, const std::function<double(const Idx&)>& f) {
+  TD t{gd::Shape(d)};
+  for (int64_t k = 0, n = numel(d); k < n; ++k) t.data()[k] = f(unravel(k, d));
+  return t;
+}
+/// Elementwise f over broadcast operands.
+inline TD map(const std::vector<TD>& xs, const std::function<double(const std::vector<double>&)>& f) {
+  std::vector<Idx> ds;
+  for (const TD& x : xs) ds.push_back(dims(x.shape()));
+  return build(broadcast_dims(ds), [&](const Idx& i) {
+    std::vector<double> v;
+    for (const TD& x : xs) v.push_back(at_broadcast(x, i));
+    return f(v);
+  });
+}
+inline TD map1(const TD& x, const std::function<double(double)>& f) {
+  return map({x}, [&](const std::vector<double>& v) { return f(v[0]); });
+}
+inline TD map2(const TD& x, const TD& y, const std::function<double(double, double)>& f) {
+  return map({x, y}, [&](const std::vector<double>& v) { return f(v[0], v[1]); });
+}
+/// Reduces the axes in `axes` (none: all) of x by f(list of the reduced values).
+inline TD reduce(const TD& x, std::vector<int64_t> axes, bool keepdims,
+                 const std::function<double(const std::vector<double>&)>& f) {
+  const Idx d = dims(x.shape());
+  const auto r = int64_t(d.size());
+  std::vector<bool> red(d.size(), axes.empty());
+  for (int64_t a : axes) red[size_t(a < 0 ? a + r : a)] = true;
+  Idx od, kd;  // output dims, kept dims (with 1 for reduced)
+  for (size_t k = 0; k < d.size(); ++k) {
+    kd.push_back(red[k] ? 1 : d[k]);
+    if (!red[k] || keepdims) od.push_back(red[k] ? 1 : d[k]);
+  }
+  std::vector<std::vector<double>> groups(size_t(numel(kd)));
+  for (int64_t f0 = 0; f0 < numel(d); ++f0) {
+    Idx i = unravel(f0, d);
+    for (size_t k = 0; k < d.size(); ++k)
+      if (red[k]) i[k] = 0;
+    groups[size_t(ravel(i, kd))].push_back(x.data()[f0]);
+  }
+  TD out{gd::Shape(od)};
+  for (size_t g = 0; g < groups.size(); ++g) out.data()[g] = f(groups[g]);
+  return out;
+}
+inline double vsum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+inline double vmax(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+inline double vmin(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+inline double vlogsumexp(const std::vector<double>& v) {
+  const double m = vmax(v);
+  double s = 0;
+  for (double x : v) s += std::exp(x - m);
+  return m + std::log(s);
+}
+inline TD scalar(double v) {
+  TD t{gd::Shape{}};
+  t.data()[0] = v;
+  return t;
+}
+
+// ------------------------------------------------------------------ building samples
+/// A sample: label, kinds, inputs, call, reference (tolerances default; adjust the result).
+inline OpSample sample(std::string label, unsigned kinds, std::vector<TD> inputs,
+                       std::function<VD(const std::vector<VD>&)> call,
+                       std::function<TD(const std::vector<TD>&)> reference) {
+  OpSample s;
+  s.label = std::move(label);
+  s.kinds = kinds;
+  s.inputs = std::move(inputs);
+  s.call = std::move(call);
+  s.reference = std::move(reference);
+  return s;
+}
+inline OpSample with_tol(OpSample s, double forward, double gradient, double delta = 1e-6) {
+  s.forward_tolerance = forward;
+  s.gradient_tolerance = gradient;
+  s.delta = delta;
+  return s;
+}
+/// Marks every sample of `o` as allocating when warm (see OpSample::steady_state); `why` (where
+/// the allocations are) goes into the sample labels that failures print.
+inline void allocates(OpInfo& o, const std::string& why) {
+  for (OpSample& s : o.samples) {
+    s.steady_state = false;
+    s.label += " [allocates when warm: " + why + "]";
+  }
+}
+inline OpSample no_gradient(OpSample s) {
+  s.check_gradient = false;
+  return s;
+}
+
+}  // namespace opreg

@@ -1,0 +1,166 @@
+// Registry entries of conv2d (valid/same, strides, dilations, bias, 1x1), max_pool2d and
+// avg_pool2d (valid/same, overlapping windows) and dropout (fixed seeds). References: direct
+// loops over output pixels and taps with TensorFlow's padding rule, and the dropout mask drawn
+// from the documented sequence (one rng.uniform() per element, kept when below 1 - rate).
+#include "op_registry.hpp"
+
+namespace opreg {
+namespace {
+
+using V = std::vector<VD>;
+using Refs = std::vector<TD>;
+
+/// One spatial axis (TensorFlow): output size and padding before the input.
+std::pair<int64_t, int64_t> window(int64_t in, int64_t k, int64_t stride, int64_t dilation, bool same) {
+  const int64_t span = (k - 1) * dilation + 1;
+  if (!same) return {(in - span) / stride + 1, 0};
+  const int64_t out = (in + stride - 1) / stride;
+  return {out, std::max<int64_t>((out - 1) * stride + span - in, 0) / 2};
+}
+
+/// out[n,oy,ox,f] = sum over taps and channels of x[n, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw, c] w[ky,kx,c,f] (+ b[f]).
+TD conv_ref(const TD& x, const TD& w, const TD* b, std::array<int64_t, 2> s, bool same, std::array<int64_t, 2> d) {
+  const Idx xd = dims(x.shape()), wd = dims(w.shape());
+  const auto [oh, ph] = window(xd[1], wd[0], s[0], d[0], same);
+  const auto [ow, pw] = window(xd[2], wd[1], s[1], d[1], same);
+  return build({xd[0], oh, ow, wd[3]}, [&](const Idx& i) {
+    double acc = b ? b->data()[i[3]] : 0.0;
+    for (int64_t ky = 0; ky < wd[0]; ++ky)
+      for (int64_t kx = 0; kx < wd[1]; ++kx) {
+        const int64_t y = i[1] * s[0] - ph + ky * d[0], xx = i[2] * s[1] - pw + kx * d[1];
+        if (y < 0 || y >= xd[1] || xx < 0 || xx >= xd[2]) continue;
+        for (int64_t c = 0; c < xd[3]; ++c) acc += at(x, {i[0], y, xx, c}) * at(w, {ky, kx, c, i[3]});
+      }
+    return acc;
+  });
+}
+
+/// Max or mean over each window's real (unpadded) elements.
+TD pool_ref(const TD& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, bool same, bool max) {
+  const Idx xd = dims(x.shape());
+  const auto [oh, ph] = window(xd[1], k[0], s[0], 1, same);
+  const auto [ow, pw] = window(xd[2], k[1], s[1], 1, same);
+  return build({xd[0], oh, ow, xd[3]}, [&](const Idx& i) {
+    double acc = max ? -INFINITY : 0.0;
+    int count = 0;
+    for (int64_t ky = 0; ky < k[0]; ++ky)
+      for (int64_t kx = 0; kx < k[1]; ++kx) {
+        const int64_t y = i[1] * s[0] - ph + ky, xx = i[2] * s[1] - pw + kx;
+        if (y < 0 || y >= xd[1] || xx < 0 || xx >= xd[2]) continue;
+        const double v = at(x, {i[0], y, xx, i[3]});
+        acc = max ? std::max(acc, v) : acc + v;
+        ++count;
+      }
+    return max ? acc : acc / count;
+  });
+}
+
+TD dropout_ref(const TD& x, double rate, uint64_t seed) {
+  gd::Rng rng(seed);
+  TD out(x.shape());
+  for (int64_t i = 0; i < x.size(); ++i) out.data()[i] = rng.uniform() < 1 - rate ? x.data()[i] / (1 - rate) : 0.0;
+  return out;
+}
+
+}  // namespace
+
+void add_nn(std::vector<OpInfo>& r) {
+  {
+    OpInfo o{.name = "conv2d", .needs_fused = true};
+    struct Case {
+      const char* label;
+      gd::Shape x, w;
+      std::array<int64_t, 2> s;
+      bool same;
+      std::array<int64_t, 2> d;
+      unsigned kinds;
+    };
+    const Case cases[] = {
+        {"valid, stride 1", {2, 5, 5, 3}, {3, 3, 3, 4}, {1, 1}, false, {1, 1}, gd::ops::kind::plain},
+        {"same, stride 2", {1, 6, 7, 2}, {3, 3, 2, 3}, {2, 2}, true, {1, 1}, gd::ops::kind::params},
+        {"same, strides {1,3}, even filter", {1, 5, 7, 2}, {2, 4, 2, 2}, {1, 3}, true, {1, 1}, gd::ops::kind::params},
+        {"valid, dilation 2", {1, 7, 7, 2}, {2, 3, 2, 2}, {1, 1}, false, {2, 2}, gd::ops::kind::params},
+        {"same, dilations {2,1}", {1, 5, 6, 1}, {3, 3, 1, 2}, {1, 1}, true, {2, 1}, gd::ops::kind::params},
+        {"1x1 (pointwise)", {2, 3, 3, 4}, {1, 1, 4, 3}, {1, 1}, false, {1, 1}, gd::ops::kind::edge},
+        {"filter as large as the input", {1, 3, 3, 2}, {3, 3, 2, 2}, {1, 1}, false, {1, 1}, gd::ops::kind::edge},
+    };
+    uint64_t seed = 200;
+    for (const Case& c : cases) {
+      const gd::Conv2dOptions opt{.strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid, .dilations = c.d};
+      o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed), uniform(c.w, seed + 1)},
+                                 [opt](const V& v) { return VD(gd::conv2d(v[0], v[1], opt)); },
+                                 [c](const Refs& t) { return conv_ref(t[0], t[1], nullptr, c.s, c.same, c.d); }));
+      seed += 2;
+    }
+    const gd::Conv2dOptions same2{.strides = {1, 2}, .padding = gd::Padding::same};
+    o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::kind::params,
+                               {uniform({2, 4, 5, 2}, 220), uniform({3, 3, 2, 3}, 221), uniform({3}, 222)},
+                               [same2](const V& v) { return VD(gd::conv2d(v[0], v[1], v[2], same2)); },
+                               [](const Refs& t) { return conv_ref(t[0], t[1], &t[2], {1, 2}, true, {1, 1}); }));
+    o.samples.push_back(sample("tanh(conv2d(x * 0.5, w, b)) * 2", gd::ops::kind::fused,
+                               {uniform({1, 4, 4, 2}, 223), uniform({2, 2, 2, 3}, 224), uniform({3}, 225)},
+                               [](const V& v) { return VD(gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
+                               [](const Refs& t) {
+                                 const TD y = conv_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], &t[2], {1, 1}, false, {1, 1});
+                                 return map1(y, [](double a) { return std::tanh(a) * 2; });
+                               }));
+    r.push_back(std::move(o));
+  }
+  for (bool max : {true, false}) {
+    OpInfo o{.name = max ? "max_pool2d" : "avg_pool2d", .needs_fused = true};
+    struct Case {
+      const char* label;
+      gd::Shape x;
+      std::array<int64_t, 2> k, s;
+      bool same;
+      unsigned kinds;
+    };
+    const Case cases[] = {
+        {"2x2 stride 2, valid", {2, 4, 4, 3}, {2, 2}, {2, 2}, false, gd::ops::kind::plain},
+        {"3x3 stride 2, same", {1, 5, 5, 2}, {3, 3}, {2, 2}, true, gd::ops::kind::params},
+        {"3x3 stride 1 (overlapping), valid", {1, 4, 5, 2}, {3, 3}, {1, 1}, false, gd::ops::kind::params},
+        {"3x3 stride 1, same", {1, 4, 4, 2}, {3, 3}, {1, 1}, true, gd::ops::kind::params},
+        {"2x3 strides {1,2}, same", {2, 3, 5, 1}, {2, 3}, {1, 2}, true, gd::ops::kind::params},
+        {"window = whole input", {1, 2, 3, 2}, {2, 3}, {2, 2}, false, gd::ops::kind::edge},
+    };
+    uint64_t seed = max ? 230 : 250;
+    for (const Case& c : cases) {
+      const gd::Pool2dOptions opt{.ksize = c.k, .strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid};
+      o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed++)},
+                                 [opt, max](const V& v) { return max ? VD(gd::max_pool2d(v[0], opt)) : VD(gd::avg_pool2d(v[0], opt)); },
+                                 [c, max](const Refs& t) { return pool_ref(t[0], c.k, c.s, c.same, max); }));
+    }
+    o.samples.push_back(sample("of exp(x) * 0.5, default options", gd::ops::kind::fused, {uniform({1, 4, 4, 2}, seed)},
+                               [max](const V& v) {
+                                 return max ? VD(gd::max_pool2d(gd::exp(v[0]) * 0.5)) : VD(gd::avg_pool2d(gd::exp(v[0]) * 0.5));
+                               },
+                               [max](const Refs& t) {
+                                 return pool_ref(map1(t[0], [](double a) { return std::exp(a) * 0.5; }), {2, 2}, {2, 2}, false, max);
+                               }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "dropout", .needs_fused = true};
+    o.samples.push_back(sample("rate 0.3, seed 5", gd::ops::kind::plain, {uniform({4, 5}, 270)},
+                               [](const V& v) {
+                                 gd::Rng rng(5);
+                                 return VD(gd::dropout(v[0], 0.3, rng));
+                               },
+                               [](const Refs& t) { return dropout_ref(t[0], 0.3, 5); }));
+    o.samples.push_back(sample("rate 0.5 of x * 2 + 1, seed 9", gd::ops::kind::fused | gd::ops::kind::params, {uniform({3, 7}, 271)},
+                               [](const V& v) {
+                                 gd::Rng rng(9);
+                                 return VD(gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
+                               },
+                               [](const Refs& t) { return dropout_ref(map1(t[0], [](double a) { return a * 2 + 1; }), 0.5, 9); }));
+    o.samples.push_back(sample("rate 0 and training = false: the identity", gd::ops::kind::edge, {uniform({2, 3}, 272)},
+                               [](const V& v) {
+                                 gd::Rng rng(1);
+                                 return VD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
+                               },
+                               [](const Refs& t) { return map1(t[0], [](double a) { return 2 * a; }); }));
+    r.push_back(std::move(o));
+  }
+}
+
+}  // namespace opreg
