@@ -86,13 +86,13 @@ void add_nn(std::vector<OpInfo>& r) {
     };
     uint64_t seed = 200;
     for (const Case& c : cases) {
-      const gd::Conv2dOptions opt{.strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid, .dilations = c.d};
+      const gd::Conv2dArgs opt{.strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid, .dilations = c.d};
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed), uniform(c.w, seed + 1)},
                                  [opt](const V& v) { return VD(gd::conv2d(v[0], v[1], opt)); },
                                  [c](const Refs& t) { return conv_ref(t[0], t[1], nullptr, c.s, c.same, c.d); }));
       seed += 2;
     }
-    const gd::Conv2dOptions same2{.strides = {1, 2}, .padding = gd::Padding::same};
+    const gd::Conv2dArgs same2{.strides = {1, 2}, .padding = gd::Padding::same};
     o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::kind::params,
                                {uniform({2, 4, 5, 2}, 220), uniform({3, 3, 2, 3}, 221), uniform({3}, 222)},
                                [same2](const V& v) { return VD(gd::conv2d(v[0], v[1], v[2], same2)); },

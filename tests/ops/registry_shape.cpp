@@ -84,7 +84,6 @@ void add_shape(std::vector<OpInfo>& r) {
     o.samples.push_back(sample("of x * 2 + 1", gd::ops::kind::fused, {uniform({3, 2}, 103)},
                                [](const V& v) { return VD(gd::transpose(v[0] * 2.0 + 1.0)); },
                                [](const Refs& t) { return transpose_ref(map1(t[0], [](double a) { return a * 2 + 1; }), {}); }));
-    allocates(o, "the permutation vectors p and inv, ops/shape.hpp transpose");
     r.push_back(std::move(o));
   }
   {
@@ -98,7 +97,6 @@ void add_shape(std::vector<OpInfo>& r) {
     o.samples.push_back(sample("[2,3,4] -> Shape{24}", gd::ops::kind::params, {x234},
                                [](const V& v) { return VD(gd::reshape(v[0], gd::Shape{24})); },
                                [](const Refs& t) { return same_data(t[0], {24}); }));
-    o.samples.back().steady_state = false;  // allocates when warm: Shape::vec(), ops/shape.hpp reshape(x, Shape)
     o.samples.push_back(sample("[1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1}, 104)},
                                [d = Idx{}](const V& v) { return VD(gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {}); }));
@@ -113,7 +111,6 @@ void add_shape(std::vector<OpInfo>& r) {
                                [](const Refs& t) { return same_data(t[0], {2, 12}); }));
     o.samples.push_back(sample("[5] -> [5,1]", gd::ops::kind::edge, {uniform({5}, 106)}, [](const V& v) { return VD(gd::flatten(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {5, 1}); }));
-    allocates(o, "the new dims as a std::vector, ops/shape.hpp flatten -> reshape");
     r.push_back(std::move(o));
   }
   {
@@ -127,7 +124,6 @@ void add_shape(std::vector<OpInfo>& r) {
                                    return same_data(t[0], d);
                                  }));
     }
-    allocates(o, "the new Shape as a std::vector, ops/shape.hpp reshape(x, Shape)");
     r.push_back(std::move(o));
   }
   {
@@ -142,7 +138,6 @@ void add_shape(std::vector<OpInfo>& r) {
                                [](const Refs& t) { return same_data(t[0], {2, 3}); }));
     o.samples.push_back(sample("[1,1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1, 1}, 109)},
                                [](const V& v) { return VD(gd::squeeze(v[0])); }, [](const Refs& t) { return same_data(t[0], {}); }));
-    allocates(o, "the drop mask and the new dims, ops/shape.hpp squeeze");
     r.push_back(std::move(o));
   }
   {
@@ -204,7 +199,6 @@ void add_shape(std::vector<OpInfo>& r) {
                                [slice_ref](const Refs& t) {
                                  return slice_ref(map1(t[0], [](double a) { return std::tanh(a) * a; }), {1, 0}, {2, -1});
                                }));
-    allocates(o, "the window start and extent vectors, ops/shape.hpp slice");
     r.push_back(std::move(o));
   }
   {
@@ -266,7 +260,6 @@ void add_shape(std::vector<OpInfo>& r) {
     const P p0{{0, 0}, {0, 0}};
     o.samples.push_back(sample("no padding", gd::ops::kind::edge, {uniform({2, 3}, 130)}, [p0](const V& v) { return VD(gd::pad(v[0], p0)); },
                                [pad_ref, p0](const Refs& t) { return pad_ref(t[0], p0, 0); }));
-    allocates(o, "the paddings and window vectors, ops/shape.hpp pad");
     r.push_back(std::move(o));
   }
   {

@@ -67,7 +67,7 @@ template <Real T, class Call>
 std::vector<Jacobians<T>> jacobians_of(Call&& call, const std::vector<Var<T>>& xs, GradientCheckOptions opt) {
   GRADUS_CHECK(value_error, opt.delta > 0, "compute_gradient: delta must be positive, got ", opt.delta);
   const auto y = materialize(call());
-  static_assert(is_var_v<decltype(y)>, "compute_gradient: f must return an expression of its Var arguments");
+  static_assert(is_var_v<decltype(y)>, "F_MUST_RETURN_AN_EXPRESSION_OF_ITS_VAR_ARGUMENTS: compute_gradient");
   const int64_t ny = y.size();
   std::vector<Jacobians<T>> out(xs.size());
   for (size_t k = 0; k < xs.size(); ++k) {

@@ -190,7 +190,7 @@ void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int
 }
 /// x with its axes permuted (a view when no data moves).
 template <class T>
-Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& perm) {
+Tensor<T> permute(const Tensor<T>& x, const IntList& perm) {
   return cpu::permute(x, perm);
 }
 /// Parts [outer, inner_i] joined side by side into out [outer, sum inner_i].

@@ -91,7 +91,7 @@ template <class M, class X>
   requires(std::same_as<X, Tensor<typename detail::check_value<M, X>::type>> || std::same_as<X, Tensor<int64_t>>)
 GradientReport check_module_gradient(M& module, const X& input, CheckGradientOptions opt = {}) {
   using T = typename detail::check_value<M, X>::type;
-  static_assert(Real<T>, "check_module_gradient: the module's element type must be float or double");
+  static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: check_module_gradient");
   constexpr bool diff_input = std::same_as<X, Tensor<T>>;
   GRADUS_CHECK(value_error, opt.delta > 0, "check_module_gradient: delta must be positive, got ", opt.delta);
 

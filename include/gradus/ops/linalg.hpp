@@ -1,7 +1,6 @@
 // gradus/ops/linalg.hpp — matmul (batched, broadcast over batch dims): shape checks, the tape
 // node and the gradient rule; the products run on backend::gemm.
 #pragma once
-#include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
@@ -30,14 +29,18 @@ struct MatmulPlan {
   }
 };
 
-/// Offsets of each batch entry of one operand (shape `own`) within the broadcast `batch`.
-inline void batch_offsets(const Shape& own, const Shape& batch, int64_t stride, std::vector<int64_t>& offs) {
-  offs.resize(size_t(batch.numel()));
-  const Broadcast bc(own, batch);
-  bc.runs(0, batch.numel(), [&](int64_t k, int64_t off, int64_t len, int64_t st) {
-    for (int64_t i = 0; i < len; ++i) offs[size_t(k + i)] = (off + i * st) * stride;
-  });
-}
+/// Where batch entry i of one operand (batch shape `own`, matrices of `stride` elements) starts
+/// within the broadcast `batch`: computed per entry, so a batched product allocates nothing.
+struct BatchOffsets {
+  Broadcast bc;
+  int64_t stride;
+  BatchOffsets(const Shape& own, const Shape& batch, int64_t matrix) : bc(own, batch), stride(matrix) {}
+  int64_t operator[](int64_t i) const {
+    int64_t at = 0;
+    bc.runs(i, 1, [&](int64_t, int64_t off, int64_t, int64_t) { at = off; });
+    return at * stride;
+  }
+};
 
 }  // namespace detail
 
@@ -60,11 +63,9 @@ auto matmul(const A& a_expr, const B& b_expr) {
     // every batch entry of a against one matrix b: a single [batch*m, k] x [k, n] GEMM
     backend::gemm(av.data(), false, bv.data(), false, out.data(), bn * p.m, p.k, p.n, false);
   } else {
-    std::vector<int64_t> oa, ob;
-    detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
-    detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+    const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
     for (int64_t i = 0; i < bn; ++i)
-      backend::gemm(av.data() + oa[size_t(i)], false, bv.data() + ob[size_t(i)], false, out.data() + i * p.m * p.n,
+      backend::gemm(av.data() + oa[i], false, bv.data() + ob[i], false, out.data() + i * p.m * p.n,
                    p.m, p.k, p.n, false);
   }
   return make_result("matmul", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
@@ -78,12 +79,10 @@ auto matmul(const A& a_expr, const B& b_expr) {
       if (flat) {
         backend::gemm(g.data(), false, bv.data(), true, da, bn * p.m, p.n, p.k, add);
       } else {
-        std::vector<int64_t> oa, ob;
-        detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
-        detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+        const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
         if (!add && p.a_batch.numel() != bn) std::fill_n(da, av.size(), T(0)), add = true;
         for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(g.data() + i * p.m * p.n, false, bv.data() + ob[size_t(i)], true, da + oa[size_t(i)], p.m, p.n,
+          backend::gemm(g.data() + i * p.m * p.n, false, bv.data() + ob[i], true, da + oa[i], p.m, p.n,
                        p.k, add);
       }
     }
@@ -93,12 +92,10 @@ auto matmul(const A& a_expr, const B& b_expr) {
       if (flat) {
         backend::gemm(av.data(), true, g.data(), false, db, p.k, bn * p.m, p.n, add);
       } else {
-        std::vector<int64_t> oa, ob;
-        detail::batch_offsets(p.a_batch, p.batch, p.m * p.k, oa);
-        detail::batch_offsets(p.b_batch, p.batch, p.k * p.n, ob);
+        const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
         if (!add && p.b_batch.numel() != bn) std::fill_n(db, bv.size(), T(0)), add = true;
         for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(av.data() + oa[size_t(i)], true, g.data() + i * p.m * p.n, false, db + ob[size_t(i)], p.k, p.m,
+          backend::gemm(av.data() + oa[i], true, g.data() + i * p.m * p.n, false, db + ob[i], p.k, p.m,
                        p.n, add);
       }
     }

@@ -19,18 +19,10 @@
 
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
+#include "gradus/core/small_list.hpp"
 
 namespace gradus {
 namespace detail {
-
-/// `[a,b,c]` for a list that may hold negative numbers (Shape rejects them).
-inline std::string list_str(const std::vector<int64_t>& v) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-  return os.str();
-}
 
 /// An axis in [-n, n) normalised to [0, n); the error names the op and the shape.
 inline int shape_axis(int64_t axis, int n, const char* op, const Shape& s) {
@@ -125,15 +117,10 @@ struct CastNode final : Node<U> {
 /// `x` with shape `dims` (one -1 is inferred); zero-copy: the result shares x's storage.
 ///   gd::reshape(x, {2, -1});   // [2,3,4] -> [2,12]
 template <Expression E>
-auto reshape(const E& e, const std::vector<int64_t>& dims) {
+auto reshape(const E& e, const IntList& dims) {
   auto x = materialize(e);
-  return make_result("reshape", detail::value_of(x).reshape(dims),
+  return make_result("reshape", detail::value_of(x).reshape(std::span<const int64_t>(dims)),
                      [](const auto& g, const auto&, const auto& x) { detail::add_grad(x, g.reshape(x.shape())); }, x);
-}
-template <Expression E, class S>
-  requires std::same_as<S, Shape>
-auto reshape(const E& e, const S& shape) {
-  return reshape(e, shape.vec());
 }
 
 /// [N, d1, ..., dk] -> [N, d1*...*dk], as Keras' Flatten (keeps axis 0); a rank-1 [N] gives [N, 1].
@@ -157,23 +144,24 @@ auto expand_dims(const E& e, int64_t axis) {
 /// Removes the given size-1 axes (all size-1 axes when `axes` is empty). Zero-copy.
 ///   gd::squeeze(x);  gd::squeeze(x, 1);  gd::squeeze(x, {0, 2});
 template <Expression E>
-auto squeeze(const E& e, const std::vector<int64_t>& axes = {}) {
+auto squeeze(const E& e, const IntList& axes = {}) {
   auto x = materialize(e);
   const Shape& s = detail::value_of(x).shape();
-  std::vector<bool> drop(size_t(s.rank()), axes.empty());
+  std::array<bool, kMaxRank> drop{};
+  drop.fill(axes.empty());
   for (int64_t a : axes) {
     const int ax = detail::shape_axis(a, s.rank(), "squeeze", s);
     GRADUS_CHECK(value_error, s[ax] == 1, "squeeze: axis ", a, " of shape ", s, " has size ", s[ax], ", not 1");
     drop[size_t(ax)] = true;
   }
-  std::vector<int64_t> dims;
+  IntList dims;
   for (int i = 0; i < s.rank(); ++i)
     if (!(drop[size_t(i)] && s[i] == 1)) dims.push_back(s[i]);
   return reshape(x, dims);
 }
 template <Expression E>
 auto squeeze(const E& e, int64_t axis) {
-  return squeeze(e, std::vector<int64_t>{axis});
+  return squeeze(e, IntList{axis});
 }
 
 // ---------------------------------------------------------------------------------- transpose
@@ -182,21 +170,22 @@ auto squeeze(const E& e, int64_t axis) {
 /// transpose for rank 2). Runs as a tiled copy; a view of x when no data moves.
 ///   gd::transpose(x);  gd::transpose(x, {0, 2, 1});
 template <Expression E>
-auto transpose(const E& e, const std::vector<int64_t>& perm = {}) {
+auto transpose(const E& e, const IntList& perm = {}) {
   auto x = materialize(e);
   const Shape& s = detail::value_of(x).shape();
   const int r = s.rank();
-  std::vector<int> p(static_cast<size_t>(r)), inv(static_cast<size_t>(r), -1);
+  IntList p, inv;
+  for (int i = 0; i < r; ++i) p.push_back(0), inv.push_back(-1);
   if (perm.empty()) {
     for (int i = 0; i < r; ++i) p[size_t(i)] = r - 1 - i;
   } else {
-    GRADUS_CHECK(value_error, int(perm.size()) == r, "transpose: perm ", detail::list_str(perm), " has ", perm.size(),
+    GRADUS_CHECK(value_error, int(perm.size()) == r, "transpose: perm ", perm, " has ", perm.size(),
                  " entries for shape ", s, " of rank ", r);
-    for (int i = 0; i < r; ++i) p[size_t(i)] = perm[size_t(i)] >= -r && perm[size_t(i)] < r ? int((perm[size_t(i)] + r) % r) : -1;
+    for (int i = 0; i < r; ++i) p[size_t(i)] = perm[size_t(i)] >= -r && perm[size_t(i)] < r ? (perm[size_t(i)] + r) % r : -1;
   }
   for (int i = 0; i < r; ++i) {
     GRADUS_CHECK(value_error, p[size_t(i)] >= 0 && inv[size_t(p[size_t(i)])] < 0, "transpose: perm ",
-                 detail::list_str(perm), " is not a permutation of the axes of shape ", s);
+                 perm, " is not a permutation of the axes of shape ", s);
     inv[size_t(p[size_t(i)])] = i;
   }
   return make_result("transpose", detail::permute(detail::value_of(x), p),
@@ -259,22 +248,22 @@ auto stack(std::initializer_list<X> xs, int64_t axis = 0) {
 /// The block of `x` starting at `begin` with extent `size` (-1: to the end), as tf.slice.
 ///   gd::slice(x, {0, 1}, {2, -1});   // [2,3] -> [2,2]
 template <Expression E>
-auto slice(const E& e, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
+auto slice(const E& e, const IntList& begin, const IntList& size) {
   auto x = materialize(e);
   const auto& xv = detail::value_of(x);
   const Shape& s = xv.shape();
   GRADUS_CHECK(value_error, int(begin.size()) == s.rank() && int(size.size()) == s.rank(), "slice: begin ",
-               detail::list_str(begin), " and size ", detail::list_str(size), " need ", s.rank(),
+               begin, " and size ", size, " need ", s.rank(),
                " entries each for shape ", s);
   Shape os;
   for (int d = 0; d < s.rank(); ++d) {
     const int64_t b = begin[size_t(d)], n = size[size_t(d)] == -1 ? s[d] - b : size[size_t(d)];
-    GRADUS_CHECK(value_error, b >= 0 && b <= s[d] && n >= 0 && b + n <= s[d], "slice: begin ", detail::list_str(begin),
-                 " and size ", detail::list_str(size), " out of range for shape ", s, " at axis ", d);
+    GRADUS_CHECK(value_error, b >= 0 && b <= s[d] && n >= 0 && b + n <= s[d], "slice: begin ", begin,
+                 " and size ", size, " out of range for shape ", s, " at axis ", d);
     os.push_back(n);
   }
   Tensor<value_type_t<E>> out(os);
-  const std::vector<int64_t> zero(size_t(s.rank()), 0);
+  const std::array<int64_t, kMaxRank> zero{};
   detail::copy_window(xv, begin.data(), out, zero.data(), os);
   return make_result("slice", std::move(out),
                      [begin](const auto& g, const auto&, const auto& x) {
@@ -289,14 +278,15 @@ auto slice(const E& e, const std::vector<int64_t>& begin, const std::vector<int6
 /// Pads each axis with `paddings[axis] = {before, after}` elements of `constant`, as tf.pad.
 ///   gd::pad(x, {{1, 1}, {0, 2}});   // [2,3] -> [4,5]
 template <Expression E>
-auto pad(const E& e, const std::vector<std::pair<int64_t, int64_t>>& paddings, value_type_t<E> constant = 0) {
+auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
   auto x = materialize(e);
   const auto& xv = detail::value_of(x);
   const Shape& s = xv.shape();
   GRADUS_CHECK(value_error, int(paddings.size()) == s.rank(), "pad: ", paddings.size(), " paddings for shape ", s,
                " of rank ", s.rank());
   Shape os;
-  std::vector<int64_t> at, zero(size_t(s.rank()), 0);
+  IntList at;
+  const std::array<int64_t, kMaxRank> zero{};
   for (int d = 0; d < s.rank(); ++d) {
     const auto [lo, hi] = paddings[size_t(d)];
     GRADUS_CHECK(value_error, lo >= 0 && hi >= 0, "pad: negative padding {", lo, ", ", hi, "} for axis ", d,

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "gradus/core/small_list.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend::cpu {
@@ -146,7 +147,7 @@ void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int
 
 /// `x` with its axes permuted (`out.shape[i] = x.shape[perm[i]]`); a view of x when no data moves.
 template <class T>
-Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& perm) {
+Tensor<T> permute(const Tensor<T>& x, const IntList& perm) {
   Shape os;
   std::array<int64_t, kMaxRank> ss{};
   const auto xs = row_major_strides(x.shape());
