@@ -4,10 +4,14 @@
 // - the forward and backward kernels of every elementwise op, and of fused chains with numbers,
 //   parameters, comparisons, `where` and repeated leaves, compile with NVRTC for sm_80 and sm_90,
 //   in float and double;
-// - the generated source of two small expressions is exactly what is written below.
+// - the generated source of two small expressions is exactly what is written below;
+// - a kernel is compiled once: memory cache, disk cache, corrupt disk entries rejected.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <gradus/backend/cuda/codegen.hpp>
+#include <gradus/backend/cuda/kernel_cache.hpp>
 #include <gradus/backend/cuda/element.hpp>
 #include <gradus/gradus.hpp>
 
@@ -210,4 +214,57 @@ TEST_CASE("generated kernels find the op headers or say where they looked", "[cu
     CHECK(std::string(e.what()).find("/nonexistent/gradus-include") != std::string::npos);
   }
   ::unsetenv("GRADUS_INCLUDE_DIR");
+}
+
+TEST_CASE("generated kernels are compiled once: memory, then disk, corrupt entries rejected", "[cuda][codegen][nvrtc]") {
+  if (!cu::nvrtc_available()) {
+    WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
+    return;
+  }
+  char dir_template[] = "/tmp/gradus-kernel-cache-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  using E = decltype(gd::exp(std::declval<gd::Var<float>>()) * std::declval<gd::Tensor<float>>());
+  cu::KernelCache cache(dir);
+  const std::string& first = cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache);
+  CHECK(first.find(".entry gradus_elementwise_backward") != std::string::npos);
+  CHECK(cache.compiles() == 1);
+  CHECK(&cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == &first);  // the same entry
+  CHECK(cache.compiles() == 1);
+  const std::string ptx = first;
+
+  cache.clear_memory();  // as a new process would start
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == ptx);
+  CHECK(cache.compiles() == 1);
+  CHECK(cache.disk_hits() == 1);
+
+  const std::string file = cache.path(cu::kernel_key<E>(cu::Pass::backward, "compute_80"));
+  const auto damage = [&](auto&& edit) {
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    edit(bytes);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+    cache.clear_memory();
+  };
+  damage([](std::string& b) { b[b.size() / 2] ^= 0x20; });  // one flipped bit in the PTX
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == ptx);
+  CHECK(cache.compiles() == 2);  // rejected, compiled again and rewritten
+  damage([](std::string& b) { b.resize(b.size() - 10); });  // truncated
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == ptx);
+  CHECK(cache.compiles() == 3);
+  damage([](std::string& b) { b.replace(0, 10, "garbage..."); });  // not an entry at all
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == ptx);
+  CHECK(cache.compiles() == 4);
+  cache.clear_memory();
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_80", cache) == ptx);  // the rewritten entry is good
+  CHECK(cache.disk_hits() == 2);
+
+  // another pass or architecture is another kernel
+  CHECK(cu::kernel_ptx<E>(cu::Pass::forward, "compute_80", cache).find(".entry gradus_elementwise_forward") !=
+        std::string::npos);
+  CHECK(cu::kernel_ptx<E>(cu::Pass::backward, "compute_90", cache).find(".target sm_90") != std::string::npos);
+  CHECK(cache.compiles() == 6);
+  std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,125 @@
+// gradus/backend/cuda/kernel_cache.hpp — generated kernels compiled once: cached in memory per
+// (expression type, pass, architecture) and, when GRADUS_KERNEL_CACHE names a directory, on disk
+// across runs.
+//
+// A disk entry is `<dir>/<key hash>.ptx`: a header line `gradus-ptx <key length> <ptx length>
+// <checksum>`, the key, then the PTX. An entry whose header, key or checksum does not match is
+// ignored and rewritten, so a corrupt, truncated or colliding file costs a recompile, never a
+// wrong kernel. Entries are written to a temporary file and renamed into place, so a reader never
+// sees half an entry.
+//
+//   const std::string& ptx = kernel_ptx<decltype(e)>(Pass::backward, "compute_90");
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <typeinfo>
+#include <unistd.h>
+#include <unordered_map>
+
+#include "gradus/backend/cuda/codegen.hpp"
+
+namespace gradus::backend::cuda {
+
+/// 64-bit FNV-1a: the entry's file name (from its key) and its checksum (of key and PTX).
+inline uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+class KernelCache {
+ public:
+  /// The process's cache; its disk directory is $GRADUS_KERNEL_CACHE (none when unset).
+  static KernelCache& get() {
+    static KernelCache c(std::getenv("GRADUS_KERNEL_CACHE") ? std::getenv("GRADUS_KERNEL_CACHE") : "");
+    return c;
+  }
+  explicit KernelCache(std::string dir) : dir_(std::move(dir)) {}
+
+  /// The PTX for `key`, from memory, from disk, or from `compile()` (then stored in both).
+  template <class Compile>
+  const std::string& ptx(const std::string& key, Compile&& compile) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = memory_.find(key); it != memory_.end()) return it->second;
+    std::string text;
+    if (!dir_.empty() && read(key, text)) {
+      ++disk_hits_;
+    } else {
+      text = compile();
+      ++compiles_;
+      if (!dir_.empty()) write(key, text);
+    }
+    return memory_.emplace(key, std::move(text)).first->second;
+  }
+
+  /// Forgets the in-memory entries (a new process, as far as the disk cache can tell).
+  void clear_memory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    memory_.clear();
+  }
+  const std::string& directory() const { return dir_; }
+  /// How many kernels were compiled, and read from disk, since the cache was made.
+  int compiles() const { return compiles_; }
+  int disk_hits() const { return disk_hits_; }
+  /// The file that holds `key` on disk.
+  std::string path(const std::string& key) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "%016llx.ptx", static_cast<unsigned long long>(fnv1a(key)));
+    return dir_ + "/" + name;
+  }
+
+ private:
+  bool read(const std::string& key, std::string& ptx) const {
+    std::ifstream in(path(key), std::ios::binary);
+    if (!in) return false;
+    std::string magic;
+    uint64_t key_len = 0, ptx_len = 0, sum = 0;
+    if (!(in >> magic >> key_len >> ptx_len >> sum) || magic != "gradus-ptx" || in.get() != '\n') return false;
+    if (key_len != key.size() || ptx_len > (uint64_t(1) << 30)) return false;
+    std::string k(key_len, '\0'), p(ptx_len, '\0');
+    if (!in.read(k.data(), std::streamsize(key_len)) || !in.read(p.data(), std::streamsize(ptx_len))) return false;
+    if (in.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not ours
+    if (k != key || fnv1a(p, fnv1a(k)) != sum) return false;
+    ptx = std::move(p);
+    return true;
+  }
+  void write(const std::string& key, const std::string& ptx) const {
+    const std::string target = path(key), tmp = target + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out) return;  // an unwritable cache directory only costs recompiles
+      out << "gradus-ptx " << key.size() << ' ' << ptx.size() << ' ' << fnv1a(ptx, fnv1a(key)) << '\n' << key << ptx;
+      if (!out.flush()) {
+        out.close();
+        std::remove(tmp.c_str());
+        return;
+      }
+    }
+    if (std::rename(tmp.c_str(), target.c_str()) != 0) std::remove(tmp.c_str());
+  }
+
+  std::string dir_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::string> memory_;
+  int compiles_ = 0, disk_hits_ = 0;
+};
+
+/// The cache key of a generated kernel: expression type, pass, architecture and the compiler.
+template <class E>
+std::string kernel_key(Pass pass, const std::string& arch) {
+  const Nvrtc& n = Nvrtc::get();
+  return std::string(typeid(E).name()) + (pass == Pass::forward ? "/forward/" : "/backward/") + arch + "/nvrtc-" +
+         std::to_string(n.major) + "." + std::to_string(n.minor);
+}
+
+/// The PTX of expression type E's forward or backward kernel for `arch`, compiled at first use.
+template <class E>
+const std::string& kernel_ptx(Pass pass, const std::string& arch, KernelCache& cache = KernelCache::get()) {
+  return cache.ptx(kernel_key<E>(pass, arch), [&] { return compile_kernel(elementwise_source<E>(pass), arch); });
+}
+
+}  // namespace gradus::backend::cuda
