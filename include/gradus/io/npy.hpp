@@ -218,8 +218,8 @@ inline AnyTensor decode_npy(std::string_view bytes, std::string_view source = "<
   detail::NpyHeaderParser header(text, source);
   header.parse();
   if (header.fortran_order) fail("fortran_order is True; only C-order arrays are read");
-  int kind;
-  uint64_t width;
+  int kind = 0;
+  uint64_t width = 0;
   if (header.descr == "<f4") kind = 0, width = 4;
   else if (header.descr == "<f8") kind = 1, width = 8;
   else if (header.descr == "<i8") kind = 2, width = 8;

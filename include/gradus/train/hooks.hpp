@@ -407,8 +407,9 @@ class EarlyStopping : public Hook {
   }
   void load(Session& s) const {
     auto copy = [&](const NamedTensor& dst) {
-      for (const auto& [name, src] : best_weights_)
-        if (name == dst.name) {
+      for (const auto& best : best_weights_)  // not a structured binding: clang 14 cannot capture one
+        if (const std::string& name = best.first; name == dst.name) {
+          const AnyTensor& src = best.second;
           GRADUS_CHECK(value_error, src.index() == dst.value.index(), "EarlyStopping: best weights of '", name,
                        "' have another element type than the model's");
           std::visit(
