@@ -17,9 +17,11 @@
 // "val_<metric>") joined by '\n'.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -333,6 +335,7 @@ inline History Session::run() {
   stop_ = false;
   stop_reason_.clear();
   restored_from_.reset();
+  nonfinite_step_.reset();
   order_epoch_ = -1;
 
   struct Mode {
@@ -366,6 +369,7 @@ inline History Session::run() {
       ++global_step_;
       ++step_in_epoch_;
       last_loss_ = loss;
+      if (!std::isfinite(loss) && !nonfinite_step_) nonfinite_step_ = global_step_;
       loss_sum_ += loss;
       ++loss_count_;
       const StepResult r{global_step_, epoch_, step_in_epoch_, n, loss};
@@ -385,7 +389,13 @@ inline History Session::run() {
   }
   history_.global_step = global_step_;
   history_.stop_reason = stop_reason_;
+  history_.nonfinite_step = nonfinite_step_;
   for (Hook* h : hooks_) h->end(*this);
+  if (nonfinite_step_) {
+    bool shown = false;  // a NanGuard or a ProgressBar already said so
+    for (const Hook* h : hooks_) shown = shown || dynamic_cast<const NanGuard*>(h) || dynamic_cast<const ProgressBar*>(h);
+    if (!shown) std::cerr << detail::nonfinite_warning(*nonfinite_step_, global_step_) << std::endl;
+  }
   return history_;
 }
 

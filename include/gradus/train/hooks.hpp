@@ -34,6 +34,7 @@ inline double seconds_since(Clock::time_point t) {
 
 /// `v` with `decimals` digits after the point ("0.4321"), or "nan" / "inf".
 inline std::string fixed(double v, int decimals) {
+  if (std::isnan(v)) return "nan";  // not "-nan", whatever its sign bit
   std::ostringstream os;
   os << std::fixed << std::setprecision(decimals) << v;
   return os.str();
@@ -44,6 +45,13 @@ inline std::string general(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
   return os.str();
+}
+
+/// The warning fit and ProgressBar give when a loss was not finite and no NanGuard stopped the run.
+inline std::string nonfinite_warning(int64_t first, int64_t last) {
+  return ::gradus::detail::str("warning: the loss was not finite (nan or inf) first at step ", first,
+                               "; training went on to step ", last,
+                               " (History::nonfinite_step; gd::train::NanGuard stops at the first one)");
 }
 
 /// "m:ss" or "h:mm:ss"; "?" when not finite.
@@ -241,6 +249,7 @@ struct ProgressBarOptions {
 /// end by its summary line. Otherwise (a file, a pipe, a std::ostringstream) plain lines:
 ///   "epoch 2/10  batch 50/160  step 210  loss 0.4321  152.3 steps/s  ETA 0:12"
 /// every `every_steps` global steps, and per epoch "epoch 2/10  step 320  loss 0.4100  val_loss 0.3900".
+/// A run whose loss was ever nan or inf ends with "warning: the loss was not finite ... first at step N ...".
 class ProgressBar : public Hook {
  public:
   explicit ProgressBar(ProgressBarOptions o = {}, std::ostream& os = std::cout) : o_(o), os_(&os) {
@@ -291,6 +300,7 @@ class ProgressBar : public Hook {
     if (tty_ && drawn_) *os_ << '\n';
     drawn_ = false;
     if (!s.stop_reason().empty()) *os_ << "stopped: " << s.stop_reason() << '\n';
+    if (s.nonfinite_step()) *os_ << detail::nonfinite_warning(*s.nonfinite_step(), s.global_step()) << '\n';
     os_->flush();
   }
 
