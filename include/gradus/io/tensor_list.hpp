@@ -20,6 +20,7 @@
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
+#include "gradus/detail/endian.hpp"
 
 namespace gradus::io {
 
@@ -73,18 +74,8 @@ Tensor<T> read_le(const char* src, const Shape& shape) {
   return t;
 }
 
-/// Little-endian unsigned integer of `N` bytes at `p`.
-template <size_t N>
-uint64_t load_le(const char* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < N; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-/// Appends `v` as `N` little-endian bytes.
-template <size_t N>
-void store_le(std::string& out, uint64_t v) {
-  for (size_t i = 0; i < N; ++i) out.push_back(char((v >> (8 * i)) & 0xFF));
-}
+using ::gradus::detail::load_le;
+using ::gradus::detail::store_le;
 
 /// Product of `dims` when the product of its nonzero dimensions, times `width` bytes, fits in an
 /// int64_t; false on overflow. A zero dimension makes the product 0, but the other dimensions are
