@@ -58,6 +58,10 @@ inline bool all_finite(const AnyTensor& t) {
       t);
 }
 
+namespace detail {
+struct LoopState;
+}
+
 /// One epoch of a History. Keys: "loss" (mean training loss, data + regularization, over the
 /// epoch's steps), "val_loss" (with validation data) and "val_<metric name>" per metric.
 struct EpochLogs {
@@ -248,6 +252,8 @@ class Session {
   // --- the run (defined in train/fit.hpp)
   History run();
   void restore(const std::filesystem::path& path);
+  void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;
+  void restore_hook_states(const io::Safetensors& ckpt);
   void add_loop_state(io::TensorList& out, io::Metadata& metadata) const;
 
   // configuration, set by the typed loop before run()
