@@ -395,9 +395,14 @@ class EarlyStopping : public Hook {
     const std::string bp = prefix + "best/";
     for (const auto& [name, t] : ckpt.tensors)
       if (name.compare(0, bp.size(), bp) == 0) best.emplace_back(name.substr(bp.size()), t);
+    const auto count = [&](double v, const char* what) {  // a whole number that an int64_t holds exactly
+      GRADUS_CHECK(io_error, v == std::floor(v) && v >= -1 && v <= 9007199254740992.0, "EarlyStopping: checkpoint entry '",
+                   prefix, "state' has ", what, " ", v, ", not an epoch count");
+      return int64_t(v);
+    };
     best_ = st.data()[0];
-    wait_ = int64_t(st.data()[1]);
-    best_epoch_ = int64_t(st.data()[2]);
+    wait_ = count(st.data()[1], "wait");
+    best_epoch_ = count(st.data()[2], "best epoch");
     stopped_ = st.data()[3] != 0;
     best_weights_ = std::move(best);
   }
