@@ -160,7 +160,8 @@ inline IdxArray read_idx(const std::string& path) {
   for (int d = 0; d < ndims; ++d) {
     const unsigned char* b = dimbytes + 4 * d;
     dims[d] = int64_t((uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | b[3]);
-    dims_text += (d ? "," : "") + std::to_string(dims[d]);
+    if (d) dims_text += ',';
+    dims_text += std::to_string(dims[d]);
     if (dims[d] == 0) zero = true;
     else if (nonzero <= kIdxMaxElements) nonzero *= uint64_t(dims[d]);  // < 2^63
   }
