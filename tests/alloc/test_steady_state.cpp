@@ -2,6 +2,7 @@
 // executable is counted (tensor buffers come from operator new too, via the caching allocator).
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <gradus/gradus.hpp>
 #include <new>
@@ -14,12 +15,30 @@ void* counted(std::size_t n, std::size_t align) {
   if (!p) throw std::bad_alloc();
   return p;
 }
+void* counted_nothrow(std::size_t n, std::size_t align) noexcept {
+  try {
+    return counted(n, align);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
 }  // namespace
 
+// Every replaceable form is replaced — plain, array, aligned, nothrow, sized — so that no
+// allocation reaches the library's operator new while its release comes here, or the reverse
+// (a mismatch that AddressSanitizer reports).
 void* operator new(std::size_t n) { return counted(n, 0); }
 void* operator new[](std::size_t n) { return counted(n, 0); }
 void* operator new(std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
 void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_nothrow(n, 0); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_nothrow(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_nothrow(n, std::size_t(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_nothrow(n, std::size_t(a));
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
@@ -28,6 +47,10 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace gd = gradus;
 
@@ -72,4 +95,22 @@ TEST_CASE("steady state: a fused loss with gradients allocates nothing once warm
   const long before = g_news.load();
   for (int i = 0; i < 10; ++i) step();
   CHECK(g_news.load() - before == 0);
+}
+
+TEST_CASE("steady state: the nothrow and aligned forms are counted and freed here too", "[memory]") {
+  const long before = g_news.load();
+  int* a = new (std::nothrow) int(7);
+  int* b = new (std::nothrow) int[3];
+  struct alignas(128) Wide {
+    char c[128];
+  };
+  Wide* w = new (std::nothrow) Wide;
+  Wide* v = new Wide[2];
+  CHECK(g_news.load() - before == 4);
+  CHECK(reinterpret_cast<std::uintptr_t>(w) % 128 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(v) % 128 == 0);
+  delete a;
+  delete[] b;
+  delete w;
+  delete[] v;
 }

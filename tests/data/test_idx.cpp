@@ -205,6 +205,11 @@ TEST_CASE("read_idx rejects missing, malformed and corrupt files", "[data][idx]"
     expect(dir / "huge", "absurd dimensions");
     write_gz(dir / "overflow.gz", idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {1, 2, 3}));
     expect(dir / "overflow.gz", "absurd dimensions");
+    // A zero dimension does not excuse the others (a reduction over it would leave 2^64 elements).
+    write_raw(dir / "zero", idx_bytes({0, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
+    expect(dir / "zero", "absurd dimensions");
+    write_raw(dir / "zero2", idx_bytes({65536, 0, 65536}, {}));
+    expect(dir / "zero2", "absurd dimensions");
   }
   SECTION("a claimed size far beyond the data is refused without allocating it") {
     write_gz(dir / "liar.gz", idx_bytes({1 << 20, 32, 32}, {1, 2, 3}));  // claims 1 GiB

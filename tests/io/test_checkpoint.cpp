@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gradus/gradus.hpp>
 #include <gradus/io.hpp>
@@ -355,4 +357,55 @@ TEST_CASE("io: a stray partial temporary file is ignored", "[io][atomic]") {
   CHECK(again.checkpoints() == std::vector<std::string>{"model.ckpt-1.safetensors"});
   again.save(2, tiny(2));
   CHECK(io::load_safetensors(*io::latest_checkpoint(dir)).get<double>("x").item() == 2.0);
+}
+
+TEST_CASE("io: a successful save collects the debris of interrupted runs", "[io][atomic][saver]") {
+  const fs::path dir = fresh_dir("debris");
+  io::Saver first(dir, {.max_to_keep = 3});
+  for (int64_t s = 1; s <= 3; ++s) first.save(s, tiny(double(s)));
+  // A process that no longer exists: what a run killed mid-write leaves carries its pid.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  const auto touch = [&](const std::string& name) { std::ofstream(dir / name, std::ios::binary) << "partial"; };
+  // Debris: checkpoints written but never listed (killed before the state file was replaced),
+  // and temporaries of checkpoints and of the state file whose writer is gone.
+  for (const char* name : {"model.ckpt-4.safetensors", "model.ckpt-17.safetensors", "model.ckpt-0.safetensors"})
+    std::ofstream(dir / name, std::ios::binary) << io::encode_safetensors(tiny(9));
+  touch(".model.ckpt-5.safetensors.tmp-" + dead + "-0-12345");
+  touch(".model.ckpt-6.safetensors.tmp-" + dead + "-3-7");
+  touch(".checkpoint.tmp-" + dead + "-4-99");
+  // Not debris: another prefix, other files, a temporary being written by a live process, names
+  // that only look alike.
+  const std::vector<std::string> others = {"other.ckpt-3.safetensors", "notes.txt", "model.ckpt-x.safetensors",
+                                           ".model.ckpt-7.safetensors.tmp-" + alive + "-0-1",
+                                           ".other.ckpt-7.safetensors.tmp-" + dead + "-0-1",
+                                           ".model.ckpt-8.safetensors.tmp-" + dead + "-x-1", "model.ckpt-4.safetensors.bak"};
+  for (const std::string& name : others) touch(name);
+
+  io::Saver again(dir, {.max_to_keep = 3});
+  again.save(4, tiny(4));
+  std::vector<std::string> expected = {"checkpoint", "model.ckpt-2.safetensors", "model.ckpt-3.safetensors",
+                                       "model.ckpt-4.safetensors"};
+  expected.insert(expected.end(), others.begin(), others.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(files_in(dir) == expected);
+  CHECK(io::load_safetensors(dir / "model.ckpt-4.safetensors").get<double>("x").item() == 4.0);
+  CHECK(again.checkpoints() == std::vector<std::string>{"model.ckpt-2.safetensors", "model.ckpt-3.safetensors",
+                                                        "model.ckpt-4.safetensors"});
+}
+
+TEST_CASE("io: temporary file names of write_file_atomic are recognised exactly", "[io][atomic]") {
+  const auto t = io::detail::parse_temp_file_name(".model.ckpt-5.safetensors.tmp-4242-3-1234567");
+  REQUIRE(t);
+  CHECK(t->target == "model.ckpt-5.safetensors");
+  CHECK(t->pid == 4242);
+  CHECK(io::detail::parse_temp_file_name(".checkpoint.tmp-1-2-3")->target == "checkpoint");
+  for (const char* bad : {"model.ckpt-5.safetensors.tmp-1-2-3", ".x.tmp-1-2", ".x.tmp-1-2-", ".x.tmp--2-3", ".x.tmp-a-2-3",
+                          ".x.tmp-1-2-3-4", ".tmp-1-2-3", "checkpoint", ".x.tmp-1-2-3x"})
+    CHECK_FALSE(io::detail::parse_temp_file_name(bad));
+  CHECK_FALSE(io::detail::temp_writer_gone(::getpid()));
+  CHECK_FALSE(io::detail::temp_writer_gone(1));  // init (or the container's first process) is alive
 }

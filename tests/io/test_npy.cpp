@@ -148,6 +148,13 @@ TEST_CASE("io: malformed npy files are rejected with a clear message", "[io][npy
   rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", ""), "more than 8 dimensions");
   rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", ""), "overflow");
   rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", ""), "too large");
+  // A zero dimension does not excuse the others: [0, 2^62, 2^62] would wrap after a reduction.
+  rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }", ""),
+          "overflow");
+  rejects(npy("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 0, 2), }", ""), "overflow");
+  rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2305843009213693952, 0), }", ""), "overflow");
+  CHECK(io::detail::shape_of(io::decode_npy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 1099511627776), }",
+                                                 ""))) == gd::Shape{0, int64_t(1) << 40});
   rejects(npy("{'descr': '<f4', 'fortran_order': False}", ""), "lacks 'shape'");
   rejects(npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", ""), "'descr' appears twice");
   rejects(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", ""), "unexpected key 'x'");

@@ -134,6 +134,10 @@ TEST_CASE("io: malformed safetensors files are rejected with a clear message", "
   rejects(file_of("{" + entry("a", "F32", "[1,1,1,1,1,1,1,1,2]", "[0,8]") + "}", data8), "more than 8 dimensions");
   rejects(file_of("{" + entry("a", "F32", "[4294967296,4294967296]", "[0,8]") + "}", data8), "the size overflows");
   rejects(file_of("{" + entry("a", "F64", "[2305843009213693952]", "[0,8]") + "}", data8), "the size overflows");
+  // A zero dimension does not excuse the others: [0, 2^62, 2^62] would wrap after a reduction.
+  rejects(file_of("{" + entry("a", "F32", "[0,4611686018427387904,4611686018427387904]", "[0,0]") + "}"), "the size overflows");
+  rejects(file_of("{" + entry("a", "F32", "[4611686018427387904,0,4]", "[0,0]") + "}"), "the size overflows");
+  rejects(file_of("{" + entry("a", "I64", "[1152921504606846976,0]", "[0,0]") + "}"), "the size overflows");
   rejects(file_of("{" + entry("a", "F32", "[3]", "[0,8]") + "}", data8), "span 8 bytes, but F32 [3] needs 12");
   rejects(file_of("{" + entry("a", "F32", "[2]", "[0]") + "}", data8), "must be [begin, end], got 1 numbers");
   rejects(file_of("{" + entry("a", "F32", "[2]", "[0,8,8]") + "}", data8), "got more than 2 numbers");

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -309,6 +310,47 @@ TEST_CASE("hooks: NanGuard names the step of a non-finite loss", "[train][hooks]
   const auto h = gd::train::fit(net2, opt2, xent, data, {.batch_size = 4, .shuffle = false, .hooks = {&soft}});
   CHECK(h.global_step == 3);
   CHECK(h.stop_reason.find("at step 3") != std::string::npos);
+}
+
+TEST_CASE("fit: without NanGuard a non-finite loss runs on but shows in History, ProgressBar and stderr",
+          "[train][hooks]") {
+  Data data = make_data(40, 4, 3, 8);
+  data.x = data.x.clone();
+  data.x(9, 2) = std::nan("");  // batch 3 without shuffling, batch_size 4: NaN from step 3 on
+  const auto run = [&](std::vector<gd::train::Hook*> hooks, std::string* err) {
+    gd::Rng init(1), dropout(2);
+    Net net(4, 8, 3, 0.0, init, dropout);
+    gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.01});
+    std::ostringstream captured;
+    std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+    const auto h = gd::train::fit(net, opt, xent, data, {.batch_size = 4, .shuffle = false, .hooks = hooks});
+    std::cerr.rdbuf(old);
+    *err = captured.str();
+    return h;
+  };
+  const std::string warning =
+      "warning: the loss was not finite (nan or inf) first at step 3; training went on to step 10 "
+      "(History::nonfinite_step; gd::train::NanGuard stops at the first one)\n";
+  std::string err;
+  const auto h = run({}, &err);
+  CHECK(h.global_step == 10);  // fit is not stopped...
+  CHECK(std::isnan(h.epochs.back().loss));
+  REQUIRE(h.nonfinite_step);  // ...but the History says where it went wrong
+  CHECK(*h.nonfinite_step == 3);
+  CHECK(err == warning);  // and so does stderr, once
+
+  std::ostringstream bar_out;
+  gd::train::ProgressBar bar({.every_steps = 100}, bar_out);
+  const auto h2 = run({&bar}, &err);
+  CHECK(h2.nonfinite_step == h.nonfinite_step);
+  CHECK(err.empty());  // the bar says it instead
+  CHECK(bar_out.str() == "epoch 1/1  step 10  loss nan\n" + warning);
+
+  const Data clean = make_data(40, 4, 3, 8);
+  gd::Rng init(1), dropout(2);
+  Net net(4, 8, 3, 0.0, init, dropout);
+  gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.01});
+  CHECK_FALSE(gd::train::fit(net, opt, xent, clean, {.batch_size = 4}).nonfinite_step);
 }
 
 TEST_CASE("hooks: CheckpointSaver honours every_steps and max_to_keep", "[train][hooks][checkpoint]") {

@@ -111,12 +111,31 @@ struct NodeBase {
 inline void retain(NodeBase* n) {
   if (n) n->refs.fetch_add(1, std::memory_order_relaxed);
 }
+/// Drops one reference; the last one frees the node. A node's destructor releases its inputs,
+/// so freeing a long chain would recurse once per node: instead, a release that happens while
+/// this thread is already freeing nodes only queues the node, and the outermost call frees the
+/// queue in a loop. Stack depth stays constant for any graph (a 10^6-node chain included).
 inline void release(NodeBase* n) {
-  if (n && n->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  if (!n || n->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  struct Pending {
+    bool draining = false;
+    std::vector<NodeBase*> nodes;  // capacity kept, so a warm loop allocates nothing here
+  };
+  thread_local Pending pending;
+  if (pending.draining) {
+    pending.nodes.push_back(n);
+    return;
+  }
+  pending.draining = true;
+  for (;;) {
     const size_t bytes = n->alloc_bytes;
     n->~NodeBase();
     NodePool::local().deallocate(n, bytes);
+    if (pending.nodes.empty()) break;
+    n = pending.nodes.back();
+    pending.nodes.pop_back();
   }
+  pending.draining = false;
 }
 
 /// Allocates a node of type N from this thread's pool.

@@ -31,20 +31,40 @@ class Shape {
   const int64_t* end() const { return d_.data() + rank_; }
   int64_t back() const { return d_[static_cast<size_t>(rank_ - 1)]; }
 
-  /// Number of elements: the product of the dimensions (1 for rank 0).
+  /// Number of elements: the product of the dimensions (1 for rank 0). Throws shape_error when
+  /// the product of the nonzero dimensions overflows int64 (so every stride, and the count of
+  /// any shape made by dropping or moving dimensions, fits as well).
   int64_t numel() const {
     int64_t n = 1;
-    for (int i = 0; i < rank_; ++i) n *= d_[static_cast<size_t>(i)];
+    bool wrapped = false;
+    for (int i = 0; i < rank_; ++i) wrapped |= __builtin_mul_overflow(n, d_[static_cast<size_t>(i)], &n);
+    if (wrapped || n == 0) [[unlikely]]
+      return checked_numel();
     return n;
+  }
+  /// The element count of non-negative `dims`, or -1 when the product of the nonzero ones
+  /// overflows int64: `count({0, 1ll << 62, 4})` is -1, although such a shape holds nothing.
+  static int64_t count(std::span<const int64_t> dims) noexcept {
+    int64_t n = 1;
+    bool zero = false;
+    for (int64_t d : dims) {
+      if (d == 0)
+        zero = true;
+      else if (__builtin_mul_overflow(n, d, &n))
+        return -1;
+    }
+    return zero ? 0 : n;
   }
   void push_back(int64_t d) {
     GRADUS_CHECK(value_error, rank_ < kMaxRank, "shape: rank exceeds ", kMaxRank);
     d_[static_cast<size_t>(rank_++)] = d;
+    checked_numel();
   }
   void insert(int pos, int64_t d) {
     push_back(0);
     for (int i = rank_ - 1; i > pos; --i) d_[size_t(i)] = d_[size_t(i - 1)];
     d_[size_t(pos)] = d;
+    checked_numel();
   }
   void erase(int pos) {
     for (int i = pos; i + 1 < rank_; ++i) d_[size_t(i)] = d_[size_t(i + 1)];
@@ -71,6 +91,13 @@ class Shape {
       GRADUS_CHECK(value_error, *first >= 0, "shape: negative dimension ", *first);
       d_[static_cast<size_t>(rank_++)] = *first;
     }
+    checked_numel();
+  }
+  int64_t checked_numel() const {
+    const int64_t n = count({begin(), end()});
+    GRADUS_CHECK(shape_error, n >= 0, "shape ", *this, ": more elements than int64 can count (over ",
+                 INT64_MAX, "), counting only its nonzero dimensions");
+    return n;
   }
   std::array<int64_t, kMaxRank> d_{};
   int rank_ = 0;
@@ -79,6 +106,7 @@ class Shape {
 /// Row-major strides of `s` in elements.
 inline std::array<int64_t, kMaxRank> row_major_strides(const Shape& s) {
   std::array<int64_t, kMaxRank> st{};
+  s.numel();  // throws when a stride would overflow
   int64_t acc = 1;
   for (int i = s.rank() - 1; i >= 0; --i) {
     st[size_t(i)] = acc;

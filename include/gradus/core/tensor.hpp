@@ -1,11 +1,14 @@
 // gradus/core/tensor.hpp — the dense, contiguous, row-major N-d array.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <iomanip>
 #include <ostream>
+#include <span>
+#include <sstream>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -200,25 +203,33 @@ class Tensor {
   }
 
   static Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {
-    Shape s;
+    GRADUS_CHECK(value_error, dims.size() <= size_t(kMaxRank), "reshape: rank ", dims.size(), " exceeds ", kMaxRank);
+    std::array<int64_t, kMaxRank> d{};
     int infer = -1;
-    int64_t known = 1;
     for (size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] == -1) {
         GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in the new shape of ", from);
         infer = int(i);
-        s.push_back(1);
+        d[i] = 1;
       } else {
         GRADUS_CHECK(value_error, dims[i] >= 0, "reshape: negative dimension ", dims[i]);
-        known *= dims[i];
-        s.push_back(dims[i]);
+        d[i] = dims[i];
       }
+    }
+    const std::span<const int64_t> target(d.data(), dims.size());
+    const int64_t known = Shape::count(target);
+    if (known < 0) {
+      std::ostringstream os;
+      for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+      throw shape_error(detail::str("reshape: cannot reshape ", from, " (", numel, " elements) into [", os.str(),
+                                    "] (more than ", INT64_MAX, " elements)"));
     }
     if (infer >= 0) {
       GRADUS_CHECK(shape_error, known != 0 && numel % known == 0, "reshape: cannot reshape ", from, " (", numel,
                    " elements) with a -1 into ", known, "-element blocks");
-      s[infer] = numel / known;
+      d[size_t(infer)] = numel / known;
     }
+    const Shape s(target);
     GRADUS_CHECK(shape_error, s.numel() == numel, "reshape: cannot reshape ", from, " (", numel, " elements) into ", s,
                  " (", s.numel(), " elements)");
     return s;
@@ -226,7 +237,10 @@ class Tensor {
 
  private:
   void allocate() {
-    const size_t bytes = std::max<size_t>(size_t(shape_.numel()) * sizeof(T), 1);
+    const int64_t n = shape_.numel();
+    GRADUS_CHECK(shape_error, n <= int64_t(PTRDIFF_MAX / sizeof(T)), "Tensor: shape ", shape_, " needs more than ",
+                 PTRDIFF_MAX, " bytes");
+    const size_t bytes = std::max<size_t>(size_t(n) * sizeof(T), 1);
     block_ = detail::CachingAllocator::instance().allocate(bytes);
     data_ = reinterpret_cast<T*>(block_->data());
   }

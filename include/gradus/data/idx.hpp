@@ -151,15 +151,25 @@ inline IdxArray read_idx(const std::string& path) {
   GRADUS_CHECK(io_error, got_dims == dimlen, "read_idx: truncated header in '", path, "': it ends after ",
                4 + got_dims, " bytes, the header of a ", ndims, "-dimensional IDX file has ", 4 + dimlen);
 
-  IdxArray out;
+  // Each dimension is below 2^32; the product of the nonzero ones is bounded by 2^31 whatever
+  // zeros there are, so no shape made from this one (a reduction over a zero axis) can wrap.
+  int64_t dims[kMaxRank];
+  std::string dims_text;
+  uint64_t nonzero = 1;
+  bool zero = false;
   for (int d = 0; d < ndims; ++d) {
     const unsigned char* b = dimbytes + 4 * d;
-    out.shape.push_back(int64_t((uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | b[3]));
+    dims[d] = int64_t((uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | b[3]);
+    if (d) dims_text += ',';
+    dims_text += std::to_string(dims[d]);
+    if (dims[d] == 0) zero = true;
+    else if (nonzero <= kIdxMaxElements) nonzero *= uint64_t(dims[d]);  // < 2^63
   }
-  uint64_t numel = 1;
-  for (int d = 0; d < ndims && numel <= kIdxMaxElements; ++d) numel *= uint64_t(out.shape[d]);  // < 2^63
-  GRADUS_CHECK(io_error, numel <= kIdxMaxElements, "read_idx: '", path, "' claims absurd dimensions ", out.shape,
-               ": more than 2^31 elements");
+  GRADUS_CHECK(io_error, nonzero <= kIdxMaxElements, "read_idx: '", path, "' claims absurd dimensions [", dims_text,
+               "]: more than 2^31 elements", zero ? " (not counting its zero dimensions)" : "");
+  IdxArray out;
+  out.shape = Shape(std::span<const int64_t>(dims, size_t(ndims)));
+  const uint64_t numel = zero ? 0 : nonzero;
 
   const uint64_t header = 4 + dimlen;
   if (in.direct()) {

@@ -37,7 +37,9 @@ class Problems {
  public:
   template <class... Parts>
   void add(const Parts&... parts) {
-    if (count_++ < kShown) (os_ << (count_ > 1 ? "; " : "") << ... << parts);
+    if (count_++ >= kShown) return;
+    if (count_ > 1) os_ << "; ";
+    (os_ << ... << parts);
   }
   bool empty() const { return count_ == 0; }
   std::string text() const {

@@ -4,9 +4,11 @@
 // temporary file in the same directory (".<name>.tmp-<pid>-<n>-<nonce>", created exclusively,
 // <name> cut to 200 bytes), fsyncs it, renames it over the target and fsyncs the directory. A crash or an error before the
 // rename leaves the previous file as it was (a crash may leave the temporary file behind; readers
-// never look at it). Both functions throw io_error naming the path and the system's reason.
+// never look at it; parse_temp_file_name and temp_writer_gone let a later writer collect it). Both
+// functions throw io_error naming the path and the system's reason.
 #pragma once
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -92,6 +95,42 @@ inline std::string read_file_limited(const std::filesystem::path& path, uint64_t
 inline std::string read_file(const std::filesystem::path& path) {
   return detail::read_file_limited(path, UINT64_MAX, "read_file");
 }
+
+namespace detail {
+
+/// What the name of one of write_file_atomic's temporary files tells.
+struct TempFileName {
+  std::string target;  ///< the file name it was to replace (cut to 200 bytes)
+  long pid = 0;        ///< the writing process
+};
+
+/// Parses ".<name>.tmp-<pid>-<n>-<nonce>" (a temporary file of write_file_atomic); std::nullopt for
+/// any other file name.
+inline std::optional<TempFileName> parse_temp_file_name(std::string_view file) {
+  const size_t at = file.rfind(".tmp-");
+  if (file.size() < 2 || file[0] != '.' || at == std::string_view::npos || at < 2) return std::nullopt;
+  std::string_view rest = file.substr(at + 5);
+  long numbers[3] = {0, 0, 0};
+  for (int k = 0; k < 3; ++k) {
+    const size_t end = k < 2 ? rest.find('-') : rest.size();
+    if (end == 0 || end == std::string_view::npos || end > 18) return std::nullopt;
+    for (char c : rest.substr(0, end)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      numbers[k] = numbers[k] * 10 + (c - '0');
+    }
+    rest = rest.substr(std::min(end + 1, rest.size()));
+  }
+  return TempFileName{std::string(file.substr(1, at - 1)), numbers[0]};
+}
+
+/// True when the process that wrote a temporary file no longer exists (it was killed mid-write):
+/// such a file is debris. A temporary file of this process or of a live one is still being written.
+inline bool temp_writer_gone(long pid) {
+  if (pid <= 0 || pid == long(::getpid())) return false;
+  return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace detail
 
 /// Replaces the file at `path` with `bytes` atomically and durably: the target holds either its
 /// previous content or all of `bytes`, also after a crash. io_error naming the path on failure,

@@ -218,8 +218,8 @@ inline AnyTensor decode_npy(std::string_view bytes, std::string_view source = "<
   detail::NpyHeaderParser header(text, source);
   header.parse();
   if (header.fortran_order) fail("fortran_order is True; only C-order arrays are read");
-  int kind;
-  uint64_t width;
+  int kind = 0;
+  uint64_t width = 0;
   if (header.descr == "<f4") kind = 0, width = 4;
   else if (header.descr == "<f8") kind = 1, width = 8;
   else if (header.descr == "<i8") kind = 2, width = 8;
@@ -305,128 +305,173 @@ inline std::string encode_npz(const TensorList& tensors) {
   return out;
 }
 
-/// Parses .npz bytes (see the file comment): the arrays in archive order, named without ".npy";
-/// `source` names the archive in errors.
-inline TensorList decode_npz(std::string_view bytes, std::string_view source = "<memory>") {
-  auto fail = [&](const auto&... parts) {
-    throw io_error(::gradus::detail::str("npz: '", source, "': ", parts...));
+namespace detail {
+
+/// The steps of reading an .npz archive: find the central directory, read each entry of it,
+/// check the member's local header and take its bytes, inflate them when deflated. Every step
+/// checks its offsets and sizes against the archive and throws io_error naming `source`.
+class NpzReader {
+ public:
+  NpzReader(std::string_view bytes, std::string_view source) : bytes_(bytes), source_(source) {}
+
+  /// Where the central directory lies and how many entries it has.
+  struct Directory {
+    uint64_t count = 0, offset = 0, size = 0;
   };
-  auto u16 = [&](uint64_t at) { return detail::load_le<2>(bytes.data() + at); };
-  auto u32 = [&](uint64_t at) { return detail::load_le<4>(bytes.data() + at); };
-  auto u64 = [&](uint64_t at) { return detail::load_le<8>(bytes.data() + at); };
-  const uint64_t size = bytes.size();
+  /// One central directory entry.
+  struct Entry {
+    std::string name;
+    uint64_t flags = 0, method = 0, crc = 0, csize = 0, usize = 0, local = 0;
+  };
 
-  // End of central directory: the last signature whose comment runs exactly to the end.
-  if (size < 22) fail("too short for a zip archive (", size, " bytes)");
-  uint64_t eocd = UINT64_MAX;
-  for (uint64_t p = size - 22 + 1; p-- > 0 && size - p <= 22 + 0xFFFF;)
-    if (u32(p) == 0x06054b50 && p + 22 + u16(p + 20) == size) {
-      eocd = p;
-      break;
-    }
-  if (eocd == UINT64_MAX) fail("not a zip archive (no end-of-central-directory record)");
-  if (u16(eocd + 4) != 0 || u16(eocd + 6) != 0) fail("multi-disk zip archives are not supported");
-  uint64_t count = u16(eocd + 10), cd_size = u32(eocd + 12), cd_offset = u32(eocd + 16);
-  if (u16(eocd + 8) != count) fail("inconsistent member counts in the end-of-central-directory record");
-  uint64_t cd_limit = eocd;  // the central directory ends before this
-  if (count == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
-    // ZIP64: a locator right before the record points at the ZIP64 end-of-central-directory record.
-    if (eocd < 20 || u32(eocd - 20) != 0x07064b50) fail("ZIP64 values without a ZIP64 locator");
-    const uint64_t z = u64(eocd - 20 + 8);
-    if (z > eocd - 20 || eocd - 20 - z < 56 || u32(z) != 0x06064b50) fail("bad ZIP64 end-of-central-directory record");
-    count = u64(z + 32);
-    cd_size = u64(z + 40);
-    cd_offset = u64(z + 48);
-    cd_limit = z;
+  template <class... Parts>
+  [[noreturn]] void fail(const Parts&... parts) const {
+    throw io_error(::gradus::detail::str("npz: '", source_, "': ", parts...));
   }
-  if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset)
-    fail("the central directory [", cd_offset, ", +", cd_size, ") lies outside the archive");
-  if (count > cd_size / 46) fail("the central directory is too small for ", count, " members");
 
-  TensorList out;
-  std::set<std::string> names;
-  uint64_t p = cd_offset;
-  const uint64_t cd_end = cd_offset + cd_size;
-  for (uint64_t k = 0; k < count; ++k) {
-    if (cd_end - p < 46 || u32(p) != 0x02014b50) fail("central directory entry ", k, " is corrupt");
-    const uint64_t flags = u16(p + 8), method = u16(p + 10), crc = u32(p + 16);
-    uint64_t csize = u32(p + 20), usize = u32(p + 24), local = u32(p + 42);
-    const uint64_t nlen = u16(p + 28), elen = u16(p + 30), clen = u16(p + 32);
-    if (cd_end - p - 46 < nlen + elen + clen) fail("central directory entry ", k, " runs past the directory");
-    const std::string name(bytes.substr(size_t(p + 46), size_t(nlen)));
+  /// The end-of-central-directory record (the last signature whose comment runs exactly to the
+  /// end), followed to the ZIP64 record when a field is saturated.
+  Directory directory() const {
+    const uint64_t size = bytes_.size();
+    if (size < 22) fail("too short for a zip archive (", size, " bytes)");
+    uint64_t eocd = UINT64_MAX;
+    for (uint64_t p = size - 22 + 1; p-- > 0 && size - p <= 22 + 0xFFFF;)
+      if (u32(p) == 0x06054b50 && p + 22 + u16(p + 20) == size) {
+        eocd = p;
+        break;
+      }
+    if (eocd == UINT64_MAX) fail("not a zip archive (no end-of-central-directory record)");
+    if (u16(eocd + 4) != 0 || u16(eocd + 6) != 0) fail("multi-disk zip archives are not supported");
+    Directory d{u16(eocd + 10), u32(eocd + 16), u32(eocd + 12)};
+    if (u16(eocd + 8) != d.count) fail("inconsistent member counts in the end-of-central-directory record");
+    uint64_t limit = eocd;  // the central directory ends before this
+    if (d.count == 0xFFFF || d.size == 0xFFFFFFFF || d.offset == 0xFFFFFFFF) {
+      // ZIP64: a locator right before the record points at the ZIP64 end-of-central-directory record.
+      if (eocd < 20 || u32(eocd - 20) != 0x07064b50) fail("ZIP64 values without a ZIP64 locator");
+      const uint64_t z = u64(eocd - 20 + 8);
+      if (z > eocd - 20 || eocd - 20 - z < 56 || u32(z) != 0x06064b50) fail("bad ZIP64 end-of-central-directory record");
+      d = {u64(z + 32), u64(z + 48), u64(z + 40)};
+      limit = z;
+    }
+    if (d.offset > limit || d.size > limit - d.offset)
+      fail("the central directory [", d.offset, ", +", d.size, ") lies outside the archive");
+    if (d.count > d.size / 46) fail("the central directory is too small for ", d.count, " members");
+    return d;
+  }
+
+  /// Entry `k` at `*p` (advanced past it), its ZIP64 extra field applied.
+  Entry entry(uint64_t* p, uint64_t end, uint64_t k) const {
+    const uint64_t at = *p;
+    if (end - at < 46 || u32(at) != 0x02014b50) fail("central directory entry ", k, " is corrupt");
+    Entry e;
+    e.flags = u16(at + 8), e.method = u16(at + 10), e.crc = u32(at + 16);
+    e.csize = u32(at + 20), e.usize = u32(at + 24), e.local = u32(at + 42);
+    const uint64_t nlen = u16(at + 28), elen = u16(at + 30), clen = u16(at + 32);
+    if (end - at - 46 < nlen + elen + clen) fail("central directory entry ", k, " runs past the directory");
+    e.name = std::string(bytes_.substr(size_t(at + 46), size_t(nlen)));
     // ZIP64 extended information: the 8-byte values of the fields set to 0xFFFFFFFF, in order.
-    for (uint64_t e = p + 46 + nlen, e_end = e + elen; e_end - e >= 4;) {
-      const uint64_t id = u16(e), len = u16(e + 2);
-      if (e_end - e - 4 < len) fail("member '", name, "': corrupt extra field");
+    for (uint64_t x = at + 46 + nlen, x_end = x + elen; x_end - x >= 4;) {
+      const uint64_t id = u16(x), len = u16(x + 2);
+      if (x_end - x - 4 < len) fail("member '", e.name, "': corrupt extra field");
       if (id == 1) {
-        uint64_t q = e + 4;
-        for (uint64_t* field : {&usize, &csize, &local})
+        uint64_t q = x + 4;
+        for (uint64_t* field : {&e.usize, &e.csize, &e.local})
           if (*field == 0xFFFFFFFF) {
-            if (e + 4 + len - q < 8) fail("member '", name, "': truncated ZIP64 extra field");
+            if (x + 4 + len - q < 8) fail("member '", e.name, "': truncated ZIP64 extra field");
             *field = u64(q);
             q += 8;
           }
       }
-      e += 4 + len;
+      x += 4 + len;
     }
-    p += 46 + nlen + elen + clen;
-
-    if (flags & 1) fail("member '", name, "' is encrypted");
-    if (method != 0 && method != 8) fail("member '", name, "' uses compression method ", method, " (only STORED and DEFLATE are read)");
-    if (name.size() < 5 || !name.ends_with(".npy")) fail("member '", name, "' is not an .npy file");
-    if (local > cd_offset || cd_offset - local < 30 || u32(local) != 0x04034b50)
-      fail("member '", name, "': bad local header offset ", local);
-    const uint64_t lnlen = u16(local + 26), lelen = u16(local + 28);
-    const uint64_t data_at = local + 30 + lnlen + lelen;
-    if (data_at > cd_offset || csize > cd_offset - data_at) fail("member '", name, "': its data runs past the archive");
-    if (bytes.substr(size_t(local + 30), size_t(lnlen)) != name)
-      fail("member '", name, "': the local header names '", bytes.substr(size_t(local + 30), size_t(lnlen)), "'");
-    const std::string_view packed = bytes.substr(size_t(data_at), size_t(csize));
-
-    std::string inflated;
-    std::string_view member = packed;
-    if (method == 0) {
-      if (csize != usize) fail("member '", name, "' is stored but its sizes differ (", csize, " vs ", usize, ")");
-    } else {
-      // Deflate expands at most ~1032:1; a larger claim is corrupt and must not be allocated.
-      if (usize > csize * 1032 + 1024) fail("member '", name, "' claims ", usize, " bytes from ", csize, " compressed");
-      // The buffer grows with the output actually produced, never past the claimed size.
-      inflated.resize(size_t(std::min<uint64_t>(usize, std::max<uint64_t>(csize * 4, 1 << 16))));
-      z_stream z{};
-      if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
-      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-      uint64_t in_left = csize, produced = 0;
-      int rc;
-      for (;;) {  // zlib counts in uInt: feed chunks of at most 1 GiB
-        if (z.avail_in == 0 && in_left) {
-          z.avail_in = uInt(std::min<uint64_t>(in_left, 1u << 30));
-          in_left -= z.avail_in;
-        }
-        if (produced == inflated.size() && inflated.size() < usize)
-          inflated.resize(size_t(std::min<uint64_t>(usize, 2 * uint64_t(inflated.size()))));
-        z.next_out = reinterpret_cast<Bytef*>(inflated.data() + produced);
-        z.avail_out = uInt(std::min<uint64_t>(inflated.size() - produced, 1u << 30));
-        const uInt room = z.avail_out;
-        rc = inflate(&z, Z_NO_FLUSH);
-        produced += room - z.avail_out;
-        if (rc != Z_OK) break;
-      }
-      const std::string msg = z.msg ? z.msg : "";
-      inflateEnd(&z);
-      if (rc == Z_BUF_ERROR)
-        fail("member '", name, "': corrupt deflate data (",
-             produced == usize ? "it inflates to more than its size, " : "the stream ends early, ", usize, " bytes)");
-      if (rc != Z_STREAM_END) fail("member '", name, "': corrupt deflate data (", msg.empty() ? "zlib error" : msg, ")");
-      if (produced != usize) fail("member '", name, "' inflates to ", produced, " bytes, not ", usize);
-      inflated.resize(size_t(produced));
-      member = inflated;
-    }
-    if (detail::crc32_of(member) != crc) fail("member '", name, "': CRC-32 mismatch (corrupt data)");
-    std::string array_name = name.substr(0, name.size() - 4);
-    if (!names.insert(array_name).second) fail("two members are named '", name, "'");
-    out.emplace_back(std::move(array_name), decode_npy(member, ::gradus::detail::str(source, "/", name)));
+    *p = at + 46 + nlen + elen + clen;
+    return e;
   }
-  if (p != cd_end) fail("the central directory has ", cd_end - p, " bytes after its ", count, " entries");
+
+  /// The member's stored (possibly deflated) bytes, after checking what it is and its local header.
+  std::string_view packed(const Entry& e, uint64_t cd_offset) const {
+    if (e.flags & 1) fail("member '", e.name, "' is encrypted");
+    if (e.method != 0 && e.method != 8)
+      fail("member '", e.name, "' uses compression method ", e.method, " (only STORED and DEFLATE are read)");
+    if (e.name.size() < 5 || !e.name.ends_with(".npy")) fail("member '", e.name, "' is not an .npy file");
+    if (e.local > cd_offset || cd_offset - e.local < 30 || u32(e.local) != 0x04034b50)
+      fail("member '", e.name, "': bad local header offset ", e.local);
+    const uint64_t lnlen = u16(e.local + 26), lelen = u16(e.local + 28);
+    const uint64_t data_at = e.local + 30 + lnlen + lelen;
+    if (data_at > cd_offset || e.csize > cd_offset - data_at) fail("member '", e.name, "': its data runs past the archive");
+    if (bytes_.substr(size_t(e.local + 30), size_t(lnlen)) != e.name)
+      fail("member '", e.name, "': the local header names '", bytes_.substr(size_t(e.local + 30), size_t(lnlen)), "'");
+    if (e.method == 0 && e.csize != e.usize)
+      fail("member '", e.name, "' is stored but its sizes differ (", e.csize, " vs ", e.usize, ")");
+    return bytes_.substr(size_t(data_at), size_t(e.csize));
+  }
+
+  /// The inflated bytes of a DEFLATE member: exactly its claimed size, or io_error.
+  std::string inflate_member(const Entry& e, std::string_view packed) const {
+    // Deflate expands at most ~1032:1; a larger claim is corrupt and must not be allocated.
+    if (e.usize > e.csize * 1032 + 1024) fail("member '", e.name, "' claims ", e.usize, " bytes from ", e.csize, " compressed");
+    // The buffer grows with the output actually produced, never past the claimed size.
+    std::string inflated(size_t(std::min<uint64_t>(e.usize, std::max<uint64_t>(e.csize * 4, 1 << 16))), '\0');
+    z_stream z{};
+    if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+    uint64_t in_left = e.csize, produced = 0;
+    int rc;
+    for (;;) {  // zlib counts in uInt: feed chunks of at most 1 GiB
+      if (z.avail_in == 0 && in_left) {
+        z.avail_in = uInt(std::min<uint64_t>(in_left, 1u << 30));
+        in_left -= z.avail_in;
+      }
+      if (produced == inflated.size() && inflated.size() < e.usize)
+        inflated.resize(size_t(std::min<uint64_t>(e.usize, 2 * uint64_t(inflated.size()))));
+      z.next_out = reinterpret_cast<Bytef*>(inflated.data() + produced);
+      z.avail_out = uInt(std::min<uint64_t>(inflated.size() - produced, 1u << 30));
+      const uInt room = z.avail_out;
+      rc = inflate(&z, Z_NO_FLUSH);
+      produced += room - z.avail_out;
+      if (rc != Z_OK) break;
+    }
+    const std::string msg = z.msg ? z.msg : "";
+    inflateEnd(&z);
+    if (rc == Z_BUF_ERROR)
+      fail("member '", e.name, "': corrupt deflate data (",
+           produced == e.usize ? "it inflates to more than its size, " : "the stream ends early, ", e.usize, " bytes)");
+    if (rc != Z_STREAM_END) fail("member '", e.name, "': corrupt deflate data (", msg.empty() ? "zlib error" : msg, ")");
+    if (produced != e.usize) fail("member '", e.name, "' inflates to ", produced, " bytes, not ", e.usize);
+    inflated.resize(size_t(produced));
+    return inflated;
+  }
+
+ private:
+  uint64_t u16(uint64_t at) const { return load_le<2>(bytes_.data() + at); }
+  uint64_t u32(uint64_t at) const { return load_le<4>(bytes_.data() + at); }
+  uint64_t u64(uint64_t at) const { return load_le<8>(bytes_.data() + at); }
+
+  std::string_view bytes_, source_;
+};
+
+}  // namespace detail
+
+/// Parses .npz bytes (see the file comment): the arrays in archive order, named without ".npy";
+/// `source` names the archive in errors.
+inline TensorList decode_npz(std::string_view bytes, std::string_view source = "<memory>") {
+  const detail::NpzReader zip(bytes, source);
+  const detail::NpzReader::Directory dir = zip.directory();
+  TensorList out;
+  std::set<std::string> names;
+  uint64_t p = dir.offset;
+  const uint64_t end = dir.offset + dir.size;
+  for (uint64_t k = 0; k < dir.count; ++k) {
+    const detail::NpzReader::Entry e = zip.entry(&p, end, k);
+    const std::string_view packed = zip.packed(e, dir.offset);
+    std::string inflated;
+    const std::string_view member = e.method == 0 ? packed : (inflated = zip.inflate_member(e, packed));
+    if (detail::crc32_of(member) != e.crc) zip.fail("member '", e.name, "': CRC-32 mismatch (corrupt data)");
+    std::string array_name = e.name.substr(0, e.name.size() - 4);
+    if (!names.insert(array_name).second) zip.fail("two members are named '", e.name, "'");
+    out.emplace_back(std::move(array_name), decode_npy(member, ::gradus::detail::str(source, "/", e.name)));
+  }
+  if (p != end) zip.fail("the central directory has ", end - p, " bytes after its ", dir.count, " entries");
   return out;
 }
 

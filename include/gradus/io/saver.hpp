@@ -13,9 +13,11 @@
 // latest_checkpoint(dir) reads the state file. When the file it names has gone missing, it falls
 // back to the newest kept file that still exists, and to std::nullopt when none does (or when
 // there is no state file). Stray temporary files of an interrupted write are never listed, so they
-// are never picked up. The state file may only name files inside the directory; one that names a
+// are never picked up; after each successful save the Saver collects what interrupted runs left
+// behind (see Saver::save). The state file may only name files inside the directory; one that names a
 // path elsewhere, or is malformed, raises io_error. Unknown keys (TensorFlow's timestamps) are ignored.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -194,7 +196,10 @@ class Saver {
   /// Writes the checkpoint of `step` (metadata gets "global_step" = step), updates the state file,
   /// deletes the oldest beyond max_to_keep; returns the written path. Saving a step again replaces
   /// its file and makes it the newest. On an error the state file and the kept checkpoints are as
-  /// before (a checkpoint written before the state file failed stays, unlisted).
+  /// before (a checkpoint written before the state file failed stays, unlisted). After a successful
+  /// save, the debris of interrupted runs is deleted: checkpoints "<prefix>-<step>.safetensors" that
+  /// the state file does not list, and temporary files of this directory's state file or of such
+  /// checkpoints whose writing process no longer exists. Other files are never touched.
   std::filesystem::path save(int64_t step, const TensorList& tensors, Metadata metadata = {}) {
     GRADUS_CHECK(value_error, step >= 0, "Saver::save: step must be >= 0, got ", step);
     const std::string name = options_.prefix + "-" + std::to_string(step) + ".safetensors";
@@ -218,6 +223,7 @@ class Saver {
       std::error_code ec;
       std::filesystem::remove(dir_ / old, ec);
     }
+    collect_debris();
     return path;
   }
 
@@ -229,6 +235,34 @@ class Saver {
   const std::vector<std::string>& checkpoints() const { return kept_; }
 
  private:
+  /// True for "<prefix>-<digits>.safetensors".
+  bool checkpoint_name(std::string_view f) const {
+    const std::string head = options_.prefix + "-";
+    constexpr std::string_view tail = ".safetensors";
+    if (f.size() <= head.size() + tail.size() || !f.starts_with(head) || !f.ends_with(tail)) return false;
+    const std::string_view digits = f.substr(head.size(), f.size() - head.size() - tail.size());
+    return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+  /// True for the (possibly cut) target name of a temporary file this saver writes.
+  bool own_target(std::string_view target) const {
+    if (target == "checkpoint" || checkpoint_name(target)) return true;
+    return target.size() == 200 && target.starts_with(std::string_view(options_.prefix + "-").substr(0, 200));
+  }
+  /// Deletes unlisted checkpoints and stale temporaries (see save); errors are ignored.
+  void collect_debris() const {
+    std::vector<std::filesystem::path> debris;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string f = it->path().filename().string();
+      if (checkpoint_name(f)) {
+        if (std::find(kept_.begin(), kept_.end(), f) == kept_.end()) debris.push_back(it->path());
+      } else if (auto t = detail::parse_temp_file_name(f); t && own_target(t->target) && detail::temp_writer_gone(t->pid)) {
+        debris.push_back(it->path());
+      }
+    }
+    for (const auto& p : debris) std::filesystem::remove(p, ec);
+  }
+
   std::filesystem::path dir_;
   SaverOptions options_;
   std::vector<std::string> kept_;

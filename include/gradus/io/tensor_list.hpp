@@ -20,6 +20,7 @@
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
+#include "gradus/detail/endian.hpp"
 
 namespace gradus::io {
 
@@ -73,36 +74,28 @@ Tensor<T> read_le(const char* src, const Shape& shape) {
   return t;
 }
 
-/// Little-endian unsigned integer of `N` bytes at `p`.
-template <size_t N>
-uint64_t load_le(const char* p) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < N; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-/// Appends `v` as `N` little-endian bytes.
-template <size_t N>
-void store_le(std::string& out, uint64_t v) {
-  for (size_t i = 0; i < N; ++i) out.push_back(char((v >> (8 * i)) & 0xFF));
-}
+using ::gradus::detail::load_le;
+using ::gradus::detail::store_le;
 
-/// Product of `dims` when that and its size in bytes (times `width`) fit in an int64_t; false on
-/// overflow. A zero dimension makes the product 0 whatever the others are.
+/// Product of `dims` when the product of its nonzero dimensions, times `width` bytes, fits in an
+/// int64_t; false on overflow. A zero dimension makes the product 0, but the other dimensions are
+/// bounded all the same: a shape [0, 2^62, 2^62] is rejected, since a reduction over its zero
+/// axis or a reshape would produce a count that wraps.
 inline bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel, uint64_t& bytes) {
   constexpr uint64_t kMax = uint64_t(INT64_MAX);
-  for (uint64_t d : dims)
-    if (d == 0) {
-      numel = bytes = 0;
-      return true;
-    }
   uint64_t n = 1;
+  bool zero = false;
   for (uint64_t d : dims) {
+    if (d == 0) {
+      zero = true;
+      continue;
+    }
     if (d > kMax || n > kMax / d) return false;
     n *= d;
   }
   if (n > kMax / width) return false;
-  numel = n;
-  bytes = n * width;
+  numel = zero ? 0 : n;
+  bytes = numel * width;
   return true;
 }
 

@@ -142,8 +142,8 @@ class Optimizer {
     GRADUS_CHECK(value_error, step.size() == 1, name_, ": load_state_dict: 'step' must hold one value, got shape ",
                  step.shape());
     const T s = step.data()[0];
-    GRADUS_CHECK(value_error, s >= 0 && s == std::floor(s), name_,
-                 ": load_state_dict: 'step' must be a non-negative integer, got ", s);
+    GRADUS_CHECK(value_error, s >= 0 && s == std::floor(s) && s <= T(9007199254740992.0), name_,
+                 ": load_state_dict: 'step' must be a non-negative integer up to 2^53, got ", s);
     for (size_t i = 0; i < params_.size(); ++i)
       for (size_t k = 0; k < slots_.size(); ++k) {
         const Tensor<T>& src = detail::state_entry(state, slot_key(k, i), name_);

@@ -17,6 +17,8 @@
 #include <nmmintrin.h>
 #endif
 
+#include "gradus/detail/endian.hpp"
+
 namespace gradus::summary {
 
 namespace detail {
@@ -37,17 +39,11 @@ consteval Crc32cTables make_crc32c_tables() {
 
 inline constexpr Crc32cTables crc32c_tables = make_crc32c_tables();
 
-inline uint64_t load_le64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
 /// Continues the raw (un-inverted) CRC state `c` over `n` bytes with the table method.
 inline uint32_t crc32c_extend_portable(uint32_t c, const unsigned char* p, size_t n) {
   const auto& t = crc32c_tables;
   for (; n >= 8; n -= 8, p += 8) {
-    const uint64_t w = load_le64(p) ^ c;
+    const uint64_t w = ::gradus::detail::load_le<8>(p) ^ c;
     c = t[7][w & 0xFF] ^ t[6][(w >> 8) & 0xFF] ^ t[5][(w >> 16) & 0xFF] ^ t[4][(w >> 24) & 0xFF] ^
         t[3][(w >> 32) & 0xFF] ^ t[2][(w >> 40) & 0xFF] ^ t[1][(w >> 48) & 0xFF] ^ t[0][w >> 56];
   }

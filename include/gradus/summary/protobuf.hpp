@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "gradus/core/error.hpp"
+#include "gradus/detail/endian.hpp"
 
 namespace gradus::summary::detail {
 
@@ -31,9 +32,8 @@ inline void put_varint(std::string& out, uint64_t v) {
 
 inline void put_key(std::string& out, int field, WireType wire) { put_varint(out, uint64_t(field) << 3 | uint64_t(wire)); }
 
-inline void put_le(std::string& out, uint64_t bits, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(char(uint8_t(bits >> (8 * i))));
-}
+using ::gradus::detail::load_le;
+using ::gradus::detail::store_le;
 
 /// Field `field` as a varint (int32/int64/enum; negative values take 10 bytes).
 inline void put_int(std::string& out, int field, int64_t v) {
@@ -42,11 +42,11 @@ inline void put_int(std::string& out, int field, int64_t v) {
 }
 inline void put_double(std::string& out, int field, double v) {
   put_key(out, field, wire_fixed64);
-  put_le(out, std::bit_cast<uint64_t>(v), 8);
+  store_le<8>(out, std::bit_cast<uint64_t>(v));
 }
 inline void put_float(std::string& out, int field, float v) {
   put_key(out, field, wire_fixed32);
-  put_le(out, std::bit_cast<uint32_t>(v), 4);
+  store_le<4>(out, std::bit_cast<uint32_t>(v));
 }
 /// A length-delimited field: a string, bytes, or an encoded nested message.
 inline void put_bytes(std::string& out, int field, std::string_view bytes) {
@@ -57,7 +57,7 @@ inline void put_bytes(std::string& out, int field, std::string_view bytes) {
 inline void put_packed_doubles(std::string& out, int field, std::span<const double> values) {
   put_key(out, field, wire_bytes);
   put_varint(out, values.size() * 8);
-  for (double v : values) put_le(out, std::bit_cast<uint64_t>(v), 8);
+  for (double v : values) store_le<8>(out, std::bit_cast<uint64_t>(v));
 }
 
 /// Walks the fields of one encoded message: `while (r.next()) switch (r.field()) {...}`.
@@ -95,11 +95,11 @@ class ProtoReader {
   }
   double double_value() {
     expect(wire_fixed64);
-    return std::bit_cast<double>(le(8));
+    return std::bit_cast<double>(load_le<8>(take(8).data()));
   }
   float float_value() {
     expect(wire_fixed32);
-    return std::bit_cast<float>(uint32_t(le(4)));
+    return std::bit_cast<float>(uint32_t(load_le<4>(take(4).data())));
   }
   std::string_view bytes_value() {
     expect(wire_bytes);
@@ -115,11 +115,7 @@ class ProtoReader {
     const std::string_view b = bytes_value();
     GRADUS_CHECK(io_error, b.size() % 8 == 0, "decode_event: ", what_, ": field ", field_,
                  ": packed doubles of ", b.size(), " bytes (not a multiple of 8)");
-    for (size_t i = 0; i < b.size(); i += 8) {
-      uint64_t bits = 0;
-      for (int k = 7; k >= 0; --k) bits = bits << 8 | uint8_t(b[i + size_t(k)]);
-      out.push_back(std::bit_cast<double>(bits));
-    }
+    for (size_t i = 0; i < b.size(); i += 8) out.push_back(std::bit_cast<double>(load_le<8>(b.data() + i)));
   }
   /// Skips the value of the current field (unknown fields are allowed, as in protobuf).
   void skip() {
@@ -145,12 +141,6 @@ class ProtoReader {
     const std::string_view s = data_.substr(pos_, size_t(n));
     pos_ += size_t(n);
     return s;
-  }
-  uint64_t le(int n) {
-    const std::string_view b = take(uint64_t(n));
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; --i) v = v << 8 | uint8_t(b[size_t(i)]);
-    return v;
   }
 
   std::string_view data_;

@@ -20,20 +20,15 @@
 #include <vector>
 
 #include "gradus/core/error.hpp"
+#include "gradus/detail/endian.hpp"
 #include "gradus/summary/crc32c.hpp"
 
 namespace gradus::summary {
 
 namespace detail {
 
-inline void append_le32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(char(uint8_t(v >> (8 * i))));
-}
-inline uint64_t read_le(std::string_view b, size_t at, int n) {
-  uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = v << 8 | uint8_t(b[at + size_t(i)]);
-  return v;
-}
+using ::gradus::detail::load_le;
+using ::gradus::detail::store_le;
 
 /// The whole file at `path` (io_error naming it and `who` when it cannot be read).
 inline std::string read_whole_file(const std::filesystem::path& path, const char* who) {
@@ -57,10 +52,10 @@ inline std::string read_whole_file(const std::filesystem::path& path, const char
 inline std::string frame_record(std::string_view data) {
   std::string out;
   out.reserve(data.size() + 16);
-  for (int i = 0; i < 8; ++i) out.push_back(char(uint8_t(uint64_t(data.size()) >> (8 * i))));
-  detail::append_le32(out, masked_crc32c(std::string_view(out.data(), 8)));
+  detail::store_le<8>(out, data.size());
+  detail::store_le<4>(out, masked_crc32c(std::string_view(out.data(), 8)));
   out.append(data);
-  detail::append_le32(out, masked_crc32c(data));
+  detail::store_le<4>(out, masked_crc32c(data));
   return out;
 }
 
@@ -74,13 +69,13 @@ inline std::vector<std::string> parse_records(std::string_view bytes, std::strin
     GRADUS_CHECK(io_error, left >= 12, "read_records: '", source, "': record ", out.size(), " at byte ", pos,
                  " is truncated (", left, " bytes, a header needs 12)");
     const std::string_view len_bytes = bytes.substr(pos, 8);
-    const uint64_t len = detail::read_le(bytes, pos, 8);
-    GRADUS_CHECK(io_error, uint32_t(detail::read_le(bytes, pos + 8, 4)) == masked_crc32c(len_bytes), "read_records: '",
+    const uint64_t len = detail::load_le<8>(bytes.data() + pos);
+    GRADUS_CHECK(io_error, uint32_t(detail::load_le<4>(bytes.data() + pos + 8)) == masked_crc32c(len_bytes), "read_records: '",
                  source, "': record ", out.size(), " at byte ", pos, ": length checksum mismatch (corrupt file)");
     GRADUS_CHECK(io_error, len <= left - 12 && left - 12 - len >= 4, "read_records: '", source, "': record ",
                  out.size(), " at byte ", pos, " is truncated (length ", len, ", ", left - 12, " bytes left)");
     const std::string_view data = bytes.substr(pos + 12, size_t(len));
-    GRADUS_CHECK(io_error, uint32_t(detail::read_le(bytes, pos + 12 + size_t(len), 4)) == masked_crc32c(data),
+    GRADUS_CHECK(io_error, uint32_t(detail::load_le<4>(bytes.data() + pos + 12 + size_t(len))) == masked_crc32c(data),
                  "read_records: '", source, "': record ", out.size(), " at byte ", pos,
                  ": data checksum mismatch (corrupt file)");
     out.emplace_back(data);

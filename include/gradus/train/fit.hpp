@@ -17,9 +17,12 @@
 // "val_<metric>") joined by '\n'.
 #pragma once
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -227,77 +230,96 @@ inline std::filesystem::path Session::save_checkpoint() {
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set FitOptions::run_dir or add one)");
 }
 
-inline void Session::restore(const std::filesystem::path& path) {
-  const io::Safetensors ckpt = io::load_safetensors(path);
-  const int64_t step = io::checkpoint_step(ckpt);
+namespace detail {
+
+/// The loop counters and values of a checkpoint ("train/counters", "train/values", "train/config").
+struct LoopState {
+  int64_t step = 0, epoch = 0, in_epoch = 0, count = 0;
+  double loss_sum = 0, last_loss = 0, lr = 0;
+  std::array<int64_t, 5> config{};  ///< examples, batch_size, shuffle, drop_remainder, seed bits
+};
+
+/// Reads and checks the loop state of `ckpt` (its global step must match the metadata's).
+inline LoopState read_loop_state(const io::Safetensors& ckpt, const std::filesystem::path& path) {
   auto get_i64 = [&](const char* name, int64_t n) {
     Tensor<int64_t> t = ckpt.get<int64_t>(name);
     GRADUS_CHECK(io_error, t.size() == n, "fit: checkpoint ", path, ": '", name, "' must hold ", n,
                  " values, got shape ", t.shape());
     return t;
   };
+  LoopState st;
+  st.step = io::checkpoint_step(ckpt);
   const Tensor<int64_t> counters = get_i64("train/counters", 4);
   const Tensor<int64_t> config = get_i64("train/config", 5);
   const Tensor<double> values = ckpt.get<double>("train/values");
   GRADUS_CHECK(io_error, values.size() == 3, "fit: checkpoint ", path, ": 'train/values' must hold 3 values, got shape ",
                values.shape());
-  const int64_t epoch = counters.data()[0], in_epoch = counters.data()[1], count = counters.data()[2];
-  GRADUS_CHECK(io_error, counters.data()[3] == step && epoch >= 0 && in_epoch >= 0 && count >= 0, "fit: checkpoint ",
-               path, ": inconsistent counters (epoch ", epoch, ", step in epoch ", in_epoch, ", global step ",
-               counters.data()[3], " vs metadata ", step, ")");
+  st.epoch = counters.data()[0], st.in_epoch = counters.data()[1], st.count = counters.data()[2];
+  GRADUS_CHECK(io_error, counters.data()[3] == st.step && st.epoch >= 0 && st.in_epoch >= 0 && st.count >= 0,
+               "fit: checkpoint ", path, ": inconsistent counters (epoch ", st.epoch, ", step in epoch ", st.in_epoch,
+               ", global step ", counters.data()[3], " vs metadata ", st.step, ")");
+  std::copy(config.data(), config.data() + 5, st.config.begin());
+  st.loss_sum = values.data()[0], st.last_loss = values.data()[1], st.lr = values.data()[2];
+  return st;
+}
+
+/// The History of `ckpt` ("train/history/..." and the metadata "train/history/keys"); empty when absent.
+inline History read_history(const io::Safetensors& ckpt, const std::filesystem::path& path) {
+  History history;
+  if (!ckpt.find("train/history/global_step")) return history;
+  const Tensor<int64_t> steps = ckpt.get<int64_t>("train/history/global_step");
+  const Tensor<double> hv = ckpt.get<double>("train/history/values");
+  std::vector<std::string> keys;
+  if (auto it = ckpt.metadata.find("train/history/keys"); it != ckpt.metadata.end() && !it->second.empty()) {
+    size_t at = 0;
+    for (;;) {
+      const size_t nl = it->second.find('\n', at);
+      keys.push_back(it->second.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+  }
+  const int64_t e = steps.size(), k = int64_t(keys.size());
+  Tensor<int64_t> present;
+  if (k > 0) present = ckpt.get<int64_t>("train/history/present");
+  GRADUS_CHECK(io_error, hv.shape() == Shape({e, 1 + k}) && (k == 0 || present.shape() == Shape({e, k})),
+               "fit: checkpoint ", path, ": history tensors do not match ", e, " epochs and ", k, " keys");
+  for (int64_t i = 0; i < e; ++i) {
+    EpochLogs l;
+    l.epoch = i;
+    l.global_step = steps.data()[i];
+    l.loss = hv.data()[i * (1 + k)];
+    for (int64_t j = 0; j < k; ++j) {
+      if (present.data()[i * k + j] == 0) continue;
+      const double v = hv.data()[i * (1 + k) + 1 + j];
+      if (keys[size_t(j)] == "val_loss")
+        l.val_loss = v;
+      else
+        l.val_metrics.emplace_back(keys[size_t(j)], v);
+    }
+    history.epochs.push_back(std::move(l));
+  }
+  return history;
+}
+
+}  // namespace detail
+
+inline void Session::check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const {
   int64_t seed_bits;
   std::memcpy(&seed_bits, &seed_, sizeof seed_bits);
   const int64_t now[5] = {examples_, batch_size_, int64_t(shuffle_), int64_t(drop_remainder_), seed_bits};
-  const bool same_batches = std::equal(now, now + 5, config.data());
+  const bool same_batches = std::equal(now, now + 5, st.config.begin());
   // Mid-epoch, the rest of the epoch is only the same batches under the same batching.
-  GRADUS_CHECK(value_error, in_epoch == 0 || same_batches, "fit: checkpoint ", path,
+  GRADUS_CHECK(value_error, st.in_epoch == 0 || same_batches, "fit: checkpoint ", path,
                " stopped mid-epoch under other batching (examples, batch_size, shuffle, drop_remainder, seed) = (",
-               config.data()[0], ", ", config.data()[1], ", ", config.data()[2], ", ", config.data()[3], ", ",
-               uint64_t(config.data()[4]), "); the options give (", examples_, ", ", batch_size_, ", ", shuffle_, ", ",
-               drop_remainder_, ", ", seed_, ")");
-  GRADUS_CHECK(value_error, in_epoch <= steps_per_epoch_, "fit: checkpoint ", path, " is at step ", in_epoch,
+               st.config[0], ", ", st.config[1], ", ", st.config[2], ", ", st.config[3], ", ", uint64_t(st.config[4]),
+               "); the options give (", examples_, ", ", batch_size_, ", ", shuffle_, ", ", drop_remainder_, ", ", seed_,
+               ")");
+  GRADUS_CHECK(value_error, st.in_epoch <= steps_per_epoch_, "fit: checkpoint ", path, " is at step ", st.in_epoch,
                " of an epoch of ", steps_per_epoch_, " steps");
+}
 
-  History history;
-  if (ckpt.find("train/history/global_step")) {
-    const Tensor<int64_t> steps = ckpt.get<int64_t>("train/history/global_step");
-    const Tensor<double> hv = ckpt.get<double>("train/history/values");
-    std::vector<std::string> keys;
-    if (auto it = ckpt.metadata.find("train/history/keys"); it != ckpt.metadata.end() && !it->second.empty()) {
-      size_t at = 0;
-      for (;;) {
-        const size_t nl = it->second.find('\n', at);
-        keys.push_back(it->second.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-        if (nl == std::string::npos) break;
-        at = nl + 1;
-      }
-    }
-    const int64_t e = steps.size(), k = int64_t(keys.size());
-    Tensor<int64_t> present;
-    if (k > 0) present = ckpt.get<int64_t>("train/history/present");
-    GRADUS_CHECK(io_error, hv.shape() == Shape({e, 1 + k}) && (k == 0 || present.shape() == Shape({e, k})),
-                 "fit: checkpoint ", path, ": history tensors do not match ", e, " epochs and ", k, " keys");
-    for (int64_t i = 0; i < e; ++i) {
-      EpochLogs l;
-      l.epoch = i;
-      l.global_step = steps.data()[i];
-      l.loss = hv.data()[i * (1 + k)];
-      for (int64_t j = 0; j < k; ++j) {
-        if (present.data()[i * k + j] == 0) continue;
-        const double v = hv.data()[i * (1 + k) + 1 + j];
-        if (keys[size_t(j)] == "val_loss")
-          l.val_loss = v;
-        else
-          l.val_metrics.emplace_back(keys[size_t(j)], v);
-      }
-      history.epochs.push_back(std::move(l));
-    }
-  }
-
-  GRADUS_CHECK(io_error, !rng_ || ckpt.find("rng"), "fit: checkpoint ", path,
-               " has no 'rng' entry, but FitOptions::rng is set");
-  restore_model_state(ckpt);  // the io helpers validate before they modify
-  if (rng_) io::restore_rng(ckpt, *rng_, "rng");
+inline void Session::restore_hook_states(const io::Safetensors& ckpt) {
   for (Hook* h : hooks_) {
     const std::string key = h->state_key();
     if (key.empty()) continue;
@@ -307,13 +329,28 @@ inline void Session::restore(const std::filesystem::path& path) {
     for (const auto& [name, v] : ckpt.metadata) any = any || name.compare(0, prefix.size(), prefix) == 0;
     if (any) h->restore_state(ckpt, prefix);
   }
-  set_lr(values.data()[2]);
-  global_step_ = step;
-  epoch_ = epoch;
-  step_in_epoch_ = in_epoch;
-  loss_count_ = count;
-  loss_sum_ = values.data()[0];
-  last_loss_ = values.data()[1];
+}
+
+// Reads and checks everything before it changes anything that is not checked again later:
+// loop state, batching, History; then model and optimizer (validated before they are modified),
+// Rng, hook states; the loop counters last.
+inline void Session::restore(const std::filesystem::path& path) {
+  const io::Safetensors ckpt = io::load_safetensors(path);
+  const detail::LoopState st = detail::read_loop_state(ckpt, path);
+  check_resumable(st, path);
+  History history = detail::read_history(ckpt, path);
+  GRADUS_CHECK(io_error, !rng_ || ckpt.find("rng"), "fit: checkpoint ", path,
+               " has no 'rng' entry, but FitOptions::rng is set");
+  restore_model_state(ckpt);  // the io helpers validate before they modify
+  if (rng_) io::restore_rng(ckpt, *rng_, "rng");
+  restore_hook_states(ckpt);
+  set_lr(st.lr);
+  global_step_ = st.step;
+  epoch_ = st.epoch;
+  step_in_epoch_ = st.in_epoch;
+  loss_count_ = st.count;
+  loss_sum_ = st.loss_sum;
+  last_loss_ = st.last_loss;
   history_ = std::move(history);
   restored_from_ = path;
 }
@@ -333,6 +370,7 @@ inline History Session::run() {
   stop_ = false;
   stop_reason_.clear();
   restored_from_.reset();
+  nonfinite_step_.reset();
   order_epoch_ = -1;
 
   struct Mode {
@@ -366,6 +404,7 @@ inline History Session::run() {
       ++global_step_;
       ++step_in_epoch_;
       last_loss_ = loss;
+      if (!std::isfinite(loss) && !nonfinite_step_) nonfinite_step_ = global_step_;
       loss_sum_ += loss;
       ++loss_count_;
       const StepResult r{global_step_, epoch_, step_in_epoch_, n, loss};
@@ -385,7 +424,13 @@ inline History Session::run() {
   }
   history_.global_step = global_step_;
   history_.stop_reason = stop_reason_;
+  history_.nonfinite_step = nonfinite_step_;
   for (Hook* h : hooks_) h->end(*this);
+  if (nonfinite_step_) {
+    bool shown = false;  // a NanGuard or a ProgressBar already said so
+    for (const Hook* h : hooks_) shown = shown || dynamic_cast<const NanGuard*>(h) || dynamic_cast<const ProgressBar*>(h);
+    if (!shown) std::cerr << detail::nonfinite_warning(*nonfinite_step_, global_step_) << std::endl;
+  }
   return history_;
 }
 

@@ -34,6 +34,7 @@ inline double seconds_since(Clock::time_point t) {
 
 /// `v` with `decimals` digits after the point ("0.4321"), or "nan" / "inf".
 inline std::string fixed(double v, int decimals) {
+  if (std::isnan(v)) return "nan";  // not "-nan", whatever its sign bit
   std::ostringstream os;
   os << std::fixed << std::setprecision(decimals) << v;
   return os.str();
@@ -44,6 +45,13 @@ inline std::string general(double v) {
   std::ostringstream os;
   os << std::setprecision(6) << v;
   return os.str();
+}
+
+/// The warning fit and ProgressBar give when a loss was not finite and no NanGuard stopped the run.
+inline std::string nonfinite_warning(int64_t first, int64_t last) {
+  return ::gradus::detail::str("warning: the loss was not finite (nan or inf) first at step ", first,
+                               "; training went on to step ", last,
+                               " (History::nonfinite_step; gd::train::NanGuard stops at the first one)");
 }
 
 /// "m:ss" or "h:mm:ss"; "?" when not finite.
@@ -241,6 +249,7 @@ struct ProgressBarOptions {
 /// end by its summary line. Otherwise (a file, a pipe, a std::ostringstream) plain lines:
 ///   "epoch 2/10  batch 50/160  step 210  loss 0.4321  152.3 steps/s  ETA 0:12"
 /// every `every_steps` global steps, and per epoch "epoch 2/10  step 320  loss 0.4100  val_loss 0.3900".
+/// A run whose loss was ever nan or inf ends with "warning: the loss was not finite ... first at step N ...".
 class ProgressBar : public Hook {
  public:
   explicit ProgressBar(ProgressBarOptions o = {}, std::ostream& os = std::cout) : o_(o), os_(&os) {
@@ -291,6 +300,7 @@ class ProgressBar : public Hook {
     if (tty_ && drawn_) *os_ << '\n';
     drawn_ = false;
     if (!s.stop_reason().empty()) *os_ << "stopped: " << s.stop_reason() << '\n';
+    if (s.nonfinite_step()) *os_ << detail::nonfinite_warning(*s.nonfinite_step(), s.global_step()) << '\n';
     os_->flush();
   }
 
@@ -385,9 +395,14 @@ class EarlyStopping : public Hook {
     const std::string bp = prefix + "best/";
     for (const auto& [name, t] : ckpt.tensors)
       if (name.compare(0, bp.size(), bp) == 0) best.emplace_back(name.substr(bp.size()), t);
+    const auto count = [&](double v, const char* what) {  // a whole number that an int64_t holds exactly
+      GRADUS_CHECK(io_error, v == std::floor(v) && v >= -1 && v <= 9007199254740992.0, "EarlyStopping: checkpoint entry '",
+                   prefix, "state' has ", what, " ", v, ", not an epoch count");
+      return int64_t(v);
+    };
     best_ = st.data()[0];
-    wait_ = int64_t(st.data()[1]);
-    best_epoch_ = int64_t(st.data()[2]);
+    wait_ = count(st.data()[1], "wait");
+    best_epoch_ = count(st.data()[2], "best epoch");
     stopped_ = st.data()[3] != 0;
     best_weights_ = std::move(best);
   }
@@ -407,8 +422,9 @@ class EarlyStopping : public Hook {
   }
   void load(Session& s) const {
     auto copy = [&](const NamedTensor& dst) {
-      for (const auto& [name, src] : best_weights_)
-        if (name == dst.name) {
+      for (const auto& best : best_weights_)  // not a structured binding: clang 14 cannot capture one
+        if (const std::string& name = best.first; name == dst.name) {
+          const AnyTensor& src = best.second;
           GRADUS_CHECK(value_error, src.index() == dst.value.index(), "EarlyStopping: best weights of '", name,
                        "' have another element type than the model's");
           std::visit(

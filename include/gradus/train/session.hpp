@@ -58,6 +58,10 @@ inline bool all_finite(const AnyTensor& t) {
       t);
 }
 
+namespace detail {
+struct LoopState;
+}
+
 /// One epoch of a History. Keys: "loss" (mean training loss, data + regularization, over the
 /// epoch's steps), "val_loss" (with validation data) and "val_<metric name>" per metric.
 struct EpochLogs {
@@ -90,10 +94,15 @@ struct EpochLogs {
 };
 
 /// What fit returns (Keras' History): one entry per completed epoch.
+/// A loss that becomes NaN or infinite does not stop fit unless a NanGuard hook is given (as
+/// Keras' TerminateOnNaN is opt-in), but it is never silent: `nonfinite_step` records the first
+/// such step of this fit call, the ProgressBar ends with a warning line, and without either hook
+/// fit writes one warning line to std::cerr when it returns.
 struct History {
   std::vector<EpochLogs> epochs;
   int64_t global_step = 0;  ///< the global step when fit returned
   std::string stop_reason;  ///< why a hook stopped this fit call; empty when it ran every epoch
+  std::optional<int64_t> nonfinite_step;  ///< first global step of this call whose loss was nan or ±inf
 
   /// The values of `key` over the epochs (see EpochLogs::get).
   std::vector<double> values(std::string_view key) const {
@@ -179,6 +188,8 @@ class Session {
   double epoch_loss() const {
     return loss_count_ > 0 ? loss_sum_ / double(loss_count_) : std::numeric_limits<double>::quiet_NaN();
   }
+  /// The first global step of this run whose loss was NaN or infinite; empty while every loss is finite.
+  const std::optional<int64_t>& nonfinite_step() const { return nonfinite_step_; }
   /// The History so far (completed epochs, including those of restored runs).
   const History& history() const { return history_; }
   /// FitOptions::run_dir (empty: no checkpoints).
@@ -241,6 +252,8 @@ class Session {
   // --- the run (defined in train/fit.hpp)
   History run();
   void restore(const std::filesystem::path& path);
+  void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;
+  void restore_hook_states(const io::Safetensors& ckpt);
   void add_loop_state(io::TensorList& out, io::Metadata& metadata) const;
 
   // configuration, set by the typed loop before run()
@@ -260,6 +273,7 @@ class Session {
   bool stop_ = false;
   std::string stop_reason_;
   std::optional<std::filesystem::path> restored_from_;
+  std::optional<int64_t> nonfinite_step_;
   std::vector<Hook*> hooks_;  // user hooks and owned ones, CheckpointSavers last
   std::vector<int64_t> order_;
   int64_t order_epoch_ = -1;

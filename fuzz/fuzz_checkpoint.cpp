@@ -1,0 +1,46 @@
+// libFuzzer harness: restoring a fit checkpoint (model, Adam state, Rng, loop counters, History,
+// EarlyStopping state) from arbitrary bytes must resume training or throw gd::error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "fuzz_common.hpp"
+#include "tiny_training.hpp"
+
+namespace {
+namespace fs = std::filesystem;
+
+/// A run directory whose state file names the checkpoint each input is written to.
+struct RunDir {
+  fs::path base, run, out, ckpt;
+  RunDir() {
+    base = fs::path(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") /
+           ("gradus-fuzz-checkpoint-" + std::to_string(::getpid()));
+    run = base / "run";
+    out = base / "export";
+    ckpt = run / "model.ckpt-1.safetensors";
+    fs::create_directories(run);
+    gradus::io::write_file_atomic(run / "checkpoint",
+                                  gradus::io::encode_checkpoint_state({"model.ckpt-1.safetensors", {"model.ckpt-1.safetensors"}}));
+  }
+  ~RunDir() {
+    std::error_code ec;
+    fs::remove_all(base, ec);
+  }
+};
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static RunDir dir;
+  FILE* f = std::fopen(dir.ckpt.c_str(), "wb");
+  if (!f) __builtin_trap();
+  if (size) std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  try {
+    (void)gradus::fuzz::tiny_training(dir.run, dir.out);
+  } catch (const gradus::error&) {
+  }
+  return 0;
+}

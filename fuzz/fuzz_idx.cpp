@@ -1,0 +1,28 @@
+// libFuzzer harness: read_idx (raw or gzip, detected by its magic bytes) on an arbitrary file.
+#include <gradus/data/idx.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "fuzz_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // read_idx reads a path: the input goes to a file of this process (in memory where /dev/shm is).
+  static const struct File {
+    std::string path = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/gradus-fuzz-idx-" +
+                       std::to_string(::getpid());
+    ~File() { std::remove(path.c_str()); }
+  } file;
+  const std::string& path = file.path;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) __builtin_trap();
+  if (size) std::fwrite(data, 1, size, f);
+  std::fclose(f);
+  try {
+    const gradus::data::IdxArray a = gradus::data::read_idx(path);
+    if (a.shape.numel() != int64_t(a.bytes.size())) __builtin_trap();
+  } catch (const gradus::error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,11 @@
+// libFuzzer harness: decode_npz on arbitrary bytes must return arrays or throw gd::error.
+#include "fuzz_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    for (const auto& [name, t] : gradus::io::decode_npz(gradus::fuzz::bytes(data, size), "fuzz.npz"))
+      gradus::fuzz::exercise(t);
+  } catch (const gradus::error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,12 @@
+// libFuzzer harness: decode_png on arbitrary bytes must return an image or throw gd::error.
+#include <gradus/image.hpp>
+
+#include "fuzz_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  try {
+    gradus::fuzz::exercise(gradus::image::decode_png(gradus::fuzz::bytes(data, size)));
+  } catch (const gradus::error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,122 @@
+// Writes the seed corpora of the fuzz harnesses, each made by the library's own writers:
+//   make_seeds <fuzz/corpus>   ->  <dir>/<target>/<name>
+// (IDX files, which gradus only reads, are assembled here byte by byte, raw and gzipped.)
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <gradus/gradus.hpp>
+#include <gradus/image.hpp>
+#include <gradus/io.hpp>
+#include <gradus/summary.hpp>
+
+#include "tiny_training.hpp"
+
+namespace gd = gradus;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path root;
+
+void seed(const std::string& target, const std::string& name, const std::string& bytes) {
+  fs::create_directories(root / target);
+  std::ofstream(root / target / name, std::ios::binary) << bytes;
+}
+
+template <class T>
+gd::Tensor<T> seq(const gd::Shape& s) {
+  gd::Tensor<T> t(s);
+  for (int64_t i = 0; i < t.size(); ++i) t.data()[i] = T(i) - T(2);
+  return t;
+}
+
+std::string idx(const std::vector<uint32_t>& dims) {
+  std::string out = {0, 0, 8, char(dims.size())};
+  size_t n = 1;
+  for (uint32_t d : dims) {
+    for (int k = 3; k >= 0; --k) out += char((d >> (8 * k)) & 0xFF);
+    n *= d;
+  }
+  for (size_t i = 0; i < n; ++i) out += char(i * 37);
+  return out;
+}
+
+std::string gzip(const std::string& raw) {
+  std::string out(compressBound(uLong(raw.size())) + 64, '\0');
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);  // +16: a gzip wrapper
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = uInt(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: make_seeds <corpus directory>\n";
+    return 2;
+  }
+  root = argv[1];
+  const gd::io::TensorList tensors = {{"a", seq<float>({2, 3})},
+                                      {"b", seq<double>({5})},
+                                      {"c", seq<int64_t>({2, 2})},
+                                      {"s", gd::Tensor<double>::scalar(3.5)},
+                                      {"e", gd::Tensor<float>::zeros({0, 3})},
+                                      {"r4", seq<float>({2, 1, 2, 2})}};
+  for (const auto& [name, t] : tensors) seed("npy", name + ".npy", gd::io::encode_npy(t));
+  seed("npz", "all.npz", gd::io::encode_npz(tensors));
+  seed("npz", "one.npz", gd::io::encode_npz({tensors[0]}));
+  seed("safetensors", "all.safetensors", gd::io::encode_safetensors(tensors, {{"global_step", "300"}}));
+  seed("safetensors", "empty.safetensors", gd::io::encode_safetensors({}));
+  seed("saver_state", "three", gd::io::encode_checkpoint_state({"model.ckpt-3.safetensors",
+                                                                {"model.ckpt-1.safetensors", "model.ckpt-2.safetensors",
+                                                                 "model.ckpt-3.safetensors"}}));
+  seed("saver_state", "one", gd::io::encode_checkpoint_state({"m-0.safetensors", {"m-0.safetensors"}}));
+
+  gd::Rng rng(5);
+  const gd::Tensor<float> rgb = gd::Tensor<float>::random_uniform({3, 4, 3}, rng);
+  const gd::Tensor<float> gray = gd::Tensor<float>::random_uniform({2, 5, 1}, rng);
+  const gd::Tensor<float> rgba = gd::Tensor<float>::random_uniform({4, 2, 4}, rng);
+  seed("png", "rgb.png", gd::image::encode_png(rgb));
+  seed("png", "gray.png", gd::image::encode_png(gray));
+  seed("png", "rgba.png", gd::image::encode_png(rgba));
+
+  namespace sm = gd::summary;
+  std::string events = sm::frame_record(sm::encode_file_version_event(1.5));
+  events += sm::frame_record(sm::encode_scalar_event(2.5, 1, "loss", 0.25f));
+  events += sm::frame_record(sm::encode_summary_event(
+      3.5, 2, {sm::encode_histogram_value("w", sm::make_histogram(rgb)),
+               sm::encode_image_value("img", {.height = 2, .width = 5, .colorspace = 1,
+                                              .encoded = gd::image::encode_png(gray)}),
+               sm::encode_text_value("note", "hello")}));
+  seed("events", "events.out.tfevents.seed", events);
+
+  seed("idx", "labels", idx({10}));
+  seed("idx", "images", idx({2, 3, 3}));
+  seed("idx", "images.gz", gzip(idx({2, 4, 4})));
+
+  // A real fit checkpoint: train once, keep what the CheckpointSaver exported.
+  const fs::path work = fs::temp_directory_path() / "gradus-make-seeds";
+  fs::remove_all(work);
+  gd::fuzz::tiny_training(work / "run", work / "export");
+  const auto latest = gd::io::latest_checkpoint(work / "export");
+  if (!latest) {
+    std::cerr << "make_seeds: the training run wrote no checkpoint\n";
+    return 1;
+  }
+  seed("checkpoint", "fit.safetensors", gd::io::read_file(*latest));
+  fs::remove_all(work);
+  std::cout << "make_seeds: wrote the corpora under " << root << "\n";
+  return 0;
+}
