@@ -1,56 +1,13 @@
 // A repeated training step performs no heap allocation once warm: every operator new in this
-// executable is counted (tensor buffers come from operator new too, via the caching allocator).
+// executable is counted (tests/support/counting_new.cpp).
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <gradus/gradus.hpp>
+
+#include "../support/counting_new.hpp"
 #include <new>
-
-namespace {
-std::atomic<long> g_news{0};
-void* counted(std::size_t n, std::size_t align) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-void* counted_nothrow(std::size_t n, std::size_t align) noexcept {
-  try {
-    return counted(n, align);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-}  // namespace
-
-// Every replaceable form is replaced — plain, array, aligned, nothrow, sized — so that no
-// allocation reaches the library's operator new while its release comes here, or the reverse
-// (a mismatch that AddressSanitizer reports).
-void* operator new(std::size_t n) { return counted(n, 0); }
-void* operator new[](std::size_t n) { return counted(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_nothrow(n, 0); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_nothrow(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return counted_nothrow(n, std::size_t(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return counted_nothrow(n, std::size_t(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace gd = gradus;
 
@@ -74,9 +31,9 @@ TEST_CASE("steady state: a softmax-regression training step allocates nothing on
     return loss.item();
   };
   for (int i = 0; i < 3; ++i) first = i == 0 ? step() : (step(), first);
-  const long before = g_news.load();
+  const long before = gradus_test::allocations();
   for (int i = 0; i < 20; ++i) last = step();
-  const long during = g_news.load() - before;
+  const long during = gradus_test::allocations() - before;
   CHECK(during == 0);
   CHECK(last < first);  // it is really training
 }
@@ -92,13 +49,13 @@ TEST_CASE("steady state: a fused loss with gradients allocates nothing once warm
   };
   step();
   step();
-  const long before = g_news.load();
+  const long before = gradus_test::allocations();
   for (int i = 0; i < 10; ++i) step();
-  CHECK(g_news.load() - before == 0);
+  CHECK(gradus_test::allocations() - before == 0);
 }
 
 TEST_CASE("steady state: the nothrow and aligned forms are counted and freed here too", "[memory]") {
-  const long before = g_news.load();
+  const long before = gradus_test::allocations();
   int* a = new (std::nothrow) int(7);
   int* b = new (std::nothrow) int[3];
   struct alignas(128) Wide {
@@ -106,7 +63,7 @@ TEST_CASE("steady state: the nothrow and aligned forms are counted and freed her
   };
   Wide* w = new (std::nothrow) Wide;
   Wide* v = new Wide[2];
-  CHECK(g_news.load() - before == 4);
+  CHECK(gradus_test::allocations() - before == 4);
   CHECK(reinterpret_cast<std::uintptr_t>(w) % 128 == 0);
   CHECK(reinterpret_cast<std::uintptr_t>(v) % 128 == 0);
   delete a;

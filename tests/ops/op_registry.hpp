@@ -4,6 +4,7 @@
 // double written here, independently of the library: they use Tensor only as storage (shape,
 // data), never a gradus op.
 #pragma once
+#include "../support/counting_new.hpp"
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -33,8 +34,8 @@ void add_shape(std::vector<OpInfo>& r);
 void add_nn(std::vector<OpInfo>& r);
 void add_losses(std::vector<OpInfo>& r);
 void add_xent(std::vector<OpInfo>& r);
-/// operator new calls so far in this executable (alloc_counter.cpp).
-long allocations();
+/// operator new calls so far in this executable (tests/support/counting_new.cpp).
+using gradus_test::allocations;
 
 // ------------------------------------------------------------------ sample inputs
 /// Uniform in [lo, hi], resampled while within `gap` of any of `avoid` (an op's kinks).

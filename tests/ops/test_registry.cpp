@@ -1,8 +1,9 @@
 // Walks the op registry (op_registry.hpp, entries in registry_*.cpp). For every sample of every
 // op: the forward against its independent reference; the gradient in double against central
 // differences (gd::compute_gradient_error), or a zero gradient for ops that pass none; and that
-// a warm forward + backward allocates nothing (alloc_counter.cpp counts operator new; a sample
-// its entry marks as allocating must still allocate, so the mark goes once the op is fixed).
+// a warm forward + backward allocates nothing (tests/support/counting_new.cpp counts operator
+// new; a sample its entry marks as allocating must still allocate, so the mark goes once the op
+// is fixed).
 // Each op must have the fused-chain and broadcast samples its entry asks for. Then the names: the
 // README's function list, the public op functions declared in include/gradus/ops/ and
 // include/gradus/losses/, and the registry must name the same ops, so an op without an entry
