@@ -73,17 +73,25 @@ class KernelCache {
   }
 
  private:
+  /// The entry's header line, as write() makes it; read() accepts no other spelling.
+  static std::string header(const std::string& key, const std::string& ptx) {
+    return "gradus-ptx " + std::to_string(key.size()) + ' ' + std::to_string(ptx.size()) + ' ' +
+           std::to_string(fnv1a(ptx, fnv1a(key))) + '\n';
+  }
   bool read(const std::string& key, std::string& ptx) const {
     std::ifstream in(path(key), std::ios::binary);
     if (!in) return false;
+    std::string line;
+    if (!std::getline(in, line) || line.size() > 80) return false;
+    std::istringstream fields(line);
     std::string magic;
-    uint64_t key_len = 0, ptx_len = 0, sum = 0;
-    if (!(in >> magic >> key_len >> ptx_len >> sum) || magic != "gradus-ptx" || in.get() != '\n') return false;
+    uint64_t key_len = 0, ptx_len = 0;
+    if (!(fields >> magic >> key_len >> ptx_len) || magic != "gradus-ptx") return false;
     if (key_len != key.size() || ptx_len > (uint64_t(1) << 30)) return false;
     std::string k(key_len, '\0'), p(ptx_len, '\0');
     if (!in.read(k.data(), std::streamsize(key_len)) || !in.read(p.data(), std::streamsize(ptx_len))) return false;
     if (in.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not ours
-    if (k != key || fnv1a(p, fnv1a(k)) != sum) return false;
+    if (k != key || header(k, p) != line + '\n') return false;   // checksum, and the exact spelling
     ptx = std::move(p);
     return true;
   }
@@ -92,7 +100,7 @@ class KernelCache {
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       if (!out) return;  // an unwritable cache directory only costs recompiles
-      out << "gradus-ptx " << key.size() << ' ' << ptx.size() << ' ' << fnv1a(ptx, fnv1a(key)) << '\n' << key << ptx;
+      out << header(key, ptx) << key << ptx;
       if (!out.flush()) {
         out.close();
         std::remove(tmp.c_str());
