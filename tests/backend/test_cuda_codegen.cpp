@@ -268,3 +268,37 @@ TEST_CASE("generated kernels are compiled once: memory, then disk, corrupt entri
   CHECK(cache.compiles() == 6);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a kernel's arguments are filled in the order the generator numbers them", "[cuda][codegen]") {
+  // leaves left to right, numbers left to right, op parameters children first: what the
+  // generated source reads as a.in[k], a.s[k] and a.p[k]
+  const gd::Tensor<float> a = gd::Tensor<float>::ones({2, 3}), b = gd::Tensor<float>::ones({3});
+  const auto e = gd::leaky_relu(a * 2.f, 0.1) + gd::clamp(b, -1.0, 1.0) * 3.f;
+  using E = std::remove_cvref_t<decltype(e)>;
+  const auto src = cu::elementwise_source<E>(cu::Pass::forward);
+  cu::args_of<E> args;
+  static_assert(std::is_same_v<decltype(args), cu::ElementwiseArgs<float, 2, 2, 3>>);
+  CHECK(src.leaves == 2);
+  CHECK(src.numbers == 2);
+  CHECK(src.params == 3);
+  int leaf = 0, number = 0, param = 0;
+  cu::fill_args(e, args, e.shape(), leaf, number, param);
+  CHECK((leaf == 2 && number == 2 && param == 3));
+  CHECK(args.in[0] == a.device_data());
+  CHECK(args.in[1] == b.device_data());
+  CHECK((args.s[0] == 2.f && args.s[1] == 3.f));
+  CHECK((args.p[0] == 0.1 && args.p[1] == -1.0 && args.p[2] == 1.0));
+  CHECK(src.source.find("gradus::ops::LeakyRelu(a.p[0])") != std::string::npos);
+  CHECK(src.source.find("gradus::ops::Clamp(a.p[1], a.p[2])") != std::string::npos);
+  // the broadcast maps: a is read in order, b ([3] in [2,3]) repeats every 3 elements
+  for (long i = 0; i < 6; ++i) {
+    CHECK(args.bc[0].at(i) == i);
+    CHECK(args.bc[1].at(i) == i % 3);
+  }
+  // a column [2,1] in [2,3]: each row's one element
+  const cu::Bcast col = cu::make_bcast(gd::Shape{2, 1}, gd::Shape{2, 3});
+  for (long i = 0; i < 6; ++i) CHECK(col.at(i) == i / 3);
+  // a scalar tensor in [4,5]: always element 0
+  const cu::Bcast one = cu::make_bcast(gd::Shape{}, gd::Shape{4, 5});
+  for (long i = 0; i < 20; ++i) CHECK(one.at(i) == 0);
+}

@@ -22,16 +22,23 @@ template <class T, class E>
 void evaluate_expression(Tensor<T>& t, const E& e, bool assign) {
   static_assert(std::same_as<value_type_t<E>, T>,
                 "YOU_ASSIGNED_AN_EXPRESSION_TO_A_TENSOR_OF_ANOTHER_ELEMENT_TYPE: Tensor — use gd::cast<T>(e)");
+  if constexpr (is_var_v<E>) {
+    if (!assign) {
+      t = e.value();
+      return;
+    }
+  }
+  const Device dev = backend::device_of(e);
   if (assign) {
     GRADUS_CHECK(shape_error, e.shape() == t.shape(), "assign: expression shape ", e.shape(),
                  " differs from tensor shape ", t.shape());
-    backend::evaluate_into(e, t.data(), t.shape());
-  } else if constexpr (is_var_v<E>) {
-    t = e.value();
+    GRADUS_CHECK(device_error, t.device() == dev, "assign: the tensor is on ", t.device(),
+                 ", the expression's operands on ", dev);
+    backend::evaluate_into(e, t.device_data(), t.shape(), dev);
   } else {
     const Shape s = e.shape();
-    t = Tensor<T>(s);
-    backend::evaluate_into(e, t.data(), s);
+    t = Tensor<T>::empty(s, dev);
+    backend::evaluate_into(e, t.device_data(), s, dev);
   }
 }
 

@@ -130,6 +130,12 @@ std::ostream& operator<<(std::ostream& os, const Var<T>& v) {
   return os << "Var(" << v.value() << (v.requires_grad() ? ", requires_grad" : "") << ')';
 }
 
+/// The tensor a Var leaf contributes to an expression run on a device: its value.
+template <Real T>
+const Tensor<T>& device_leaf(const Var<T>& x) {
+  return x.value();
+}
+
 /// A Var's value read by the CPU's forward evaluator, as a tensor's.
 template <Real T>
 struct backend::cpu::Evaluator<Var<T>> : backend::cpu::Evaluator<Tensor<T>> {

@@ -9,6 +9,7 @@
 //
 //   area            kernels                                                     CPU home
 //   elementwise     evaluate_into, sum_all, sum_into, fused_backward_blocks     cpu/elementwise.hpp
+//                   (evaluate_into on a GPU: generated kernels)                 cuda/elementwise.hpp
 //   GEMM            gemm                                                        cpu/gemm.hpp
 //   convolution     conv2d_forward, conv2d_backward                             cpu/conv.hpp
 //   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
@@ -35,16 +36,48 @@
 #include "gradus/backend/cpu/pool.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
+#include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/plans.hpp"
 
 namespace gradus::backend {
 
 // ------------------------------------------------------------------------------- elementwise
 
-/// out[i] = e[i] over `shape` (one fused pass; `out` may alias a same-shape operand).
+/// The device every tensor leaf of `e` is on (gd::cpu for an expression of numbers only).
+/// Leaves on two devices throw gd::device_error naming the op and both devices.
 template <class E>
-void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape) {
-  cpu::evaluate_into(e, out, shape);
+Device device_of(const E& e) {
+  Device dev = gradus::cpu;
+  bool seen = false;
+  for_each_leaf(e, [&]<class L>(const L& leaf, bool) {
+    if constexpr (!cuda::is_number_leaf<L>::value) {
+      const Device d = device_leaf(leaf).device();
+      if (!seen) {
+        dev = d;
+        seen = true;
+      } else if (d != dev) [[unlikely]] {
+        std::string op = "where";
+        if constexpr (requires { E::op_type::name; }) op = std::string(E::op_type::name);
+        throw device_error(::gradus::detail::str(op, ": operands on ", dev, " and ", d,
+                                                 "; move them to one device with .to(device)"));
+      }
+    }
+  });
+  return dev;
+}
+
+/// out[i] = e[i] over `shape` (one fused pass; `out` may alias a same-shape operand), on
+/// `device`, where every operand of e lives.
+template <class E>
+void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape, Device device = gradus::cpu) {
+  if (device.is_cpu()) [[likely]] {
+    cpu::evaluate_into(e, out, shape);
+  } else if constexpr (Real<value_type_t<E>>) {
+    cuda::evaluate_into(e, out, shape, device);
+  } else {
+    throw device_error(::gradus::detail::str("elementwise: expressions of integers do not run on ", device,
+                                             " yet; compute them on the CPU (.to(gd::cpu))"));
+  }
 }
 /// The sum of every element of `e` over `shape`, accumulated in double.
 template <class E>

@@ -16,6 +16,7 @@
 #include <new>
 #include <vector>
 
+#include "gradus/core/device.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus {
@@ -40,6 +41,8 @@ struct Block {
   void* external = nullptr;
   void (*release_external)(void*) = nullptr;
   void* keepalive = nullptr;
+  Device device{};                      ///< where data() lives: host memory unless a backend's block
+  void (*recycle)(Block*) = nullptr;    ///< set by a backend that takes its blocks back (device memory)
 
   std::byte* data() { return external ? static_cast<std::byte*>(external) : reinterpret_cast<std::byte*>(this) + kAlign; }
 };
@@ -78,6 +81,10 @@ class CachingAllocator {
   }
 
   void release(Block* b) {
+    if (b->recycle) {  // a backend's block (device memory): its own cache takes it back
+      b->recycle(b);
+      return;
+    }
     if (b->size_class < 0) {
       if (b->release_external) b->release_external(b->keepalive);
       b->~Block();

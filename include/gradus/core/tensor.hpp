@@ -43,6 +43,25 @@ concept expression_like = is_expression<std::remove_cvref_t<E>>::value;
 /// Copying a Tensor shares its storage; `clone()` copies the elements.
 ///   gd::Tensor<float> a = gd::Tensor<float>::zeros({2, 3});
 ///   a(1, 2) = 5.f;  gd::Tensor<float> b = a * 2.f + 1.f;   // evaluates the expression
+namespace detail {
+[[noreturn, gnu::cold, gnu::noinline]] inline void host_access_error(Device d) {
+  throw device_error(str("Tensor::data(): the elements are in the memory of ", d,
+                         ", not the host's; copy them with .to(gd::cpu) first"));
+}
+inline const DeviceHooks& hooks_for(Device d, const char* what) {
+  const DeviceHooks& h = device_hooks(d.type);
+  GRADUS_CHECK(device_error, h.allocate && h.copy, what, "(", d, "): no backend for ", d,
+               " is loaded (include gradus/backend/cuda/device.hpp and make the device with gd::cuda(i))");
+  return h;
+}
+inline Block* device_allocate(Device d, size_t bytes) { return hooks_for(d, "Tensor::empty").allocate(d, bytes); }
+/// Copies bytes between two buffers, at least one of them in a device's memory.
+inline void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  const Device owner = dst_device.is_cpu() ? src_device : dst_device;
+  hooks_for(owner, "Tensor::to").copy(dst, dst_device, src, src_device, bytes);
+}
+}  // namespace detail
+
 template <Element T>
 class Tensor {
  public:
@@ -140,12 +159,27 @@ class Tensor {
   int rank() const { return shape_.rank(); }
   int64_t size() const { return shape_.numel(); }
   int64_t dim(int64_t axis) const { return shape_[normalize_axis(axis, rank(), "dim")]; }
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  T* begin() { return data_; }
-  T* end() { return data_ + size(); }
-  const T* begin() const { return data_; }
-  const T* end() const { return data_ + size(); }
+  /// The elements, in host memory. A tensor on a GPU has none there: its data() throws
+  /// gd::device_error (use `to(gd::cpu)`, or `device_data()` in device code).
+  T* data() {
+    if (on_device()) [[unlikely]]
+      detail::host_access_error(device());
+    return data_;
+  }
+  const T* data() const {
+    if (on_device()) [[unlikely]]
+      detail::host_access_error(device());
+    return data_;
+  }
+  /// The address of the elements in their device's memory, unchecked (a device pointer for a
+  /// tensor on a GPU): for backends and kernels.
+  T* device_data() const { return data_; }
+  /// Where the elements live: gd::cpu, or a GPU such as cuda:0.
+  Device device() const { return block_ ? block_->device : cpu; }
+  T* begin() { return data(); }
+  T* end() { return data() + size(); }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size(); }
   /// True when both handles share storage.
   bool shares_storage(const Tensor& o) const { return block_ && block_ == o.block_; }
   /// Number of handles sharing this storage.
@@ -154,23 +188,47 @@ class Tensor {
   /// Element access with bounds checks: `t(i, j)` on a rank-2 tensor.
   template <std::integral... I>
   T& operator()(I... idx) {
-    return data_[offset(idx...)];
+    return data()[offset(idx...)];
   }
   template <std::integral... I>
   const T& operator()(I... idx) const {
-    return data_[offset(idx...)];
+    return data()[offset(idx...)];
   }
   /// The value of a one-element tensor.
   T item() const {
     GRADUS_CHECK(value_error, defined() && size() == 1, "item: expected a tensor with one element, got shape ",
                  shape_);
+    if (on_device()) return to(cpu).data_[0];
     return data_[0];
   }
 
-  /// A deep copy with its own storage.
+  /// A deep copy with its own storage, on the same device.
   Tensor clone() const {
-    Tensor t(shape_);
-    if (size()) std::memcpy(t.data_, data_, size_t(size()) * sizeof(T));
+    Tensor t = empty(shape_, device());
+    if (!size()) return t;
+    if (on_device())
+      detail::device_copy(t.data_, device(), data_, device(), size_t(size()) * sizeof(T));
+    else
+      std::memcpy(t.data_, data_, size_t(size()) * sizeof(T));
+    return t;
+  }
+
+  /// This tensor on `device`: itself (shared storage) when it is there already, else a copy.
+  ///   gd::Tensor<float> g = x.to(gd::cuda(0));   ...   gd::Tensor<float> back = g.to(gd::cpu);
+  Tensor to(Device d) const {
+    GRADUS_CHECK(value_error, defined(), "Tensor::to(", d, "): the tensor is undefined");
+    if (d == device()) return *this;
+    Tensor t = empty(shape_, d);
+    if (size()) detail::device_copy(t.data_, d, data_, device(), size_t(size()) * sizeof(T));
+    return t;
+  }
+  /// An uninitialised tensor of `shape` in the memory of `device`.
+  static Tensor empty(const Shape& shape, Device device) {
+    if (device.is_cpu()) return Tensor(shape);
+    Tensor t;
+    t.shape_ = shape;
+    t.block_ = detail::device_allocate(device, t.checked_bytes());
+    t.data_ = reinterpret_cast<T*>(t.block_->data());
     return t;
   }
   /// A view with another shape over the same storage; one dimension may be -1.
@@ -185,13 +243,18 @@ class Tensor {
 
   /// Sets every element to `v`, in place.
   Tensor& fill_(T v) {
-    std::fill_n(data_, size(), v);
+    std::fill_n(data(), size(), v);
     return *this;
   }
-  /// Copies `src` into this tensor's storage (shapes must have equal sizes).
+  /// Copies `src` into this tensor's storage (shapes must have equal sizes), across devices
+  /// when the two are on different ones.
   Tensor& copy_(const Tensor& src) {
     GRADUS_CHECK(shape_error, src.size() == size(), "copy_: sizes differ: ", shape_, " vs ", src.shape());
-    if (size() && src.data_ != data_) std::memmove(data_, src.data_, size_t(size()) * sizeof(T));
+    if (!size() || src.data_ == data_) return *this;
+    if (on_device() || src.on_device())
+      detail::device_copy(data_, device(), src.data_, src.device(), size_t(size()) * sizeof(T));
+    else
+      std::memmove(data_, src.data_, size_t(size()) * sizeof(T));
     return *this;
   }
   /// Evaluates `e` into this tensor's existing storage (the shapes must match).
@@ -236,12 +299,15 @@ class Tensor {
   }
 
  private:
-  void allocate() {
+  bool on_device() const { return block_ && block_->device.type != DeviceType::cpu; }
+  size_t checked_bytes() const {
     const int64_t n = shape_.numel();
     GRADUS_CHECK(shape_error, n <= int64_t(PTRDIFF_MAX / sizeof(T)), "Tensor: shape ", shape_, " needs more than ",
                  PTRDIFF_MAX, " bytes");
-    const size_t bytes = std::max<size_t>(size_t(n) * sizeof(T), 1);
-    block_ = detail::CachingAllocator::instance().allocate(bytes);
+    return std::max<size_t>(size_t(n) * sizeof(T), 1);
+  }
+  void allocate() {
+    block_ = detail::CachingAllocator::instance().allocate(checked_bytes());
     data_ = reinterpret_cast<T*>(block_->data());
   }
   template <class... I>
@@ -294,6 +360,11 @@ void print_rec(std::ostream& os, const T* p, const Shape& s, int d, int indent) 
 template <class T>
 std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
+  if (!t.device().is_cpu()) {
+    Tensor<T> host = t.to(cpu);
+    os << host;
+    return os << " on " << t.device();
+  }
   os << "Tensor(";
   if (t.rank() == 0)
     os << t.data()[0];

@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 
+#include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/device.hpp"
 
@@ -23,6 +24,7 @@ struct cuda {
     GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem);
     GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
                  " (ordinals 0 to ", d.devices - 1, ")");
+    backend::cuda::register_memory_hooks();
   }
   operator Device() const { return Device{DeviceType::cuda, index}; }
 
@@ -42,6 +44,16 @@ struct cuda {
     if (const int rc = d.device_get_name(buf, int(sizeof buf), dev); rc != 0)
       throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
     return buf;
+  }
+  /// Counters of this GPU's caching allocator (a steady-state step adds no device_allocations).
+  backend::cuda::DeviceMemoryStats memory_stats() const { return backend::cuda::device_cache(index).stats(); }
+  /// Returns this GPU's cached (unused) tensor buffers to the driver.
+  void empty_cache() const { backend::cuda::device_cache(index).empty(); }
+  /// Waits until every kernel and copy issued to this GPU has finished.
+  void synchronize() const {
+    backend::cuda::make_current(index);
+    const auto& d = backend::cuda::Driver::get();
+    d.check(d.ctx_synchronize(), "cuCtxSynchronize");
   }
   /// The compute capability as major * 10 + minor (90 for an H100).
   int compute_capability() const {

@@ -67,12 +67,45 @@ struct Driver {
   using DeviceGetAttribute = int (*)(int*, int, int);
   using GetErrorString = int (*)(int, const char**);
 
+  // contexts, memory, modules, launches and streams (CUcontext, CUmodule, CUfunction and
+  // CUstream are opaque pointers; CUdeviceptr is an unsigned 64-bit integer)
+  using Ptr = unsigned long long;
+  using PrimaryCtxRetain = int (*)(void**, int);
+  using CtxSetCurrent = int (*)(void*);
+  using CtxSynchronize = int (*)();
+  using MemAlloc = int (*)(Ptr*, size_t);
+  using MemFree = int (*)(Ptr);
+  using MemGetInfo = int (*)(size_t*, size_t*);
+  using MemcpyHtoD = int (*)(Ptr, const void*, size_t);
+  using MemcpyDtoH = int (*)(void*, Ptr, size_t);
+  using MemcpyDtoD = int (*)(Ptr, Ptr, size_t);
+  using MemsetD8 = int (*)(Ptr, unsigned char, size_t);
+  using ModuleLoadData = int (*)(void**, const void*);
+  using ModuleGetFunction = int (*)(void**, void*, const char*);
+  using LaunchKernel = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                               void**, void**);
+  using StreamSynchronize = int (*)(void*);
+
   Init init = nullptr;
   DeviceGetCount device_get_count = nullptr;
   DeviceGet device_get = nullptr;
   DeviceGetName device_get_name = nullptr;
   DeviceGetAttribute device_get_attribute = nullptr;
   GetErrorString get_error_string = nullptr;
+  PrimaryCtxRetain primary_ctx_retain = nullptr;
+  CtxSetCurrent ctx_set_current = nullptr;
+  CtxSynchronize ctx_synchronize = nullptr;
+  MemAlloc mem_alloc = nullptr;
+  MemFree mem_free = nullptr;
+  MemGetInfo mem_get_info = nullptr;
+  MemcpyHtoD memcpy_htod = nullptr;
+  MemcpyDtoH memcpy_dtoh = nullptr;
+  MemcpyDtoD memcpy_dtod = nullptr;
+  MemsetD8 memset_d8 = nullptr;
+  ModuleLoadData module_load_data = nullptr;
+  ModuleGetFunction module_get_function = nullptr;
+  LaunchKernel launch_kernel = nullptr;
+  StreamSynchronize stream_synchronize = nullptr;
   std::string problem;  ///< why the driver cannot be used; empty when it can
   int devices = 0;
 
@@ -90,6 +123,12 @@ struct Driver {
     return "CUDA driver error " + std::to_string(code);
   }
 
+  /// Throws gd::device_error `what: <driver's message>` when `rc` is not CUDA_SUCCESS.
+  void check(int rc, const char* what) const {
+    if (rc != 0) [[unlikely]]
+      throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"));
+  }
+
  private:
   static Driver load() {
     static Library lib({"libcuda.so.1", "libcuda.so"});
@@ -104,7 +143,25 @@ struct Driver {
     d.device_get_name = lib.find<DeviceGetName>("cuDeviceGetName");
     d.device_get_attribute = lib.find<DeviceGetAttribute>("cuDeviceGetAttribute");
     d.get_error_string = lib.find<GetErrorString>("cuGetErrorString");
-    if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute) {
+    // the _v2 names are those cuda.h maps the plain names to (64-bit sizes and pointers)
+    d.primary_ctx_retain = lib.find<PrimaryCtxRetain>("cuDevicePrimaryCtxRetain");
+    d.ctx_set_current = lib.find<CtxSetCurrent>("cuCtxSetCurrent");
+    d.ctx_synchronize = lib.find<CtxSynchronize>("cuCtxSynchronize");
+    d.mem_alloc = lib.find<MemAlloc>("cuMemAlloc_v2");
+    d.mem_free = lib.find<MemFree>("cuMemFree_v2");
+    d.mem_get_info = lib.find<MemGetInfo>("cuMemGetInfo_v2");
+    d.memcpy_htod = lib.find<MemcpyHtoD>("cuMemcpyHtoD_v2");
+    d.memcpy_dtoh = lib.find<MemcpyDtoH>("cuMemcpyDtoH_v2");
+    d.memcpy_dtod = lib.find<MemcpyDtoD>("cuMemcpyDtoD_v2");
+    d.memset_d8 = lib.find<MemsetD8>("cuMemsetD8_v2");
+    d.module_load_data = lib.find<ModuleLoadData>("cuModuleLoadData");
+    d.module_get_function = lib.find<ModuleGetFunction>("cuModuleGetFunction");
+    d.launch_kernel = lib.find<LaunchKernel>("cuLaunchKernel");
+    d.stream_synchronize = lib.find<StreamSynchronize>("cuStreamSynchronize");
+    if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
+        !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
+        !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||
+        !d.module_load_data || !d.module_get_function || !d.launch_kernel || !d.stream_synchronize) {
       d.problem = "the CUDA driver " + lib.name() + " lacks the entry points gradus needs";
       return d;
     }

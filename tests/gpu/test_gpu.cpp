@@ -1,0 +1,135 @@
+// Tests that need an NVIDIA GPU (ctest label `gpu`). Where there is none, each test prints
+// "no GPU: <why>" and returns, and ctest reports it skipped. scripts/gpu-check runs them on a
+// machine with a GPU.
+//
+// What they check: the device's identity; tensors to the GPU and back, bit for bit; every
+// elementwise op and fused chains computed by generated kernels against the CPU (float to a few
+// ulps, double to 1e-12 relative); broadcasting and parameters; the device check of expressions;
+// and that a steady state of GPU evaluations allocates no device memory.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "gradus/backend/cuda/device.hpp"
+#include "gradus/gradus.hpp"
+
+namespace gd = gradus;
+
+namespace {
+
+bool gpu_here() {
+  if (gd::cuda::is_available()) return true;
+  WARN("no GPU: " << gd::cuda::unavailable_reason());
+  return false;
+}
+
+template <class T>
+gd::Tensor<T> uniform(const gd::Shape& s, double lo, double hi, uint64_t seed) {
+  gd::Rng rng(seed);
+  return gd::Tensor<T>::random_uniform(s, rng, lo, hi);
+}
+
+/// max |gpu - cpu| / max(1, |cpu|) over the elements.
+template <class T>
+double max_rel_error(const gd::Tensor<T>& gpu, const gd::Tensor<T>& cpu) {
+  REQUIRE(gpu.device().is_cuda());
+  const gd::Tensor<T> g = gpu.to(gd::cpu);
+  REQUIRE(g.shape() == cpu.shape());
+  double e = 0;
+  for (int64_t i = 0; i < g.size(); ++i) {
+    const double c = double(cpu.data()[i]), d = double(g.data()[i]);
+    if (std::isnan(c) && std::isnan(d)) continue;
+    e = std::max(e, std::abs(d - c) / std::max(1.0, std::abs(c)));
+  }
+  return e;
+}
+
+template <class Tuple, class F>
+void for_each_type(F&& f) {
+  [&]<size_t... I>(std::index_sequence<I...>) { (f(std::tuple_element_t<I, Tuple>{}), ...); }(
+      std::make_index_sequence<std::tuple_size_v<Tuple>>{});
+}
+
+}  // namespace
+
+TEST_CASE("the GPU is found and named", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::cuda dev(0);
+  CHECK_FALSE(dev.name().empty());
+  CHECK(dev.compute_capability() >= 50);
+  CHECK(gd::Device(dev) == gd::Device{gd::DeviceType::cuda, 0});
+  CHECK_THROWS_AS(gd::cuda(gd::cuda::device_count()), gd::device_error);
+}
+
+TEST_CASE("tensors go to the GPU and back bit for bit", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000003)}) {
+    const auto a = uniform<float>({n}, -3, 3, 1);
+    const auto d = a.to(g);
+    CHECK(d.device() == g);
+    const auto back = d.clone().to(gd::cpu);
+    CHECK(std::vector<float>(back.begin(), back.end()) == std::vector<float>(a.begin(), a.end()));
+  }
+  const auto x = uniform<double>({7, 5}, -1, 1, 2);
+  gd::Tensor<double> y = gd::Tensor<double>::zeros({7, 5}).to(g);
+  y.copy_(x);
+  CHECK(max_rel_error(y, x) == 0.0);
+}
+
+TEST_CASE("generated kernels compute every elementwise op as the CPU does", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto check = [&]<class T>(T, double tol) {
+    for_each_type<gd::ops::all_unary_ops>([&](auto tag) {
+      using Op = decltype(tag);
+      INFO("unary op " << Op::name << " in " << (sizeof(T) == 4 ? "float" : "double"));
+      const auto a = uniform<T>({257, 33}, Op::domain.lo, Op::domain.hi, 3);
+      const gd::Tensor<T> cpu = gd::make_unary(Op{}, a);
+      const gd::Tensor<T> gpu = gd::make_unary(Op{}, a.to(g));
+      CHECK(max_rel_error(gpu, cpu) <= tol);
+    });
+    for_each_type<gd::ops::all_binary_ops>([&](auto tag) {
+      using Op = decltype(tag);
+      INFO("binary op " << Op::name << " in " << (sizeof(T) == 4 ? "float" : "double"));
+      const auto a = uniform<T>({257, 33}, Op::domain.lo, Op::domain.hi, 4);
+      const auto b = uniform<T>({33}, Op::domain.lo, Op::domain.hi, 5);  // broadcast along rows
+      const gd::Tensor<T> cpu = gd::make_binary(Op{}, a, b);
+      const gd::Tensor<T> gpu = gd::make_binary(Op{}, a.to(g), b.to(g));
+      CHECK(max_rel_error(gpu, cpu) <= tol);
+    });
+  };
+  // float: the GPU's libm and fused multiply-adds differ from the CPU's by a few ulps
+  check(float{}, 2e-6);
+  check(double{}, 1e-12);
+}
+
+TEST_CASE("fused chains with numbers, parameters, masks and broadcasting run as one kernel", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto a = uniform<double>({64, 100}, -2, 2, 6), b = uniform<double>({64, 100}, -2, 2, 7);
+  const auto c = uniform<double>({100}, -1, 1, 8), d = uniform<double>({64, 1}, 0.5, 2, 9);
+  const auto ga = a.to(g), gb = b.to(g), gc = c.to(g), gdd = d.to(g);
+  CHECK(max_rel_error(gd::Tensor<double>(gd::exp(ga * gb + gc) * gdd), gd::Tensor<double>(gd::exp(a * b + c) * d)) <= 1e-12);
+  CHECK(max_rel_error(gd::Tensor<double>(gd::clamp(gd::leaky_relu(ga, 0.1), -0.5, 0.75) * (gb > 0.0)),
+                      gd::Tensor<double>(gd::clamp(gd::leaky_relu(a, 0.1), -0.5, 0.75) * (b > 0.0))) <= 1e-12);
+  CHECK(max_rel_error(gd::Tensor<double>(gd::where(ga > gb, gd::tanh(ga), gd::sigmoid(gb)) + 3.0),
+                      gd::Tensor<double>(gd::where(a > b, gd::tanh(a), gd::sigmoid(b)) + 3.0)) <= 1e-12);
+  // in place, into existing device storage
+  gd::Tensor<double> out = gd::Tensor<double>::zeros({64, 100}).to(g);
+  out.assign(ga - gc);
+  CHECK(max_rel_error(out, gd::Tensor<double>(a - c)) <= 1e-12);
+  CHECK_THROWS_AS(gd::eval(ga + b), gd::device_error);
+}
+
+TEST_CASE("a steady state of GPU evaluations allocates no device memory", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::cuda dev(0);
+  const auto a = uniform<float>({512, 512}, -1, 1, 10).to(dev);
+  for (int i = 0; i < 3; ++i) gd::Tensor<float> t = gd::exp(a * 2.f) + a;  // warm up the cache
+  const auto before = dev.memory_stats().device_allocations;
+  for (int i = 0; i < 20; ++i) gd::Tensor<float> t = gd::exp(a * 2.f) + a;
+  dev.synchronize();
+  CHECK(dev.memory_stats().device_allocations == before);
+}
