@@ -1,4 +1,5 @@
-// GPU elementwise throughput: the generated kernel of `exp(a*b + c) * d` over 2^24 floats against
+// GPU elementwise throughput: the generated kernels of `exp(a*b + c) * d` over 2^24 floats (its
+// value, and the value of its sum with the four gradients: the fused-loss benchmark) against
 // the card's device-to-device copy bandwidth, measured in the same run (median of 50 launches
 // each, after a warm-up that compiles the kernel). Prints one table row per measurement:
 //
@@ -53,9 +54,21 @@ int main() {
   const double fwd_us = median_us(dev, [&] { out.assign(gd::exp(a * b + c) * d); });
   const double fwd_tbs = 5.0 * double(n) * 4 / fwd_us * 1e-6;  // four reads, one write
 
+  // the loss value and its four gradients: one generated backward kernel that also sums the value
+  gd::Var<float> va(a, true), vb(b, true), vc(c, true), vd(d, true);
+  const auto step = [&] {
+    gd::backward(gd::sum(gd::exp(va * vb + vc) * vd));
+    for (gd::Var<float>* v : {&va, &vb, &vc, &vd}) v->zero_grad();
+  };
+  step();
+  const double loss_us = median_us(dev, step);
+  const double loss_tbs = 8.0 * double(n) * 4 / loss_us * 1e-6;  // four reads, four gradient writes
+
   std::printf("| %s | measurement | µs | TB/s | of copy bandwidth |\n|---|---|---:|---:|---:|\n", dev.name().c_str());
   std::printf("| | device-to-device copy, 2^24 floats | %.1f | %.2f | 100%% |\n", copy_us, copy_tbs);
   std::printf("| | exp(a*b+c)*d forward, 2^24 floats (generated kernel) | %.1f | %.2f | %.0f%% |\n", fwd_us, fwd_tbs,
               100.0 * fwd_tbs / copy_tbs);
+  std::printf("| | sum(exp(a*b+c)*d): value + 4 gradients, 2^24 floats | %.1f | %.2f | %.0f%% |\n", loss_us, loss_tbs,
+              100.0 * loss_tbs / copy_tbs);
   return 0;
 }

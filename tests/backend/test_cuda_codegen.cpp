@@ -89,8 +89,8 @@ struct KernelBatch {
   int kernels = 0;
   template <class E>
   void add(const std::string& label) {
-    for (cu::Pass pass : {cu::Pass::forward, cu::Pass::backward}) {
-      const std::string entry = label + (pass == cu::Pass::forward ? "_forward" : "_backward");
+    for (cu::Pass pass : {cu::Pass::forward, cu::Pass::sum, cu::Pass::backward}) {
+      const std::string entry = label + "_" + cu::pass_name(pass);
       source += cu::elementwise_source<E>(pass, entry).source + "\n";
       ++kernels;
     }
@@ -130,7 +130,7 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   }
   const auto f = every_op_and_chains<float>();
   const auto d = every_op_and_chains<double>();
-  const int expected = 2 * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
+  const int expected = 3 * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
                             int(std::tuple_size_v<gd::ops::all_binary_ops>) + 5);
   CHECK(f.kernels == expected);
   for (const char* arch : {"compute_80", "compute_90"}) {
@@ -144,8 +144,24 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
       for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) ++entries;
       CHECK(int(entries) == batch->kernels);
       CHECK(ptx.find(".entry chain_loss_backward") != std::string::npos);
+      CHECK(ptx.find(".entry chain_loss_sum") != std::string::npos);
       if (batch == &d) CHECK(ptx.find("atom.global.add.f64") != std::string::npos);  // broadcast leaves scatter-add
     }
+  }
+}
+
+TEST_CASE("NVRTC compiles the library kernels (fill, gradient accumulation, reductions' finish)",
+          "[cuda][codegen][nvrtc]") {
+  if (!cu::nvrtc_available()) {
+    WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
+    return;
+  }
+  for (const char* arch : {"compute_80", "compute_90"}) {
+    INFO(arch);
+    const std::string ptx = cu::compile_ptx(cu::library_source(), "gradus_library.cu", arch);
+    for (const char* entry : {"gradus_fill_f", "gradus_fill_d", "gradus_add_into_f", "gradus_add_into_d",
+                              "gradus_finish_sum_f", "gradus_finish_sum_d"})
+      CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
   }
 }
 
@@ -186,11 +202,13 @@ TEST_CASE("generated source of small expressions", "[cuda][codegen]") {
         "\n"
         "extern \"C\" __global__ void gradus_elementwise_backward(const gradus::backend::cuda::ElementwiseArgs<double, 2, 0, 1> a) {\n"
         "  using V = gradus::backend::cuda::Element<double>;\n"
+        "  double acc = 0;\n"
         "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n"
         "    const V v0{a.in[0][a.bc[0].at(i)]};\n"
         "    const V v1 = gradus::ops::Elu(a.p[0]).forward(v0);\n"
         "    const V v2{a.in[1][a.bc[1].at(i)]};\n"
         "    const V v3 = gradus::ops::Mul{}.forward(v1, v2);\n"
+        "    if (a.vsum) acc += double(v3.v);\n"
         "    const V g3{a.g[a.gbc.at(i)] * a.scale};\n"
         "    const V g1 = gradus::ops::Mul{}.dx(v1, v2, v3, g3);\n"
         "    const V g0 = gradus::ops::Elu(a.p[0]).backward(v0, v1, g1);\n"
@@ -200,6 +218,7 @@ TEST_CASE("generated source of small expressions", "[cuda][codegen]") {
         "      else a.grad[0][i] = g0.v;\n"
         "    }\n"
         "  }\n"
+        "  if (a.vsum) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
         "}\n");
 }
 

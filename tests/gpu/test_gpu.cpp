@@ -133,3 +133,72 @@ TEST_CASE("a steady state of GPU evaluations allocates no device memory", "[gpu]
   dev.synchronize();
   CHECK(dev.memory_stats().device_allocations == before);
 }
+
+namespace {
+
+/// The value and gradients of sum(f(vars...)) on `device`, brought back to the host.
+template <class F>
+std::vector<gd::Tensor<double>> value_and_grads(F&& f, const std::vector<gd::Tensor<double>>& xs, gd::Device device) {
+  std::vector<gd::Var<double>> vs;
+  for (const auto& x : xs) vs.emplace_back(x.to(device), true);
+  gd::Var<double> loss = f(vs);
+  gd::backward(loss);
+  std::vector<gd::Tensor<double>> out{loss.value().to(gd::cpu)};
+  for (const auto& v : vs) out.push_back(v.grad().to(gd::cpu));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const std::vector<gd::Tensor<double>> xs{uniform<double>({300, 200}, -1, 1, 11), uniform<double>({300, 200}, -1, 1, 12),
+                                           uniform<double>({200}, -1, 1, 13),  // broadcast: scatter-added
+                                           uniform<double>({300, 1}, -1, 1, 14)};
+  const auto loss = [](const std::vector<gd::Var<double>>& v) { return gd::sum(gd::exp(v[0] * v[1] + v[2]) * v[3]); };
+  const auto cpu = value_and_grads(loss, xs, gd::cpu);
+  const auto gpu = value_and_grads(loss, xs, g);
+  REQUIRE(cpu.size() == gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const std::string what = i == 0 ? "the value" : "gradient " + std::to_string(i - 1);
+    INFO(what);
+    // the broadcast gradients and the value are sums in another order: 1e-12 relative to their size
+    double e = 0;
+    for (int64_t j = 0; j < cpu[i].size(); ++j)
+      e = std::max(e, std::abs(gpu[i].data()[j] - cpu[i].data()[j]) / std::max(1.0, std::abs(cpu[i].data()[j])));
+    CHECK(e <= 1e-11);
+  }
+}
+
+TEST_CASE("gradients on the GPU: a Var used twice, a mean, a comparison mask, accumulation over two passes", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x = uniform<double>({1000}, -2, 2, 15);
+  const auto run = [&](gd::Device d) {
+    gd::Var<double> v(x.to(d), true);
+    gd::backward(gd::mean(v * v + gd::relu(v) * (v > 0.5)));
+    gd::backward(gd::sum(gd::square(v)));  // accumulates into the same gradient
+    return v.grad().to(gd::cpu);
+  };
+  const auto cpu = run(gd::cpu), gpu = run(g);
+  for (int64_t j = 0; j < x.size(); ++j) CHECK(gpu.data()[j] == Approx(cpu.data()[j]).epsilon(1e-13));
+}
+
+TEST_CASE("gradient check in double on the GPU: finite differences of the GPU's own loss", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x0 = uniform<double>({5, 4}, -1, 1, 16), w = uniform<double>({4}, -1, 1, 17);
+  const auto f = [&](const gd::Tensor<double>& x) {
+    return gd::sum(gd::tanh(x.to(g) * w.to(g)) + gd::softplus(x.to(g))).to(gd::cpu).item();  // tensors: no tape
+  };
+  gd::Var<double> v(x0.to(g), true);
+  gd::backward(gd::sum(gd::tanh(v * w.to(g)) + gd::softplus(v)));
+  const auto grad = v.grad().to(gd::cpu);
+  for (int64_t j = 0; j < x0.size(); ++j) {
+    gd::Tensor<double> xp = x0.clone(), xm = x0.clone();
+    xp.data()[j] += 1e-6;
+    xm.data()[j] -= 1e-6;
+    CHECK(grad.data()[j] == Approx((f(xp) - f(xm)) / 2e-6).epsilon(1e-7));
+  }
+}

@@ -250,11 +250,46 @@ constexpr int count_vars() {
   return count_leaves<E, is_var>();
 }
 
+/// fused_backward on a GPU: one generated kernel writes every Var leaf's gradient into its
+/// adjoint buffer (in the GPU's memory). A value sum, when asked (`value_sum`, a double in the
+/// GPU's memory here), comes from the same kernel.
+template <class E, class T = value_type_t<E>>
+void fused_backward_on_device(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum) {
+  backend::cuda::BackwardTargets<T> targets;
+  int k = 0;
+  for_each_leaf(e, [&]<class L>(const L& leaf, bool live) {
+    if constexpr (!backend::cuda::is_number_leaf<L>::value) {
+      if constexpr (is_var_v<L>) {
+        Node<T>* node = leaf.node();
+        if (live && node->requires_grad) {
+          GRADUS_CHECK(device_error, node->value.device() == g.device(), "backward: a Var on ", node->value.device(),
+                       " in an expression run on ", g.device());
+          bool add = false;
+          T* dst = node->adjoint_buffer(&add);
+          const bool scatter = node->value.size() != out.numel();
+          if (scatter && !add) backend::fill(dst, node->value.size(), T(0), g.device());
+          targets.grad[k] = dst;
+          targets.add[k] = add || scatter;
+          targets.scatter[k] = scatter;
+        }
+      }
+      ++k;
+    }
+  });
+  backend::cuda::fused_backward(e, out, g, scale, targets, value_sum, g.device());
+}
+
 /// The fused backward pass of expression `e` (output shape `out`) given the adjoint `g`
 /// (broadcastable to `out`) times `scale`: every Var leaf gets its gradient in one pass. With
 /// `value_sum`, the sum of e's values comes back from the same sweep.
 template <class E, class T = value_type_t<E>>
 void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum = nullptr) {
+  if (!g.device().is_cpu()) {
+    if constexpr (Real<T>) {
+      fused_backward_on_device(e, out, g, scale, value_sum);
+      return;
+    }
+  }
   constexpr int N = count_vars<E>();
   static_assert(N <= backend::cpu::kMaxLeaves,
                 "YOUR_EXPRESSION_HAS_TOO_MANY_VAR_OPERANDS: backward — materialise part of it into a Var first");

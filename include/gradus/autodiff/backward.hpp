@@ -55,7 +55,7 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   } else {
     bool add = false;
     T* g = root->adjoint_buffer(&add);
-    std::fill_n(g, root->value.size(), T(1));
+    backend::fill(g, root->value.size(), T(1), root->value.device());
   }
   st.in_backward = true;
   const bool prev_mode = std::exchange(st.grad_enabled, false);

@@ -17,6 +17,7 @@
 
 #include <Eigen/Core>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::detail {
@@ -166,8 +167,7 @@ struct Node : NodeBase {
     if (!grad.defined()) {
       grad = adj.use_count() == 1 ? std::move(adj) : adj.clone();
     } else {
-      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grad.data(), grad.size()) +=
-          Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(adj.data(), adj.size());
+      backend::add_into(grad.device_data(), adj.device_data(), grad.size(), grad.device());
     }
   }
 
@@ -180,19 +180,20 @@ struct Node : NodeBase {
       return;
     }
     make_adjoint_writable();
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(adj.data(), adj.size()) +=
-        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(g.data(), g.size());
+    GRADUS_CHECK(device_error, g.device() == adj.device(), name(), ": a gradient on ", g.device(),
+                 " for a value on ", adj.device());
+    backend::add_into(adj.device_data(), g.device_data(), adj.size(), adj.device());
   }
   /// The adjoint buffer to write into: `*add` tells whether it already holds a value.
   T* adjoint_buffer(bool* add) {
     if (!adj.defined()) {
-      adj = Tensor<T>(value.shape());
+      adj = Tensor<T>::empty(value.shape(), value.device());
       *add = false;
     } else {
       make_adjoint_writable();
       *add = true;
     }
-    return adj.data();
+    return adj.device_data();  // in the value's memory: a GPU's for a value on a GPU
   }
   void make_adjoint_writable() {
     if (adj.use_count() > 1) adj = adj.clone();

@@ -37,6 +37,7 @@
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
+#include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/plans.hpp"
 
 namespace gradus::backend {
@@ -79,6 +80,39 @@ void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape, Device 
                                              " yet; compute them on the CPU (.to(gd::cpu))"));
   }
 }
+/// d[i] = v for i < n, in the memory of `device`.
+template <class T>
+void fill(T* d, int64_t n, T v, Device device) {
+  if (device.is_cpu()) [[likely]] {
+    std::fill_n(d, n, v);
+  } else if constexpr (Real<T>) {
+    cuda::fill(d, long(n), v, device);
+  } else {
+    throw device_error(::gradus::detail::str("fill: integer tensors are not filled on ", device, " yet"));
+  }
+}
+/// d[i] += s[i] for i < n, in the memory of `device` (gradient accumulation).
+template <class T>
+void add_into(T* d, const T* s, int64_t n, Device device) {
+  if (device.is_cpu()) [[likely]] {
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(d, n) += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(s, n);
+  } else if constexpr (Real<T>) {
+    cuda::add_into(d, s, long(n), device);
+  } else {
+    throw device_error(::gradus::detail::str("add_into: integer tensors are not accumulated on ", device, " yet"));
+  }
+}
+/// dst[0] = T(sum of e over `shape` * scale), on the GPU `device` where e's operands live: one
+/// generated reduction kernel into a double accumulator, finished on the device (no host
+/// synchronisation).
+template <class E>
+void sum_to_device(const E& e, const Shape& shape, value_type_t<E>* dst, double scale, Device device) {
+  const Tensor<double> acc = Tensor<double>::empty(Shape{}, device);
+  cuda::fill(acc.device_data(), 1, 0.0, device);
+  cuda::sum_into_accumulator(e, shape, acc.device_data(), device);
+  cuda::finish_sum(dst, acc.device_data(), scale, device);
+}
+
 /// The sum of every element of `e` over `shape`, accumulated in double.
 template <class E>
 double sum_all(const E& e, const Shape& shape) {

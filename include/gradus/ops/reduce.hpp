@@ -56,10 +56,27 @@ struct SumNode final : Node<value_type_t<E>> {
   /// A full reduction defers its value: a loss that is backpropagated right away gets it from
   /// the backward sweep, which evaluates the chain anyway, instead of from a pass of its own.
   void compute_value() override {
-    this->value.data()[0] = T(backend::sum_all(expr, plan.in)) * scale;
+    if (const Device dev = this->value.device(); !dev.is_cpu())
+      backend::sum_to_device(expr, plan.in, this->value.device_data(), double(scale), dev);
+    else
+      this->value.data()[0] = T(backend::sum_all(expr, plan.in)) * scale;
     this->value_pending = false;
   }
   void backward() override {
+    if (const Device dev = this->value.device(); !dev.is_cpu()) {
+      // on a GPU the value's sum is a double in device memory, finished there
+      Tensor<double> acc;
+      if (this->value_pending) {
+        acc = Tensor<double>::empty(Shape{}, dev);
+        backend::fill(acc.device_data(), 1, 0.0, dev);
+      }
+      fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, acc.defined() ? acc.device_data() : nullptr);
+      if (this->value_pending) {
+        backend::cuda::finish_sum(this->value.device_data(), acc.device_data(), double(scale), dev);
+        this->value_pending = false;
+      }
+      return;
+    }
     double total = 0;
     fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, this->value_pending ? &total : nullptr);
     if (this->value_pending) {
@@ -77,9 +94,26 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   const char* op = mean ? "mean" : "sum";
   const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, op);
   const T scale = mean ? T(1) / T(p.count) : T(1);
+  const Device dev = backend::device_of(e);
   if constexpr (is_differentiable_v<E>) {
     if (p.keep.numel() == 1 && grad_enabled() && any_requires_grad(e))
-      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>(p.out), e, p, scale, true));
+      return Var<T>::from_node(
+          make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true));
+  }
+  if (!dev.is_cpu()) {
+    GRADUS_CHECK(device_error, p.keep.numel() == 1, op, ": sums along axes do not run on ", dev,
+                 " yet (the sum of every element does)");
+    if constexpr (Real<T>) {
+      Tensor<T> out = Tensor<T>::empty(p.out, dev);
+      backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
+      if constexpr (is_differentiable_v<E>) {
+        if (grad_enabled() && any_requires_grad(e))
+          return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));
+        return Var<T>::constant(std::move(out));
+      } else {
+        return out;
+      }
+    }
   }
   Tensor<T> out = Tensor<T>::zeros(p.keep);
   if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {

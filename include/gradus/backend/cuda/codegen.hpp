@@ -115,8 +115,13 @@ struct CodegenTree {
   }
 };
 
-/// Which kernel to generate.
-enum class Pass { forward, backward };
+/// Which kernel to generate: the values (forward), their sum over every element (sum: into
+/// `*a.vsum`, as a double), or the fused adjoint pass (backward; it also sums the values into
+/// `*a.vsum` when that is set, so a loss gets its value from the pass that computes its gradients).
+enum class Pass { forward, sum, backward };
+
+/// `forward`, `sum` or `backward`.
+inline const char* pass_name(Pass p) { return p == Pass::forward ? "forward" : p == Pass::sum ? "sum" : "backward"; }
 
 /// A generated kernel: its CUDA source, entry point and translation-unit name, and the counts
 /// its ElementwiseArgs<T, leaves, numbers, params> is instantiated with.
@@ -157,7 +162,10 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
   }
   if (pass == Pass::forward) {
     body += "    a.out[i] = " + v(root) + ".v;\n";
+  } else if (pass == Pass::sum) {
+    body += "    acc += double(" + v(root) + ".v);\n";
   } else {
+    body += "    if (a.vsum) acc += double(" + v(root) + ".v);\n";
     body += "    const V " + g(root) + "{a.g[a.gbc.at(i)] * a.scale};\n";
     // A node has an adjoint when its parent passes one down: not below a comparison, `sign` or
     // a `where` condition, so a Var there gets nothing from this occurrence.
@@ -204,8 +212,7 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
   }
   KernelSource k;
   k.leaves = tree.leaves, k.numbers = tree.numbers, k.params = tree.params;
-  k.entry = !entry.empty() ? std::move(entry)
-            : pass == Pass::forward ? "gradus_elementwise_forward" : "gradus_elementwise_backward";
+  k.entry = !entry.empty() ? std::move(entry) : std::string("gradus_elementwise_") + pass_name(pass);
   k.name = k.entry + std::string(".cu");
   const std::string args = "gradus::backend::cuda::ElementwiseArgs<" + t + ", " + std::to_string(k.leaves) + ", " +
                            std::to_string(k.numbers) + ", " + std::to_string(k.params) + ">";
@@ -214,9 +221,14 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
              "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
              "#include \"gradus/ops/elementwise_math.hpp\"\n\n"
              "extern \"C\" __global__ void " + k.entry + "(const " + args + " a) {\n"
-             "  using V = gradus::backend::cuda::Element<" + t + ">;\n"
+             "  using V = gradus::backend::cuda::Element<" + t + ">;\n" +
+             (pass == Pass::forward ? "" : "  double acc = 0;\n") +
              "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
-             body + "  }\n}\n";
+             body + "  }\n" +
+             (pass == Pass::sum        ? "  gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
+              : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
+                                       : "") +
+             "}\n";
   return k;
 }
 

@@ -8,6 +8,7 @@
 //
 //   backend::cuda::evaluate_into(a * b + 1.f, out.device_data(), out.shape(), gd::cuda(0));
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -114,6 +115,8 @@ inline void* load_function(const std::string& key, const std::string& ptx, const
   return fn;
 }
 
+inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+
 /// `compute_90` for a compute-capability-9.0 GPU: the architecture its kernels are compiled for.
 inline std::string arch_of(int ordinal) {
   static std::mutex mu;
@@ -124,36 +127,98 @@ inline std::string arch_of(int ordinal) {
   return a;
 }
 
-/// Launches a grid-stride elementwise kernel over n elements on the default stream.
-template <class Args>
-void launch_elementwise(void* fn, Args& args, long n, int ordinal) {
-  if (n == 0) return;
-  constexpr long kThreads = 256;
-  const long blocks = std::min<long>((n + kThreads - 1) / kThreads, long(1) << 20);
+/// Blocks for a grid-stride kernel over n elements: enough to fill the GPU (8 blocks of 256
+/// threads per multiprocessor), no more, so a reduction makes few atomics.
+inline long grid_blocks(long n, int ordinal) {
+  static std::array<std::atomic<int>, 64> sms{};
+  int count = sms[size_t(ordinal)].load(std::memory_order_relaxed);
+  if (count == 0) {
+    const Driver& d = Driver::get();
+    int dev = 0;
+    d.check(d.device_get(&dev, ordinal), "cuDeviceGet");
+    d.check(d.device_get_attribute(&count, kMultiprocessorCount, dev), "cuDeviceGetAttribute");
+    count = std::max(count, 1);
+    sms[size_t(ordinal)].store(count, std::memory_order_relaxed);
+  }
+  return std::min<long>((n + 255) / 256, long(count) * 8);
+}
+
+/// Launches expression type E's generated kernel of `pass` over args.n elements on the default
+/// stream of GPU `device` (compiled and loaded on first use; no lookups when warm).
+template <class E>
+void launch(Pass pass, args_of<E>& args, Device device) {
+  if (args.n == 0) return;
+  static std::array<std::array<std::atomic<void*>, 64>, 3> loaded{};
+  std::atomic<void*>& slot = loaded[size_t(pass)][size_t(device.index)];
+  void* fn = slot.load(std::memory_order_acquire);
+  if (!fn) {
+    const std::string arch = arch_of(device.index);
+    const std::string& ptx = kernel_ptx<E>(pass, arch);
+    fn = load_function(kernel_key<E>(pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
+                       device.index);
+    slot.store(fn, std::memory_order_release);
+  }
   void* params[] = {&args};
-  make_current(ordinal);
+  make_current(device.index);
   const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(blocks), 1, 1, unsigned(kThreads), 1, 1, 0, nullptr, params, nullptr),
+  d.check(d.launch_kernel(fn, unsigned(grid_blocks(args.n, device.index)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
           "cuLaunchKernel (elementwise)");
+}
+
+/// The arguments of E's kernel over `shape` with every leaf, number and parameter filled.
+template <class E>
+args_of<E> make_args(const E& e, const Shape& shape) {
+  args_of<E> a;
+  a.n = long(shape.numel());
+  int leaf = 0, number = 0, param = 0;
+  fill_args(e, a, shape, leaf, number, param);
+  return a;
 }
 
 /// out[i] = e[i] over `shape` on GPU `device`, every leaf of e being in that GPU's memory.
 template <class E>
 void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape, Device device) {
-  static std::array<std::atomic<void*>, 64> loaded{};  // per expression type and GPU: no lookups when warm
-  void* fn = loaded[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) {
-    const std::string arch = arch_of(device.index);
-    const std::string& ptx = kernel_ptx<E>(Pass::forward, arch);
-    fn = load_function(kernel_key<E>(Pass::forward, arch), ptx, "gradus_elementwise_forward", device.index);
-    loaded[size_t(device.index)].store(fn, std::memory_order_release);
-  }
-  args_of<E> a;
-  a.n = long(shape.numel());
+  args_of<E> a = make_args(e, shape);
   a.out = out;
-  int leaf = 0, number = 0, param = 0;
-  fill_args(e, a, shape, leaf, number, param);
-  launch_elementwise(fn, a, a.n, device.index);
+  launch<E>(Pass::forward, a, device);
+}
+
+/// *acc += the sum of e over `shape` (acc: one double in the GPU's memory).
+template <class E>
+void sum_into_accumulator(const E& e, const Shape& shape, double* acc, Device device) {
+  args_of<E> a = make_args(e, shape);
+  a.vsum = acc;
+  launch<E>(Pass::sum, a, device);
+}
+
+/// Where the fused backward kernel sends leaf k's gradient: `grad[k]` (null: not wanted), added
+/// when `add[k]`, scatter-added when `scatter[k]` (a broadcast leaf; its buffer holds a value).
+template <class T>
+struct BackwardTargets {
+  T* grad[32] = {};
+  bool add[32] = {};
+  bool scatter[32] = {};
+};
+
+/// The fused backward pass of e over `shape` on GPU `device`: the output adjoint g (read through
+/// broadcasting, times `scale`) pushed to every leaf's target in one kernel; with `vsum`, the
+/// sum of e's values is added there too.
+template <class E, class T = value_type_t<E>>
+void fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale, const BackwardTargets<T>& targets,
+                    double* vsum, Device device) {
+  args_of<E> a = make_args(e, shape);
+  constexpr int L = count_leaves<E, is_tensor_leaf>();
+  static_assert(L <= 32, "YOUR_EXPRESSION_HAS_TOO_MANY_OPERANDS: backward on a GPU — materialise part of it first");
+  for (int k = 0; k < L; ++k) {
+    a.grad[k] = targets.grad[k];
+    a.add[k] = targets.add[k];
+    a.scatter[k] = targets.scatter[k];
+  }
+  a.g = g.device_data();
+  a.gbc = make_bcast(g.shape(), shape);
+  a.scale = scale;
+  a.vsum = vsum;
+  launch<E>(Pass::backward, a, device);
 }
 
 }  // namespace backend::cuda

@@ -47,6 +47,24 @@ struct ElementwiseArgs {
   T* grad[L > 0 ? L : 1] = {};
   bool add[L > 0 ? L : 1] = {};
   bool scatter[L > 0 ? L : 1] = {};
+  double* vsum = nullptr;  ///< sum pass (and optionally backward): where the values' sum is added
 };
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/// Adds the sum of every thread's `x` in the block to *dst: a shuffle within each warp, the warps'
+/// sums through shared memory, one atomic per block. Every thread of the block must call it.
+__device__ inline void block_sum_to(double x, double* dst) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+  __shared__ double warp_sums[32];
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    x = lane < (blockDim.x + 31u) / 32u ? warp_sums[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
+    if (lane == 0) atomicAdd(dst, x);
+  }
+}
+#endif
 
 }  // namespace gradus::backend::cuda

@@ -120,7 +120,7 @@ class KernelCache {
 template <class E>
 std::string kernel_key(Pass pass, const std::string& arch) {
   const Nvrtc& n = Nvrtc::get();
-  return std::string(typeid(E).name()) + (pass == Pass::forward ? "/forward/" : "/backward/") + arch + "/nvrtc-" +
+  return std::string(typeid(E).name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" +
          std::to_string(n.major) + "." + std::to_string(n.minor);
 }
 
