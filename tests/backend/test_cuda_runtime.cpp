@@ -3,6 +3,7 @@
 // not installed the NVRTC cases say so and skip; where a GPU is present, cuda(0) must succeed.
 #include <catch2/catch.hpp>
 #include <gradus/gradus.hpp>
+#include <cstdio>
 #include <sstream>
 
 namespace gd = gradus;
@@ -74,4 +75,15 @@ TEST_CASE("NVRTC errors carry the compiler's log", "[cuda][nvrtc]") {
     CHECK(what.find("not_declared") != std::string::npos);  // NVRTC's own diagnostic
   }
   CHECK_THROWS_AS(cu::compile_ptx("__global__ void k() {}", "arch.cu", "compute_1"), gd::device_error);
+}
+
+TEST_CASE("cuBLAS is opened at run time, or its absence is a clear reason", "[cuda][blas]") {
+  const cu::Cublas& c = cu::Cublas::get();
+  if (std::FILE* f = std::fopen("/usr/local/cuda/lib64/libcublas.so", "rb")) {
+    std::fclose(f);
+    CHECK(c.problem.empty());  // the toolkit's cuBLAS loads without a GPU: only its handle needs one
+    CHECK(c.library.find("libcublas.so") != std::string::npos);
+  } else {
+    CHECK(c.problem.find("cuBLAS not found") != std::string::npos);
+  }
 }

@@ -11,6 +11,8 @@
 
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/gradus.hpp"
+#include "gradus/nn.hpp"
+#include "gradus/optim.hpp"
 
 namespace gd = gradus;
 using Catch::Matchers::Contains;
@@ -190,4 +192,40 @@ TEST_CASE("the device caching allocator empties its cache and retries when the d
   CHECK_THROWS_MATCHES(tiny.allocate(100), gd::device_error,
                        Catch::Matchers::Message("out of memory on cuda:0: a tensor of 100 bytes does not fit (0 bytes "
                                                 "held by live tensors)"));
+}
+
+TEST_CASE("module.to(device) moves every parameter and buffer, keeping the parameters' identity", "[device]") {
+  FakeDevice fake;
+  struct Net : gd::nn::Module<float> {
+    gd::Rng rng{1};
+    gd::nn::Dense<float> dense{gd::nn::DenseOptions{.in = 3, .out = 2}, rng};
+    gd::nn::BatchNorm<float> bn{gd::nn::BatchNormOptions{.features = 2}};
+    Net() {
+      register_module("dense", dense);
+      register_module("bn", bn);
+    }
+  } net;
+  const auto before = net.named_parameters();
+  const gd::Tensor<float> kernel = before.front().second.value().clone();
+  CHECK(net.device() == gd::cpu);
+  net.to(kFake);
+  CHECK(net.device() == kFake);
+  for (const auto& [name, v] : net.named_parameters()) {
+    INFO(name);
+    CHECK(v.value().device() == kFake);
+  }
+  for (const auto& [name, b] : net.named_buffers()) {
+    INFO(name);
+    CHECK(b.device() == kFake);
+  }
+  CHECK(net.bn.moving_mean().device() == kFake);  // the layer's own handles follow
+  CHECK(net.bn.moving_variance().device() == kFake);
+  // the same Vars (an optimizer made before the move still holds them), values unchanged
+  const auto after = net.named_parameters();
+  for (size_t i = 0; i < before.size(); ++i) CHECK(after[i].second.node() == before[i].second.node());
+  net.to(gd::cpu);
+  CHECK(net.device() == gd::cpu);
+  const gd::Tensor<float> back = net.named_parameters().front().second.value();
+  CHECK(std::vector<float>(back.begin(), back.end()) == std::vector<float>(kernel.begin(), kernel.end()));
+  CHECK(net.bn.moving_variance()(1) == 1.f);
 }

@@ -9,10 +9,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "gradus/backend/cuda/device.hpp"
 #include "gradus/gradus.hpp"
+#include "gradus/nn.hpp"
+#include "gradus/optim.hpp"
 
 namespace gd = gradus;
 
@@ -200,5 +203,66 @@ TEST_CASE("gradient check in double on the GPU: finite differences of the GPU's 
     xp.data()[j] += 1e-6;
     xm.data()[j] -= 1e-6;
     CHECK(grad.data()[j] == Approx((f(xp) - f(xm)) / 2e-6).epsilon(1e-7));
+  }
+}
+
+TEST_CASE("matmul on the GPU (cuBLAS): products and gradients agree with the CPU", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  REQUIRE_FALSE(gd::cuda::tf32_allowed());  // full float precision by default
+  struct Case {
+    gd::Shape a, b;
+  };
+  for (const Case& c : {Case{{128, 784}, {784, 500}}, Case{{3, 5}, {5, 1}}, Case{{7}, {7, 4}}, Case{{4, 6, 3}, {3, 2}},
+                        Case{{2, 1, 5, 4}, {3, 4, 6}}, Case{{1, 1}, {1, 1}}}) {
+    INFO("matmul " << c.a << " x " << c.b);
+    const auto run = [&](gd::Device d) {
+      gd::Var<double> a(uniform<double>(c.a, -1, 1, 20).to(d), true), b(uniform<double>(c.b, -1, 1, 21).to(d), true);
+      gd::Var<double> y = gd::matmul(a, b);
+      gd::backward(gd::sum(y * y));
+      return std::vector<gd::Tensor<double>>{y.value().to(gd::cpu), a.grad().to(gd::cpu), b.grad().to(gd::cpu)};
+    };
+    const auto cpu = run(gd::cpu), gpu = run(g);
+    for (size_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < cpu[i].size(); ++j)
+        CHECK(gpu[i].data()[j] == Approx(cpu[i].data()[j]).epsilon(1e-12).margin(1e-12));
+  }
+  // float: cuBLAS's summation order differs from the CPU kernel's; k = 784 terms
+  const auto a = uniform<float>({64, 784}, -1, 1, 22), b = uniform<float>({784, 100}, -1, 1, 23);
+  CHECK(max_rel_error(gd::matmul(a.to(g), b.to(g)), gd::matmul(a, b)) <= 2e-5);
+  CHECK_THROWS_AS(gd::matmul(a.to(g), b), gd::device_error);
+}
+
+TEST_CASE("training on the GPU: 50 SGD-momentum and Adam steps of a tanh regression match the CPU", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x = uniform<double>({256, 20}, -1, 1, 30), t = uniform<double>({256, 5}, -1, 1, 31);
+  const auto w0 = uniform<double>({20, 5}, -0.3, 0.3, 32), b0 = uniform<double>({5}, -0.1, 0.1, 33);
+  for (int which = 0; which < 2; ++which) {
+    INFO(std::string(which == 0 ? "SGD with momentum" : "Adam"));
+    const auto train = [&](gd::Device d) {
+      // the optimizer is made on the CPU parameters and the parameters moved afterwards: its
+      // state follows them
+      gd::Var<double> w(w0.clone(), true), b(b0.clone(), true);
+      std::unique_ptr<gd::optim::Optimizer<double>> opt;
+      if (which == 0)
+        opt = std::make_unique<gd::optim::SGD<double>>(std::vector{w, b}, gd::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+      else
+        opt = std::make_unique<gd::optim::Adam<double>>(std::vector{w, b}, gd::optim::AdamOptions{.lr = 0.01});
+      w.value() = w.value().to(d);
+      b.value() = b.value().to(d);
+      const auto xd = x.to(d), td = t.to(d);
+      std::vector<double> losses;
+      for (int step = 0; step < 50; ++step) {
+        gd::Var<double> y = gd::tanh(gd::matmul(xd, w) + b);
+        gd::Var<double> loss = gd::mean(gd::square(y - td));
+        opt->minimize(loss);
+        losses.push_back(loss.value().to(gd::cpu).item());
+      }
+      return losses;
+    };
+    const auto cpu = train(gd::cpu), gpu = train(g);
+    CHECK(cpu.back() < 0.8 * cpu.front());  // it learns
+    for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-10));
   }
 }

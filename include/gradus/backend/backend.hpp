@@ -11,6 +11,7 @@
 //   elementwise     evaluate_into, sum_all, sum_into, fused_backward_blocks     cpu/elementwise.hpp
 //                   (evaluate_into on a GPU: generated kernels)                 cuda/elementwise.hpp
 //   GEMM            gemm                                                        cpu/gemm.hpp
+//                   (on a GPU: cuBLAS)                                          cuda/blas.hpp
 //   convolution     conv2d_forward, conv2d_backward                             cpu/conv.hpp
 //   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
@@ -36,6 +37,7 @@
 #include "gradus/backend/cpu/pool.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
+#include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/plans.hpp"
@@ -135,8 +137,12 @@ void fused_backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, cpu:
 
 /// c (m x n) = or (`add`) += a (m x k) · b (k x n), each optionally stored transposed.
 template <class T>
-void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
-  cpu::gemm(a, ta, b, tb, c, m, k, n, add);
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add,
+          Device device = gradus::cpu) {
+  if (device.is_cpu()) [[likely]]
+    cpu::gemm(a, ta, b, tb, c, m, k, n, add);
+  else
+    cuda::gemm(a, ta, b, tb, c, m, k, n, add, device);
 }
 
 // --------------------------------------------------------------------- convolution, pooling

@@ -110,6 +110,25 @@ class Module {
   void zero_grad() {
     for (auto& v : parameters()) v.zero_grad();
   }
+  /// Moves every parameter and buffer of the tree to `device` (gd::cpu, gd::cuda(0)), as
+  /// PyTorch's `module.to(device)`. Parameters keep their identity, so an optimizer made before
+  /// still updates them (its state follows them at its next step); their gradients are reset.
+  Module& to(Device device) {
+    for (Param& p : params_)
+      if (p.var.value().device() != device) {
+        p.var.value() = p.var.value().to(device);
+        p.var.zero_grad();
+      }
+    for (Buffer& b : buffers_) b.value = b.value.to(device);
+    if (!buffers_.empty()) buffers_moved();
+    for (const Child& c : children_) child(c)->to(device);
+    return *this;
+  }
+  /// Where the module's first parameter lives (gd::cpu for a module without parameters).
+  Device device() const {
+    const auto ps = named_parameters();
+    return ps.empty() ? gradus::cpu : ps.front().second.value().device();
+  }
 
  protected:
   Module() = default;
@@ -140,6 +159,15 @@ class Module {
     buffers_.push_back({std::move(name), value});
     return value;
   }
+  /// The registered buffer `name` of this module (value_error when there is none).
+  Tensor<T>& buffer(const std::string& name) {
+    for (Buffer& b : buffers_)
+      if (b.name == name) return b.value;
+    throw value_error(detail::str("buffer: no buffer '", name, "' is registered in this module"));
+  }
+  /// Called after `to(device)` replaced this module's buffers: a layer that keeps handles to its
+  /// buffers takes the new ones from `buffer(name)`.
+  virtual void buffers_moved() {}
   /// Registers `child`, a data member of this module (see the file comment), as sub-module `name`.
   template <class M>
     requires std::derived_from<M, Module>

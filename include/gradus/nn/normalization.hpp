@@ -126,6 +126,11 @@ class BatchNorm : public Module<T> {
   /// The moving statistics [features] (handles to the buffers).
   Tensor<T> moving_mean() const { return moving_mean_; }
   Tensor<T> moving_variance() const { return moving_variance_; }
+  /// After `to(device)`: the handles follow the moved buffers.
+  void buffers_moved() override {
+    moving_mean_ = this->buffer("moving_mean");
+    moving_variance_ = this->buffer("moving_variance");
+  }
 
  private:
   int64_t features_;

@@ -45,7 +45,7 @@ struct BatchOffsets {
 }  // namespace detail
 
 /// Matrix product over the last two axes, broadcasting the batch axes (rank-1 operands as in
-/// NumPy). Runs on the backend's GEMM (backend/cpu/gemm.hpp on the CPU).
+/// NumPy). Runs on the backend's GEMM (backend/cpu/gemm.hpp on the CPU, cuBLAS on a GPU).
 ///   gd::matmul(x, w)   // [N,784] x [784,10] -> [N,10];  [B,m,k] x [k,n] -> [B,m,n]
 template <Expression A, Expression B>
 auto matmul(const A& a_expr, const B& b_expr) {
@@ -57,46 +57,51 @@ auto matmul(const A& a_expr, const B& b_expr) {
   const Tensor<T>& av = detail::value_of(a);
   const Tensor<T>& bv = detail::value_of(b);
   const detail::MatmulPlan p(av.shape(), bv.shape());
-  Tensor<T> out(p.out);
+  const Device dev = av.device();
+  GRADUS_CHECK(device_error, bv.device() == dev, "matmul: operands on ", dev, " and ", bv.device(),
+               "; move them to one device with .to(device)");
+  Tensor<T> out = Tensor<T>::empty(p.out, dev);
   const int64_t bn = p.batch.numel();
   if (p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank()) {
     // every batch entry of a against one matrix b: a single [batch*m, k] x [k, n] GEMM
-    backend::gemm(av.data(), false, bv.data(), false, out.data(), bn * p.m, p.k, p.n, false);
+    backend::gemm(av.device_data(), false, bv.device_data(), false, out.device_data(), bn * p.m, p.k, p.n, false, dev);
   } else {
     const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
     for (int64_t i = 0; i < bn; ++i)
-      backend::gemm(av.data() + oa[i], false, bv.data() + ob[i], false, out.data() + i * p.m * p.n,
-                   p.m, p.k, p.n, false);
+      backend::gemm(av.device_data() + oa[i], false, bv.device_data() + ob[i], false,
+                    out.device_data() + i * p.m * p.n, p.m, p.k, p.n, false, dev);
   }
   return make_result("matmul", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
     const Tensor<T>& av = detail::value_of(a);
     const Tensor<T>& bv = detail::value_of(b);
+    const Device dev = g.device();
+    const T* gp = g.device_data();
+    const T* ad = av.device_data();
+    const T* bd = bv.device_data();
     const int64_t bn = p.batch.numel();
     const bool flat = p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank();
     if (detail::needs_grad(a)) {  // dA = g * B^T, summed over broadcast batch entries
       bool add;
       T* da = detail::adjoint_buffer(a, &add);
       if (flat) {
-        backend::gemm(g.data(), false, bv.data(), true, da, bn * p.m, p.n, p.k, add);
+        backend::gemm(gp, false, bd, true, da, bn * p.m, p.n, p.k, add, dev);
       } else {
         const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
-        if (!add && p.a_batch.numel() != bn) std::fill_n(da, av.size(), T(0)), add = true;
+        if (!add && p.a_batch.numel() != bn) backend::fill(da, av.size(), T(0), dev), add = true;
         for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(g.data() + i * p.m * p.n, false, bv.data() + ob[i], true, da + oa[i], p.m, p.n,
-                       p.k, add);
+          backend::gemm(gp + i * p.m * p.n, false, bd + ob[i], true, da + oa[i], p.m, p.n, p.k, add, dev);
       }
     }
     if (detail::needs_grad(b)) {  // dB = A^T * g, summed over broadcast batch entries
       bool add;
       T* db = detail::adjoint_buffer(b, &add);
       if (flat) {
-        backend::gemm(av.data(), true, g.data(), false, db, p.k, bn * p.m, p.n, add);
+        backend::gemm(ad, true, gp, false, db, p.k, bn * p.m, p.n, add, dev);
       } else {
         const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
-        if (!add && p.b_batch.numel() != bn) std::fill_n(db, bv.size(), T(0)), add = true;
+        if (!add && p.b_batch.numel() != bn) backend::fill(db, bv.size(), T(0), dev), add = true;
         for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(av.data() + oa[i], true, g.data() + i * p.m * p.n, false, db + ob[i], p.k, p.m,
-                       p.n, add);
+          backend::gemm(ad + oa[i], true, gp + i * p.m * p.n, false, db + ob[i], p.k, p.m, p.n, add, dev);
       }
     }
   }, a, b);

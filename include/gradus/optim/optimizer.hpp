@@ -86,7 +86,10 @@ class Optimizer {
     const int64_t t = ++step_;
     prepare(t);
     for (size_t i = 0; i < params_.size(); ++i)
-      if (Tensor<T>* g = params_[i].grad_if_any()) update(i, params_[i].value(), *g);
+      if (Tensor<T>* g = params_[i].grad_if_any()) {
+        follow_device(i);
+        update(i, params_[i].value(), *g);
+      }
   }
   /// Resets every parameter's gradient (see Var::zero_grad).
   void zero_grad() {
@@ -167,9 +170,18 @@ class Optimizer {
   size_t add_slot(std::string slot_name, T init = T(0)) {
     Slot s{std::move(slot_name), {}};
     s.tensors.reserve(params_.size());
-    for (const auto& p : params_) s.tensors.push_back(Tensor<T>::full(p.shape(), init));
+    for (const auto& p : params_) s.tensors.push_back(Tensor<T>::full(p.shape(), init).to(p.value().device()));
     slots_.push_back(std::move(s));
     return slots_.size() - 1;
+  }
+  /// Moves parameter i's state to the parameter's device when the parameter moved there (a
+  /// model moved with `module.to(device)` after its optimizer was made): state follows its
+  /// parameter, as in PyTorch.
+  void follow_device(size_t i) {
+    const Device d = params_[i].value().device();
+    for (Slot& s : slots_)
+      if (s.tensors[i].device() != d) [[unlikely]]
+        s.tensors[i] = s.tensors[i].to(d);
   }
   /// State tensor `k` of parameter `i`.
   Tensor<T>& slot(size_t k, size_t i) { return slots_[k].tensors[i]; }

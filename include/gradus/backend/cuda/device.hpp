@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 
+#include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/device.hpp"
@@ -45,6 +46,10 @@ struct cuda {
       throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
     return buf;
   }
+  /// Lets float matrix products use TF32 tensor cores (faster, inputs rounded to 10-bit
+  /// mantissas); off by default, as in PyTorch.
+  static void allow_tf32(bool on) { backend::cuda::tf32_allowed().store(on); }
+  static bool tf32_allowed() { return backend::cuda::tf32_allowed().load(); }
   /// Counters of this GPU's caching allocator (a steady-state step adds no device_allocations).
   backend::cuda::DeviceMemoryStats memory_stats() const { return backend::cuda::device_cache(index).stats(); }
   /// Returns this GPU's cached (unused) tensor buffers to the driver.

@@ -1,0 +1,139 @@
+// gradus/backend/cuda/blas.hpp — matrix products on a GPU through cuBLAS, loaded at run time.
+//
+// cuBLAS is column-major; gradus' tensors are row-major. A row-major r×c matrix is the
+// column-major c×r matrix of its transpose, so C = op(A)·op(B) is computed as the column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ: the operands swap places and each keeps its own transpose flag, with no
+// copy. TF32 tensor-core math is off unless `gd::cuda::allow_tf32(true)` (float products then
+// round their inputs to 10-bit mantissas, as PyTorch's allow_tf32 does).
+//
+//   backend::cuda::gemm(a, false, b, true, c, m, k, n, /*add=*/false, gd::cuda(0));
+#pragma once
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gradus/backend/cuda/memory.hpp"
+#include "gradus/backend/cuda/runtime.hpp"
+
+namespace gradus::backend::cuda {
+
+/// The part of cuBLAS gradus uses (signatures of cublas_api.h; cublasHandle_t is an opaque
+/// pointer, the enums are ints).
+struct Cublas {
+  using Create = int (*)(void**);
+  using SetMathMode = int (*)(void*, int);
+  using StatusString = const char* (*)(int);
+  template <class T>
+  using Gemm = int (*)(void*, int, int, int, int, int, const T*, const T*, int, const T*, int, const T*, T*, int);
+
+  Create create = nullptr;
+  SetMathMode set_math_mode = nullptr;
+  StatusString status_string = nullptr;
+  Gemm<float> sgemm = nullptr;
+  Gemm<double> dgemm = nullptr;
+  std::string library;  ///< the file that was loaded
+  std::string problem;  ///< why cuBLAS cannot be used; empty when it can
+
+  static constexpr int kOpN = 0, kOpT = 1;                 // cublasOperation_t
+  static constexpr int kDefaultMath = 0, kTf32Math = 3;    // cublasMath_t
+
+  /// The process's cuBLAS, loaded on first use: $GRADUS_CUBLAS, then the CUDA 13 and 12
+  /// sonames on the loader's path, under $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
+  static const Cublas& get() {
+    static const Cublas c = load();
+    return c;
+  }
+  std::string error_string(int code) const {
+    const char* s = status_string ? status_string(code) : nullptr;
+    return s ? s : "cuBLAS status " + std::to_string(code);
+  }
+  void check(int rc, const char* what) const {
+    if (rc != 0) [[unlikely]]
+      throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc)));
+  }
+
+ private:
+  static Cublas load() {
+    std::vector<std::string> names;
+    if (const char* env = std::getenv("GRADUS_CUBLAS"); env && *env) names.emplace_back(env);
+    std::vector<std::string> dirs{""};
+    if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
+    dirs.emplace_back("/usr/local/cuda/lib64/");
+    for (const std::string& d : dirs)
+      for (const char* so : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) names.push_back(d + so);
+    static Library lib(names);
+    Cublas c;
+    if (!lib.loaded()) {
+      c.problem = "cuBLAS not found (tried " + lib.tried() + "; set GRADUS_CUBLAS to its path)";
+      return c;
+    }
+    c.library = lib.name();
+    c.create = lib.find<Create>("cublasCreate_v2");
+    c.set_math_mode = lib.find<SetMathMode>("cublasSetMathMode");
+    c.status_string = lib.find<StatusString>("cublasGetStatusString");
+    c.sgemm = lib.find<Gemm<float>>("cublasSgemm_v2");
+    c.dgemm = lib.find<Gemm<double>>("cublasDgemm_v2");
+    if (!c.create || !c.set_math_mode || !c.sgemm || !c.dgemm)
+      c.problem = "cuBLAS library " + c.library + " lacks the entry points gradus needs";
+    return c;
+  }
+};
+
+/// Whether float products may use TF32 tensor cores (off by default).
+inline std::atomic<bool>& tf32_allowed() {
+  static std::atomic<bool> allowed{false};
+  return allowed;
+}
+
+/// The cuBLAS handle of GPU `ordinal` (made once, on the default stream), with the math mode
+/// that tf32_allowed() asks for.
+inline void* blas_handle(int ordinal) {
+  static std::mutex mu;
+  static std::array<void*, 64> handles{};
+  static std::array<int, 64> modes{};
+  const Cublas& c = Cublas::get();
+  GRADUS_CHECK(device_error, c.problem.empty(), "matmul on cuda(", ordinal, "): ", c.problem);
+  make_current(ordinal);
+  std::lock_guard lock(mu);
+  void*& h = handles[size_t(ordinal)];
+  if (!h) {
+    c.check(c.create(&h), "cublasCreate");
+    modes[size_t(ordinal)] = -1;
+  }
+  const int mode = tf32_allowed().load(std::memory_order_relaxed) ? Cublas::kTf32Math : Cublas::kDefaultMath;
+  if (modes[size_t(ordinal)] != mode) {
+    c.check(c.set_math_mode(h, mode), "cublasSetMathMode");
+    modes[size_t(ordinal)] = mode;
+  }
+  return h;
+}
+
+/// C[m×n] (+)= op(A)[m×k] · op(B)[k×n], row-major, on GPU `device` (A stored k×m when ta, B
+/// stored n×k when tb). Sizes must fit cuBLAS's 32-bit ints.
+template <class T>
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add, Device device) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: gemm");
+  if (m == 0 || n == 0) return;
+  constexpr int64_t kMax = 0x7fffffff;
+  GRADUS_CHECK(value_error, m <= kMax && k <= kMax && n <= kMax, "matmul on ", device, ": dimensions ", m, "x", k,
+               "x", n, " exceed cuBLAS's 32-bit sizes");
+  void* h = blas_handle(device.index);
+  const Cublas& cb = Cublas::get();
+  const T one = T(1), beta = add ? T(1) : T(0);
+  // column-major: Cᵀ[n×m] = op(B)ᵀ · op(A)ᵀ
+  const int op_b = tb ? Cublas::kOpT : Cublas::kOpN, op_a = ta ? Cublas::kOpT : Cublas::kOpN;
+  const int ldb = int(std::max<int64_t>(1, tb ? k : n)), lda = int(std::max<int64_t>(1, ta ? m : k));
+  int rc;
+  if constexpr (std::is_same_v<T, float>)
+    rc = cb.sgemm(h, op_b, op_a, int(n), int(m), int(k), &one, b, ldb, a, lda, &beta, c, int(n));
+  else
+    rc = cb.dgemm(h, op_b, op_a, int(n), int(m), int(k), &one, b, ldb, a, lda, &beta, c, int(n));
+  cb.check(rc, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm");
+}
+
+}  // namespace gradus::backend::cuda
