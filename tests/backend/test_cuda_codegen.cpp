@@ -150,7 +150,7 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   }
 }
 
-TEST_CASE("NVRTC compiles the library kernels (fill, gradient accumulation, reductions' finish)",
+TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, dropout, softmax, one_hot)",
           "[cuda][codegen][nvrtc]") {
   if (!cu::nvrtc_available()) {
     WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
@@ -158,9 +158,12 @@ TEST_CASE("NVRTC compiles the library kernels (fill, gradient accumulation, redu
   }
   for (const char* arch : {"compute_80", "compute_90"}) {
     INFO(arch);
-    const std::string ptx = cu::compile_ptx(cu::library_source(), "gradus_library.cu", arch);
+    const std::string ptx = cu::compile_ptx(cu::library_source(), "gradus_library.cu", arch, cu::library_options());
     for (const char* entry : {"gradus_fill_f", "gradus_fill_d", "gradus_add_into_f", "gradus_add_into_d",
-                              "gradus_finish_sum_f", "gradus_finish_sum_d"})
+                              "gradus_finish_sum_f", "gradus_finish_sum_d", "gradus_dropout_mask_f",
+                              "gradus_dropout_mask_d", "gradus_masked_multiply_f", "gradus_masked_multiply_d",
+                              "gradus_softmax_f", "gradus_softmax_backward_d", "gradus_one_hot_f", "gradus_one_hot_d",
+                              "gradus_bias_activation_f", "gradus_bias_activation_backward_d", "gradus_sum_rows_f"})
       CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
   }
 }

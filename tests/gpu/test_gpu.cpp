@@ -266,3 +266,90 @@ TEST_CASE("training on the GPU: 50 SGD-momentum and Adam steps of a tanh regress
     for (size_t i = 0; i < cpu.size(); ++i) CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-10));
   }
 }
+
+TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gradient uses it", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x = uniform<float>({333, 77}, -1, 1, 40);
+  const auto run = [&](gd::Device d) {
+    gd::Rng rng(7);
+    gd::Var<float> v(x.to(d), true);
+    gd::Var<float> y = gd::dropout(v, 0.4, rng);
+    gd::backward(gd::sum(y * 3.f));
+    return std::pair{y.value().to(gd::cpu), v.grad().to(gd::cpu)};
+  };
+  const auto [ycpu, gcpu] = run(gd::cpu);
+  const auto [ygpu, ggpu] = run(g);
+  CHECK(std::vector<float>(ygpu.begin(), ygpu.end()) == std::vector<float>(ycpu.begin(), ycpu.end()));
+  CHECK(std::vector<float>(ggpu.begin(), ggpu.end()) == std::vector<float>(gcpu.begin(), gcpu.end()));
+}
+
+TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree with the CPU", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x = uniform<double>({6, 10, 4}, -3, 3, 50);
+  const auto w = uniform<double>({6, 10, 4}, -1, 1, 51);
+  for (int axis : {0, 1, 2}) {
+    for (bool log : {false, true}) {
+      INFO("axis " << axis << (log ? " log_softmax" : " softmax"));
+      const auto run = [&](gd::Device d) {
+        gd::Var<double> v(x.to(d), true);
+        gd::Var<double> y = log ? gd::log_softmax(v, axis) : gd::softmax(v, axis);
+        gd::backward(gd::sum(y * w.to(d)));
+        return std::pair{y.value().to(gd::cpu), v.grad().to(gd::cpu)};
+      };
+      const auto [ycpu, gcpu] = run(gd::cpu);
+      const auto [ygpu, ggpu] = run(g);
+      for (int64_t j = 0; j < x.size(); ++j) {
+        CHECK(ygpu.data()[j] == Approx(ycpu.data()[j]).epsilon(1e-12).margin(1e-14));
+        CHECK(ggpu.data()[j] == Approx(gcpu.data()[j]).epsilon(1e-12).margin(1e-14));
+      }
+    }
+    INFO("sum and mean along axis " << axis);
+    const auto run = [&](gd::Device d) {
+      gd::Var<double> v(x.to(d), true);
+      gd::Var<double> s = gd::sum(gd::exp(v) * 0.5, axis), m = gd::mean(v * v, axis, /*keepdims=*/true);
+      gd::backward(gd::sum(s * s) + gd::sum(m));
+      return std::vector<gd::Tensor<double>>{s.value().to(gd::cpu), m.value().to(gd::cpu), v.grad().to(gd::cpu)};
+    };
+    const auto cpu = run(gd::cpu), gpu = run(g);
+    for (size_t i = 0; i < cpu.size(); ++i)
+      for (int64_t j = 0; j < cpu[i].size(); ++j) CHECK(gpu[i].data()[j] == Approx(cpu[i].data()[j]).epsilon(1e-12));
+  }
+  const gd::Tensor<int64_t> labels = gd::Tensor<int64_t>::from({3, 0, -1, 9, 12});  // out of range: a row of off
+  const auto oh = gd::one_hot<float>(labels.to(g), 10, 2.f, -1.f);
+  CHECK(oh.device() == gd::Device(g));
+  const auto host = oh.to(gd::cpu), ref = gd::one_hot<float>(labels, 10, 2.f, -1.f);
+  CHECK(std::vector<float>(host.begin(), host.end()) == std::vector<float>(ref.begin(), ref.end()));
+}
+
+TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  gd::Rng data_rng(60);
+  const auto x = gd::Tensor<float>::random_normal({128, 64}, data_rng);
+  gd::Tensor<int64_t> labels({128});
+  for (int64_t i = 0; i < 128; ++i) labels(i) = int64_t(data_rng.below(10));
+  for (const gd::nn::Activation act : {gd::nn::Activation(gd::nn::relu), gd::nn::Activation(gd::nn::tanh)}) {
+    INFO("activation " << act);
+    const auto train = [&](gd::Device d) {
+      gd::Rng rng(61);
+      gd::nn::Sequential net(gd::nn::Dense<float>({.in = 64, .out = 100, .activation = act}, rng),
+                             gd::nn::Dense<float>({.in = 100, .out = 10}, rng));
+      net.to(d);
+      gd::optim::SGD<float> opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
+      const auto xd = x.to(d);
+      const auto ld = labels.to(d);
+      std::vector<double> losses;
+      for (int step = 0; step < 300; ++step) {
+        gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(ld, net.forward(xd));
+        opt.minimize(loss);
+        losses.push_back(loss.value().to(gd::cpu).item());
+      }
+      return losses;
+    };
+    const auto cpu = train(gd::cpu), gpu = train(g);
+    CHECK(cpu.back() < 0.5 * cpu.front());  // it learns
+    for (size_t i = 0; i < cpu.size(); i += 10) CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-3));
+  }
+}

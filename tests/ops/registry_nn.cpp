@@ -1,7 +1,8 @@
 // Registry entries of conv2d (valid/same, strides, dilations, bias, 1x1), max_pool2d and
 // avg_pool2d (valid/same, overlapping windows) and dropout (fixed seeds). References: direct
 // loops over output pixels and taps with TensorFlow's padding rule, and the dropout mask drawn
-// from the documented sequence (one rng.uniform() per element, kept when below 1 - rate).
+// from the documented sequence (element i of the Philox stream keyed by one rng.next(), kept when
+// below 1 - rate; Philox itself is checked against its published vectors in tests/core).
 #include "op_registry.hpp"
 
 namespace opreg {
@@ -57,8 +58,10 @@ TD pool_ref(const TD& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, boo
 
 TD dropout_ref(const TD& x, double rate, uint64_t seed) {
   gd::Rng rng(seed);
+  const uint64_t key = rng.next();
   TD out(x.shape());
-  for (int64_t i = 0; i < x.size(); ++i) out.data()[i] = rng.uniform() < 1 - rate ? x.data()[i] / (1 - rate) : 0.0;
+  for (int64_t i = 0; i < x.size(); ++i)
+    out.data()[i] = double(gd::philox_uniform(key, uint64_t(i))) < 1 - rate ? x.data()[i] / (1 - rate) : 0.0;
   return out;
 }
 

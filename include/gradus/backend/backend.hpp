@@ -17,8 +17,10 @@
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
 //                   reduce_logsumexp(_backward)                                 cpu/reduce.hpp
 //   softmax         softmax_forward, softmax_backward                           cpu/softmax.hpp
+//                   (softmax and one_hot on a GPU: library kernels)             cuda/library.hpp
 //   layers          bias_activation_forward/_backward, sum_rows                 cpu/bias_activation.hpp
 //   dropout         dropout_mask, masked_multiply                               cpu/dropout.hpp
+//                   (on a GPU: library kernels)                                 cuda/library.hpp
 //   data movement   copy_window, window_grad, permute, join_rows, split_rows,
 //                   gather_rows, scatter_add_rows, one_hot, cast                cpu/copy.hpp
 //
@@ -115,6 +117,12 @@ void sum_to_device(const E& e, const Shape& shape, value_type_t<E>* dst, double 
   cuda::finish_sum(dst, acc.device_data(), scale, device);
 }
 
+/// dst[0] = T(acc[0] * scale) on GPU `device`: a reduction's double accumulator into its result.
+template <class T>
+void finish_sum(T* dst, const double* acc, double scale, Device device) {
+  cuda::finish_sum(dst, acc, scale, device);
+}
+
 /// The sum of every element of `e` over `shape`, accumulated in double.
 template <class E>
 double sum_all(const E& e, const Shape& shape) {
@@ -122,8 +130,15 @@ double sum_all(const E& e, const Shape& shape) {
 }
 /// acc (shape `reduced`) += e summed over the axes where `reduced` broadcasts to `shape`.
 template <class E>
-void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced) {
-  cpu::sum_into(e, shape, acc, reduced);
+void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced,
+              Device device = gradus::cpu) {
+  if (device.is_cpu()) [[likely]] {
+    cpu::sum_into(e, shape, acc, reduced);
+  } else if constexpr (Real<value_type_t<E>>) {
+    cuda::sum_into(e, shape, acc, reduced, device);
+  } else {
+    throw device_error(::gradus::detail::str("sum: integer sums along axes do not run on ", device, " yet"));
+  }
 }
 /// The block loop of a fused backward pass over `shape`; `make(targets)` builds the adjoint
 /// evaluator of one thread (autodiff/adjoint.hpp).
@@ -209,13 +224,19 @@ void reduce_logsumexp_backward(const AxisView& v, const T* x, const T* y, const 
 }
 /// y = softmax (log_softmax) of each line.
 template <class T>
-void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
-  cpu::softmax_forward(v, x, y, log);
+void softmax_forward(const AxisView& v, const T* x, T* y, bool log, Device device = gradus::cpu) {
+  if (device.is_cpu())
+    cpu::softmax_forward(v, x, y, log);
+  else
+    cuda::softmax_forward(x, y, v.outer, v.n, v.inner, log, device);
 }
 /// dx from the softmax (log_softmax) output y and its adjoint g.
 template <class T>
-void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log) {
-  cpu::softmax_backward(v, y, g, dx, log);
+void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log, Device device = gradus::cpu) {
+  if (device.is_cpu())
+    cpu::softmax_backward(v, y, g, dx, log);
+  else
+    cuda::softmax_backward(y, g, dx, v.outer, v.n, v.inner, log, device);
 }
 
 // ---------------------------------------------------------------------- layers and dropout
@@ -233,19 +254,41 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
 }
 /// out [n] = the column sums of x [rows, n].
 template <class T>
-void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
-  cpu::sum_rows(x, rows, n, out);
+void sum_rows(const T* x, int64_t rows, int64_t n, T* out, Device device = gradus::cpu) {
+  if (device.is_cpu())
+    cpu::sum_rows(x, rows, n, out);
+  else
+    cuda::sum_rows(x, rows, n, out, device);
 }
-/// mask = `scale` with probability `keep`, else 0; one rng.uniform() per element, in order
-/// (the same stream on every backend, so a seed gives the same mask everywhere).
+/// bias_activation on a GPU, the activation given by its kind's number (ops/bias_activation.hpp).
 template <class T>
-void dropout_mask(Rng& rng, double keep, T scale, int64_t n, T* mask) {
-  cpu::dropout_mask(rng, keep, scale, n, mask);
+void bias_activation_forward(int kind, double alpha, const T* h, const T* b, int64_t rows, int64_t n, T* out,
+                             Device device) {
+  cuda::bias_activation_forward(kind, alpha, h, b, rows, n, out, device);
+}
+template <class T>
+void bias_activation_backward(int kind, double alpha, const T* h, const T* b, const T* y, const T* g, int64_t rows,
+                              int64_t n, T* dz, Device device) {
+  cuda::bias_activation_backward(kind, alpha, h, b, y, g, rows, n, dz, device);
+}
+/// mask = `scale` with probability `keep`, else 0. One rng.next() keys a Philox stream
+/// (core/philox.hpp) and mask[i] is kept when element i of that stream is below `keep`: the same
+/// numbers on every backend, so a seed gives the same mask on the CPU and on a GPU.
+template <class T>
+void dropout_mask(Rng& rng, double keep, T scale, int64_t n, T* mask, Device device = gradus::cpu) {
+  const uint64_t key = rng.next();
+  if (device.is_cpu())
+    cpu::dropout_mask(key, keep, scale, n, mask);
+  else
+    cuda::dropout_mask(key, keep, scale, n, mask, device);
 }
 /// out = (or += with `add`) x * mask.
 template <class T>
-void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add) {
-  cpu::masked_multiply(x, mask, n, out, add);
+void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add, Device device = gradus::cpu) {
+  if (device.is_cpu())
+    cpu::masked_multiply(x, mask, n, out, add);
+  else
+    cuda::masked_multiply(x, mask, n, out, add, device);
 }
 
 // ----------------------------------------------------------------------------- data movement
@@ -289,8 +332,14 @@ void scatter_add_rows(const T* g, int64_t outer, int64_t n, int64_t inner, const
 }
 /// out [count, depth]: `on` at each label, `off` elsewhere.
 template <class T>
-void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out) {
-  cpu::one_hot(labels, count, depth, on, off, out);
+void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, Device device = gradus::cpu) {
+  if (device.is_cpu()) {
+    cpu::one_hot(labels, count, depth, on, off, out);
+  } else if constexpr (Real<T>) {
+    cuda::one_hot(labels, count, depth, on, off, out, device);
+  } else {
+    throw device_error(::gradus::detail::str("one_hot: integer one-hot tensors are not made on ", device, " yet"));
+  }
 }
 /// dst = (or += with `add`) static_cast<U>(src).
 template <class T, class U>

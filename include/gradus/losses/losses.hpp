@@ -136,7 +136,10 @@ auto weighted_loss(const char* op, const E& e, Reduction reduction, const Weight
     wsum *= copies;
     nonzero *= copies;
   }
-  if (reduction == Reduction::none) return materialize(e * (scalar ? Tensor<T>::scalar(ws) : w.tensor));
+  if (reduction == Reduction::none) {
+    if (scalar) return materialize(e * ws);  // a number: no tensor to place on e's device
+    return materialize(e * w.tensor);
+  }
   const double denom = reduction == Reduction::sum ? 1.0 : reduction == Reduction::mean ? wsum : nonzero;
   const double scale = denom == 0 ? 0.0 : 1.0 / denom;
   if (scalar) return sum(e * T(double(ws) * scale));
@@ -285,10 +288,13 @@ auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, con
                " does not match logits shape ", ls, " without its class axis (expected ", batch, ")");
   GRADUS_CHECK(value_error, ls.numel() > 0, op, ": empty batch, logits of shape ", ls);
   const int64_t classes = ls[ls.rank() - 1];
-  for (int64_t i = 0; i < labels.size(); ++i)
-    GRADUS_CHECK(value_error, labels.data()[i] >= 0 && labels.data()[i] < classes, op, ": label ", labels.data()[i],
-                 " at position ", i, " out of range [0, ", classes, ") for logits of shape ", ls);
-  return detail::weighted_loss(op, detail::softmax_xent(one_hot<T>(labels, classes), logits), opt.reduction,
+  const Tensor<int64_t> checked = labels.to(gradus::cpu);  // itself on the CPU; a GPU's labels are read back
+  for (int64_t i = 0; i < checked.size(); ++i)
+    GRADUS_CHECK(value_error, checked.data()[i] >= 0 && checked.data()[i] < classes, op, ": label ",
+                 checked.data()[i], " at position ", i, " out of range [0, ", classes, ") for logits of shape ", ls);
+  // the one-hot rows are made where the logits are (labels on the CPU go to a GPU's logits)
+  const Tensor<int64_t> placed = labels.to(backend::device_of(logits));
+  return detail::weighted_loss(op, detail::softmax_xent(one_hot<T>(placed, classes), logits), opt.reduction,
                                opt.weights);
 }
 

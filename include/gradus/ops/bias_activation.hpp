@@ -14,6 +14,8 @@ namespace gradus {
 
 /// Which function an `Activation` applies.
 enum class ActivationKind { linear, relu, leaky_relu, elu, selu, gelu, tanh, sigmoid, softplus, softsign, softmax };
+static_assert(int(ActivationKind::relu) == 1 && int(ActivationKind::softsign) == 9,
+              "THE_GPU_KERNELS_NUMBER_THE_ACTIVATIONS_IN_THIS_ORDER: backend/cuda/library.hpp");
 
 /// An activation chosen at run time, for a layer's `.activation` option: one of the constants
 /// of gd::nn (nn/activations.hpp); `leaky_relu` and `elu` take their alpha by call:
@@ -65,6 +67,28 @@ void visit_elementwise(const Activation& a, F&& f) {
   throw value_error(str("Activation: ", a.name(), " is not elementwise"));
 }
 
+/// bias_activation on a GPU: the activation is chosen inside the kernel from its kind, with the
+/// op structs the CPU runs (backend/cuda/library.hpp).
+template <Real T>
+Var<T> bias_activation_on_device(const Var<T>& h, const Var<T>& b, const Activation& a, int64_t rows, int64_t n,
+                                 Device dev) {
+  Tensor<T> out = Tensor<T>::empty(h.shape(), dev);
+  backend::bias_activation_forward(int(a.kind), a.alpha, h.value().device_data(), b.value().device_data(), rows, n,
+                                   out.device_data(), dev);
+  return make_result("bias_activation", std::move(out),
+                     [a, n, rows, dev](const Tensor<T>& g, const Tensor<T>& y, const Var<T>& h, const Var<T>& b) {
+    Tensor<T> dz = Tensor<T>::empty(g.shape(), dev);
+    backend::bias_activation_backward(int(a.kind), a.alpha, h.value().device_data(), b.value().device_data(),
+                                      y.device_data(), g.device_data(), rows, n, dz.device_data(), dev);
+    if (b.requires_grad()) {
+      Tensor<T> db = Tensor<T>::empty(b.shape(), dev);
+      backend::sum_rows(dz.device_data(), rows, n, db.device_data(), dev);
+      add_grad(b, db);
+    }
+    if (h.requires_grad()) add_grad(h, dz);
+  }, h, b);
+}
+
 /// activation(h + b): h [..., n], bias b [n] -> [..., n] (softmax over the last axis). One kernel
 /// node whatever the activation: the forward is one pass over h, the backward one pass giving
 /// dh, with db summed from it — the work of a hand-written Dense layer, without compiling a
@@ -76,6 +100,11 @@ Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
   GRADUS_CHECK(shape_error, b.rank() == 1 && h.rank() >= 1 && h.shape().back() == n, "bias_activation: bias ",
                b.shape(), " does not match the last axis of ", h.shape());
   const int64_t rows = n ? h.size() / n : 0;
+  if (const Device dev = h.value().device(); !dev.is_cpu()) {
+    GRADUS_CHECK(device_error, b.value().device() == dev, "bias_activation: operands on ", dev, " and ",
+                 b.value().device(), "; move them to one device with .to(device)");
+    return bias_activation_on_device(h, b, a, rows, n, dev);
+  }
   Tensor<T> out(h.shape());
   visit_elementwise(a, [&](const auto& op) {
     backend::bias_activation_forward(op, h.value().data(), b.value().data(), rows, n, out.data());

@@ -9,7 +9,8 @@ namespace gradus {
 
 /// Inverted dropout (tf.nn.dropout): each element is kept with probability 1 - rate and then
 /// scaled by 1 / (1 - rate), else zeroed; the gradient uses the same mask. The mask takes one
-/// `rng.uniform()` per element, in order. With `training == false` or `rate == 0` it is the
+/// `rng.next()`, which keys a counter-based Philox stream (core/philox.hpp): a seed gives the
+/// same mask on the CPU and on a GPU. With `training == false` or `rate == 0` it is the
 /// identity: x itself comes back (materialised) and `rng` is not touched. rate in [0, 1).
 ///   gd::Var<float> h = gd::dropout(gd::relu(z), 0.5, rng, model.training());
 template <Expression E>
@@ -22,15 +23,16 @@ auto dropout(const E& x_expr, double rate, Rng& rng, bool training = true) {
   const Tensor<T>& xv = detail::value_of(x);
   const double keep = 1 - rate;
   const T scale = T(1 / keep);
-  Tensor<T> mask(xv.shape());  // 0 or 1/(1-rate): the forward's factor and the backward's
-  backend::dropout_mask(rng, keep, scale, mask.size(), mask.data());
-  Tensor<T> out(xv.shape());
-  backend::masked_multiply(xv.data(), mask.data(), mask.size(), out.data(), false);
+  const Device dev = xv.device();
+  Tensor<T> mask = Tensor<T>::empty(xv.shape(), dev);  // 0 or 1/(1-rate): the forward's factor and the backward's
+  backend::dropout_mask(rng, keep, scale, mask.size(), mask.device_data(), dev);
+  Tensor<T> out = Tensor<T>::empty(xv.shape(), dev);
+  backend::masked_multiply(xv.device_data(), mask.device_data(), mask.size(), out.device_data(), false, dev);
   return make_result("dropout", std::move(out), [mask](const Tensor<T>& g, const Tensor<T>&, const auto& x) {
     if (!detail::needs_grad(x)) return;
     bool add = false;
     T* dx = detail::adjoint_buffer(x, &add);
-    backend::masked_multiply(g.data(), mask.data(), mask.size(), dx, add);
+    backend::masked_multiply(g.device_data(), mask.device_data(), mask.size(), dx, add, mask.device());
   }, x);
 }
 

@@ -72,7 +72,7 @@ struct SumNode final : Node<value_type_t<E>> {
       }
       fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, acc.defined() ? acc.device_data() : nullptr);
       if (this->value_pending) {
-        backend::cuda::finish_sum(this->value.device_data(), acc.device_data(), double(scale), dev);
+        backend::finish_sum(this->value.device_data(), acc.device_data(), double(scale), dev);
         this->value_pending = false;
       }
       return;
@@ -101,11 +101,15 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
           make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true));
   }
   if (!dev.is_cpu()) {
-    GRADUS_CHECK(device_error, p.keep.numel() == 1, op, ": sums along axes do not run on ", dev,
-                 " yet (the sum of every element does)");
     if constexpr (Real<T>) {
       Tensor<T> out = Tensor<T>::empty(p.out, dev);
-      backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
+      if (p.keep.numel() == 1) {
+        backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
+      } else {
+        backend::fill(out.device_data(), out.size(), T(0), dev);
+        backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
+        if (mean) out.assign(out * scale);
+      }
       if constexpr (is_differentiable_v<E>) {
         if (grad_enabled() && any_requires_grad(e))
           return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));

@@ -349,8 +349,8 @@ Tensor<T> one_hot(const Tensor<int64_t>& labels, int64_t depth, T on = T(1), T o
   GRADUS_CHECK(value_error, depth >= 0, "one_hot: negative depth ", depth, " for labels of shape ", labels.shape());
   Shape os = labels.shape();
   os.push_back(depth);
-  Tensor<T> out(os);
-  backend::one_hot(labels.data(), labels.size(), depth, on, off, out.data());
+  Tensor<T> out = Tensor<T>::empty(os, labels.device());  // on the labels' device
+  backend::one_hot(labels.device_data(), labels.size(), depth, on, off, out.device_data(), labels.device());
   return out;
 }
 

@@ -13,12 +13,13 @@ auto softmax_impl(const E& e, int64_t axis, bool log) {
   auto x = materialize(e);
   const Tensor<T>& xv = value_of(x);
   const AxisView v(xv.shape(), normalize_axis(axis, xv.rank(), op));
-  Tensor<T> out(xv.shape());
-  backend::softmax_forward(v, xv.data(), out.data(), log);
+  const Device dev = xv.device();
+  Tensor<T> out = Tensor<T>::empty(xv.shape(), dev);
+  backend::softmax_forward(v, xv.device_data(), out.device_data(), log, dev);
   return make_result(op, std::move(out), [v, log](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
-    Tensor<T> dx(y.shape());
-    backend::softmax_backward(v, y.data(), g.data(), dx.data(), log);
+    Tensor<T> dx = Tensor<T>::empty(y.shape(), y.device());
+    backend::softmax_backward(v, y.device_data(), g.device_data(), dx.device_data(), log, y.device());
     add_grad(in, dx);
   }, x);
 }

@@ -115,8 +115,9 @@ struct CodegenTree {
   }
 };
 
-/// Which kernel to generate: the values (forward), their sum over every element (sum: into
-/// `*a.vsum`, as a double), or the fused adjoint pass (backward; it also sums the values into
+/// Which kernel to generate: the values (forward), their sum (sum: over every element into
+/// `*a.vsum`, as a double, or, when `a.out` is set, along axes: element i added to
+/// `a.out[a.gbc.at(i)]`), or the fused adjoint pass (backward; it also sums the values into
 /// `*a.vsum` when that is set, so a loss gets its value from the pass that computes its gradients).
 enum class Pass { forward, sum, backward };
 
@@ -162,8 +163,9 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
   }
   if (pass == Pass::forward) {
     body += "    a.out[i] = " + v(root) + ".v;\n";
-  } else if (pass == Pass::sum) {
-    body += "    acc += double(" + v(root) + ".v);\n";
+  } else if (pass == Pass::sum) {  // into *a.vsum, or along axes into a.out through gbc
+    body += "    if (a.out) atomicAdd(a.out + a.gbc.at(i), " + v(root) + ".v);\n";
+    body += "    else acc += double(" + v(root) + ".v);\n";
   } else {
     body += "    if (a.vsum) acc += double(" + v(root) + ".v);\n";
     body += "    const V " + g(root) + "{a.g[a.gbc.at(i)] * a.scale};\n";
@@ -225,7 +227,7 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
              (pass == Pass::forward ? "" : "  double acc = 0;\n") +
              "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
              body + "  }\n" +
-             (pass == Pass::sum        ? "  gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
+             (pass == Pass::sum        ? "  if (!a.out) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
               : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
                                        : "") +
              "}\n";

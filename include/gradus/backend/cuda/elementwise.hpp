@@ -191,6 +191,16 @@ void sum_into_accumulator(const E& e, const Shape& shape, double* acc, Device de
   launch<E>(Pass::sum, a, device);
 }
 
+/// acc (shape `reduced`, in the GPU's memory) += e summed over the axes where `reduced`
+/// broadcasts to `shape` (atomic adds: the order of the terms is not fixed).
+template <class E>
+void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced, Device device) {
+  args_of<E> a = make_args(e, shape);
+  a.out = acc;
+  a.gbc = make_bcast(reduced, shape);
+  launch<E>(Pass::sum, a, device);
+}
+
 /// Where the fused backward kernel sends leaf k's gradient: `grad[k]` (null: not wanted), added
 /// when `add[k]`, scatter-added when `scatter[k]` (a broadcast leaf; its buffer holds a value).
 template <class T>

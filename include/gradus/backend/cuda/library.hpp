@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "gradus/backend/cuda/elementwise.hpp"
 
@@ -14,8 +15,54 @@ namespace gradus::backend::cuda {
 /// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
 inline const std::string& library_source() {
   static const std::string src = R"(
+#include "gradus/backend/cuda/nvrtc_prelude.hpp"
+#include "gradus/backend/cuda/element.hpp"
+#include "gradus/core/philox.hpp"
+#include "gradus/ops/elementwise_math.hpp"
+
+// a layer's activation chosen at run time (gd::ActivationKind's order), with the op structs the
+// CPU runs: forward of z, and the gradient from z, the output y and its adjoint g
+template <class T>
+__device__ T gradus_activation(int kind, double alpha, T z) {
+  using V = gradus::backend::cuda::Element<T>;
+  const V x{z};
+  switch (kind) {
+    case 1: return gradus::ops::Relu{}.forward(x).v;
+    case 2: return gradus::ops::LeakyRelu(alpha).forward(x).v;
+    case 3: return gradus::ops::Elu(alpha).forward(x).v;
+    case 4: return gradus::ops::Selu{}.forward(x).v;
+    case 5: return gradus::ops::Gelu{}.forward(x).v;
+    case 6: return gradus::ops::Tanh{}.forward(x).v;
+    case 7: return gradus::ops::Sigmoid{}.forward(x).v;
+    case 8: return gradus::ops::Softplus{}.forward(x).v;
+    case 9: return gradus::ops::Softsign{}.forward(x).v;
+    default: return z;
+  }
+}
+template <class T>
+__device__ T gradus_activation_grad(int kind, double alpha, T z, T y, T g) {
+  using V = gradus::backend::cuda::Element<T>;
+  const V x{z}, out{y}, d{g};
+  switch (kind) {
+    case 1: return gradus::ops::Relu{}.backward(x, out, d).v;
+    case 2: return gradus::ops::LeakyRelu(alpha).backward(x, out, d).v;
+    case 3: return gradus::ops::Elu(alpha).backward(x, out, d).v;
+    case 4: return gradus::ops::Selu{}.backward(x, out, d).v;
+    case 5: return gradus::ops::Gelu{}.backward(x, out, d).v;
+    case 6: return gradus::ops::Tanh{}.backward(x, out, d).v;
+    case 7: return gradus::ops::Sigmoid{}.backward(x, out, d).v;
+    case 8: return gradus::ops::Softplus{}.backward(x, out, d).v;
+    case 9: return gradus::ops::Softsign{}.backward(x, out, d).v;
+    default: return g;
+  }
+}
+
 #define GRADUS_FOR_EACH(i, n) \
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
+__device__ inline float gradus_exp(float x) { return expf(x); }
+__device__ inline double gradus_exp(double x) { return exp(x); }
+__device__ inline float gradus_log(float x) { return logf(x); }
+__device__ inline double gradus_log(double x) { return log(x); }
 #define GRADUS_LIBRARY(T, S)                                                                        \
   extern "C" __global__ void gradus_fill_##S(T* d, T v, long n) { GRADUS_FOR_EACH(i, n) d[i] = v; } \
   extern "C" __global__ void gradus_add_into_##S(T* d, const T* s, long n) {                         \
@@ -23,11 +70,71 @@ inline const std::string& library_source() {
   }                                                                                                 \
   extern "C" __global__ void gradus_finish_sum_##S(T* d, const double* acc, double scale) {         \
     if (blockIdx.x == 0 && threadIdx.x == 0) d[0] = (T)(acc[0] * scale);                           \
+  }                                                                                                 \
+  extern "C" __global__ void gradus_dropout_mask_##S(T* m, long n, unsigned long long key, double keep, \
+                                                     T scale) {                                     \
+    GRADUS_FOR_EACH(i, n) m[i] = double(gradus::philox_uniform(key, i)) < keep ? scale : T(0);      \
+  }                                                                                                 \
+  extern "C" __global__ void gradus_masked_multiply_##S(const T* x, const T* m, long n, T* out, int add) { \
+    GRADUS_FOR_EACH(i, n) out[i] = add ? out[i] + x[i] * m[i] : x[i] * m[i];                        \
+  }                                                                                                 \
+  extern "C" __global__ void gradus_softmax_##S(const T* x, T* y, long outer, long n, long inner, int lg) { \
+    GRADUS_FOR_EACH(line, outer * inner) {                                                         \
+      const long b = (line / inner) * n * inner + line % inner; /* the line's first element */      \
+      T m = x[b];                                                                                  \
+      for (long j = 1; j < n; ++j) m = x[b + j * inner] > m ? x[b + j * inner] : m;               \
+      T s = 0;                                                                                     \
+      for (long j = 0; j < n; ++j) s += gradus_exp(x[b + j * inner] - m);                         \
+      if (lg) {                                                                                    \
+        const T ls = m + gradus_log(s);                                                            \
+        for (long j = 0; j < n; ++j) y[b + j * inner] = x[b + j * inner] - ls;                     \
+      } else {                                                                                     \
+        for (long j = 0; j < n; ++j) y[b + j * inner] = gradus_exp(x[b + j * inner] - m) / s;      \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_softmax_backward_##S(const T* y, const T* g, T* dx, long outer, long n, \
+                                                         long inner, int lg) {                     \
+    GRADUS_FOR_EACH(line, outer * inner) {                                                         \
+      const long b = (line / inner) * n * inner + line % inner;                                    \
+      T s = 0;                                                                                     \
+      for (long j = 0; j < n; ++j) s += lg ? g[b + j * inner] : g[b + j * inner] * y[b + j * inner]; \
+      for (long j = 0; j < n; ++j) {                                                               \
+        const long k = b + j * inner;                                                              \
+        dx[k] = lg ? g[k] - gradus_exp(y[k]) * s : y[k] * (g[k] - s);                              \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_bias_activation_##S(const T* h, const T* b, long rows, long n, T* out, \
+                                                        int kind, double alpha) {                  \
+    GRADUS_FOR_EACH(i, rows * n) out[i] = gradus_activation<T>(kind, alpha, h[i] + b[i % n]);      \
+  }                                                                                                \
+  extern "C" __global__ void gradus_bias_activation_backward_##S(const T* h, const T* b, const T* y,   \
+                                                                 const T* g, long rows, long n, T* dz, \
+                                                                 int kind, double alpha) {         \
+    GRADUS_FOR_EACH(i, rows * n) dz[i] = gradus_activation_grad<T>(kind, alpha, h[i] + b[i % n], y[i], g[i]); \
+  }                                                                                                \
+  extern "C" __global__ void gradus_sum_rows_##S(const T* x, long rows, long n, T* out) {          \
+    GRADUS_FOR_EACH(c, n) {                                                                        \
+      T s = 0;                                                                                     \
+      for (long r = 0; r < rows; ++r) s += x[r * n + c];                                           \
+      out[c] = s;                                                                                  \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_one_hot_##S(const long long* labels, long count, long depth, T on, T off, \
+                                                T* out) {                                          \
+    GRADUS_FOR_EACH(i, count * depth) out[i] = labels[i / depth] == i % depth ? on : off;          \
   }
 GRADUS_LIBRARY(float, f)
 GRADUS_LIBRARY(double, d)
 )";
   return src;
+}
+
+/// NVRTC's options for the library: the gradus headers it includes, and the op structs'
+/// unannotated functions compiled as device functions.
+inline std::vector<std::string> library_options() {
+  return {"--include-path=" + include_root(), "--device-as-default-execution-space"};
 }
 
 /// The library kernel `name` (without its type suffix) for element type T on GPU `ordinal`.
@@ -37,7 +144,9 @@ void* library_function(const std::string& name, int ordinal) {
   const std::string arch = arch_of(ordinal);
   const Nvrtc& n = Nvrtc::get();
   const std::string key = "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." + std::to_string(n.minor);
-  const std::string& ptx = KernelCache::get().ptx(key, [&] { return compile_ptx(library_source(), "gradus_library.cu", arch); });
+  const std::string& ptx = KernelCache::get().ptx(key, [&] {
+    return compile_ptx(library_source(), "gradus_library.cu", arch, library_options());
+  });
   const std::string entry = "gradus_" + name + (std::is_same_v<T, float> ? "_f" : "_d");
   return load_function(key + "/" + entry, ptx, entry.c_str(), ordinal);
 }
@@ -79,6 +188,95 @@ void finish_sum(T* d, const double* acc, double scale, Device device) {
   if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("finish_sum", device.index), std::memory_order_release);
   void* params[] = {&d, &acc, &scale};
   launch_library(fn, 1, params, device.index);
+}
+
+/// mask[i] = scale when element i of the Philox stream `key` is below `keep`, else 0 (the CPU's
+/// numbers: backend/cpu/dropout.hpp).
+template <class T>
+void dropout_mask(uint64_t key, double keep, T scale, int64_t n, T* mask, Device device) {
+  static std::array<std::atomic<void*>, 64> fns{};
+  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
+  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("dropout_mask", device.index), std::memory_order_release);
+  long count = long(n);
+  unsigned long long k = key;
+  void* params[] = {&mask, &count, &k, &keep, &scale};
+  launch_library(fn, count, params, device.index);
+}
+
+/// out[i] = (or, with `add`, +=) x[i] * mask[i].
+template <class T>
+void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add, Device device) {
+  static std::array<std::atomic<void*>, 64> fns{};
+  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
+  if (!fn)
+    fns[size_t(device.index)].store(fn = library_function<T>("masked_multiply", device.index), std::memory_order_release);
+  long count = long(n);
+  int a = add ? 1 : 0;
+  void* params[] = {&x, &mask, &count, &out, &a};
+  launch_library(fn, count, params, device.index);
+}
+
+/// The library kernel `name` for T on `device`, looked up once per (T, name, GPU).
+template <class T, const char* Name>
+void* cached_library_function(Device device) {
+  static std::array<std::atomic<void*>, 64> fns{};
+  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
+  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>(Name, device.index), std::memory_order_release);
+  return fn;
+}
+inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward", kOneHot[] = "one_hot",
+                      kBiasActivation[] = "bias_activation", kBiasActivationBackward[] = "bias_activation_backward",
+                      kSumRows[] = "sum_rows";
+
+/// out = activation(h + b) over [rows, n], b broadcast along rows; `kind` is gd::ActivationKind's
+/// number (linear through softsign), `alpha` leaky_relu's slope or elu's scale.
+template <class T>
+void bias_activation_forward(int kind, double alpha, const T* h, const T* b, int64_t rows, int64_t n, T* out,
+                             Device device) {
+  long r = long(rows), nn = long(n);
+  void* params[] = {&h, &b, &r, &nn, &out, &kind, &alpha};
+  launch_library(cached_library_function<T, kBiasActivation>(device), r * nn, params, device.index);
+}
+/// dz = the activation's gradient at h + b, from its output y and adjoint g.
+template <class T>
+void bias_activation_backward(int kind, double alpha, const T* h, const T* b, const T* y, const T* g, int64_t rows,
+                              int64_t n, T* dz, Device device) {
+  long r = long(rows), nn = long(n);
+  void* params[] = {&h, &b, &y, &g, &r, &nn, &dz, &kind, &alpha};
+  launch_library(cached_library_function<T, kBiasActivationBackward>(device), r * nn, params, device.index);
+}
+/// out [n] = the column sums of x [rows, n] (one thread per column).
+template <class T>
+void sum_rows(const T* x, int64_t rows, int64_t n, T* out, Device device) {
+  long r = long(rows), nn = long(n);
+  void* params[] = {&x, &r, &nn, &out};
+  launch_library(cached_library_function<T, kSumRows>(device), nn, params, device.index);
+}
+
+/// softmax (or log_softmax) of each line of x along the middle axis of [outer, n, inner]: one
+/// thread per line, the maximum subtracted first.
+template <class T>
+void softmax_forward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log, Device device) {
+  long o = long(outer), nn = long(n), in = long(inner);
+  int lg = log ? 1 : 0;
+  void* params[] = {&x, &y, &o, &nn, &in, &lg};
+  launch_library(cached_library_function<T, kSoftmax>(device), o * in, params, device.index);
+}
+/// dx from the softmax (log_softmax) output y and its adjoint g, line by line.
+template <class T>
+void softmax_backward(const T* y, const T* g, T* dx, int64_t outer, int64_t n, int64_t inner, bool log, Device device) {
+  long o = long(outer), nn = long(n), in = long(inner);
+  int lg = log ? 1 : 0;
+  void* params[] = {&y, &g, &dx, &o, &nn, &in, &lg};
+  launch_library(cached_library_function<T, kSoftmaxBackward>(device), o * in, params, device.index);
+}
+/// out[r, c] = on where labels[r] == c, else off (a label outside [0, depth): a row of off).
+template <class T>
+void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, Device device) {
+  const long long* l = reinterpret_cast<const long long*>(labels);
+  long c = long(count), d = long(depth);
+  void* params[] = {&l, &c, &d, &on, &off, &out};
+  launch_library(cached_library_function<T, kOneHot>(device), c * d, params, device.index);
 }
 
 }  // namespace gradus::backend::cuda
