@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -240,4 +241,48 @@ TEST_CASE("nn: a two-input, two-output model trains with loss weights [1, 0.1]",
   // both heads received gradients
   CHECK(gd::sum(gd::abs(model.head2.kernel().grad())).item() > 0);
   CHECK(gd::sum(gd::abs(model.in2.kernel().grad())).item() > 0);
+}
+
+namespace {
+
+// A residual block whose author forgot register_module("proj", proj): proj still runs in forward.
+struct Forgetful : nn::Module<double> {
+  nn::Dense<double> dense, proj;
+  bool register_proj;
+  Forgetful(gd::Rng& rng, bool reg)
+      : dense({.in = 3, .out = 3, .activation = nn::tanh}, rng), proj({.in = 3, .out = 2}, rng), register_proj(reg) {
+    register_module("dense", dense);
+    if (reg) register_module("proj", proj);
+  }
+  V forward(const Td& x) { return proj.forward(V(dense.forward(x) + x)); }
+};
+
+}  // namespace
+
+TEST_CASE("nn: check_registration finds a sub-module that was never registered", "[nn][module][registration]") {
+  gd::Rng rng(3);
+  const Td x = Td::random_normal({4, 3}, rng);
+  Forgetful bad(rng, false);
+  // parameters() misses proj's kernel [3,2] and bias [2]: the silent case
+  CHECK(names_of(bad) == std::vector<std::string>{"dense.kernel", "dense.bias"});
+  CHECK_THROWS_AS(nn::check_registration(bad, x), gd::value_error);
+  CHECK_THROWS_WITH(nn::check_registration(bad, x),
+                    "check_registration: 2 leaves ([3,2], [2]) receive a gradient but are not parameters of the "
+                    "model: forgot register_module?");
+  std::ostringstream warnings;
+  const std::string msg = nn::check_registration(bad, x, {.action = nn::Unregistered::warn, .warnings = &warnings});
+  CHECK(warnings.str() == "warning: " + msg + "\n");
+  CHECK(nn::check_registration(bad, x, {.action = nn::Unregistered::ignore}) == msg);
+
+  Forgetful good(rng, true);
+  CHECK(nn::check_registration(good, x).empty());
+
+  // one stray Var: the singular form with its shape
+  V stray(Td::ones({32, 3}));
+  CHECK(nn::unregistered_message("fit", nn::unregistered_leaves<double>(good, V(gd::sum(stray)))) ==
+        "fit: a [32,3] leaf receives a gradient but is not a parameter of the model: forgot register_module?");
+  // a Var trained on purpose next to the model is not reported when named
+  CHECK(nn::unregistered_leaves<double>(good, V(gd::sum(stray) + gd::sum(good.forward(x))), {stray}).empty());
+  // constants (a Tensor input, a no-grad Var) are not leaves that need a gradient
+  CHECK(nn::unregistered_leaves<double>(good, V(gd::sum(good.forward(x)) * V::constant(Td::scalar(2.0)))).empty());
 }

@@ -517,3 +517,57 @@ TEST_CASE("fit: bad options are refused with clear errors", "[train][errors]") {
   CHECK_THROWS_WITH(gd::train::fit(net, opt, xent, bad), Catch::Contains("data.y must have shape [N, ...] with N = 8"));
   CHECK(opt.iterations() == 0);
 }
+
+namespace {
+
+// Net with its last layer held but not registered: parameters() misses d2.
+struct Unregistered : gd::nn::Module<double> {
+  gd::nn::Dense<double> d1, d2;
+  explicit Unregistered(gd::Rng& init) : d1({.in = 4, .out = 5, .activation = gd::nn::relu}, init), d2({.in = 5, .out = 3}, init) {
+    register_module("d1", d1);
+  }
+  gd::Var<double> forward(const Tensor<double>& x) { return d2.forward(d1.forward(x)); }
+};
+
+}  // namespace
+
+TEST_CASE("fit: the first step refuses a sub-module that was never registered", "[train][registration]") {
+  const Data data = make_data(8, 4, 3, 21);
+  gd::Rng init(5);
+  Unregistered net(init);
+  gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.1});
+  const Tensor<double> d1_before = net.d1.kernel().value().clone();
+  CHECK_THROWS_AS(gd::train::fit(net, opt, xent, data, {.batch_size = 4}), gd::value_error);
+  CHECK_THROWS_WITH(gd::train::fit(net, opt, xent, data, {.batch_size = 4}),
+                    "fit: 2 leaves ([5,3], [3]) receive a gradient but are not parameters of the model: forgot "
+                    "register_module?");
+  // refused before the optimizer moved anything
+  CHECK(opt.iterations() == 0);
+  CHECK(gd::eval(gd::max(gd::abs(net.d1.kernel().value() - d1_before))).item() == 0.0);
+
+  // as a warning: one line on std::cerr, and training goes on
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  const gd::train::History h =
+      gd::train::fit(net, opt, xent, data, {.epochs = 2, .batch_size = 4, .unregistered = gd::nn::Unregistered::warn});
+  std::cerr.rdbuf(old);
+  CHECK(h.epochs.size() == 2);
+  CHECK(opt.iterations() == 4);
+  CHECK(captured.str() ==
+        "warning: fit: 2 leaves ([5,3], [3]) receive a gradient but are not parameters of the model: forgot "
+        "register_module?\n");
+
+  // a Var the optimizer trains on purpose beside the model is not reported
+  struct Scaled : gd::nn::Module<double> {
+    gd::nn::Dense<double> d;
+    gd::Var<double> s{Tensor<double>::ones({3})};  // trained by the optimizer, not a model parameter
+    explicit Scaled(gd::Rng& rng) : d({.in = 4, .out = 3}, rng) { register_module("d", d); }
+    gd::Var<double> forward(const Tensor<double>& x) { return gd::Var<double>(d.forward(x) * s); }
+  };
+  Scaled scaled(init);
+  std::vector<gd::Var<double>> params = scaled.parameters();
+  params.push_back(scaled.s);
+  gd::optim::SGD<double> opt2(params, {.lr = 0.1});
+  CHECK(gd::train::fit(scaled, opt2, xent, data, {.batch_size = 4}).epochs.size() == 1);
+  CHECK(scaled.s.value()(0) != 1.0);
+}

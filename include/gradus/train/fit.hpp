@@ -35,6 +35,7 @@
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/metrics/metric.hpp"
 #include "gradus/nn/module.hpp"
+#include "gradus/nn/registration.hpp"
 #include "gradus/optim/optimizer.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/data.hpp"
@@ -61,6 +62,10 @@ struct FitOptions {
   CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
   Rng* rng = nullptr;  ///< the model's generator (Dropout's), saved and restored with checkpoints
   bool verbose = false;  ///< adds a ProgressBar on std::cout
+  /// The first step checks that every trainable leaf the loss depends on is a parameter of the
+  /// model (or of the optimizer): an unregistered sub-module is an error by default
+  /// (`gd::nn::Unregistered::warn`: a warning on std::cerr; `ignore`: no check).
+  nn::Unregistered unregistered = nn::Unregistered::error;
 };
 
 /// Options of evaluate.
@@ -509,6 +514,10 @@ class Loop final : public Session {
     scalar_loss(data_loss, "fit");
     const Var<T> loss(data_loss + model_.regularization_loss());
     GRADUS_CHECK(value_error, loss.requires_grad(), "fit: the loss does not depend on any trainable parameter");
+    if (!registration_checked_ && o_.unregistered != nn::Unregistered::ignore)
+      nn::report_unregistered("fit", nn::unregistered_leaves(static_cast<const nn::Module<T>&>(model_), loss, opt_.params()),
+                              {.action = o_.unregistered});
+    registration_checked_ = true;
     opt_.minimize(loss);
     return double(loss.item());
   }
@@ -529,6 +538,7 @@ class Loop final : public Session {
   const L& loss_;
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
+  bool registration_checked_ = false;
 };
 
 }  // namespace detail
