@@ -4,7 +4,8 @@
 // Checkpoint layout (one safetensors file per checkpoint, written by gd::io::Saver; metadata
 // "global_step" = the global step):
 //   model/<parameter or buffer path>   the model (gd::io::add_module)
-//   optimizer/<state name>             the optimizer state_dict (gd::io::add_optimizer)
+//   optimizer/<state name>             the optimizer state keyed by parameter name, "optimizer/step" and
+//                                      "optimizer/<path>/<slot>" (gd::io::add_optimizer with the model)
 //   rng                                I64 [4], FitOptions::rng's state (only when rng is set)
 //   train/counters                     I64 [4]: epoch, step in epoch, steps in the epoch's loss mean, global step
 //   train/values                       F64 [3]: the epoch's loss sum, the last loss, the learning rate
@@ -499,12 +500,14 @@ class Loop final : public Session {
 
  protected:
   void add_model_state(io::TensorList& out) const override {
-    io::add_module(out, static_cast<const nn::Module<T>&>(model_));
-    io::add_optimizer(out, opt_);
+    const nn::Module<T>& m = model_;
+    io::add_module(out, m);
+    io::add_optimizer(out, opt_, m);  // keyed by parameter name
   }
   void restore_model_state(const io::Safetensors& ckpt) override {
-    io::restore_module(ckpt, static_cast<nn::Module<T>&>(model_));
-    io::restore_optimizer(ckpt, opt_);
+    nn::Module<T>& m = model_;
+    io::restore_module(ckpt, m);
+    io::restore_optimizer(ckpt, opt_, m);  // by name; checkpoints keyed by position load too
   }
   double train_step(const int64_t* index, int64_t n) override {
     const Tensor<X> x = gather_rows(data_.x, index, n);
