@@ -7,6 +7,7 @@
 //   optimizer/<state name>             the optimizer state keyed by parameter name, "optimizer/step" and
 //                                      "optimizer/<path>/<slot>" (gd::io::add_optimizer with the model)
 //   rng                                I64 [4], FitOptions::rng's state (only when rng is set)
+//   rng/<path>                         I64 [4], each generator the model's layers registered ("rng/drop.rng")
 //   train/counters                     I64 [4]: epoch, step in epoch, steps in the epoch's loss mean, global step
 //   train/values                       F64 [3]: the epoch's loss sum, the last loss, the learning rate
 //   train/config                       I64 [5]: examples, batch_size, shuffle, drop_remainder, seed (bit cast)
@@ -61,7 +62,9 @@ struct FitOptions {
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
   std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
-  Rng* rng = nullptr;  ///< the model's generator (Dropout's), saved and restored with checkpoints
+  /// A generator saved and restored with checkpoints as "rng". The generators the model's layers
+  /// registered (Dropout's, Module::named_generators) are saved as "rng/<path>" without it.
+  Rng* rng = nullptr;
   bool verbose = false;  ///< adds a ProgressBar on std::cout
   /// The first step checks that every trainable leaf the loss depends on is a parameter of the
   /// model (or of the optimizer): an unregistered sub-module is an error by default
@@ -121,6 +124,21 @@ double scalar_loss(const Var<T>& loss, const char* who) {
   return double(loss.item());
 }
 
+/// Runs the model on one batch: `model.forward(x)` when forward takes the batch as it is (a
+/// Tensor, or any expression), else `model.forward(Var<T>::constant(x))` for a forward that
+/// takes `const Var<T>&`, so a model and its blocks can share that one signature.
+template <class M, Element X>
+auto forward_batch(M& model, const Tensor<X>& x) {
+  using T = typename M::value_type;
+  if constexpr (requires { model.forward(x); }) {
+    return model.forward(x);
+  } else {
+    static_assert(std::same_as<X, T> && requires { model.forward(Var<T>::constant(x)); },
+                  "MODEL_FORWARD_TAKES_NEITHER_THE_BATCH_TENSOR_NOR_A_VAR_OF_ITS_ELEMENT_TYPE: fit/evaluate/predict");
+    return model.forward(Var<T>::constant(x));
+  }
+}
+
 }  // namespace detail
 
 // ------------------------------------------------------------------------- evaluate / predict
@@ -147,7 +165,7 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
     const int64_t b = std::min(options.batch_size, n - first);
     const Tensor<X> x = detail::slice_rows(data.x, first, b);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b);
-    const Var<T> pred = to_var(model.forward(x));
+    const Var<T> pred = to_var(detail::forward_batch(model, x));
     total += double(b) * (detail::scalar_loss(to_var(loss(pred, y)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);
   }
@@ -172,7 +190,7 @@ Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const Predi
   int64_t row = 0;
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<T> y = to_var(model.forward(detail::slice_rows(x, first, b))).value();
+    const Tensor<T> y = to_var(detail::forward_batch(model, detail::slice_rows(x, first, b))).value();
     GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
                  " examples has shape ", y.shape(), "; expected [", b, ", ...]");
     if (!out.defined()) {
@@ -349,6 +367,8 @@ inline void Session::restore(const std::filesystem::path& path) {
                " has no 'rng' entry, but FitOptions::rng is set");
   restore_model_state(ckpt);  // the io helpers validate before they modify
   if (rng_) io::restore_rng(ckpt, *rng_, "rng");
+  for (const auto& [name, r] : generators_)  // absent from checkpoints written before layers registered them
+    if (ckpt.find(name)) io::restore_rng(ckpt, *r, name);
   restore_hook_states(ckpt);
   set_lr(st.lr);
   global_step_ = st.step;
@@ -472,6 +492,8 @@ class Loop final : public Session {
     verbose_ = o.verbose;
     run_dir_ = o.run_dir;
     rng_ = o.rng;
+    for (const auto& [path, r] : static_cast<const nn::Module<T>&>(model).named_generators())
+      if (r != rng_) generators_.emplace_back("rng/" + path, r);
     user_hooks_ = o.hooks;
     bool has_saver = false;
     for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
@@ -512,7 +534,7 @@ class Loop final : public Session {
   double train_step(const int64_t* index, int64_t n) override {
     const Tensor<X> x = gather_rows(data_.x, index, n);
     const Tensor<Y> y = gather_rows(data_.y, index, n);
-    const Var<T> pred = to_var(model_.forward(x));
+    const Var<T> pred = to_var(forward_batch(model_, x));
     const Var<T> data_loss = to_var(loss_(pred, y));
     scalar_loss(data_loss, "fit");
     const Var<T> loss(data_loss + model_.regularization_loss());
@@ -548,7 +570,8 @@ class Loop final : public Session {
 
 /// Trains `model` with `optimizer` on `data` (Keras fit on a MonitoredTrainingSession):
 /// `loss(prediction, labels)` → a scalar differentiable expression or Var, where prediction is
-/// model.forward(batch.x) as a Var and labels the batch's Tensor<Y>; the model's
+/// model.forward(batch.x) as a Var (forward may take the Tensor<X> or a `const Var<T>&`) and
+/// labels the batch's Tensor<Y>; the model's
 /// regularization_loss() is added. Each step: zero_grad, backward, optimizer.step(). With
 /// run_dir, the latest checkpoint there is restored first (model, optimizer, global step, rng,
 /// History, epoch position, hook state) and checkpoints are written (see CheckpointSaver), so a
