@@ -57,7 +57,7 @@ void window(const std::vector<int64_t>& ids, int64_t len, int64_t w, Ids& x, Ids
     }
 }
 
-int main() {
+static int run() {
   const std::string text = read_corpus("/usr/share/common-licenses");
   if (text.size() < 10000) {
     std::fprintf(stderr, "char_lstm: need the licence texts in /usr/share/common-licenses, found %zu bytes\n",
@@ -155,3 +155,6 @@ int main() {
   std::printf("sample:\n%s\n", out.c_str());
   return ppl < 0.6 * unigram_ppl ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main() { return gd::guard_main(run); }

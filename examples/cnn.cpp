@@ -24,7 +24,7 @@ namespace gd = gradus;
 namespace nn = gradus::nn;
 using Tensor = gd::Tensor<float>;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
   const float mean = gd::mean(data.train_images).item();
@@ -89,3 +89,6 @@ int main(int argc, char** argv) {
   }
   return accuracy >= 0.89 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main(int argc, char** argv) { return gd::guard_main([&] { return run(argc, argv); }); }

@@ -17,7 +17,7 @@ void print(const char* title, const Tensor& w) {
   for (int64_t i = 0; i < 3; ++i) std::printf("  [% .6f % .6f % .6f]\n", double(w(i, 0)), double(w(i, 1)), double(w(i, 2)));
 }
 
-int main() {
+static int run() {
   const auto my_matmul = gd::custom_op(
       [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
       [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
@@ -50,3 +50,6 @@ int main() {
   std::printf("largest distance from the identity: %.3g\n%s\n", worst, pass ? "PASS" : "FAIL");
   return pass ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main() { return gd::guard_main(run); }

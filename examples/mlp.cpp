@@ -21,7 +21,7 @@ namespace gd = gradus;
 namespace nn = gradus::nn;
 using Tensor = gd::Tensor<float>;
 
-int main() {
+static int run() {
   const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
   const float mean = gd::mean(data.train_images).item();
   const float sd = std::sqrt(gd::mean(gd::square(data.train_images - mean)).item());
@@ -77,3 +77,6 @@ int main() {
               double(steps) / train_seconds);
   return accuracy >= 0.85 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main() { return gd::guard_main(run); }

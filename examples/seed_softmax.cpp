@@ -17,7 +17,7 @@
 namespace gd = gradus;
 using Tensor = gd::Tensor<float>;
 
-int main() {
+static int run() {
   const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
   const Tensor x_train = data.train_images.reshape({-1, 784}), x_test = data.test_images.reshape({-1, 784});
   const Tensor y_train = gd::one_hot<float>(data.train_labels, 10);
@@ -81,3 +81,6 @@ int main() {
               kSteps / seconds);
   return accuracy >= 0.80 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main() { return gd::guard_main(run); }

@@ -87,7 +87,7 @@ std::string flag(int argc, char** argv, const std::string& name, std::string fal
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const int64_t epochs = flag(argc, argv, "--epochs", int64_t{3});
   const std::string run_dir = flag(argc, argv, "--run-dir", std::string("runs/fashion_mnist"));
   const int64_t max_steps = flag(argc, argv, "--max-steps", int64_t{-1});
@@ -172,3 +172,6 @@ int main(int argc, char** argv) {
   const bool trained_all = history.stop_reason.empty() && epochs >= 3 && n_test == data.test_images.dim(0);
   return !trained_all || test_accuracy >= 0.89 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+// A gd::error that escapes prints its message and exits with status 1.
+int main(int argc, char** argv) { return gd::guard_main([&] { return run(argc, argv); }); }

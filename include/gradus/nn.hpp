@@ -15,4 +15,5 @@
 #include "gradus/nn/conv.hpp"
 #include "gradus/nn/sequential.hpp"
 #include "gradus/nn/check.hpp"
+#include "gradus/nn/registration.hpp"
 #include "gradus/nn/recurrent.hpp"

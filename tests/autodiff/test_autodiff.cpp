@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <sstream>
 #include <gradus/autodiff/catch_matchers.hpp>
 #include <gradus/gradus.hpp>
 
@@ -168,7 +169,74 @@ TEST_CASE("gradient check: a wrong user gradient is caught and reported", "[grad
   CHECK(gd::compute_gradient_error(f, Td::from({0.5, 1.0})) > 0.1);
   gd::testing::GradientMatcher<double> m = gd::testing::GradientIsCorrect(Td::from({0.5, 1.0}));
   CHECK_FALSE(m.match(f));
-  CHECK_THAT(m.toString(), Catch::Contains("largest error") && Catch::Contains("theoretical"));
+  CHECK_THAT(m.toString(), Catch::Contains("gradient mismatch at x[0] -> y[0]") && Catch::Contains("theoretical 0.5"));
+}
+
+TEST_CASE("gradient check: the defaults pass correct code that a fixed 1e-3 step fails", "[gradcheck]") {
+  // y = sin(x^2): dy/dx = 2x cos(x^2); at x = 5 the third derivative (-12x sin x^2 - 8x^3 cos x^2,
+  // about -983) makes a 1e-3 step err by h^2/6 * 983 = 1.6e-4, beyond 1e-5 * |dy/dx| = 1e-4
+  auto f = [](const V& x) { return gd::sin(x * x); };
+  const Td x0 = Td::from({5.0, -2.0, 0.5});
+  CHECK_THAT(f, gd::testing::GradientIsCorrect(x0));
+  CHECK(gd::check_gradient(f, x0).ok);
+  CHECK_FALSE(gd::check_gradient(f, x0, {.delta = 1e-3}).ok);
+  CHECK(gd::compute_gradient_error(f, x0, {.delta = 1e-3}) > 1e-6);
+  CHECK(gd::compute_gradient_error(f, x0) < 1e-8);
+  // the automatic step: 1e-6 (double) / 1e-3 (float) times max(1, |x|); a positive delta as given
+  CHECK(gd::detail::difference_step(0.0, 250.0) == Approx(2.5e-4).epsilon(1e-12));
+  CHECK(gd::detail::difference_step(0.0, -0.5) == 1e-6);
+  CHECK(gd::detail::difference_step(0.0, 4.0f) == Approx(4e-3).epsilon(1e-12));
+  CHECK(gd::detail::difference_step(1e-4, 250.0) == 1e-4);
+  // large inputs: the scaled step keeps the quotient accurate (y = x^2 at 1e5: dy/dx = 2e5)
+  const auto [th, num] = gd::compute_gradient([](const V& x) { return x * x; }, Td::from({1e5}));
+  CHECK(th(0, 0) == 2e5);
+  CHECK(num(0, 0) == Approx(2e5).epsilon(1e-9));
+  // float with its looser tolerances
+  using Vf = gd::Var<float>;
+  CHECK_THAT([](const Vf& x) { return gd::tanh(x) * x; },
+             gd::testing::GradientIsCorrect(gd::Tensor<float>::from({0.3f, -1.2f, 2.0f}), {.rtol = 1e-2, .atol = 1e-3}));
+}
+
+TEST_CASE("gradient check: a mismatch is reported at its coordinates, and the matcher negates", "[gradcheck]") {
+  // y = x^2 elementwise on a [2,3] input, with a user gradient that is wrong at x[1,0] only
+  auto sq = gd::custom_op([](const Td& x) { return gd::eval(x * x); },
+                          [](const Td& x, const Td&, const Td& g) {
+                            Td d = gd::eval(g * x * 2.0);
+                            d.data()[3] += g.data()[3];  // 2x + 1 at flat index 3 = [1,0]
+                            return d;
+                          });
+  auto f = [&](const V& x) { return sq(x); };
+  const Td x0 = Td::from({0.5, -1, 2, 1.5, 0.25, -2}, {2, 3});
+  const gd::GradientCheckResult r = gd::check_gradient(f, x0);
+  CHECK_FALSE(r.ok);
+  CHECK(r.where() == "x[1,0] -> y[1,0]");
+  CHECK(r.theoretical == 4.0);                         // 2 * 1.5 + 1
+  CHECK(r.numerical == Approx(3.0).epsilon(1e-9));     // 2 * 1.5
+  std::ostringstream os;
+  os << r;
+  CHECK_THAT(os.str(), Catch::StartsWith("gradient mismatch at x[1,0] -> y[1,0]: theoretical 4, numerical 3") &&
+                           Catch::Contains("> 1e-08 + 1e-05 * |numerical|"));
+  CHECK_THAT(f, !gd::testing::GradientIsCorrect(x0));
+  gd::testing::GradientMatcher<double> m = gd::testing::GradientIsCorrect(x0);
+  CHECK_FALSE(m.match(f));
+  CHECK_THAT(m.toString(), Catch::Contains("has a correct gradient (central differences, step automatic)") &&
+                               Catch::Contains("gradient mismatch at x[1,0] -> y[1,0]"));
+  // the negated matcher, given a correct gradient, says how close it came
+  auto good = [](const V& x) { return x * x; };
+  gd::testing::GradientMatcher<double> n = !gd::testing::GradientIsCorrect(x0);
+  CHECK_FALSE(n.match(good));
+  CHECK_THAT(n.toString(), Catch::StartsWith("has a wrong gradient") && Catch::Contains("gradient ok"));
+  // several inputs name the input; a scalar output reads y[]
+  const gd::GradientCheckResult r2 =
+      gd::check_gradient([&](const V& a, const V& b) { return gd::sum(a * b) + gd::sum(sq(b)); }, {x0, x0});
+  CHECK(r2.where() == "input 1, x[1,0] -> y[]");
+  // the function prints as "f", not as the "1" of a lambda converted to bool
+  CHECK(Catch::Detail::stringify(good) == "f");
+  CHECK(Catch::Detail::stringify(f) == "f");
+  // bad options name themselves
+  CHECK_THROWS_AS(gd::check_gradient(good, x0, {.rtol = -1}), gd::value_error);
+  CHECK_THROWS_WITH(gd::check_gradient(good, x0, {.rtol = -1}), Catch::Contains("rtol and atol must not be negative"));
+  CHECK_THROWS_WITH(gd::check_gradient(good, x0, {.delta = -1e-3}), Catch::Contains("delta must be positive"));
 }
 
 TEST_CASE("autodiff: a loss's value is the same read before or after its backward pass", "[autodiff]") {

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 #include <gradus/gradus.hpp>
+#include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 namespace gd = gradus;
 
@@ -100,4 +102,18 @@ TEST_CASE("allocator: released buffers are reused, not returned to the system", 
     CHECK(cap >= bytes);
     CHECK(double(cap) <= 1.25 * double(bytes) + 64);
   }
+}
+
+TEST_CASE("guard_main: an escaping gd::error becomes one line and status 1", "[error]") {
+  std::ostringstream err;
+  CHECK(gd::guard_main([] { return 3; }, err) == 3);
+  CHECK(gd::guard_main([] {}, err) == 0);
+  CHECK(err.str().empty());
+  CHECK(gd::guard_main([]() -> int { (void)gd::Tensor<float>::zeros({2, 3}).reshape({4}); return 0; }, err) == 1);
+  const std::string line = err.str();
+  CHECK(line.rfind("error: reshape", 0) == 0);
+  CHECK(line.back() == '\n');
+  CHECK(std::count(line.begin(), line.end(), '\n') == 1);
+  // other exceptions are not a gradus mistake: they pass through
+  CHECK_THROWS_AS(gd::guard_main([] { throw std::logic_error("x"); }, err), std::logic_error);
 }

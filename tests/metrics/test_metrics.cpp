@@ -563,3 +563,33 @@ TEST_CASE("metrics: inputs may be float tensors, Vars or expressions", "[metrics
   bin.update(gd::Tensor<float>::from({1.f, 0.f}), gd::Tensor<float>::from({0.9f, 0.1f}), gd::Tensor<float>::from({1.f, 1.f}));
   CHECK(bin.result() == 1.0);
 }
+
+TEST_CASE("metrics: class-id errors name the position, the element type given and the fix", "[metrics][errors]") {
+  const TD logits = mat({0.1, 0.9, 0.8, 0.2, 0.3, 0.3}, {3, 2});
+  // float labels holding whole numbers are class ids; a fractional one says what labels must be
+  m::SparseCategoricalAccuracy acc;
+  acc.update(gd::Tensor<float>::from({1.f, 0.f, 1.f}), logits);
+  CHECK(acc.result() == Approx(2.0 / 3));  // argmax rows: 1, 0, 0 (first of a tie)
+  CHECK_THROWS_AS(acc.update(gd::Tensor<float>::from({1.f, 0.5f, 1.f}), logits), gd::value_error);
+  CHECK_THROWS_WITH(acc.update(gd::Tensor<float>::from({1.f, 0.5f, 1.f}), logits),
+                    "sparse_categorical_accuracy: label 0.5 at position 1 is not a class index in [0, 2); labels "
+                    "must be Tensor<int64_t>, got Tensor<float>: use gd::cast<int64_t>(labels)");
+  // int64 labels out of range: no conversion hint
+  CHECK_THROWS_WITH(acc.update(TI::from({1, 7, 0}), logits),
+                    "sparse_categorical_accuracy: label 7 at position 1 is not a class index in [0, 2)");
+  // the non-template update knows no element type
+  CHECK_THROWS_WITH(acc.update_tensors(vec({1, 2.5, 0}), logits, nullptr),
+                    "sparse_categorical_accuracy: label 2.5 at position 1 is not a class index in [0, 2)");
+  m::TopKAccuracy top(1);
+  CHECK_THROWS_WITH(top.update(vec({-1, 0, 0}), logits),
+                    Contains("label -1 at position 0") && Contains("got Tensor<double>: use gd::cast<int64_t>(labels)"));
+  m::MeanIoU iou(2);
+  CHECK_THROWS_WITH(iou.update(TI::from({0, 1}), gd::Tensor<float>::from({0.f, 0.25f})),
+                    Contains("prediction 0.25 at position 1") &&
+                        Contains("predictions must be Tensor<int64_t>, got Tensor<float>: use gd::cast<int64_t>(predictions)"));
+  // one-hot labels given to a sparse metric
+  CHECK_THROWS_AS(acc.update(mat({0, 1, 1, 0, 0, 1}, {3, 2}), logits), gd::shape_error);
+  CHECK_THROWS_WITH(acc.update(mat({0, 1, 1, 0, 0, 1}, {3, 2}), logits),
+                    Contains("one-hot labels? this metric takes class ids: gd::argmax(labels, -1)"));
+  CHECK(acc.result() == Approx(2.0 / 3));  // failed updates added nothing
+}

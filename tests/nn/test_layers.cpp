@@ -62,7 +62,8 @@ TEST_CASE("nn: Dense computes activation(x . kernel + bias)", "[nn][layers]") {
   CHECK(lin.named_parameters().size() == 1);
 
   CHECK_THROWS_WITH(d.forward(Td::zeros({2, 4})), Catch::Contains("Dense: expected input [..., 3]"));
-  CHECK_THROWS_AS(nn::Dense<double>({.in = 0, .out = 2}, rng), gd::value_error);
+  CHECK_THROWS_AS(nn::Dense<double>({.in = -3, .out = 2}, rng), gd::value_error);  // .in = 0 is lazy (test_module)
+  CHECK_THROWS_AS(nn::Dense<double>({.in = 3, .out = 0}, rng), gd::value_error);
 }
 
 TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {

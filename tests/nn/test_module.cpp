@@ -2,8 +2,10 @@
 // moves, owned children, shared parameters, regularization_loss, Sequential naming, and a
 // two-input / two-output model trained with loss weights [1, 0.1].
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -240,4 +242,162 @@ TEST_CASE("nn: a two-input, two-output model trains with loss weights [1, 0.1]",
   // both heads received gradients
   CHECK(gd::sum(gd::abs(model.head2.kernel().grad())).item() > 0);
   CHECK(gd::sum(gd::abs(model.in2.kernel().grad())).item() > 0);
+}
+
+namespace {
+
+// A residual block whose author forgot register_module("proj", proj): proj still runs in forward.
+struct Forgetful : nn::Module<double> {
+  nn::Dense<double> dense, proj;
+  bool register_proj;
+  Forgetful(gd::Rng& rng, bool reg)
+      : dense({.in = 3, .out = 3, .activation = nn::tanh}, rng), proj({.in = 3, .out = 2}, rng), register_proj(reg) {
+    register_module("dense", dense);
+    if (reg) register_module("proj", proj);
+  }
+  V forward(const Td& x) { return proj.forward(V(dense.forward(x) + x)); }
+};
+
+}  // namespace
+
+TEST_CASE("nn: check_registration finds a sub-module that was never registered", "[nn][module][registration]") {
+  gd::Rng rng(3);
+  const Td x = Td::random_normal({4, 3}, rng);
+  Forgetful bad(rng, false);
+  // parameters() misses proj's kernel [3,2] and bias [2]: the silent case
+  CHECK(names_of(bad) == std::vector<std::string>{"dense.kernel", "dense.bias"});
+  CHECK_THROWS_AS(nn::check_registration(bad, x), gd::value_error);
+  CHECK_THROWS_WITH(nn::check_registration(bad, x),
+                    "check_registration: 2 leaves ([3,2], [2]) receive a gradient but are not parameters of the "
+                    "model: forgot register_module?");
+  std::ostringstream warnings;
+  const std::string msg = nn::check_registration(bad, x, {.action = nn::Unregistered::warn, .warnings = &warnings});
+  CHECK(warnings.str() == "warning: " + msg + "\n");
+  CHECK(nn::check_registration(bad, x, {.action = nn::Unregistered::ignore}) == msg);
+
+  Forgetful good(rng, true);
+  CHECK(nn::check_registration(good, x).empty());
+
+  // one stray Var: the singular form with its shape
+  V stray(Td::ones({32, 3}));
+  CHECK(nn::unregistered_message("fit", nn::unregistered_leaves<double>(good, V(gd::sum(stray)))) ==
+        "fit: a [32,3] leaf receives a gradient but is not a parameter of the model: forgot register_module?");
+  // a Var trained on purpose next to the model is not reported when named
+  CHECK(nn::unregistered_leaves<double>(good, V(gd::sum(stray) + gd::sum(good.forward(x))), {stray}).empty());
+  // constants (a Tensor input, a no-grad Var) are not leaves that need a gradient
+  CHECK(nn::unregistered_leaves<double>(good, V(gd::sum(good.forward(x)) * V::constant(Td::scalar(2.0)))).empty());
+}
+
+namespace {
+
+// A user block written as in the README: Module<T, Self> makes it callable.
+struct Residual : nn::Module<double, Residual> {
+  nn::Dense<double> inner, outer;
+  explicit Residual(gd::Rng& rng)
+      : inner({.in = 4, .out = 4, .activation = nn::tanh}, rng), outer({.in = 4, .out = 4}, rng) {
+    register_module("inner", inner);
+    register_module("outer", outer);
+  }
+  V forward(const V& x) { return V(outer(inner(x)) + x); }
+};
+
+}  // namespace
+
+TEST_CASE("nn: modules, layers and Sequential are callable: net(x) is net.forward(x)", "[nn][module][call]") {
+  gd::Rng rng(11);
+  const Td x0 = Td::random_normal({5, 4}, rng);
+  const V x = V::constant(x0);
+  Residual block(rng);
+  // forward(x) by hand: outer(tanh(x W1 + b1)) + x, b = 0
+  const Td h = gd::eval(gd::tanh(gd::matmul(x0, block.inner.kernel().value())));
+  const Td want = gd::eval(gd::matmul(h, block.outer.kernel().value()) + x0);
+  const Td got = block(x).value();
+  REQUIRE(got.shape() == want.shape());
+  for (int64_t i = 0; i < got.size(); ++i) CHECK(got.data()[i] == Approx(want.data()[i]).epsilon(1e-14));
+  CHECK(names_of(block) == std::vector<std::string>{"inner.kernel", "inner.bias", "outer.kernel", "outer.bias"});
+  CHECK(nn::check_module_gradient(block, x0).ok());
+
+  nn::Sequential net(nn::Dense<double>({.in = 4, .out = 6}, rng), nn::ReLU{}, nn::Dense<double>({.in = 6, .out = 2}, rng));
+  const Td a = net(x0).value(), b = net.forward(x0).value();
+  CHECK(gd::eval(gd::max(gd::abs(a - b))).item() == 0.0);
+  CHECK(gd::eval(nn::ReLU{}(x0))(0, 0) == std::max(x0(0, 0), 0.0));
+  CHECK(nn::Flatten{}(Td::zeros({2, 3, 4})).shape() == gd::Shape{2, 12});
+}
+
+TEST_CASE("nn: Dense, Conv2d and LSTM without .in take it from the first input", "[nn][lazy]") {
+  gd::Rng r1(21), r2(21);
+  nn::Dense<double> lazy({.out = 3, .activation = nn::relu, .bias_initializer = gd::init::random_normal{}}, r1);
+  nn::Dense<double> eager({.in = 5, .out = 3, .activation = nn::relu, .bias_initializer = gd::init::random_normal{}}, r2);
+  CHECK_FALSE(lazy.built());
+  CHECK(lazy.in() == 0);
+  CHECK(lazy.kernel().shape() == gd::Shape{0, 3});
+  CHECK(lazy.parameter_count() == 3);  // the bias only, until built
+  // an optimizer built now sees the kernel and takes its shape at the first step
+  gd::optim::Adam<double> opt_lazy(lazy.parameters(), {.lr = 0.1});
+  gd::optim::Adam<double> opt_eager(eager.parameters(), {.lr = 0.1});
+  gd::Rng data(3);
+  const Td x = Td::random_normal({4, 5}, data);
+  for (int step = 0; step < 3; ++step) {
+    opt_lazy.minimize(gd::sum(gd::square(lazy(x))));
+    opt_eager.minimize(gd::sum(gd::square(eager(x))));
+  }
+  CHECK(lazy.built());
+  CHECK(lazy.in() == 5);
+  CHECK(lazy.kernel().shape() == gd::Shape{5, 3});
+  CHECK(gd::eval(gd::max(gd::abs(lazy.kernel().value() - eager.kernel().value()))).item() == 0.0);
+  CHECK(gd::eval(gd::max(gd::abs(lazy.bias().value() - eager.bias().value()))).item() == 0.0);
+  CHECK(opt_lazy.state_dict()[1].second.shape() == gd::Shape{5, 3});  // "param0/m"
+  CHECK(nn::check_module_gradient(lazy, x).ok());
+  // the layer is built once: another width is an error
+  CHECK_THROWS_AS(lazy(Td::zeros({2, 6})), gd::shape_error);
+  CHECK_THROWS_WITH(lazy(Td::zeros({2, 6})), Catch::Contains("Dense: expected input [..., 5] (in = 5), got [2,6]"));
+  CHECK_THROWS_WITH(nn::Dense<double>({.in = -1, .out = 3}, r1), Catch::Contains("got in -1, out 3"));
+  {
+    gd::Rng r(1);
+    nn::Dense<double> unbuilt({.out = 2}, r);
+    CHECK_THROWS_WITH(unbuilt(Td::scalar(1.0)), "Dense: cannot take in from an input of shape []");
+    CHECK_FALSE(unbuilt.built());
+  }
+
+  gd::Rng c1(5), c2(5);
+  nn::Conv2d<double> conv_lazy({.filters = 2, .kernel_size = {3, 3}, .padding = gd::Padding::same}, c1);
+  nn::Conv2d<double> conv_eager({.in = 3, .filters = 2, .kernel_size = {3, 3}, .padding = gd::Padding::same}, c2);
+  CHECK(conv_lazy.kernel().shape() == gd::Shape{3, 3, 0, 2});
+  const Td img = Td::random_normal({2, 4, 4, 3}, data);
+  const Td yl = conv_lazy(img).value(), ye = conv_eager(img).value();
+  CHECK(conv_lazy.in() == 3);
+  CHECK(gd::eval(gd::max(gd::abs(yl - ye))).item() == 0.0);
+  CHECK(nn::check_module_gradient(conv_lazy, img).ok());
+
+  gd::Rng l1(9), l2(9);
+  nn::LSTM<double> lstm_lazy({.units = 4, .return_sequences = true}, l1);
+  nn::LSTM<double> lstm_eager({.in = 3, .units = 4, .return_sequences = true}, l2);
+  CHECK(lstm_lazy.cell().kernel().shape() == gd::Shape{0, 16});
+  const Td seq = Td::random_normal({2, 5, 3}, data);
+  const Td sl = lstm_lazy(seq).value(), se = lstm_eager(seq).value();
+  CHECK(lstm_lazy.cell().in() == 3);
+  CHECK(gd::eval(gd::max(gd::abs(sl - se))).item() == 0.0);
+  CHECK(gd::eval(gd::max(gd::abs(lstm_lazy.cell().recurrent_kernel().value() -
+                                 lstm_eager.cell().recurrent_kernel().value()))).item() == 0.0);
+  CHECK(nn::check_module_gradient(lstm_lazy, seq).ok());
+  CHECK_THROWS_WITH(lstm_lazy.cell().build(3), "LSTMCell: build: already built with in = 3");
+}
+
+TEST_CASE("nn: Dropout registers its generator; named_generators lists each once", "[nn][module][rng]") {
+  gd::Rng init(1), noise(2), other(3);
+  struct TwoDrops : nn::Module<double> {
+    nn::Dropout<double> a, b, c;
+    TwoDrops(gd::Rng& n, gd::Rng& o) : a({.rate = 0.5}, n), b({.rate = 0.2}, n), c({.rate = 0.1}, o) {
+      register_module("a", a);
+      register_module("b", b);
+      register_module("c", c);
+    }
+  } m(noise, other);
+  const auto gens = m.named_generators();
+  REQUIRE(gens.size() == 2);
+  CHECK(gens[0].first == "a.rng");
+  CHECK(gens[0].second == &noise);
+  CHECK(gens[1].first == "c.rng");
+  CHECK(gens[1].second == &other);
+  (void)init;
 }

@@ -517,3 +517,114 @@ TEST_CASE("fit: bad options are refused with clear errors", "[train][errors]") {
   CHECK_THROWS_WITH(gd::train::fit(net, opt, xent, bad), Catch::Contains("data.y must have shape [N, ...] with N = 8"));
   CHECK(opt.iterations() == 0);
 }
+
+namespace {
+
+// Net with its last layer held but not registered: parameters() misses d2.
+struct Unregistered : gd::nn::Module<double> {
+  gd::nn::Dense<double> d1, d2;
+  explicit Unregistered(gd::Rng& init) : d1({.in = 4, .out = 5, .activation = gd::nn::relu}, init), d2({.in = 5, .out = 3}, init) {
+    register_module("d1", d1);
+  }
+  gd::Var<double> forward(const Tensor<double>& x) { return d2.forward(d1.forward(x)); }
+};
+
+}  // namespace
+
+TEST_CASE("fit: the first step refuses a sub-module that was never registered", "[train][registration]") {
+  const Data data = make_data(8, 4, 3, 21);
+  gd::Rng init(5);
+  Unregistered net(init);
+  gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.1});
+  const Tensor<double> d1_before = net.d1.kernel().value().clone();
+  CHECK_THROWS_AS(gd::train::fit(net, opt, xent, data, {.batch_size = 4}), gd::value_error);
+  CHECK_THROWS_WITH(gd::train::fit(net, opt, xent, data, {.batch_size = 4}),
+                    "fit: 2 leaves ([5,3], [3]) receive a gradient but are not parameters of the model: forgot "
+                    "register_module?");
+  // refused before the optimizer moved anything
+  CHECK(opt.iterations() == 0);
+  CHECK(gd::eval(gd::max(gd::abs(net.d1.kernel().value() - d1_before))).item() == 0.0);
+
+  // as a warning: one line on std::cerr, and training goes on
+  std::ostringstream captured;
+  std::streambuf* old = std::cerr.rdbuf(captured.rdbuf());
+  const gd::train::History h =
+      gd::train::fit(net, opt, xent, data, {.epochs = 2, .batch_size = 4, .unregistered = gd::nn::Unregistered::warn});
+  std::cerr.rdbuf(old);
+  CHECK(h.epochs.size() == 2);
+  CHECK(opt.iterations() == 4);
+  CHECK(captured.str() ==
+        "warning: fit: 2 leaves ([5,3], [3]) receive a gradient but are not parameters of the model: forgot "
+        "register_module?\n");
+
+  // a Var the optimizer trains on purpose beside the model is not reported
+  struct Scaled : gd::nn::Module<double> {
+    gd::nn::Dense<double> d;
+    gd::Var<double> s{Tensor<double>::ones({3})};  // trained by the optimizer, not a model parameter
+    explicit Scaled(gd::Rng& rng) : d({.in = 4, .out = 3}, rng) { register_module("d", d); }
+    gd::Var<double> forward(const Tensor<double>& x) { return gd::Var<double>(d.forward(x) * s); }
+  };
+  Scaled scaled(init);
+  std::vector<gd::Var<double>> params = scaled.parameters();
+  params.push_back(scaled.s);
+  gd::optim::SGD<double> opt2(params, {.lr = 0.1});
+  CHECK(gd::train::fit(scaled, opt2, xent, data, {.batch_size = 4}).epochs.size() == 1);
+  CHECK(scaled.s.value()(0) != 1.0);
+}
+
+namespace {
+
+// A model whose forward takes a Var, like its blocks: fit, evaluate and predict pass the batch as one.
+struct VarNet : gd::nn::Module<double, VarNet> {
+  gd::nn::Dense<double> d1, d2;
+  explicit VarNet(gd::Rng& init) : d1({.out = 8, .activation = gd::nn::relu}, init), d2({.in = 8, .out = 3}, init) {
+    register_module("d1", d1);
+    register_module("d2", d2);
+  }
+  gd::Var<double> forward(const gd::Var<double>& x) { return d2(d1(x)); }
+};
+
+}  // namespace
+
+TEST_CASE("fit: forward(const Var&) models train, evaluate and predict; d1 is lazy", "[train][fit][var]") {
+  const Data data = make_data(64, 4, 3, 31);
+  gd::Rng init(4);
+  VarNet net(init);
+  gd::optim::Adam<double> opt(net.parameters(), {.lr = 0.05});  // before d1 knows its input width
+  const double before = gd::train::evaluate(net, xent, data).loss;
+  const gd::train::History h = gd::train::fit(net, opt, xent, data, {.epochs = 20, .batch_size = 16});
+  CHECK(h.epochs.size() == 20);
+  CHECK(net.d1.in() == 4);
+  const gd::train::Evaluation ev = gd::train::evaluate(net, xent, data);
+  CHECK(ev.loss < 0.5 * before);
+  const Tensor<double> p = gd::train::predict(net, data.x, {.batch_size = 7});
+  const Tensor<double> direct = net(gd::Var<double>::constant(data.x)).value();
+  REQUIRE(p.shape() == direct.shape());
+  for (int64_t i = 0; i < p.size(); ++i) CHECK(p.data()[i] == Approx(direct.data()[i]).epsilon(1e-12));
+}
+
+TEST_CASE("fit: a Dropout layer's Rng is checkpointed without FitOptions::rng", "[train][resume][rng]") {
+  const Data train = make_data(40, 4, 3, 41);
+  struct Run {
+    gd::Rng init, dropout;
+    Net net;
+    gd::optim::SGD<double> opt;
+    explicit Run(uint64_t seed)
+        : init(seed), dropout(seed + 1), net(4, 8, 3, 0.4, init, dropout), opt(net.parameters(), {.lr = 0.05}) {}
+  };
+  Run a(1);
+  gd::train::fit(a.net, a.opt, xent, train, {.epochs = 2, .batch_size = 8, .seed = 3});
+
+  const fs::path dir = fresh_dir("resume_layer_rng");
+  Run b1(1);
+  gd::train::StopAtStep stop({.last_step = 7});
+  gd::train::fit(b1.net, b1.opt, xent, train, {.epochs = 2, .batch_size = 8, .seed = 3, .hooks = {&stop}, .run_dir = dir});
+  const gd::io::Safetensors ck = gd::io::load_safetensors(dir / "model.ckpt-7.safetensors");
+  CHECK(ck.find("rng/drop.rng") != nullptr);
+  CHECK(ck.find("rng") == nullptr);
+  CHECK(ck.find("optimizer/d1.kernel/momentum") == nullptr);  // plain SGD: step only
+  Run b2(500);  // another dropout stream: it must come from the checkpoint
+  gd::train::fit(b2.net, b2.opt, xent, train, {.epochs = 2, .batch_size = 8, .seed = 3, .run_dir = dir});
+  CHECK(b2.dropout.state() == a.dropout.state());
+  CHECK(same_model(b2.net, a.net));
+}

@@ -76,6 +76,17 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   return order;
 }
 
+/// The leaves y depends on that require a gradient: the trainable Vars a backward pass from y
+/// reaches, in no particular order (the nodes stay alive as long as y does). Records nothing.
+template <Real T>
+std::vector<const NodeBase*> trainable_leaves(const Var<T>& y) {
+  std::vector<const NodeBase*> out;
+  if (!y.defined() || !y.requires_grad()) return out;
+  for (const NodeBase* n : reverse_order(y.node()))
+    if (n->is_leaf) out.push_back(n);
+  return out;
+}
+
 }  // namespace detail
 
 /// Accumulates d(sum of y)/d(leaf) into `leaf.grad()` for every trainable Var y depends on

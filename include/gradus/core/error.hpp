@@ -1,8 +1,10 @@
 // gradus/core/error.hpp — the exceptions every gradus API throws on bad input.
 #pragma once
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace gradus {
 
@@ -36,6 +38,26 @@ std::string str(const Args&... args) {
   return os.str();
 }
 }  // namespace detail
+
+/// Runs a program's body and turns a gd::error that escapes it into one clean line on `err`,
+/// "error: <what()>", and exit status 1 (instead of std::terminate's "terminate called after
+/// throwing an instance of ..." and an abort). `body` returns the exit status, or nothing (0).
+/// Other exceptions pass through untouched.
+///   int main() { return gd::guard_main([] { /* the program */ return 0; }); }
+template <class F>
+int guard_main(F&& body, std::ostream& err = std::cerr) {
+  try {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+      body();
+      return 0;
+    } else {
+      return int(body());
+    }
+  } catch (const error& e) {
+    err << "error: " << e.what() << '\n';
+    return 1;
+  }
+}
 
 }  // namespace gradus
 

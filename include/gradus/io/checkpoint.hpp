@@ -2,7 +2,8 @@
 //
 // A checkpoint is one safetensors file holding several objects' state, each under a name prefix:
 //   "model/<parameter or buffer path>"   every parameter and buffer of a module ("model/dense1.kernel")
-//   "optimizer/<state name>"             an optimizer's state_dict ("optimizer/step", "optimizer/param0/m")
+//   "optimizer/<state name>"             an optimizer's state: "optimizer/step", and per parameter
+//                                        "optimizer/d1.kernel/m" (by name) or "optimizer/param0/m" (by position)
 //   "rng"                                an Rng's four state words, bit-cast to I64 [4]
 // and the metadata "global_step" (written by Saver). Restoring checks every name, dtype and shape
 // against the object first — missing entries and unexpected extra entries under the prefix
@@ -14,14 +15,20 @@
 //   ...
 //   auto c = gd::io::load_safetensors(*gd::io::latest_checkpoint(dir));
 //   gd::io::restore_module(c, net);  gd::io::restore_optimizer(c, opt);  gd::io::restore_rng(c, rng);
+// Optimizer state is keyed by parameter name when the model is given ("optimizer/d1.kernel/m":
+// add_optimizer(ckpt, opt, net), restore_optimizer(c, opt, net)), by position otherwise
+// ("optimizer/param0/m"); the named restore reads both. One call does it all for one file:
+//   gd::io::save("net.safetensors", net, opt, step);   step = gd::io::load("net.safetensors", net, opt);
 #pragma once
 #include <bit>
 #include <charconv>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "gradus/core/rng.hpp"
 #include "gradus/io/safetensors.hpp"
@@ -139,6 +146,96 @@ void restore_optimizer(const Safetensors& ckpt, optim::Optimizer<T>& opt, const 
   }
 }
 
+namespace detail {
+
+/// The checkpoint name of each of the optimizer's parameters: its path in `model`, or "param<i>"
+/// (its position) for a Var the model does not have.
+template <Real T>
+std::vector<std::string> optimizer_param_names(const optim::Optimizer<T>& opt, const nn::Module<T>& model) {
+  std::unordered_map<const void*, std::string> path;
+  for (const auto& [name, v] : model.named_parameters()) path.emplace(v.node(), name);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < opt.params().size(); ++i) {
+    const auto it = path.find(opt.params()[i].node());
+    out.push_back(it != path.end() ? it->second : "param" + std::to_string(i));
+  }
+  return out;
+}
+
+/// "param<i>/<slot>" (a state_dict key) with <i> replaced by names[i]; "step" stays.
+inline std::string named_state_key(const std::string& key, const std::vector<std::string>& names) {
+  if (!key.starts_with("param")) return key;
+  const size_t slash = key.find('/');
+  size_t i = 0;
+  const auto [end, ec] = std::from_chars(key.data() + 5, key.data() + slash, i);
+  if (ec != std::errc() || end != key.data() + slash || i >= names.size()) return key;
+  return names[i] + key.substr(slash);
+}
+
+}  // namespace detail
+
+/// Appends the optimizer's state keyed by parameter name rather than position:
+/// "<prefix>step" and "<prefix><parameter path>/<slot>" ("optimizer/d1.kernel/m"), the path being
+/// the parameter's in `model` ("param<i>" for a Var the model does not have). A checkpoint
+/// written so restores into an optimizer whose parameters come in another order.
+template <Real T>
+void add_optimizer(TensorList& out, const optim::Optimizer<T>& opt, const nn::Module<T>& model,
+                   const std::string& prefix = "optimizer/") {
+  const std::vector<std::string> names = detail::optimizer_param_names(opt, model);
+  for (auto& [key, t] : opt.state_dict()) out.emplace_back(prefix + detail::named_state_key(key, names), std::move(t));
+}
+
+/// Restores state written by the add_optimizer above, matching each parameter by its path in
+/// `model`. A checkpoint keyed by position ("optimizer/param0/m", as written by the
+/// add_optimizer without a model and by gradus before names) is restored by position. io_error
+/// listing what is missing or unexpected, and no change, when the state does not fit.
+template <Real T>
+void restore_optimizer(const Safetensors& ckpt, optim::Optimizer<T>& opt, const nn::Module<T>& model,
+                       const std::string& prefix = "optimizer/") {
+  bool by_position = false;  // a file keyed by position: every per-parameter entry reads "param<i>/..."
+  for (const auto& [name, t] : ckpt.tensors) {
+    if (!name.starts_with(prefix) || name == prefix + "step") continue;
+    const std::string_view rest = std::string_view(name).substr(prefix.size());
+    const size_t digits = rest.starts_with("param") ? rest.find_first_not_of("0123456789", 5) : 5;
+    if (digits == 5 || digits == std::string_view::npos || rest[digits] != '/') {
+      by_position = false;
+      break;
+    }
+    by_position = true;
+  }
+  if (by_position) return restore_optimizer(ckpt, opt, prefix);
+
+  const std::vector<std::string> names = detail::optimizer_param_names(opt, model);
+  std::unordered_map<std::string, std::string> positional;  // full named key -> state_dict key
+  for (const auto& [key, t] : opt.state_dict()) positional.emplace(prefix + detail::named_state_key(key, names), key);
+
+  optim::StateDict<T> state;
+  detail::Problems problems;  // missing entries first, then unexpected ones, then other dtypes
+  for (const auto& [key, t] : opt.state_dict()) {
+    const std::string full = prefix + detail::named_state_key(key, names);
+    if (!ckpt.find(full)) problems.add("missing '", full, "'");
+  }
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.starts_with(prefix) && !positional.count(name)) problems.add("unexpected '", name, "'");
+  for (const auto& [name, t] : ckpt.tensors) {
+    const auto it = positional.find(name);
+    if (it == positional.end()) continue;
+    if (const Tensor<T>* typed = std::get_if<Tensor<T>>(&t))
+      state.emplace_back(it->second, *typed);
+    else
+      problems.add("'", name, "' is ", detail::safetensors_dtype(t), " in the checkpoint but ",
+                   detail::safetensors_dtype<T>(), " in the optimizer");
+  }
+  GRADUS_CHECK(io_error, problems.empty(), "restore_optimizer: '", ckpt.source, "' does not fit ", opt.name(),
+               " (prefix '", prefix, "'): ", problems.text());
+  try {
+    opt.load_state_dict(state);
+  } catch (const error& e) {
+    throw io_error(::gradus::detail::str("restore_optimizer: '", ckpt.source, "' does not fit the optimizer (prefix '",
+                                         prefix, "'): ", e.what()));
+  }
+}
+
 /// Appends the whole state of `rng` as the I64 [4] tensor `name` (the words bit-cast).
 inline void add_rng(TensorList& out, const Rng& rng, const std::string& name = "rng") {
   const Rng::State s = rng.state();
@@ -172,6 +269,62 @@ inline int64_t checkpoint_step(const Safetensors& ckpt) {
   GRADUS_CHECK(io_error, ec == std::errc() && end == s.data() + s.size() && step >= 0 && !s.empty() && s[0] != '-',
                "checkpoint_step: '", ckpt.source, "': metadata 'global_step' must be a non-negative integer, got '", s,
                "'");
+  return step;
+}
+
+/// Saves `model` (every parameter and buffer, "model/<path>"), the state of `optimizer` keyed by
+/// parameter name ("optimizer/<path>/<slot>") and `step` (metadata "global_step") into one
+/// safetensors file at `path`, atomically: an interrupted save leaves the previous file intact.
+///   gd::io::save("net.safetensors", net, opt, step);
+template <Real T>
+void save(const std::filesystem::path& path, const nn::Module<T>& model, const optim::Optimizer<T>& optimizer,
+          int64_t step = 0) {
+  GRADUS_CHECK(value_error, step >= 0, "save: step must be >= 0, got ", step);
+  TensorList list;
+  add_module(list, model);
+  add_optimizer(list, optimizer, model);
+  save_safetensors(path, list, {{"global_step", std::to_string(step)}});
+}
+/// Saves `model` alone (and `step`), as above.
+///   gd::io::save("net.safetensors", net);
+template <Real T>
+void save(const std::filesystem::path& path, const nn::Module<T>& model, int64_t step = 0) {
+  GRADUS_CHECK(value_error, step >= 0, "save: step must be >= 0, got ", step);
+  TensorList list;
+  add_module(list, model);
+  save_safetensors(path, list, {{"global_step", std::to_string(step)}});
+}
+
+/// Loads a file written by `save` (or by a Saver / fit checkpoint) into `model` and `optimizer`
+/// and returns its step (0 when the file has none). Everything is checked first: io_error naming
+/// the file and every mismatch, and neither the model nor the optimizer changes. Optimizer state
+/// keyed by position (older files) loads too.
+///   const int64_t step = gd::io::load("net.safetensors", net, opt);
+template <Real T>
+int64_t load(const std::filesystem::path& path, nn::Module<T>& model, optim::Optimizer<T>& optimizer) {
+  const Safetensors ckpt = load_safetensors(path);
+  const int64_t step = ckpt.metadata.count("global_step") ? checkpoint_step(ckpt) : 0;
+  TensorList before;  // to put the model back if the optimizer's state does not fit
+  for (auto& [name, v] : model.named_parameters()) before.emplace_back(name, v.value().clone());
+  for (auto& [name, b] : model.named_buffers()) before.emplace_back(name, b.clone());
+  restore_module(ckpt, model);
+  try {
+    restore_optimizer(ckpt, optimizer, model);
+  } catch (...) {
+    size_t k = 0;
+    for (auto& [name, v] : model.named_parameters()) v.value().copy_(std::get<Tensor<T>>(before[k++].second));
+    for (auto& [name, b] : model.named_buffers()) b.copy_(std::get<Tensor<T>>(before[k++].second));
+    throw;
+  }
+  return step;
+}
+/// Loads the model alone (any optimizer state in the file is left unread); returns the step.
+///   gd::io::load("net.safetensors", net);
+template <Real T>
+int64_t load(const std::filesystem::path& path, nn::Module<T>& model) {
+  const Safetensors ckpt = load_safetensors(path);
+  const int64_t step = ckpt.metadata.count("global_step") ? checkpoint_step(ckpt) : 0;
+  restore_module(ckpt, model);
   return step;
 }
 

@@ -298,6 +298,18 @@ auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, con
                                opt.weights);
 }
 
+/// Labels that are not Tensor<int64_t> (float class ids, a Var, one-hot rows) are refused at
+/// compile time with a sentence that says what to do.
+template <class L, Expression P>
+  requires(!std::same_as<std::remove_cvref_t<L>, Tensor<int64_t>>)
+auto sparse_softmax_cross_entropy_with_logits(const L&, const P&, Options<value_type_t<P>> = {}) {
+  static_assert(std::same_as<std::remove_cvref_t<L>, Tensor<int64_t>>,
+                "LABELS_MUST_BE_TENSOR_INT64_T: sparse_softmax_cross_entropy_with_logits takes class ids as "
+                "Tensor<int64_t> (see 'L' below for what was given): use gd::cast<int64_t>(labels), or "
+                "softmax_cross_entropy_with_logits for one-hot or soft labels");
+  return 0;
+}
+
 /// sum(x^2) / 2 over every element (tf.nn.l2_loss): rank 0, no weights; 0 for an empty tensor.
 template <Expression E>
   requires Real<value_type_t<E>>

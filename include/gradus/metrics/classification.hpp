@@ -1,7 +1,10 @@
 // gradus/metrics/classification.hpp — accuracies, top-k, mean IoU and perplexity.
 //
 // Class ids (labels of the sparse forms, both inputs of MeanIoU) may be int64 or floating point
-// holding whole numbers; an id outside [0, num_classes) throws gd::value_error naming the metric.
+// holding whole numbers; an id outside [0, num_classes) throws gd::value_error naming the metric,
+// the position and, for floating-point ids, the fix ("labels must be Tensor<int64_t>, got
+// Tensor<float>: use gd::cast<int64_t>(labels)"); one-hot labels given to a sparse metric get a
+// shape_error that says so.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -20,7 +23,9 @@ inline Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<d
   Tensor<double> l = labels;
   if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
   GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
-               " does not match predictions shape ", scores.shape(), " without its class dimension");
+               " does not match predictions shape ", scores.shape(), " without its class dimension",
+               labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
+                                                : "");
   return l;
 }
 }  // namespace detail
@@ -95,7 +100,7 @@ class SparseCategoricalAccuracy : public MeanMetric {
     const int64_t c = predictions.shape().back();
     const double *a = l.data(), *b = predictions.data();
     accumulate(l.shape(), weights, [&](int64_t i) {
-      return detail::class_index(a[i], c, "label", name()) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
+      return class_index(a[i], c, "label", i) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
     });
   }
 };
@@ -118,7 +123,7 @@ class TopKAccuracy : public MeanMetric {
     const double *a = l.data(), *b = predictions.data();
     accumulate(l.shape(), weights, [&](int64_t i) {
       const double* row = b + i * c;
-      const double target = row[detail::class_index(a[i], c, "label", name())];
+      const double target = row[class_index(a[i], c, "label", i)];
       if (!std::isfinite(target)) return 0.0;
       int64_t above = 0;
       for (int64_t j = 0; j < c; ++j) {
@@ -156,8 +161,8 @@ class MeanIoU : public Metric {
     const int64_t n = p.size();
     for (int64_t i = 0; i < n; ++i) {
       if (wp && wp[i] == 0) continue;
-      detail::class_index(a[i], c_, "label", name());
-      detail::class_index(b[i], c_, "prediction", name());
+      class_index(a[i], c_, "label", i);
+      class_index(b[i], c_, "prediction", i);
     }
     for (int64_t i = 0; i < n; ++i) {
       if (wp && wp[i] == 0) continue;
@@ -224,7 +229,7 @@ class Perplexity : public MeanMetric {
     const double *a = l.data(), *z = logits.data();
     accumulate(l.shape(), weights, [&](int64_t i) {
       const double* row = z + i * c;
-      const int64_t t = detail::class_index(a[i], c, "label", name());
+      const int64_t t = class_index(a[i], c, "label", i);
       const double m = *std::max_element(row, row + c);
       double s = 0;
       for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);

@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -127,11 +128,29 @@ inline Tensor<double> weights_for(const Tensor<double>* w, const Shape& to, std:
   return w ? broadcast_to(*w, to, "weights", metric) : Tensor<double>();
 }
 
-/// `v` as a class index in [0, num_classes); throws naming the metric and what `v` is.
-inline int64_t class_index(double v, int64_t num_classes, const char* what, std::string_view metric) {
-  GRADUS_CHECK(value_error, v >= 0 && v < double(num_classes) && v == std::floor(v), metric, ": ", what, " ", v,
-               " is not a class index in [0, ", num_classes, ")");
-  return static_cast<int64_t>(v);
+/// "Tensor<float>": how errors name the element type of an argument.
+template <class T>
+constexpr const char* tensor_type_name() {
+  if constexpr (std::same_as<T, float>) return "Tensor<float>";
+  else if constexpr (std::same_as<T, double>) return "Tensor<double>";
+  else if constexpr (std::same_as<T, int64_t>) return "Tensor<int64_t>";
+  else return "a tensor of another element type";
+}
+
+/// `v` as a class index in [0, num_classes); throws naming the metric, what `v` is and where.
+/// `given` names the element type the caller passed (null: unknown); when it is not
+/// Tensor<int64_t> the message says so and how to convert.
+inline int64_t class_index(double v, int64_t num_classes, const char* what, std::string_view metric,
+                           int64_t position = -1, const char* given = nullptr) {
+  if (v >= 0 && v < double(num_classes) && v == std::floor(v)) [[likely]]
+    return static_cast<int64_t>(v);
+  std::ostringstream os;
+  os << metric << ": " << what << ' ' << v;
+  if (position >= 0) os << " at position " << position;
+  os << " is not a class index in [0, " << num_classes << ")";
+  if (given && std::string_view(given) != "Tensor<int64_t>")
+    os << "; " << what << "s must be Tensor<int64_t>, got " << given << ": use gd::cast<int64_t>(" << what << "s)";
+  throw value_error(os.str());
 }
 
 /// Index of the first largest element of x[0..n) (tf.argmax).
@@ -161,11 +180,15 @@ class Metric {
   /// Adds one batch. Shapes that do not fit throw gd::shape_error naming the metric.
   template <Expression L, Expression P>
   void update(const L& labels, const P& predictions) {
+    const Given given(*this, detail::tensor_type_name<value_type_t<L>>(),
+                      detail::tensor_type_name<value_type_t<P>>());
     update_tensors(detail::to_double(labels), detail::to_double(predictions), nullptr);
   }
   /// Adds one batch, each element's contribution multiplied by its (broadcast) weight.
   template <Expression L, Expression P, Expression W>
   void update(const L& labels, const P& predictions, const W& weights) {
+    const Given given(*this, detail::tensor_type_name<value_type_t<L>>(),
+                      detail::tensor_type_name<value_type_t<P>>());
     const Tensor<double> w = detail::to_double(weights);
     update_tensors(detail::to_double(labels), detail::to_double(predictions), &w);
   }
@@ -207,14 +230,35 @@ class Metric {
   virtual void clear() = 0;
 
   void require_result() const { GRADUS_CHECK(value_error, updated_, name_, ": result() before any update"); }
+  /// Labels[i] (or predictions[i] of MeanIoU, `what` = "prediction") as a class index in
+  /// [0, num_classes); the error names the element type `update` was given.
+  int64_t class_index(double v, int64_t num_classes, const char* what, int64_t position) const {
+    const char* given = std::string_view(what) == "label" ? labels_type_ : predictions_type_;
+    return detail::class_index(v, num_classes, what, name_, position, given);
+  }
   void require_defined(const Tensor<double>& t, const char* what) const {
     GRADUS_CHECK(value_error, t.defined(), name_, ": ", what, " is an undefined tensor");
   }
   void mark_updated() { updated_ = true; }
 
  private:
+  /// Records the element types given to `update` for the duration of one call, so errors of
+  /// class ids can name them ("labels must be Tensor<int64_t>, got Tensor<float>").
+  struct Given {
+    Given(Metric& m, const char* labels, const char* predictions) : m_(m) {
+      m_.labels_type_ = labels;
+      m_.predictions_type_ = predictions;
+    }
+    ~Given() { m_.labels_type_ = m_.predictions_type_ = nullptr; }
+    Given(const Given&) = delete;
+    Given& operator=(const Given&) = delete;
+    Metric& m_;
+  };
+
   std::string name_;
   bool updated_ = false;
+  const char* labels_type_ = nullptr;
+  const char* predictions_type_ = nullptr;
 };
 
 /// A metric that is a weighted mean of one value per element: total / count, where total sums

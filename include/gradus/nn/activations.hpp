@@ -72,58 +72,80 @@ using gradus::detail::bias_activation;
 struct ReLU {
   template <Expression X>
   auto forward(const X& x) const { return gradus::relu(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// x for x > 0, alpha * x otherwise: `gd::nn::LeakyReLU{.alpha = 0.1}`.
 struct LeakyReLU {
   double alpha = 0.2;
   template <Expression X>
   auto forward(const X& x) const { return gradus::leaky_relu(x, alpha); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// x for x > 0, alpha * (e^x - 1) otherwise.
 struct ELU {
   double alpha = 1.0;
   template <Expression X>
   auto forward(const X& x) const { return gradus::elu(x, alpha); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// scale * elu(x, alpha) with the self-normalising constants.
 struct SELU {
   template <Expression X>
   auto forward(const X& x) const { return gradus::selu(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// The exact GELU, x * Phi(x).
 struct GELU {
   template <Expression X>
   auto forward(const X& x) const { return gradus::gelu(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 struct Tanh {
   template <Expression X>
   auto forward(const X& x) const { return gradus::tanh(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 struct Sigmoid {
   template <Expression X>
   auto forward(const X& x) const { return gradus::sigmoid(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// log(1 + e^x), stable for any x.
 struct Softplus {
   template <Expression X>
   auto forward(const X& x) const { return gradus::softplus(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// x / (1 + |x|).
 struct Softsign {
   template <Expression X>
   auto forward(const X& x) const { return gradus::softsign(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// Softmax along `axis` (a kernel: returns a Var, or a Tensor for a Tensor input).
 struct Softmax {
   int64_t axis = -1;
   template <Expression X>
   auto forward(const X& x) const { return gradus::softmax(x, axis); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 /// log(softmax(x)) along `axis`, computed stably.
 struct LogSoftmax {
   int64_t axis = -1;
   template <Expression X>
   auto forward(const X& x) const { return gradus::log_softmax(x, axis); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 
 }  // namespace gradus::nn

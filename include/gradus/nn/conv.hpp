@@ -20,7 +20,7 @@ inline std::array<int64_t, 2> pool_strides(std::array<int64_t, 2> strides, std::
 /// kernel He uniform for ReLU-like activations, else Glorot uniform (fans include the
 /// receptive field); bias zeros.
 struct Conv2dOptions {
-  int64_t in = 0;                         ///< input channels (the last axis of the input)
+  int64_t in = 0;                         ///< input channels (the last axis of the input); 0: from the first input
   int64_t filters = 0;                    ///< output channels
   std::array<int64_t, 2> kernel_size{};   ///< required, e.g. {3, 3}
   std::array<int64_t, 2> strides{1, 1};
@@ -37,32 +37,32 @@ struct Conv2dOptions {
 /// activation(conv2d(x, kernel) + bias) (tf.keras.layers.Conv2D): x [N, H, W, in] ->
 /// [N, OH, OW, filters]; kernel [KH, KW, in, filters], bias [filters].
 ///   gd::nn::Conv2d<float> conv({.in = 1, .filters = 32, .kernel_size = {5, 5}, .activation = gd::nn::relu}, rng);
+/// Without `.in` the layer is lazy as Dense is: the kernel [KH, KW, 0, filters] is drawn at the
+/// first forward, with the same values as `.in` set to the input's channels.
 template <Real T = float>
-class Conv2d : public Module<T> {
+class Conv2d : public Module<T, Conv2d<T>> {
  public:
   Conv2d(const Conv2dOptions& o, Rng& rng)
-      : in_(o.in), use_bias_(o.use_bias), activation_(o.activation),
-        conv_{.strides = o.strides, .padding = o.padding, .dilations = o.dilation} {
-    GRADUS_CHECK(value_error, o.in > 0 && o.filters > 0, "Conv2d: in and filters must be positive, got in ", o.in,
-                 ", filters ", o.filters);
+      : in_(o.in), filters_(o.filters), kernel_size_(o.kernel_size), use_bias_(o.use_bias), activation_(o.activation),
+        conv_{.strides = o.strides, .padding = o.padding, .dilations = o.dilation},
+        kernel_init_(detail::or_default(o.kernel_initializer, detail::default_kernel_initializer(o.activation))),
+        bias_init_(o.bias_initializer) {
+    GRADUS_CHECK(value_error, o.in >= 0 && o.filters > 0, "Conv2d: filters must be positive and in positive (or 0, to "
+                 "take it from the first input), got in ", o.in, ", filters ", o.filters);
     GRADUS_CHECK(value_error, o.kernel_size[0] > 0 && o.kernel_size[1] > 0,
                  "Conv2d: kernel_size must be positive (set .kernel_size = {kh, kw}), got [", o.kernel_size[0], ",",
                  o.kernel_size[1], "]");
     GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0 && o.dilation[0] > 0 && o.dilation[1] > 0,
                  "Conv2d: strides and dilation must be positive, got strides [", o.strides[0], ",", o.strides[1],
                  "], dilation [", o.dilation[0], ",", o.dilation[1], "]");
-    const init::Initializer fallback = detail::default_kernel_initializer(o.activation);
-    kernel_ = this->register_parameter("kernel",
-                                       detail::or_default(o.kernel_initializer, fallback)
-                                           .template operator()<T>({o.kernel_size[0], o.kernel_size[1], o.in, o.filters}, rng),
+    kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({o.kernel_size[0], o.kernel_size[1], 0, o.filters}),
                                        o.kernel_regularizer);
     if (o.use_bias)
-      bias_ = this->register_parameter(
-          "bias", o.bias_initializer ? o.bias_initializer.template operator()<T>({o.filters}, rng)
-                                     : Tensor<T>::zeros({o.filters}),
-          o.bias_regularizer);
+      bias_ = this->register_parameter("bias", Tensor<T>::zeros({o.filters}), o.bias_regularizer);
     else
       bias_ = Var<T>::constant(Tensor<T>::zeros({o.filters}));
+    rng_ = &rng;
+    if (o.in > 0) build(o.in);
   }
 
   /// x [N, H, W, in] -> [N, OH, OW, filters], a Var. Without an activation the bias is added
@@ -71,22 +71,41 @@ class Conv2d : public Module<T> {
   Var<T> forward(const X& x) {
     const Var<T> xv = detail::to_var(x);
     GRADUS_CHECK(shape_error, xv.rank() == 4, "Conv2d: expected input [N, H, W, ", in_, "], got ", xv.shape());
+    if (!built()) {
+      GRADUS_CHECK(shape_error, xv.shape().back() > 0, "Conv2d: cannot take in from an input of shape ", xv.shape());
+      build(xv.shape().back());
+    }
     detail::check_last_dim(xv.shape(), in_, "Conv2d", "in");
     if (activation_.kind == ActivationKind::linear)
       return use_bias_ ? gradus::conv2d(xv, kernel_, bias_, conv_) : gradus::conv2d(xv, kernel_, conv_);
     return detail::bias_activation(gradus::conv2d(xv, kernel_, conv_), bias_, activation_);
   }
 
+  /// Input channels; 0 while a lazy layer has seen no input.
+  int64_t in() const { return in_; }
+  /// False while a lazy layer (no `.in`) waits for its first input.
+  bool built() const { return rng_ == nullptr; }
   /// The kernel [KH, KW, in, filters].
   Var<T> kernel() const { return kernel_; }
   /// The bias [filters] (a constant of zeros when use_bias is false).
   Var<T> bias() const { return bias_; }
 
  private:
-  int64_t in_;
+  /// Draws the kernel [KH, KW, in, filters] and then the bias, as an eager layer's constructor does.
+  void build(int64_t in) {
+    kernel_.value() = kernel_init_.template operator()<T>({kernel_size_[0], kernel_size_[1], in, filters_}, *rng_);
+    if (use_bias_ && bias_init_) bias_.value() = bias_init_.template operator()<T>({filters_}, *rng_);
+    in_ = in;
+    rng_ = nullptr;
+  }
+
+  int64_t in_, filters_;
+  std::array<int64_t, 2> kernel_size_;
   bool use_bias_;
   Activation activation_;
   gradus::Conv2dArgs conv_;
+  init::Initializer kernel_init_, bias_init_;
+  Rng* rng_ = nullptr;  ///< until built
   Var<T> kernel_, bias_;
 };
 
@@ -102,6 +121,8 @@ struct MaxPool2d {
   auto forward(const X& x) const {
     return gradus::max_pool2d(x, {.ksize = pool_size, .strides = detail::pool_strides(strides, pool_size), .padding = padding});
   }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 
 /// Mean over windows (tf.keras.layers.AveragePooling2D); `same` padding averages only real
@@ -115,6 +136,8 @@ struct AvgPool2d {
   auto forward(const X& x) const {
     return gradus::avg_pool2d(x, {.ksize = pool_size, .strides = detail::pool_strides(strides, pool_size), .padding = padding});
   }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 
 /// Mean over the spatial axes (tf.keras.layers.GlobalAveragePooling2D): x [N, H, W, C] ->
@@ -127,6 +150,8 @@ struct GlobalAvgPool {
     GRADUS_CHECK(shape_error, x.shape().rank() == 4, "GlobalAvgPool: expected input [N, H, W, C], got ", x.shape());
     return gradus::mean(x, {1, 2}, keepdims);
   }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 
 }  // namespace gradus::nn

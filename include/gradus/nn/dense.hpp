@@ -30,7 +30,7 @@ inline const init::Initializer& or_default(const init::Initializer& given, const
 /// Options of `Dense`. Empty initializers mean the defaults: kernel by activation (see
 /// `detail::default_kernel_initializer`), bias zeros.
 struct DenseOptions {
-  int64_t in = 0;   ///< input features (the last axis of the input)
+  int64_t in = 0;   ///< input features (the last axis of the input); 0: taken from the first input
   int64_t out = 0;  ///< output features
   Activation activation = linear;
   bool use_bias = true;
@@ -43,29 +43,39 @@ struct DenseOptions {
 /// activation(x · kernel + bias): x [..., in] -> [..., out]; kernel [in, out], bias [out]
 /// (tf.keras.layers.Dense). The bias add and the activation run as one pass.
 ///   gd::nn::Dense<float> d({.in = 784, .out = 500, .activation = gd::nn::relu}, rng);
-///   gd::Var<float> h = d.forward(x);   // x [128, 784] -> h [128, 500]
+///   gd::Var<float> h = d(x);   // x [128, 784] -> h [128, 500]
+/// Without `.in` the layer is lazy (Keras, LibTorch's LazyLinear): the kernel is registered at
+/// once with shape [0, out] and drawn, from `rng` (which must live until then), at the first
+/// forward with in = the input's last axis, giving the same values as `.in` set to it. Optimizers
+/// built before then see the parameter (their state takes its shape at the first step); load a
+/// checkpoint only after that forward.
 template <Real T = float>
-class Dense : public Module<T> {
+class Dense : public Module<T, Dense<T>> {
  public:
-  Dense(const DenseOptions& o, Rng& rng) : in_(o.in), out_(o.out), use_bias_(o.use_bias), activation_(o.activation) {
-    GRADUS_CHECK(value_error, o.in > 0 && o.out > 0, "Dense: in and out must be positive, got in ", o.in, ", out ",
-                 o.out);
-    const init::Initializer fallback = detail::default_kernel_initializer(o.activation);
-    kernel_ = this->register_parameter(
-        "kernel", detail::or_default(o.kernel_initializer, fallback).template operator()<T>({o.in, o.out}, rng),
-        o.kernel_regularizer);
+  Dense(const DenseOptions& o, Rng& rng)
+      : in_(o.in), out_(o.out), use_bias_(o.use_bias), activation_(o.activation),
+        kernel_init_(detail::or_default(o.kernel_initializer, detail::default_kernel_initializer(o.activation))),
+        bias_init_(o.bias_initializer) {
+    GRADUS_CHECK(value_error, o.in >= 0 && o.out > 0, "Dense: out must be positive and in positive (or 0, to take it "
+                 "from the first input), got in ", o.in, ", out ", o.out);
+    kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({0, o.out}), o.kernel_regularizer);
     if (o.use_bias)
-      bias_ = this->register_parameter(
-          "bias", o.bias_initializer ? o.bias_initializer.template operator()<T>({o.out}, rng) : Tensor<T>::zeros({o.out}),
-          o.bias_regularizer);
+      bias_ = this->register_parameter("bias", Tensor<T>::zeros({o.out}), o.bias_regularizer);
     else
       bias_ = Var<T>::constant(Tensor<T>::zeros({o.out}));
+    rng_ = &rng;
+    if (o.in > 0) build(o.in);
   }
 
   /// x [..., in] -> [..., out], a Var.
   template <Expression X>
   Var<T> forward(const X& x) {
     const Var<T> xv = detail::to_var(x);
+    if (!built()) {
+      GRADUS_CHECK(shape_error, xv.rank() >= 1 && xv.shape().back() > 0,
+                   "Dense: cannot take in from an input of shape ", xv.shape());
+      build(xv.shape().back());
+    }
     detail::check_last_dim(xv.shape(), in_, "Dense", "in");
     Var<T> h = gradus::matmul(xv, kernel_);
     if (!use_bias_ && activation_.kind == ActivationKind::linear) return h;
@@ -76,14 +86,27 @@ class Dense : public Module<T> {
   Var<T> kernel() const { return kernel_; }
   /// The bias [out] (a constant of zeros when use_bias is false).
   Var<T> bias() const { return bias_; }
+  /// Input features; 0 while a lazy layer has seen no input.
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
   const Activation& activation() const { return activation_; }
+  /// False while a lazy layer waits for its first input.
+  bool built() const { return rng_ == nullptr; }
 
  private:
+  /// Draws the kernel [in, out] and then the bias, as an eager layer does in its constructor.
+  void build(int64_t in) {
+    kernel_.value() = kernel_init_.template operator()<T>({in, out_}, *rng_);
+    if (use_bias_ && bias_init_) bias_.value() = bias_init_.template operator()<T>({out_}, *rng_);
+    in_ = in;
+    rng_ = nullptr;
+  }
+
   int64_t in_, out_;
   bool use_bias_;
   Activation activation_;
+  init::Initializer kernel_init_, bias_init_;
+  Rng* rng_ = nullptr;  ///< until built
   Var<T> kernel_, bias_;
 };
 
@@ -91,6 +114,8 @@ class Dense : public Module<T> {
 struct Flatten {
   template <Expression X>
   auto forward(const X& x) const { return gradus::flatten(x); }
+  template <Expression X>
+  auto operator()(const X& x) const { return forward(x); }
 };
 
 /// Options of `Embedding`. An empty initializer means uniform in [-0.05, 0.05] (Keras).
@@ -106,7 +131,7 @@ struct EmbeddingOptions {
 ///   gd::nn::Embedding<float> emb({.vocab = 256, .dim = 32}, rng);
 ///   gd::Var<float> e = emb.forward(ids);   // ids Tensor<int64_t> [B, T] -> [B, T, 32]
 template <Real T = float>
-class Embedding : public Module<T> {
+class Embedding : public Module<T, Embedding<T>> {
  public:
   Embedding(const EmbeddingOptions& o, Rng& rng) : vocab_(o.vocab) {
     GRADUS_CHECK(value_error, o.vocab > 0 && o.dim > 0, "Embedding: vocab and dim must be positive, got vocab ",

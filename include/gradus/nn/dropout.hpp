@@ -12,13 +12,15 @@ struct DropoutOptions {
 
 /// Inverted dropout (tf.keras.layers.Dropout): in training mode each element is zeroed with
 /// probability `rate` and the rest scaled by 1 / (1 - rate), the mask drawn from `rng` (which
-/// must outlive the layer); in eval mode the identity. x -> a Var of the same shape.
+/// must outlive the layer); in eval mode the identity. x -> a Var of the same shape. The
+/// generator is registered as "rng" (Module::named_generators), so `fit` checkpoints it.
 ///   gd::nn::Dropout<float> drop({.rate = 0.5}, rng);
 template <Real T = float>
-class Dropout : public Module<T> {
+class Dropout : public Module<T, Dropout<T>> {
  public:
   Dropout(const DropoutOptions& o, Rng& rng) : rate_(o.rate), rng_(&rng) {
     GRADUS_CHECK(value_error, o.rate >= 0 && o.rate < 1, "Dropout: rate must be in [0, 1), got ", o.rate);
+    this->register_generator("rng", rng);
   }
 
   template <Expression X>

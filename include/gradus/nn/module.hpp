@@ -4,12 +4,15 @@
 //   parameters  trainable Vars (`kernel_ = register_parameter("kernel", init(...))`), found by
 //               optimizers and checkpoints;
 //   buffers     non-trainable tensors saved with the model (BatchNorm's moving statistics);
-//   children    sub-modules that are data members (`register_module("dense1", dense1_)`).
+//   children    sub-modules that are data members (`register_module("dense1", dense1_)`);
+//   generators  the Rngs it draws from (Dropout's), found and checkpointed by `fit`.
 // `named_parameters()` walks the tree and names each parameter by its path: "block.dense1.kernel".
 //
 // `forward` is an ordinary member function, found at compile time by whoever runs the module
 // (Sequential, check_module_gradient, a training loop): it may take any inputs and return a Var,
 // a lazy elementwise expression (which then fuses into the next layer) or several outputs.
+// Deriving from Module<T, Self> instead of Module<T> adds `operator()`, so `net(x)` calls
+// `net.forward(x)` (every layer of gd::nn does so).
 //
 // Copying a module is not allowed (it would silently share or duplicate the weights); moving is.
 // A child registered by reference must be a subobject of the module (a data member, or an element
@@ -28,21 +31,25 @@
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/rng.hpp"
 #include "gradus/nn/regularizers.hpp"
 
 namespace gradus::nn {
 
+template <Real T = float, class Derived = void>
+class Module;
+
 /// Base of every stateful layer and model over element type T (float or double).
-///   struct Net : gd::nn::Module<float> {
+///   struct Net : gd::nn::Module<float, Net> {   // Module<float> too; the second argument adds net(x)
 ///     gd::nn::Dense<float> d1, d2;
 ///     Net(gd::Rng& rng) : d1({.in = 784, .out = 100, .activation = gd::nn::relu}, rng), d2({.in = 100, .out = 10}, rng) {
 ///       register_module("d1", d1);
 ///       register_module("d2", d2);
 ///     }
-///     gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
+///     gd::Var<float> forward(const gd::Var<float>& x) { return d2(d1(x)); }
 ///   };
-template <Real T = float>
-class Module {
+template <Real T>
+class Module<T, void> {
  public:
   using value_type = T;
 
@@ -73,6 +80,15 @@ class Module {
   std::vector<std::pair<std::string, Tensor<T>>> named_buffers() const {
     std::vector<std::pair<std::string, Tensor<T>>> out;
     collect_buffers("", out);
+    return out;
+  }
+  /// (path, generator) pairs of every Rng registered in the tree (Dropout's "rng": "drop.rng"),
+  /// named as parameters are; a generator shared by several layers appears once (its first
+  /// path). A training loop saves and restores them with its checkpoints.
+  std::vector<std::pair<std::string, Rng*>> named_generators() const {
+    std::vector<std::pair<std::string, Rng*>> out;
+    std::unordered_set<const void*> seen;
+    collect_generators("", out, seen);
     return out;
   }
   /// (name, child) pairs of the direct children, in registration order.
@@ -168,6 +184,13 @@ class Module {
   /// Called after `to(device)` replaced this module's buffers: a layer that keeps handles to its
   /// buffers takes the new ones from `buffer(name)`.
   virtual void buffers_moved() {}
+  /// Registers `rng`, a generator this module draws from (it must outlive the module), as
+  /// `name`, so that `fit` finds it and checkpoints it with the model; returns it.
+  Rng& register_generator(std::string name, Rng& rng) {
+    check_name(name, "register_generator");
+    generators_.push_back({std::move(name), &rng});
+    return rng;
+  }
   /// Registers `child`, a data member of this module (see the file comment), as sub-module `name`.
   template <class M>
     requires std::derived_from<M, Module>
@@ -225,6 +248,7 @@ class Module {
     for (const Param& p : params_) taken = taken || p.name == name;
     for (const Buffer& b : buffers_) taken = taken || b.name == name;
     for (const Child& c : children_) taken = taken || c.name == name;
+    for (const auto& [g, r] : generators_) taken = taken || g == name;
     GRADUS_CHECK(value_error, !taken, op, ": name '", name, "' is already registered in this module");
   }
 
@@ -233,6 +257,12 @@ class Module {
     for (const Param& p : params_)
       if (seen.insert(p.var.node()).second) out.emplace_back(prefix + p.name, p.var);
     for (const Child& c : children_) child(c)->collect_parameters(prefix + c.name + ".", out, seen);
+  }
+  void collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Rng*>>& out,
+                          std::unordered_set<const void*>& seen) const {
+    for (const auto& [name, r] : generators_)
+      if (seen.insert(r).second) out.emplace_back(prefix + name, r);
+    for (const Child& c : children_) child(c)->collect_generators(prefix + c.name + ".", out, seen);
   }
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor<T>>>& out) const {
     for (const Buffer& b : buffers_) out.emplace_back(prefix + b.name, b.value);
@@ -247,7 +277,23 @@ class Module {
   std::vector<Param> params_;
   std::vector<Buffer> buffers_;
   std::vector<Child> children_;
+  std::vector<std::pair<std::string, Rng*>> generators_;
   bool training_ = true;
+};
+
+/// Module<T> that is also callable: `m(args...)` is `m.forward(args...)`, with Derived the
+/// class being defined (`struct Block : gd::nn::Module<float, Block>`). Every layer of gd::nn
+/// derives from it. Everything else — registration, parameters(), ModuleType — is Module<T>'s.
+template <Real T, class Derived>
+class Module : public Module<T, void> {
+ public:
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
+
+ protected:
+  Module() = default;
 };
 
 /// True for a type derived from Module<float> or Module<double>.

@@ -40,7 +40,7 @@ struct LayerNormOptions {
 /// gamma, beta of shape [features]. x [..., features] -> a lazy expression of the same shape.
 ///   gd::nn::LayerNorm<float> ln({.features = 512});
 template <Real T = float>
-class LayerNorm : public Module<T> {
+class LayerNorm : public Module<T, LayerNorm<T>> {
  public:
   explicit LayerNorm(const LayerNormOptions& o) : features_(o.features), epsilon_(o.epsilon) {
     GRADUS_CHECK(value_error, o.features > 0, "LayerNorm: features must be positive, got ", o.features);
@@ -88,7 +88,7 @@ struct BatchNormOptions {
 /// Returns a lazy expression of x's shape.
 ///   gd::nn::BatchNorm<float> bn({.features = 64});
 template <Real T = float>
-class BatchNorm : public Module<T> {
+class BatchNorm : public Module<T, BatchNorm<T>> {
  public:
   explicit BatchNorm(const BatchNormOptions& o) : features_(o.features), momentum_(o.momentum), epsilon_(o.epsilon) {
     GRADUS_CHECK(value_error, o.features > 0, "BatchNorm: features must be positive, got ", o.features);

@@ -72,7 +72,7 @@ struct SimpleRNNCellOptions {
 /// h' = activation(x · kernel + h · recurrent_kernel + bias) (tf.keras.layers.SimpleRNNCell);
 /// kernel [in, units] Glorot uniform, recurrent_kernel [units, units] orthogonal, bias [units] zeros.
 template <Real T = float>
-class SimpleRNNCell : public Module<T> {
+class SimpleRNNCell : public Module<T, SimpleRNNCell<T>> {
  public:
   using State = Var<T>;  ///< h [N, units]
 
@@ -115,7 +115,7 @@ class SimpleRNNCell : public Module<T> {
 
 /// Options of `LSTMCell`.
 struct LSTMCellOptions {
-  int64_t in = 0;     ///< input features
+  int64_t in = 0;     ///< input features; 0: set later by build(in) (an LSTM layer: from its first input)
   int64_t units = 0;  ///< size of h and c
   bool unit_forget_bias = true;  ///< start the forget-gate bias at 1 (Keras' default)
 };
@@ -124,19 +124,35 @@ struct LSTMCellOptions {
 /// c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). kernel [in, 4u] Glorot uniform,
 /// recurrent_kernel [u, 4u] orthogonal, bias [4u] zeros (ones for f with unit_forget_bias).
 template <Real T = float>
-class LSTMCell : public Module<T> {
+class LSTMCell : public Module<T, LSTMCell<T>> {
  public:
   using State = LSTMState<T>;
 
   LSTMCell(const LSTMCellOptions& o, Rng& rng) : in_(o.in), units_(o.units) {
-    detail::check_cell_sizes(o.in, o.units, "LSTMCell");
-    kernel_ = this->register_parameter("kernel", init::make<T>(init::glorot_uniform{}, {o.in, 4 * o.units}, rng));
-    recurrent_kernel_ =
-        this->register_parameter("recurrent_kernel", init::make<T>(init::orthogonal{}, {o.units, 4 * o.units}, rng));
+    GRADUS_CHECK(value_error, o.in >= 0 && o.units > 0, "LSTMCell: units must be positive and in positive (or 0, ",
+                 "to build later), got in ", o.in, ", units ", o.units);
+    kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({0, 4 * o.units}));
+    recurrent_kernel_ = this->register_parameter("recurrent_kernel", Tensor<T>::zeros({o.units, 4 * o.units}));
     Tensor<T> b = Tensor<T>::zeros({4 * o.units});
     if (o.unit_forget_bias) std::fill(b.data() + o.units, b.data() + 2 * o.units, T(1));
     bias_ = this->register_parameter("bias", std::move(b));
+    rng_ = &rng;
+    if (o.in > 0) build(o.in);
   }
+
+  /// Draws kernel [in, 4u] (Glorot uniform) and then recurrent_kernel (orthogonal), as the
+  /// constructor does when `.in` is given; an LSTM layer without `.in` calls it at its first
+  /// input (in = the input's last axis). Once only.
+  void build(int64_t in) {
+    GRADUS_CHECK(value_error, !built(), "LSTMCell: build: already built with in = ", in_);
+    GRADUS_CHECK(value_error, in > 0, "LSTMCell: build: in must be positive, got ", in);
+    kernel_.value() = init::make<T>(init::glorot_uniform{}, {in, 4 * units_}, *rng_);
+    recurrent_kernel_.value() = init::make<T>(init::orthogonal{}, {units_, 4 * units_}, *rng_);
+    in_ = in;
+    rng_ = nullptr;
+  }
+  /// False while a lazy cell (no `.in`) waits for build.
+  bool built() const { return rng_ == nullptr; }
 
   /// One step: x_t [N, in], {h, c} [N, units] each -> {h', c'}.
   template <Expression X>
@@ -169,6 +185,7 @@ class LSTMCell : public Module<T> {
 
  private:
   int64_t in_, units_;
+  Rng* rng_ = nullptr;  ///< until built
   Var<T> kernel_, recurrent_kernel_, bias_;
 };
 
@@ -184,7 +201,7 @@ struct GRUCellOptions {
 /// kernel [in, 3u] Glorot uniform, recurrent_kernel [u, 3u] orthogonal, bias [2, 3u] zeros
 /// (row 0 b_in, row 1 b_rec).
 template <Real T = float>
-class GRUCell : public Module<T> {
+class GRUCell : public Module<T, GRUCell<T>> {
  public:
   using State = Var<T>;  ///< h [N, units]
 
@@ -235,7 +252,7 @@ class GRUCell : public Module<T> {
 /// A cell run over the time axis of x [N, T, in] (the common part of SimpleRNN, LSTM and GRU;
 /// tf.keras.layers.RNN). Its cell is the child "cell", so parameters read "cell.kernel", ...
 template <class Cell>
-class Recurrent : public Module<typename Cell::value_type> {
+class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
  public:
   using T = typename Cell::value_type;
   using State = typename Cell::State;
@@ -272,6 +289,8 @@ class Recurrent : public Module<typename Cell::value_type> {
  private:
   Var<T> run(const Var<T>& x, const std::optional<State>& initial) {
     const Shape& s = x.shape();
+    if constexpr (requires { cell_.build(int64_t{}); })
+      if (!cell_.built() && s.rank() == 3 && s[2] > 0) cell_.build(s[2]);  // a lazy layer: in from the input
     GRADUS_CHECK(shape_error, s.rank() == 3 && s[2] == cell_.in() && s[1] >= 1, name_, ": expected input [N, T, ",
                  cell_.in(), "] with T >= 1, got ", s);
     const int64_t n = s[0], steps = s[1];
@@ -322,7 +341,7 @@ class SimpleRNN : public Recurrent<SimpleRNNCell<T>> {
 
 /// Options of `LSTM`.
 struct LSTMOptions {
-  int64_t in = 0;     ///< input features
+  int64_t in = 0;     ///< input features; 0: taken from the first input (the weights drawn then)
   int64_t units = 0;  ///< size of h and c
   bool return_sequences = false;  ///< return every h [N, T, units] instead of the last [N, units]
   bool stateful = false;          ///< carry the final {h, c} (detached) to the next call
@@ -331,6 +350,7 @@ struct LSTMOptions {
 
 /// tf.keras.layers.LSTM: an `LSTMCell` over time; 4 (in·u + u·u + u) parameters.
 ///   gd::nn::LSTM<float> lstm({.in = 32, .units = 128, .stateful = true}, rng);
+/// Without `.in` the layer is lazy as Dense is: kernel [0, 4u] until the first input [N, T, in].
 template <Real T = float>
 class LSTM : public Recurrent<LSTMCell<T>> {
  public:

@@ -53,7 +53,7 @@ inline constexpr bool same_layer_values_v =
 ///                          gd::nn::Dense<float>({.in = 500, .out = 10}, rng));
 ///   gd::Var<float> logits = net.forward(x);   // [N, 784] -> [N, 10]
 template <class... Layers>
-class Sequential : public Module<typename detail::sequential_value<Layers...>::type> {
+class Sequential : public Module<typename detail::sequential_value<Layers...>::type, Sequential<Layers...>> {
  public:
   using value_type = typename detail::sequential_value<Layers...>::type;
   static_assert(sizeof...(Layers) > 0, "A_SEQUENTIAL_NEEDS_AT_LEAST_ONE_LAYER: Sequential");

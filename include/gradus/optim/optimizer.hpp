@@ -70,6 +70,8 @@ void check_vars(const std::vector<Var<T>>& vars, const char* who, const char* wh
 ///   for (...) { gd::Var<float> loss = ...; opt.minimize(loss); }
 /// A parameter that has received no gradient since its last zero_grad is skipped by `step()`
 /// (its weights and state stay as they are), as TensorFlow skips variables whose gradient is None.
+/// A parameter of a lazy layer (Dense without `.in`) may be given before the layer has its shape:
+/// its state is made anew at the shape it has at the first step.
 template <Real T = float>
 class Optimizer {
  public:
@@ -87,6 +89,7 @@ class Optimizer {
     prepare(t);
     for (size_t i = 0; i < params_.size(); ++i)
       if (Tensor<T>* g = params_[i].grad_if_any()) {
+        fit_slots(i);
         follow_device(i);
         update(i, params_[i].value(), *g);
       }
@@ -131,7 +134,11 @@ class Optimizer {
     out.reserve(1 + slots_.size() * params_.size());
     out.emplace_back("step", Tensor<T>::scalar(T(step_)));
     for (size_t i = 0; i < params_.size(); ++i)
-      for (size_t k = 0; k < slots_.size(); ++k) out.emplace_back(slot_key(k, i), slots_[k].tensors[i].clone());
+      for (size_t k = 0; k < slots_.size(); ++k) {
+        const Tensor<T>& t = slots_[k].tensors[i];
+        out.emplace_back(slot_key(k, i), t.shape() == params_[i].shape() ? t.clone()
+                                                                          : Tensor<T>::full(params_[i].shape(), slots_[k].init));
+      }
     return out;
   }
   /// Restores a state saved by `state_dict()` of an optimizer of the same kind over parameters of
@@ -154,9 +161,11 @@ class Optimizer {
                      "' has shape ", src.shape(), " but parameter ", i, " has shape ", params_[i].shape());
       }
     step_ = int64_t(s);
-    for (size_t i = 0; i < params_.size(); ++i)
+    for (size_t i = 0; i < params_.size(); ++i) {
+      fit_slots(i);
       for (size_t k = 0; k < slots_.size(); ++k)
         slots_[k].tensors[i].copy_(detail::state_entry(state, slot_key(k, i), name_));
+    }
   }
 
  protected:
@@ -168,7 +177,7 @@ class Optimizer {
 
   /// Adds a state tensor per parameter, filled with `init`; returns the slot's index.
   size_t add_slot(std::string slot_name, T init = T(0)) {
-    Slot s{std::move(slot_name), {}};
+    Slot s{std::move(slot_name), init, {}};
     s.tensors.reserve(params_.size());
     for (const auto& p : params_) s.tensors.push_back(Tensor<T>::full(p.shape(), init).to(p.value().device()));
     slots_.push_back(std::move(s));
@@ -194,8 +203,15 @@ class Optimizer {
  private:
   struct Slot {
     std::string name;
+    T init;
     std::vector<Tensor<T>> tensors;
   };
+  /// A parameter whose shape changed since its state was made (a lazy layer's kernel, [0, out]
+  /// until the layer's first input) gets fresh state of its new shape.
+  void fit_slots(size_t i) {
+    for (Slot& s : slots_)
+      if (s.tensors[i].shape() != params_[i].shape()) s.tensors[i] = Tensor<T>::full(params_[i].shape(), s.init);
+  }
   std::string slot_key(size_t k, size_t i) const { return "param" + std::to_string(i) + "/" + slots_[k].name; }
 
   const char* name_;

@@ -4,8 +4,10 @@
 // Checkpoint layout (one safetensors file per checkpoint, written by gd::io::Saver; metadata
 // "global_step" = the global step):
 //   model/<parameter or buffer path>   the model (gd::io::add_module)
-//   optimizer/<state name>             the optimizer state_dict (gd::io::add_optimizer)
+//   optimizer/<state name>             the optimizer state keyed by parameter name, "optimizer/step" and
+//                                      "optimizer/<path>/<slot>" (gd::io::add_optimizer with the model)
 //   rng                                I64 [4], FitOptions::rng's state (only when rng is set)
+//   rng/<path>                         I64 [4], each generator the model's layers registered ("rng/drop.rng")
 //   train/counters                     I64 [4]: epoch, step in epoch, steps in the epoch's loss mean, global step
 //   train/values                       F64 [3]: the epoch's loss sum, the last loss, the learning rate
 //   train/config                       I64 [5]: examples, batch_size, shuffle, drop_remainder, seed (bit cast)
@@ -35,6 +37,7 @@
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/metrics/metric.hpp"
 #include "gradus/nn/module.hpp"
+#include "gradus/nn/registration.hpp"
 #include "gradus/optim/optimizer.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/data.hpp"
@@ -59,8 +62,14 @@ struct FitOptions {
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
   std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
-  Rng* rng = nullptr;  ///< the model's generator (Dropout's), saved and restored with checkpoints
+  /// A generator saved and restored with checkpoints as "rng". The generators the model's layers
+  /// registered (Dropout's, Module::named_generators) are saved as "rng/<path>" without it.
+  Rng* rng = nullptr;
   bool verbose = false;  ///< adds a ProgressBar on std::cout
+  /// The first step checks that every trainable leaf the loss depends on is a parameter of the
+  /// model (or of the optimizer): an unregistered sub-module is an error by default
+  /// (`gd::nn::Unregistered::warn`: a warning on std::cerr; `ignore`: no check).
+  nn::Unregistered unregistered = nn::Unregistered::error;
 };
 
 /// Options of evaluate.
@@ -115,6 +124,21 @@ double scalar_loss(const Var<T>& loss, const char* who) {
   return double(loss.item());
 }
 
+/// Runs the model on one batch: `model.forward(x)` when forward takes the batch as it is (a
+/// Tensor, or any expression), else `model.forward(Var<T>::constant(x))` for a forward that
+/// takes `const Var<T>&`, so a model and its blocks can share that one signature.
+template <class M, Element X>
+auto forward_batch(M& model, const Tensor<X>& x) {
+  using T = typename M::value_type;
+  if constexpr (requires { model.forward(x); }) {
+    return model.forward(x);
+  } else {
+    static_assert(std::same_as<X, T> && requires { model.forward(Var<T>::constant(x)); },
+                  "MODEL_FORWARD_TAKES_NEITHER_THE_BATCH_TENSOR_NOR_A_VAR_OF_ITS_ELEMENT_TYPE: fit/evaluate/predict");
+    return model.forward(Var<T>::constant(x));
+  }
+}
+
 }  // namespace detail
 
 // ------------------------------------------------------------------------- evaluate / predict
@@ -141,7 +165,7 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
     const int64_t b = std::min(options.batch_size, n - first);
     const Tensor<X> x = detail::slice_rows(data.x, first, b);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b);
-    const Var<T> pred = to_var(model.forward(x));
+    const Var<T> pred = to_var(detail::forward_batch(model, x));
     total += double(b) * (detail::scalar_loss(to_var(loss(pred, y)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);
   }
@@ -166,7 +190,7 @@ Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const Predi
   int64_t row = 0;
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<T> y = to_var(model.forward(detail::slice_rows(x, first, b))).value();
+    const Tensor<T> y = to_var(detail::forward_batch(model, detail::slice_rows(x, first, b))).value();
     GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
                  " examples has shape ", y.shape(), "; expected [", b, ", ...]");
     if (!out.defined()) {
@@ -343,6 +367,8 @@ inline void Session::restore(const std::filesystem::path& path) {
                " has no 'rng' entry, but FitOptions::rng is set");
   restore_model_state(ckpt);  // the io helpers validate before they modify
   if (rng_) io::restore_rng(ckpt, *rng_, "rng");
+  for (const auto& [name, r] : generators_)  // absent from checkpoints written before layers registered them
+    if (ckpt.find(name)) io::restore_rng(ckpt, *r, name);
   restore_hook_states(ckpt);
   set_lr(st.lr);
   global_step_ = st.step;
@@ -466,6 +492,8 @@ class Loop final : public Session {
     verbose_ = o.verbose;
     run_dir_ = o.run_dir;
     rng_ = o.rng;
+    for (const auto& [path, r] : static_cast<const nn::Module<T>&>(model).named_generators())
+      if (r != rng_) generators_.emplace_back("rng/" + path, r);
     user_hooks_ = o.hooks;
     bool has_saver = false;
     for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
@@ -494,21 +522,27 @@ class Loop final : public Session {
 
  protected:
   void add_model_state(io::TensorList& out) const override {
-    io::add_module(out, static_cast<const nn::Module<T>&>(model_));
-    io::add_optimizer(out, opt_);
+    const nn::Module<T>& m = model_;
+    io::add_module(out, m);
+    io::add_optimizer(out, opt_, m);  // keyed by parameter name
   }
   void restore_model_state(const io::Safetensors& ckpt) override {
-    io::restore_module(ckpt, static_cast<nn::Module<T>&>(model_));
-    io::restore_optimizer(ckpt, opt_);
+    nn::Module<T>& m = model_;
+    io::restore_module(ckpt, m);
+    io::restore_optimizer(ckpt, opt_, m);  // by name; checkpoints keyed by position load too
   }
   double train_step(const int64_t* index, int64_t n) override {
     const Tensor<X> x = gather_rows(data_.x, index, n);
     const Tensor<Y> y = gather_rows(data_.y, index, n);
-    const Var<T> pred = to_var(model_.forward(x));
+    const Var<T> pred = to_var(forward_batch(model_, x));
     const Var<T> data_loss = to_var(loss_(pred, y));
     scalar_loss(data_loss, "fit");
     const Var<T> loss(data_loss + model_.regularization_loss());
     GRADUS_CHECK(value_error, loss.requires_grad(), "fit: the loss does not depend on any trainable parameter");
+    if (!registration_checked_ && o_.unregistered != nn::Unregistered::ignore)
+      nn::report_unregistered("fit", nn::unregistered_leaves(static_cast<const nn::Module<T>&>(model_), loss, opt_.params()),
+                              {.action = o_.unregistered});
+    registration_checked_ = true;
     opt_.minimize(loss);
     return double(loss.item());
   }
@@ -529,13 +563,15 @@ class Loop final : public Session {
   const L& loss_;
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
+  bool registration_checked_ = false;
 };
 
 }  // namespace detail
 
 /// Trains `model` with `optimizer` on `data` (Keras fit on a MonitoredTrainingSession):
 /// `loss(prediction, labels)` → a scalar differentiable expression or Var, where prediction is
-/// model.forward(batch.x) as a Var and labels the batch's Tensor<Y>; the model's
+/// model.forward(batch.x) as a Var (forward may take the Tensor<X> or a `const Var<T>&`) and
+/// labels the batch's Tensor<Y>; the model's
 /// regularization_loss() is added. Each step: zero_grad, backward, optimizer.step(). With
 /// run_dir, the latest checkpoint there is restored first (model, optimizer, global step, rng,
 /// History, epoch position, hook state) and checkpoints are written (see CheckpointSaver), so a

@@ -219,6 +219,7 @@ class Session {
   void checkpoint(io::TensorList& tensors, io::Metadata& metadata) const {
     add_model_state(tensors);
     if (rng_) io::add_rng(tensors, *rng_, "rng");
+    for (const auto& [name, r] : generators_) io::add_rng(tensors, *r, name);
     add_loop_state(tensors, metadata);
     for (const Hook* h : hooks_) {
       const std::string key = h->state_key();
@@ -262,6 +263,8 @@ class Session {
   uint64_t seed_ = 0;
   std::filesystem::path run_dir_;
   Rng* rng_ = nullptr;
+  /// The model's registered generators other than rng_, saved as "rng/<path>" ("rng/drop.rng").
+  std::vector<std::pair<std::string, Rng*>> generators_;
   std::vector<Hook*> user_hooks_;
   std::vector<std::unique_ptr<Hook>> owned_hooks_;  // verbose's ProgressBar, the default CheckpointSaver
 
