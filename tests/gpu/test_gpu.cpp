@@ -9,6 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <memory>
 #include <vector>
 
@@ -16,6 +18,9 @@
 #include "gradus/gradus.hpp"
 #include "gradus/nn.hpp"
 #include "gradus/optim.hpp"
+#include "gradus/losses.hpp"
+#include "gradus/metrics.hpp"
+#include "gradus/train.hpp"
 
 namespace gd = gradus;
 
@@ -352,4 +357,50 @@ TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU
     CHECK(cpu.back() < 0.5 * cpu.front());  // it learns
     for (size_t i = 0; i < cpu.size(); i += 10) CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-3));
   }
+}
+
+TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and checkpoints that load on the CPU",
+          "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  gd::Rng data_rng(70);
+  const auto x = gd::Tensor<float>::random_normal({512, 20}, data_rng);
+  gd::Tensor<int64_t> y({512});
+  for (int64_t i = 0; i < 512; ++i) y(i) = x(i, 0) + x(i, 1) > 0 ? 1 : 0;
+  const gd::train::Data<float, int64_t> train{x, y};
+  const auto loss = [](const gd::Var<float>& p, const gd::Tensor<int64_t>& l) {
+    return gd::losses::sparse_softmax_cross_entropy_with_logits(l, p);
+  };
+  const auto dir = std::filesystem::temp_directory_path() / "gradus_gpu_fit";
+  std::filesystem::remove_all(dir);
+  const auto run = [&](std::optional<gd::Device> d, const std::filesystem::path& run_dir) {
+    gd::Rng rng(71);
+    gd::nn::Sequential net(gd::nn::Dense<float>({.in = 20, .out = 32, .activation = gd::nn::relu}, rng),
+                           gd::nn::Dense<float>({.in = 32, .out = 2}, rng));
+    gd::optim::Adam<float> opt(net.parameters(), {.lr = 0.01});
+    gd::metrics::SparseCategoricalAccuracy acc;
+    const auto h = gd::train::fit(net, opt, loss, train,
+                                  {.epochs = 3, .batch_size = 64, .seed = 5, .validation = &train, .metrics = {&acc},
+                                   .run_dir = run_dir, .device = d});
+    return std::pair{h, gd::train::predict(net, x)};
+  };
+  const auto [hcpu, pcpu] = run(std::nullopt, dir / "cpu");
+  const auto [hgpu, pgpu] = run(g, dir / "gpu");
+  REQUIRE(hgpu.epochs.size() == 3);
+  for (size_t e = 0; e < 3; ++e) {
+    CHECK(hgpu.epochs[e].loss == Approx(hcpu.epochs[e].loss).epsilon(1e-3));
+    CHECK(hgpu.epochs[e].get("val_sparse_categorical_accuracy") == Approx(hcpu.epochs[e].get("val_sparse_categorical_accuracy")).margin(0.01));
+  }
+  CHECK(hcpu.epochs.back().get("val_sparse_categorical_accuracy") > 0.9);
+  CHECK(pgpu.device() == gd::cpu);
+  CHECK(max_rel_error(pgpu.to(g), pcpu) <= 1e-3);
+  // the GPU run's checkpoint restores a CPU model: resuming it on the CPU finds nothing left to do
+  gd::Rng rng(72);
+  gd::nn::Sequential net(gd::nn::Dense<float>({.in = 20, .out = 32, .activation = gd::nn::relu}, rng),
+                         gd::nn::Dense<float>({.in = 32, .out = 2}, rng));
+  gd::optim::Adam<float> opt(net.parameters(), {.lr = 0.01});
+  const auto resumed = gd::train::fit(net, opt, loss, train, {.epochs = 3, .batch_size = 64, .run_dir = dir / "gpu"});
+  CHECK(resumed.epochs.empty());
+  CHECK(max_rel_error(gd::train::predict(net, x).to(g), pgpu) <= 1e-6);
+  std::filesystem::remove_all(dir);
 }

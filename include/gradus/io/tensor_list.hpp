@@ -58,7 +58,7 @@ inline void write_le(char* dst, const AnyTensor& t) {
       [dst](const auto& x) {
         using T = typename std::decay_t<decltype(x)>::value_type;
         const size_t n = size_t(x.size());
-        if (n) std::memcpy(dst, x.data(), n * sizeof(T));
+        if (n) std::memcpy(dst, x.to(gradus::cpu).data(), n * sizeof(T));  // a GPU's tensor is read back first
         if constexpr (std::endian::native == std::endian::big) swap_each(dst, n, sizeof(T));
       },
       t);

@@ -45,7 +45,7 @@ Tensor<double> widen(const Tensor<T>& t) {
 /// Evaluates any expression (Tensor, Var, elementwise chain) into a double tensor.
 template <Expression E>
 Tensor<double> to_double(const E& e) {
-  return widen(gradus::eval(e));
+  return widen(gradus::eval(e).to(gradus::cpu));  // metrics count on the host
 }
 
 inline Shape drop_last(Shape s) {

@@ -117,7 +117,7 @@ class Module<T, void> {
   /// Sum of the penalties of every regularized parameter of the tree (a rank-0 Var, zero when
   /// there are none); add it to the data loss.
   Var<T> regularization_loss() const {
-    Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)));
+    Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)).to(device()));  // where the penalties are
     std::unordered_set<const void*> seen;
     collect_penalties(total, seen);
     return total;
@@ -142,8 +142,10 @@ class Module<T, void> {
   }
   /// Where the module's first parameter lives (gd::cpu for a module without parameters).
   Device device() const {
-    const auto ps = named_parameters();
-    return ps.empty() ? gradus::cpu : ps.front().second.value().device();
+    if (!params_.empty()) return params_.front().var.value().device();
+    for (const Child& c : children_)
+      if (child(c)->has_parameters()) return child(c)->device();
+    return gradus::cpu;
   }
 
  protected:
@@ -241,6 +243,12 @@ class Module<T, void> {
     return reinterpret_cast<Module*>(reinterpret_cast<std::uintptr_t>(this) + std::uintptr_t(c.offset));
   }
 
+  bool has_parameters() const {
+    if (!params_.empty()) return true;
+    for (const Child& c : children_)
+      if (child(c)->has_parameters()) return true;
+    return false;
+  }
   void check_name(const std::string& name, const char* op) const {
     GRADUS_CHECK(value_error, !name.empty() && name.find('.') == std::string::npos, op, ": name '", name,
                  "' must be non-empty and contain no '.'");

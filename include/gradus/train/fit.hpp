@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -70,6 +71,11 @@ struct FitOptions {
   /// model (or of the optimizer): an unregistered sub-module is an error by default
   /// (`gd::nn::Unregistered::warn`: a warning on std::cerr; `ignore`: no check).
   nn::Unregistered unregistered = nn::Unregistered::error;
+  /// Where to train: fit moves the model there first (`module.to`; its optimizer's state
+  /// follows). Unset: wherever the model is. Batches are copied to the model's device step by
+  /// step; losses, metrics, summaries and checkpoints are read back to the host.
+  ///   gd::train::fit(net, opt, loss, train, {.epochs = 5, .device = gd::cuda(0)});
+  std::optional<Device> device = std::nullopt;
 };
 
 /// Options of evaluate.
@@ -159,15 +165,16 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
   detail::TrainingMode<T> mode(model, false);
   for (metrics::Metric* m : options.metrics) m->reset();
   const int64_t n = data.size();
+  const Device dev = static_cast<const nn::Module<T>&>(model).device();  // batches go where the model is
   const double reg = double(model.regularization_loss().item());
   double total = 0;
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<X> x = detail::slice_rows(data.x, first, b);
+    const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b);
     const Var<T> pred = to_var(detail::forward_batch(model, x));
-    total += double(b) * (detail::scalar_loss(to_var(loss(pred, y)), "evaluate") + reg);
-    for (metrics::Metric* m : options.metrics) m->update(y, pred);
+    total += double(b) * (detail::scalar_loss(to_var(loss(pred, y.to(dev))), "evaluate") + reg);
+    for (metrics::Metric* m : options.metrics) m->update(y, pred);  // metrics read back to the host
   }
   Evaluation out{total / double(n), {}};
   for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
@@ -186,11 +193,13 @@ Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const Predi
   no_grad guard;
   detail::TrainingMode<T> mode(model, false);
   const int64_t n = x.dim(0);
+  const Device dev = static_cast<const nn::Module<T>&>(model).device();  // batches go where the model is
   Tensor<T> out;
   int64_t row = 0;
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<T> y = to_var(detail::forward_batch(model, detail::slice_rows(x, first, b))).value();
+    const Tensor<T> y =
+        to_var(detail::forward_batch(model, detail::slice_rows(x, first, b).to(dev))).value().to(gradus::cpu);
     GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
                  " examples has shape ", y.shape(), "; expected [", b, ", ...]");
     if (!out.defined()) {
@@ -491,6 +500,7 @@ class Loop final : public Session {
     seed_ = o.seed;
     verbose_ = o.verbose;
     run_dir_ = o.run_dir;
+    if (o.device) model.to(*o.device);
     rng_ = o.rng;
     for (const auto& [path, r] : static_cast<const nn::Module<T>&>(model).named_generators())
       if (r != rng_) generators_.emplace_back("rng/" + path, r);
@@ -532,8 +542,9 @@ class Loop final : public Session {
     io::restore_optimizer(ckpt, opt_, m);  // by name; checkpoints keyed by position load too
   }
   double train_step(const int64_t* index, int64_t n) override {
-    const Tensor<X> x = gather_rows(data_.x, index, n);
-    const Tensor<Y> y = gather_rows(data_.y, index, n);
+    const Device dev = static_cast<const nn::Module<T>&>(model_).device();
+    const Tensor<X> x = gather_rows(data_.x, index, n).to(dev);
+    const Tensor<Y> y = gather_rows(data_.y, index, n).to(dev);
     const Var<T> pred = to_var(forward_batch(model_, x));
     const Var<T> data_loss = to_var(loss_(pred, y));
     scalar_loss(data_loss, "fit");

@@ -47,7 +47,8 @@ struct NamedTensor {
 /// True when every element of `t` is finite (integers always are).
 inline bool all_finite(const AnyTensor& t) {
   return std::visit(
-      [](const auto& x) {
+      [](const auto& on_device) {
+        const auto x = on_device.to(gradus::cpu);  // itself on the CPU
         using T = std::remove_cvref_t<decltype(*x.data())>;
         if constexpr (std::is_floating_point_v<T>) {
           for (const T v : x)

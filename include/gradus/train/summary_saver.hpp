@@ -38,8 +38,11 @@ class SummarySaver : public Hook {
     }
     if (!o_.histograms) return;
     for (const auto& p : s.parameters()) {
-      std::visit([&](const auto& t) { writer_->histogram(p.name, t, r.global_step); }, p.value);
-      if (p.grad) std::visit([&](const auto& g) { writer_->histogram(p.name + "/gradient", g, r.global_step); }, *p.grad);
+      // a GPU's tensors are read back (to(cpu) is the tensor itself on the CPU)
+      std::visit([&](const auto& t) { writer_->histogram(p.name, t.to(gradus::cpu), r.global_step); }, p.value);
+      if (p.grad)
+        std::visit([&](const auto& g) { writer_->histogram(p.name + "/gradient", g.to(gradus::cpu), r.global_step); },
+                   *p.grad);
     }
   }
   void after_epoch(Session&, const EpochLogs& logs) override {
