@@ -3,8 +3,9 @@
 // choice, and double (Eigen), each against a double-precision triple loop over shapes that cover
 // the kernels' edges: partial 6- and 12-row and 16- and 32-column blocks, 1x1x1, several
 // 256-deep k-blocks, a long k, more than 96 rows (several packed A blocks), more than 2048
-// columns (several packed B blocks), fewer columns than half a register block (run as the
-// transposed product), k = 0, both transposes, accumulation, and the threaded split. A guard band after c checks that partial blocks never write past the matrix.
+// columns (several packed B blocks), fewer columns than 3/4 of a register block (run as the
+// transposed product, threaded too), k = 0, both transposes, accumulation, and the threaded
+// split. A guard band after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -72,7 +73,7 @@ const std::vector<Case> cases = {
     {7, 257, 17},   {5, 3, 33},     {13, 0, 9},     {8, 0, 20},     {40, 600, 12},  {40, 600, 70},
     {7, 40, 1100},  {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}, {97, 513, 65}, {3, 5000, 20},
     {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
-    {64, 33, 20}};
+    {64, 33, 20},   {1500, 400, 9}};
 
 /// Runs every case with every transpose and accumulate flag at 1 and 2 threads.
 template <class T>
