@@ -1,17 +1,23 @@
-// backend::gemm, the routine under matmul and conv2d: float (gradus' own AVX2 kernel where the
-// build has AVX2 + FMA; Eigen for thin products) and double (Eigen) against a double-precision
-// triple loop, over shapes that cover the kernel's edges: partial 6-row and 16-column blocks,
-// several 256-deep k-blocks, several 1024-column blocks, k = 0, both transposes, accumulation,
-// and the threaded split.
+// backend::gemm, the routine under matmul and conv2d: every float kernel this CPU supports
+// (gradus' AVX-512 and AVX2 micro-kernels, forced one at a time, and Eigen), the automatic
+// choice, and double (Eigen), each against a double-precision triple loop over shapes that cover
+// the kernels' edges: partial 6- and 12-row and 16- and 32-column blocks, 1x1x1, several
+// 256-deep k-blocks, a long k, more than 96 rows (several packed A blocks), more than 2048
+// columns (several packed B blocks), fewer columns than 3/4 of a register block (run as the
+// transposed product, threaded too), k = 0, both transposes, accumulation, and the threaded
+// split. A guard band after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <omp.h>
+#include <optional>
 #include <vector>
 
 #include <gradus/gradus.hpp>
 
 namespace gd = gradus;
+namespace cpu = gd::backend::cpu;
 
 namespace {
 
@@ -19,42 +25,99 @@ struct Case {
   int64_t m, k, n;
 };
 
-/// The largest |gemm - reference| over c, relative to sqrt(k) (float rounding grows with k).
+/// The largest |gemm - reference| over c divided by its rounding bound, or infinity when the
+/// guard band after c changed. The bound: a sum of d terms rounded in any order (recursive,
+/// blocked, fused multiply-adds) differs from the exact sum by at most gamma_d * sum |term|,
+/// gamma_d = d u / (1 - d u), u = 2^-24 (float) or 2^-53 (double), d = k + 1 terms here (the
+/// products and the old c); a product rounded before it is added adds one more u. So a correct
+/// kernel stays below 1 for every input, while a dropped, doubled or misplaced term (about as
+/// large as the typical |a b| ~ 0.6 of unit normals) exceeds the bound by far: even at k = 5000,
+/// gamma * sum |term| is about 0.2 per entry in float.
 template <class T>
-double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng) {
+double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::optional<cpu::GemmKernel> kernel) {
+  constexpr int64_t guard = 80;
+  constexpr T sentinel = T(12345);
   const auto a = gd::Tensor<T>::random_normal({std::max<int64_t>(s.m * s.k, 1)}, rng, T(0), T(1));
   const auto b = gd::Tensor<T>::random_normal({std::max<int64_t>(s.k * s.n, 1)}, rng, T(0), T(1));
-  auto c = gd::Tensor<T>::random_normal({s.m * s.n}, rng, T(0), T(1));
+  auto c = gd::Tensor<T>::random_normal({s.m * s.n + guard}, rng, T(0), T(1));
+  for (int64_t i = 0; i < guard; ++i) c.data()[s.m * s.n + i] = sentinel;
   const auto c0 = c.clone();
-  gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
+  if (kernel)
+    cpu::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, *kernel);
+  else
+    gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
+  for (int64_t i = 0; i < guard; ++i)
+    if (c.data()[s.m * s.n + i] != sentinel) return std::numeric_limits<double>::infinity();
+  const double u = std::numeric_limits<T>::epsilon() / 2, d = double(s.k + 2);
+  const double gamma = d * u / (1 - d * u);
   double worst = 0;
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < s.n; ++j) {
       double ref = add ? double(c0.data()[i * s.n + j]) : 0.0;
-      for (int64_t p = 0; p < s.k; ++p)
-        ref += double(a.data()[ta ? p * s.m + i : i * s.k + p]) * double(b.data()[tb ? j * s.k + p : p * s.n + j]);
-      worst = std::max(worst, std::abs(ref - double(c.data()[i * s.n + j])));
+      double mag = std::abs(ref);
+      for (int64_t p = 0; p < s.k; ++p) {
+        const double t =
+            double(a.data()[ta ? p * s.m + i : i * s.k + p]) * double(b.data()[tb ? j * s.k + p : p * s.n + j]);
+        ref += t;
+        mag += std::abs(t);
+      }
+      const double err = std::abs(ref - double(c.data()[i * s.n + j]));
+      const double ratio = mag > 0 ? err / (gamma * mag) : err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+      if (!(ratio <= worst)) worst = ratio;  // a NaN stays
     }
-  return worst / std::sqrt(double(std::max<int64_t>(s.k, 1)));
+  return worst;
 }
 
-}  // namespace
+const std::vector<Case> cases = {
+    {1, 1, 1},      {1, 5, 1},      {6, 256, 16},   {12, 256, 32},  {13, 257, 33},  {11, 7, 31},
+    {7, 257, 17},   {5, 3, 33},     {13, 0, 9},     {8, 0, 20},     {40, 600, 12},  {40, 600, 70},
+    {7, 40, 1100},  {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}, {97, 513, 65}, {3, 5000, 20},
+    {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
+    {64, 33, 20},   {1500, 400, 9}};
 
-TEST_CASE("gemm matches a double triple loop on every edge of its blocking", "[ops][matmul]") {
-  const std::vector<Case> cases = {{1, 1, 1},     {6, 256, 16},  {7, 257, 17},   {5, 3, 33},     {13, 0, 9},    {8, 0, 20},
-                                   {40, 600, 12}, {40, 600, 70}, {7, 40, 1100}, {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}};
+/// Runs every case with every transpose and accumulate flag at 1 and 2 threads.
+template <class T>
+void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::numeric_limits<int64_t>::max()) {
   gd::Rng rng(3);
   const int threads = omp_get_max_threads();
   for (int t : {1, 2}) {
     omp_set_num_threads(t);
-    for (const Case& s : cases)
+    for (const Case& s : cases) {
+      if (s.m * s.k * s.n > max_work) continue;
       for (int flags = 0; flags < 8; ++flags) {
         const bool ta = flags & 1, tb = flags & 2, add = flags & 4;
-        INFO("threads " << t << ", m " << s.m << " k " << s.k << " n " << s.n << ", ta " << ta << " tb " << tb
-                        << " add " << add);
-        CHECK(gemm_error<float>(s, ta, tb, add, rng) < 2e-6 * 8);
-        if (s.m * s.k * s.n < 1000000) CHECK(gemm_error<double>(s, ta, tb, add, rng) < 1e-12);
+        INFO("kernel " << (kernel ? cpu::gemm_kernel_name(*kernel) : "automatic") << ", threads " << t << ", m "
+                       << s.m << " k " << s.k << " n " << s.n << ", ta " << ta << " tb " << tb << " add " << add);
+        CHECK(gemm_error<T>(s, ta, tb, add, rng, kernel) <= 1.0);
       }
+    }
   }
   omp_set_num_threads(threads);
+}
+
+}  // namespace
+
+TEST_CASE("every float gemm kernel matches a double triple loop on every edge of its blocking", "[ops][matmul]") {
+  for (cpu::GemmKernel k : {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::eigen}) {
+    if (!cpu::gemm_kernel_supported(k)) {
+      WARN("this CPU has no " << cpu::gemm_kernel_name(k) << " gemm kernel; not tested");
+      CHECK_THROWS_AS(cpu::gemm<float>(nullptr, false, nullptr, false, nullptr, 1, 1, 1, false, k), gd::value_error);
+      continue;
+    }
+    check_all<float>(k);
+  }
+  check_all<float>(std::nullopt);
+}
+
+TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") { check_all<double>(std::nullopt, 1000000); }
+
+TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") {
+  CHECK(cpu::gemm_kernel_supported(cpu::gemm_kernel()));
+  CHECK(cpu::gemm_kernel_supported(cpu::GemmKernel::eigen));
+  if (!std::getenv("GRADUS_GEMM_KERNEL")) {
+    const auto widest = cpu::gemm_kernel_supported(cpu::GemmKernel::avx512) ? cpu::GemmKernel::avx512
+                        : cpu::gemm_kernel_supported(cpu::GemmKernel::avx2) ? cpu::GemmKernel::avx2
+                                                                           : cpu::GemmKernel::eigen;
+    CHECK(cpu::gemm_kernel() == widest);
+  }
 }

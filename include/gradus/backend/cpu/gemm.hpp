@@ -1,25 +1,37 @@
 // gradus/backend/cpu/gemm.hpp — the CPU GEMM: c (m x n) = or += a (m x k) * b (k x n).
 //
-// For float on AVX2 + FMA a blocked kernel of its own, otherwise Eigen's GEMM. The float kernel
-// follows the GotoBLAS/BLIS layout: B is packed in k-blocks of 256 into panels of 16 columns
-// (in registers when B is stored transposed), A is read in place (its rows, or its columns when
-// stored transposed, are the broadcast operand), and a 6x16 block of C lives in twelve AVX
-// registers over a whole k-block. On the layer shapes of the benchmarks it runs 1.2-1.6x
-// Eigen 3.4's GEMM, about as fast as OpenBLAS. Large products split their rows (or columns)
-// over the OpenMP threads; thin ones (m < 6 or n < 12) and doubles go to Eigen.
+// Float products run on a blocked kernel of gradus' own, following the GotoBLAS/BLIS layout:
+// B is packed in k-blocks into panels of NR columns (transposed in registers when B is stored
+// transposed), A into panels of MR rows, and an MR x NR block of C lives in vector registers
+// over a whole k-block. Two micro-kernels exist, each compiled for its instruction set with a
+// function-level target attribute, so a build without -march still has both:
+//   avx512  12 x 32, 24 zmm accumulators (AVX-512F)
+//   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA)
+// A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes.
+// gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
+// avx512|avx2|eigen overrides the choice when the CPU supports it); other CPUs and compilers,
+// doubles, and thin float products (m < 6, or n < 12 with m < 16) go to Eigen.
+// Large products split their rows (or columns) over the OpenMP threads.
+// Measured on a 2-vCPU AMD EPYC (Zen 5), one thread, on 1024^3 and the MLP's and LeNet CNN's
+// products (README, Performance; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
+// 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
+// and without -march=native.
 #pragma once
 #include <Eigen/Core>
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
-#if defined(__AVX2__) && defined(__FMA__)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define GRADUS_SGEMM_AVX2 1
+#define GRADUS_SGEMM_X86 1
 #endif
 
 #include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend::cpu {
@@ -35,69 +47,51 @@ using CMatMap = Eigen::Map<const RowMat<T>>;
 /// than it saves, and far more when the other core is busy.
 inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
 
-#if defined(GRADUS_SGEMM_AVX2)
+/// The code that runs a float GEMM.
+enum class GemmKernel { eigen, avx2, avx512 };
+
+inline constexpr std::string_view gemm_kernel_name(GemmKernel k) {
+  return k == GemmKernel::avx512 ? "avx512" : k == GemmKernel::avx2 ? "avx2" : "eigen";
+}
+
+/// Whether this build and this CPU can run kernel `k` (eigen: always).
+inline bool gemm_kernel_supported(GemmKernel k) {
+#if defined(GRADUS_SGEMM_X86)
+  if (k == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (k == GemmKernel::avx512) return __builtin_cpu_supports("avx512f");
+#endif
+  return k == GemmKernel::eigen;
+}
+
+/// The kernel float GEMMs use, chosen on first use: GRADUS_GEMM_KERNEL (avx512, avx2 or eigen)
+/// when it names one the CPU supports, else the widest the CPU supports.
+inline GemmKernel gemm_kernel() {
+  static const GemmKernel chosen = [] {
+    if (const char* env = std::getenv("GRADUS_GEMM_KERNEL"))
+      for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2, GemmKernel::eigen})
+        if (gemm_kernel_name(k) == env && gemm_kernel_supported(k)) return k;
+    for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2})
+      if (gemm_kernel_supported(k)) return k;
+    return GemmKernel::eigen;
+  }();
+  return chosen;
+}
+
+#if defined(GRADUS_SGEMM_X86)
 namespace sgemm {
 
 #if defined(__clang__)
 #define GRADUS_UNROLL _Pragma("unroll")
 #else
-#define GRADUS_UNROLL _Pragma("GCC unroll 8")
+#define GRADUS_UNROLL _Pragma("GCC unroll 16")
 #endif
 
-/// Register block (rows x columns of C), k-block, rows of A per L2 block, columns per B block.
-inline constexpr int64_t kMR = 6, kNR = 16, kKC = 256, kMC = 96, kNC = 1024;
-
-/// c[R x n] (row-major, ldc) = or (`load`) += A · bp over kc steps, n <= 16 columns, where
-/// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1) and bp is one packed panel [kc][16].
-template <int R>
-inline void kernel(int64_t kc, const float* a, int64_t ra, int64_t ca, const float* bp, float* c, int64_t ldc,
-                   bool load, int64_t n) {
-  __m256 acc[R][2];
-  GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  if (ca == 1) {  // rows of A: R streams along k
-    const float* ai[R];
-    GRADUS_UNROLL for (int i = 0; i < R; ++i) ai[i] = a + i * ra;
-    for (int64_t p = 0; p < kc; ++p, bp += kNR) {
-      const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
-      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-        const __m256 x = _mm256_broadcast_ss(ai[i] + p);
-        acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-      }
-    }
-  } else {  // A stored transposed: the R values of one step are contiguous
-    for (int64_t p = 0; p < kc; ++p, bp += kNR, a += ca) {
-      const __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
-      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-        const __m256 x = _mm256_broadcast_ss(a + i);
-        acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
-      }
-    }
-  }
-  if (n == kNR) {
-    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-      float* ci = c + i * ldc;
-      if (load) {
-        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
-        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
-      }
-      _mm256_storeu_ps(ci, acc[i][0]);
-      _mm256_storeu_ps(ci + 8, acc[i][1]);
-    }
-    return;
-  }
-  alignas(32) float tmp[kNR];
-  GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-    float* ci = c + i * ldc;
-    _mm256_store_ps(tmp, acc[i][0]);
-    _mm256_store_ps(tmp + 8, acc[i][1]);
-    for (int64_t j = 0; j < n; ++j) ci[j] = load ? ci[j] + tmp[j] : tmp[j];
-  }
-}
+/// Depth of a k-block, rows of A per packed block (it stays in L2), columns of B per packed
+/// block (it stays in L3).
+inline constexpr int64_t kKC = 256, kMC = 96, kNC = 2048;
 
 /// o[p] = {r[0][p], ..., r[7][p]}.
-inline void transpose8(const __m256 (&r)[8], __m256 (&o)[8]) {
+[[gnu::target("avx2,fma")]] inline void transpose8(const __m256 (&r)[8], __m256 (&o)[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -112,75 +106,194 @@ inline void transpose8(const __m256 (&r)[8], __m256 (&o)[8]) {
   o[6] = _mm256_permute2f128_ps(u2, u6, 0x31), o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/// Packs B(p, j) = b[p * rb + j * cb] (cb == 1 or rb == 1), p < kc, j < nc, into panels of 16
-/// columns, zero-padded: bp[(j / 16) * kc * 16 + p * 16 + j % 16].
-inline void pack_b(const float* b, int64_t rb, int64_t cb, int64_t kc, int64_t nc, float* bp) {
-  for (int64_t j0 = 0; j0 < nc; j0 += kNR, bp += kc * kNR) {
-    const int64_t w = std::min(kNR, nc - j0);
+/// Packs B(p, j) = b[p * rb + j * cb] (cb == 1 or rb == 1), p < kc, j < nc, into panels of NR
+/// columns, zero-padded: bp[(j / NR) * kc * NR + p * NR + j % NR]. Both kernels share it, so it
+/// needs only AVX2.
+template <int64_t NR>
+[[gnu::target("avx2,fma")]] inline void pack_b(const float* b, int64_t rb, int64_t cb, int64_t kc, int64_t nc,
+                                                float* bp) {
+  for (int64_t j0 = 0; j0 < nc; j0 += NR, bp += kc * NR) {
+    const int64_t w = std::min(NR, nc - j0);
     if (cb == 1) {
       for (int64_t p = 0; p < kc; ++p) {
         const float* src = b + p * rb + j0;
-        if (w == kNR) {
-          _mm256_store_ps(bp + p * kNR, _mm256_loadu_ps(src));
-          _mm256_store_ps(bp + p * kNR + 8, _mm256_loadu_ps(src + 8));
+        float* dst = bp + p * NR;
+        if (w == NR) {
+          GRADUS_UNROLL for (int64_t j = 0; j < NR; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
         } else {
-          for (int64_t j = 0; j < kNR; ++j) bp[p * kNR + j] = j < w ? src[j] : 0.f;
+          for (int64_t j = 0; j < NR; ++j) dst[j] = j < w ? src[j] : 0.f;
         }
       }
       continue;
     }
     int64_t p0 = 0;  // columns of B contiguous along k: 8x8 blocks transposed in registers
-    if (w == kNR)
+    if (w == NR)
       for (; p0 + 8 <= kc; p0 += 8)
-        for (int64_t jj = 0; jj < kNR; jj += 8) {
+        for (int64_t jj = 0; jj < NR; jj += 8) {
           __m256 r[8], o[8];
           for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(b + (j0 + jj + q) * cb + p0);
           transpose8(r, o);
-          for (int q = 0; q < 8; ++q) _mm256_store_ps(bp + (p0 + q) * kNR + jj, o[q]);
+          for (int q = 0; q < 8; ++q) _mm256_store_ps(bp + (p0 + q) * NR + jj, o[q]);
         }
-    for (int64_t j = 0; j < kNR; ++j) {
+    for (int64_t j = 0; j < NR; ++j) {
       const float* src = b + (j0 + j) * cb;
-      for (int64_t p = p0; p < kc; ++p) bp[p * kNR + j] = j < w ? src[p] : 0.f;
+      for (int64_t p = p0; p < kc; ++p) bp[p * NR + j] = j < w ? src[p] : 0.f;
     }
   }
 }
 
-/// c (m x n, row stride ldc) = or += A (m x k) · B (k x n) on the calling thread, with
-/// A(i, p) = a[i * ra + p * ca] and B(p, j) = b[p * rb + j * cb].
-inline void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c,
-                   int64_t ldc, int64_t m, int64_t k, int64_t n, bool add) {
+/// Packs A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), i < mc, p < kc, into panels of MR
+/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in the last panel are left
+/// as they are: the kernels of a partial panel never read them.
+template <int64_t MR>
+inline void pack_a(const float* a, int64_t ra, int64_t ca, int64_t mc, int64_t kc, float* ap) {
+  for (int64_t i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
+    const int64_t h = std::min(MR, mc - i0);
+    if (ca == 1) {
+      for (int64_t i = 0; i < h; ++i) {
+        const float* src = a + (i0 + i) * ra;
+        for (int64_t p = 0; p < kc; ++p) ap[p * MR + i] = src[p];
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = a + i0 * ra + p * ca;
+        for (int64_t i = 0; i < h; ++i) ap[p * MR + i] = src[i];
+      }
+    }
+  }
+}
+
+/// The AVX2 + FMA micro-kernel: C[R x n] = or (`load`) += A · B over kc steps, n <= 16, with
+/// C(i, j) = c[i * ldc + j * ldcc], A(i, p) = a[p * as + i] and B one packed panel [kc][16].
+struct Avx2 {
+  static constexpr int64_t kMR = 6, kNR = 16;
+
+  template <int R>
+  [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, float* c,
+                                                  int64_t ldc, int64_t ldcc, bool load, int64_t n) {
+    __m256 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kc; ++p, a += as, b += kNR) {
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256 x = _mm256_broadcast_ss(a + i);
+        acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+      }
+    }
+    if (n == kNR && ldcc == 1) {
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        float* ci = c + i * ldc;
+        if (load) {
+          acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+          acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
+        }
+        _mm256_storeu_ps(ci, acc[i][0]);
+        _mm256_storeu_ps(ci + 8, acc[i][1]);
+      }
+      return;
+    }
+    alignas(32) float tmp[kNR];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      float* ci = c + i * ldc;
+      _mm256_store_ps(tmp, acc[i][0]);
+      _mm256_store_ps(tmp + 8, acc[i][1]);
+      for (int64_t j = 0; j < n; ++j) ci[j * ldcc] = load ? ci[j * ldcc] + tmp[j] : tmp[j];
+    }
+  }
+};
+
+/// The AVX-512F micro-kernel: as Avx2's, with R <= 12 rows of two zmm registers and n <= 32
+/// (partial panels of a row-major C written through masks).
+struct Avx512 {
+  static constexpr int64_t kMR = 12, kNR = 32;
+
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b,
+                                                          float* c, int64_t ldc, int64_t ldcc, bool load, int64_t n) {
+    __m512 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; ++p, a += as, b += kNR) {
+      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m512 x = _mm512_set1_ps(a[i]);
+        acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+      }
+    }
+    if (ldcc != 1) {  // C stored transposed: one column of the block at a time
+      alignas(64) float tmp[kNR];
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        float* ci = c + i * ldc;
+        _mm512_store_ps(tmp, acc[i][0]);
+        _mm512_store_ps(tmp + 16, acc[i][1]);
+        for (int64_t j = 0; j < n; ++j) ci[j * ldcc] = load ? ci[j * ldcc] + tmp[j] : tmp[j];
+      }
+      return;
+    }
+    const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      float* ci = c + i * ldc;
+      if (load) {
+        acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(m0, ci));
+        acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
+      }
+      _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+      _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+    }
+  }
+};
+
+/// One packed A panel of `rows` <= K::kMR rows against one packed B panel: the full kernel, or
+/// for a partial panel the kernels of 8, 4, 2 and 1 rows that add up to it.
+template <class K>
+void tile(int64_t rows, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t ldcc, bool load,
+          int64_t n) {
+  if (rows == K::kMR) return K::template kernel<int(K::kMR)>(kc, ap, K::kMR, bp, c, ldc, ldcc, load, n);
+  static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
+  int64_t r0 = 0;
+  if constexpr (K::kMR > 8)
+    if (rows & 8) K::template kernel<8>(kc, ap, K::kMR, bp, c, ldc, ldcc, load, n), r0 += 8;
+  if (rows & 4) K::template kernel<4>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n), r0 += 4;
+  if (rows & 2) K::template kernel<2>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n), r0 += 2;
+  if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n);
+}
+
+/// C (m x n) = or += A (m x k) · B (k x n) on the calling thread with kernel K, where
+/// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), B(p, j) = b[p * rb + j * cb] (cb == 1 or
+/// rb == 1) and C(i, j) = c[i * ldc + j * ldcc].
+template <class K>
+void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc,
+            int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add) {
+  constexpr int64_t MR = K::kMR, NR = K::kNR;
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!add)
-      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.f);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
     return;
   }
-  const int64_t panels = (std::min(n, kNC) + kNR - 1) / kNR;
-  Tensor<float> packed(Shape{panels * kNR * std::min(k, kKC)});
-  float* bp = packed.data();
+  const int64_t kmax = std::min(k, kKC);
+  Tensor<float> bbuf(Shape{(std::min(n, kNC) + NR - 1) / NR * NR * kmax});
+  Tensor<float> abuf(Shape{(std::min(m, kMC) + MR - 1) / MR * MR * kmax});
+  float* bp = bbuf.data();
+  float* ap = abuf.data();
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t nc = std::min(kNC, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min(kKC, k - p0);
       const bool load = add || p0 > 0;
-      pack_b(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
-        const int64_t i1 = std::min(m, i0 + kMC);
-        for (int64_t jr = 0; jr < nc; jr += kNR) {
-          const float* panel = bp + (jr / kNR) * kc * kNR;
-          const int64_t w = std::min(kNR, nc - jr);
-          for (int64_t i = i0; i < i1; i += kMR) {
-            const float* ap = a + i * ra + p0 * ca;
-            float* cp = c + i * ldc + j0 + jr;
-            switch (std::min(kMR, i1 - i)) {
-              case 6: kernel<6>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-              case 5: kernel<5>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-              case 4: kernel<4>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-              case 3: kernel<3>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-              case 2: kernel<2>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-              default: kernel<1>(kc, ap, ra, ca, panel, cp, ldc, load, w); break;
-            }
-          }
+        const int64_t mc = std::min(kMC, m - i0);
+        pack_a<MR>(a + i0 * ra + p0 * ca, ra, ca, mc, kc, ap);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const float* panel = bp + (jr / NR) * kc * NR;
+          const int64_t w = std::min(NR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, c + (i0 + ir) * ldc + (j0 + jr) * ldcc,
+                    ldc, ldcc, load, w);
         }
       }
     }
@@ -189,46 +302,48 @@ inline void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64
 
 #undef GRADUS_UNROLL
 
-/// c (m x n) = or += a (m x k) * b (k x n), each optionally transposed in storage. Large
-/// products split their rows (or their columns, when those make more panels) over the threads;
-/// inside a parallel region, or below kGemmParallelWork multiply-adds, one thread runs it all.
-inline void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
-                 bool add) {
-  const int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1;
+/// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage.
+/// A product with fewer columns than 3/4 of a register block and more rows than columns runs as
+/// its transpose, c^T = b^T a^T, so that its m rows fill the vector lanes (on 128x500x10 here
+/// about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel, 1.3x with
+/// the AVX2 one). Large products split their rows (or their columns, when those make more
+/// panels) over the threads; inside a parallel region, or below kGemmParallelWork
+/// multiply-adds, one thread runs it all.
+template <class K>
+void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
+  int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1, ldc = n, ldcc = 1;
+  if (4 * n < 3 * K::kNR && m > n) {
+    std::swap(a, b), std::swap(m, n);
+    std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
+  }
   int nt = 1;
 #if defined(_OPENMP)
   if (m * n * k >= kGemmParallelWork && !omp_in_parallel()) nt = num_threads();
 #endif
-  const bool rows = (m + kMR - 1) / kMR >= (n + kNR - 1) / kNR;
-  const int64_t extent = rows ? m : n, unit = rows ? kMR : kNR, units = (extent + unit - 1) / unit;
+  const bool rows = (m + K::kMR - 1) / K::kMR >= (n + K::kNR - 1) / K::kNR;
+  const int64_t extent = rows ? m : n, unit = rows ? K::kMR : K::kNR, units = (extent + unit - 1) / unit;
   nt = int(std::min<int64_t>(nt, units));
-  if (nt <= 1) return serial(a, ra, ca, b, rb, cb, c, n, m, k, n, add);
+  if (nt <= 1) return serial<K>(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
 #if defined(_OPENMP)
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num();
     const int64_t lo = std::min(extent, units * t / nt * unit), hi = std::min(extent, units * (t + 1) / nt * unit);
     if (rows)
-      serial(a + lo * ra, ra, ca, b, rb, cb, c + lo * n, n, hi - lo, k, n, add);
+      serial<K>(a + lo * ra, ra, ca, b, rb, cb, c + lo * ldc, ldc, ldcc, hi - lo, k, n, add);
     else
-      serial(a, ra, ca, b + lo * cb, rb, cb, c + lo, n, m, k, hi - lo, add);
+      serial<K>(a, ra, ca, b + lo * cb, rb, cb, c + lo * ldcc, ldc, ldcc, m, k, hi - lo, add);
   }
 #endif
 }
 
 }  // namespace sgemm
-#endif  // GRADUS_SGEMM_AVX2
+#endif  // GRADUS_SGEMM_X86
 
-/// c (m x n) = or += a (m x k) * b (k x n), each optionally transposed in storage.
+/// c (m x n) = or += a (m x k) * b (k x n) with Eigen's GEMM, each optionally transposed in
+/// storage; one thread below kGemmParallelWork multiply-adds.
 template <class T>
-void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
-#if defined(GRADUS_SGEMM_AVX2)
-  // Thin float products stay with Eigen, which runs them as GEMV: a 16-column panel would
-  // mostly hold padding (n small), and packing B would cost as much as the product (m small).
-  if constexpr (std::is_same_v<T, float>) {
-    if (m >= sgemm::kMR && n >= 12) return sgemm::gemm(a, ta, b, tb, c, m, k, n, add);
-  }
-#endif
+void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(_OPENMP)
   struct SerialScope {  // omp_set_num_threads changes only this thread's setting, which Eigen reads
     int prev = omp_get_max_threads();
@@ -253,6 +368,34 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
   else if (ta && !tb) run(A.transpose(), B);
   else if (!ta && tb) run(A, B.transpose());
   else run(A.transpose(), B.transpose());
+}
+
+/// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, on
+/// exactly `kernel` when T is float (doubles always run on Eigen). Throws value_error when the
+/// CPU lacks the kernel's instructions. Tests and benchmarks use it to compare the kernels.
+template <class T>
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add,
+          GemmKernel kernel) {
+  GRADUS_CHECK(value_error, gemm_kernel_supported(kernel), "gemm: this CPU or build has no ",
+               gemm_kernel_name(kernel), " kernel");
+#if defined(GRADUS_SGEMM_X86)
+  if constexpr (std::is_same_v<T, float>) {
+    if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
+    if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
+  }
+#endif
+  eigen_gemm(a, ta, b, tb, c, m, k, n, add);
+}
+
+/// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, on
+/// gemm_kernel() for float.
+template <class T>
+void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+  // Products of few rows stay with Eigen, which runs them as GEMV: packing B would cost as much
+  // as the product. So do those of few rows and few columns, which no register block fills.
+  if (std::is_same_v<T, float> && m >= 6 && (n >= 12 || m >= 16))
+    return gemm(a, ta, b, tb, c, m, k, n, add, gemm_kernel());
+  eigen_gemm(a, ta, b, tb, c, m, k, n, add);
 }
 
 }  // namespace gradus::backend::cpu
