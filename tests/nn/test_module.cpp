@@ -192,6 +192,18 @@ TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][mo
   CHECK_FALSE(plain.regularization_loss().requires_grad());
 }
 
+TEST_CASE("nn: l2 is Keras' l * sum(w^2); TF 1's l2_regularizer(scale) is l2(scale / 2)", "[nn][module]") {
+  gd::Rng rng(5);
+  nn::Dense<double> keras({.in = 2, .out = 2, .use_bias = false, .kernel_regularizer = nn::l2(0.01)}, rng);
+  keras.kernel().value() = Td::from(std::vector<double>{1, 2, 3, -4}, {2, 2});
+  CHECK(keras.regularization_loss().item() == Approx(0.30).epsilon(1e-15));  // 0.01 * (1 + 4 + 9 + 16)
+  // tf.contrib.layers.l2_regularizer(0.02)(w) = 0.02 * tf.nn.l2_loss(w) = 0.02 * 30 / 2 = 0.3
+  nn::Dense<double> tf1({.in = 2, .out = 2, .use_bias = false, .kernel_regularizer = nn::l2(0.02 / 2)}, rng);
+  tf1.kernel().value() = Td::from(std::vector<double>{1, 2, 3, -4}, {2, 2});
+  CHECK(tf1.regularization_loss().item() == Approx(0.30).epsilon(1e-15));
+  CHECK_THROWS_MATCHES(nn::l2(-1), gd::value_error, Catch::Message("l2: the factor must be >= 0, got -1"));
+}
+
 namespace {
 
 // Two inputs, two outputs: x1 [N, 3] and x2 [N, 2] are embedded separately, joined, and feed a
