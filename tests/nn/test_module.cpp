@@ -413,3 +413,48 @@ TEST_CASE("nn: Dropout registers its generator; named_generators lists each once
   CHECK(gens[1].second == &other);
   (void)init;
 }
+
+namespace {
+// A module with a parameter of its own besides its layers, and buffers (BatchNorm's statistics).
+struct Summed : nn::Module<double, Summed> {
+  nn::Dense<double> d;
+  nn::BatchNorm<double> bn;
+  V scale;
+  explicit Summed(gd::Rng& rng) : d({.in = 2, .out = 2}, rng), bn({.features = 2}) {
+    scale = register_parameter("scale", Td::ones({1}));
+    register_module("d", d);
+    register_module("bn", bn);
+  }
+  V forward(const V& x) { return V(bn(d(x)) * scale); }
+};
+}  // namespace
+
+TEST_CASE("nn: os << module prints a summary of layers, parameter shapes and counts", "[nn][module]") {
+  gd::Rng rng(1);
+  nn::Sequential seq(nn::Dense<double>({.in = 4, .out = 3}, rng), nn::ReLU{}, nn::Dense<double>({.in = 3, .out = 2}, rng));
+  std::ostringstream a;
+  a << seq;
+  // Counts: 4*3 + 3 = 15 and 3*2 + 2 = 8; ReLU is a layer of the Sequential without parameters.
+  CHECK(a.str() == R"(Model: Sequential
+Layer (type)  Parameters              Param #
+=============================================
+0 (Dense)     kernel [4,3]  bias [3]       15
+1 (ReLU)                                    0
+2 (Dense)     kernel [3,2]  bias [2]        8
+=============================================
+Total params: 23
+Buffers (not trained): 0)");
+  Summed net(rng);
+  std::ostringstream b;
+  b << net;
+  // 1 (scale) + 2*2 + 2 (Dense) + 2 + 2 (gamma, beta); moving mean and variance: 4 buffer scalars.
+  CHECK(b.str() == R"(Model: Summed
+Layer (type)     Parameters              Param #
+================================================
+(self) (Summed)  scale [1]                    11
+d (Dense)        kernel [2,2]  bias [2]        6
+bn (BatchNorm)   gamma [2]  beta [2]           4
+================================================
+Total params: 11
+Buffers (not trained): 4)");
+}

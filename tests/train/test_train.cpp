@@ -388,6 +388,30 @@ TEST_CASE("hooks: CheckpointSaver saves by time only when asked, or when given n
                                       "and 0"));
 }
 
+TEST_CASE("train: Evaluation and History print as Logging's lines", "[train]") {
+  const gd::train::Evaluation ev{.loss = 0.35124, .metrics = {{"accuracy", 0.875}, {"auc", 0.9}}};
+  std::ostringstream e;
+  e << ev;
+  CHECK(e.str() == "loss 0.3512  accuracy 0.8750  auc 0.9000");
+
+  gd::train::History h;
+  std::ostringstream empty;
+  empty << h;
+  CHECK(empty.str() == "no epochs (global step 0)");
+  h.epochs.push_back({.epoch = 0, .global_step = 5, .loss = 1.0986123, .val_loss = 0.9,
+                      .val_metrics = {{"val_accuracy", 0.5}}});
+  h.epochs.push_back({.epoch = 1, .global_step = 10, .loss = 0.75});
+  h.global_step = 10;
+  h.stop_reason = "EarlyStopping: val_accuracy did not improve";
+  h.nonfinite_step = 7;
+  std::ostringstream o;
+  o << h;
+  CHECK(o.str() == "epoch 1  step 5  loss 1.0986  val_loss 0.9000  val_accuracy 0.5000\n"
+                   "epoch 2  step 10  loss 0.7500\n"
+                   "stopped: EarlyStopping: val_accuracy did not improve\n"
+                   "the loss was not finite first at step 7");
+}
+
 TEST_CASE("hooks: CheckpointSaver every_epochs saves finished epochs, which resume without redoing them",
           "[train][hooks][checkpoint]") {
   const Data data = make_data(40, 4, 3, 12), val = make_data(8, 4, 3, 13);  // 5 steps per epoch
