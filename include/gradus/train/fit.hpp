@@ -99,8 +99,8 @@ struct Evaluation {
   }
 };
 
-/// One line per epoch, as Logging writes them at epoch ends, then why the run stopped and the
-/// first non-finite step when there are such; no newline at the end:
+/// One line per epoch in the form of Logging's epoch lines (without the number of epochs), then
+/// why the run stopped and the first non-finite step when there are such; no newline at the end:
 ///   epoch 1  step 5  loss 1.0986  val_loss 0.9000  val_accuracy 0.5000
 ///   epoch 2  step 10  loss 0.7500  val_loss 0.8000  val_accuracy 0.6250
 ///   stopped: EarlyStopping: val_accuracy did not improve for 2 epochs
