@@ -144,7 +144,7 @@ TEST_CASE("nn gradients: Conv2d (padding, strides, dilation, activation), poolin
                            .padding = gd::Padding::same, .activation = nn::tanh,
                            .bias_initializer = gd::init::random_normal{}},
                           rng);
-  nn::Conv2d<double> dilated({.in = 2, .filters = 2, .kernel_size = {2, 2}, .dilation = {2, 2}, .use_bias = false}, rng);
+  nn::Conv2d<double> dilated({.in = 2, .filters = 2, .kernel_size = {2, 2}, .dilations = {2, 2}, .use_bias = false}, rng);
   check_gradient(valid, x);
   check_gradient(same, x);
   check_gradient(dilated, x);

@@ -301,3 +301,21 @@ TEST_CASE("nn: Conv2d computes the convolution plus bias, then the activation", 
   CHECK_THROWS_WITH(conv.forward(Td::zeros({1, 4, 4, 3})), Catch::Contains("Conv2d: expected input [..., 2]"));
   CHECK_THROWS_WITH(nn::Conv2d<double>({.in = 1, .filters = 1}, rng), Catch::Contains("kernel_size"));
 }
+
+TEST_CASE("nn: Conv2d's dilations option has the op's name and meaning", "[nn][layers]") {
+  gd::Rng rng(3);
+  nn::Conv2d<double> conv({.in = 1, .filters = 1, .kernel_size = {2, 2}, .dilations = {2, 2}, .use_bias = false}, rng);
+  conv.kernel().value() = Td::from(std::vector<double>{1, 2, 3, 4}, {2, 2, 1, 1});
+  std::vector<double> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = i;
+  // y(i, j) = 1*x(i, j) + 2*x(i, j+2) + 3*x(i+2, j) + 4*x(i+2, j+2), x(r, c) = 4r + c, worked by hand.
+  const Td y = conv.forward(Td::from(xs, {1, 4, 4, 1})).value();
+  REQUIRE(y.shape() == gd::Shape{1, 2, 2, 1});
+  CHECK(y(0, 0, 0, 0) == 68);
+  CHECK(y(0, 0, 1, 0) == 78);
+  CHECK(y(0, 1, 0, 0) == 108);
+  CHECK(y(0, 1, 1, 0) == 118);
+  CHECK_THROWS_MATCHES(nn::Conv2d<double>({.in = 1, .filters = 1, .kernel_size = {2, 2}, .dilations = {0, 1}}, rng),
+                       gd::value_error,
+                       Catch::Message("Conv2d: strides and dilations must be positive, got strides [1,1], dilations [0,1]"));
+}

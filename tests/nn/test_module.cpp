@@ -192,6 +192,18 @@ TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][mo
   CHECK_FALSE(plain.regularization_loss().requires_grad());
 }
 
+TEST_CASE("nn: l2 is Keras' l * sum(w^2); TF 1's l2_regularizer(scale) is l2(scale / 2)", "[nn][module]") {
+  gd::Rng rng(5);
+  nn::Dense<double> keras({.in = 2, .out = 2, .use_bias = false, .kernel_regularizer = nn::l2(0.01)}, rng);
+  keras.kernel().value() = Td::from(std::vector<double>{1, 2, 3, -4}, {2, 2});
+  CHECK(keras.regularization_loss().item() == Approx(0.30).epsilon(1e-15));  // 0.01 * (1 + 4 + 9 + 16)
+  // tf.contrib.layers.l2_regularizer(0.02)(w) = 0.02 * tf.nn.l2_loss(w) = 0.02 * 30 / 2 = 0.3
+  nn::Dense<double> tf1({.in = 2, .out = 2, .use_bias = false, .kernel_regularizer = nn::l2(0.02 / 2)}, rng);
+  tf1.kernel().value() = Td::from(std::vector<double>{1, 2, 3, -4}, {2, 2});
+  CHECK(tf1.regularization_loss().item() == Approx(0.30).epsilon(1e-15));
+  CHECK_THROWS_MATCHES(nn::l2(-1), gd::value_error, Catch::Message("l2: the factor must be >= 0, got -1"));
+}
+
 namespace {
 
 // Two inputs, two outputs: x1 [N, 3] and x2 [N, 2] are embedded separately, joined, and feed a
@@ -400,4 +412,49 @@ TEST_CASE("nn: Dropout registers its generator; named_generators lists each once
   CHECK(gens[1].first == "c.rng");
   CHECK(gens[1].second == &other);
   (void)init;
+}
+
+namespace {
+// A module with a parameter of its own besides its layers, and buffers (BatchNorm's statistics).
+struct Summed : nn::Module<double, Summed> {
+  nn::Dense<double> d;
+  nn::BatchNorm<double> bn;
+  V scale;
+  explicit Summed(gd::Rng& rng) : d({.in = 2, .out = 2}, rng), bn({.features = 2}) {
+    scale = register_parameter("scale", Td::ones({1}));
+    register_module("d", d);
+    register_module("bn", bn);
+  }
+  V forward(const V& x) { return V(bn(d(x)) * scale); }
+};
+}  // namespace
+
+TEST_CASE("nn: os << module prints a summary of layers, parameter shapes and counts", "[nn][module]") {
+  gd::Rng rng(1);
+  nn::Sequential seq(nn::Dense<double>({.in = 4, .out = 3}, rng), nn::ReLU{}, nn::Dense<double>({.in = 3, .out = 2}, rng));
+  std::ostringstream a;
+  a << seq;
+  // Counts: 4*3 + 3 = 15 and 3*2 + 2 = 8; ReLU is a layer of the Sequential without parameters.
+  CHECK(a.str() == R"(Model: Sequential
+Layer (type)  Parameters              Param #
+=============================================
+0 (Dense)     kernel [4,3]  bias [3]       15
+1 (ReLU)                                    0
+2 (Dense)     kernel [3,2]  bias [2]        8
+=============================================
+Total params: 23
+Buffers (not trained): 0)");
+  Summed net(rng);
+  std::ostringstream b;
+  b << net;
+  // 1 (scale) + 2*2 + 2 (Dense) + 2 + 2 (gamma, beta); moving mean and variance: 4 buffer scalars.
+  CHECK(b.str() == R"(Model: Summed
+Layer (type)     Parameters              Param #
+================================================
+(self) (Summed)  scale [1]                    11
+d (Dense)        kernel [2,2]  bias [2]        6
+bn (BatchNorm)   gamma [2]  beta [2]           4
+================================================
+Total params: 11
+Buffers (not trained): 4)");
 }

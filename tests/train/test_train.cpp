@@ -359,7 +359,7 @@ TEST_CASE("hooks: CheckpointSaver honours every_steps and max_to_keep", "[train]
   gd::Rng init(1), dropout(2);
   Net net(4, 8, 3, 0.0, init, dropout);
   gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.01});
-  gd::train::CheckpointSaver saver({.every_steps = 3, .every_secs = 0, .max_to_keep = 2});
+  gd::train::CheckpointSaver saver({.every_steps = 3, .max_to_keep = 2});
   Recorder rec;
   OnStep save_at_5([](gd::train::Session& s, const gd::train::StepResult& r) {
     if (r.global_step == 5) CHECK(s.save_checkpoint() == fs::path("saver_run/model.ckpt-5.safetensors"));
@@ -375,6 +375,41 @@ TEST_CASE("hooks: CheckpointSaver honours every_steps and max_to_keep", "[train]
   // CheckpointSaver runs after the other hooks, and without a directory it refuses to start.
   gd::train::CheckpointSaver nowhere;
   CHECK_THROWS_AS(gd::train::fit(net, opt, xent, data, {.hooks = {&nowhere}}), gd::value_error);
+}
+
+TEST_CASE("hooks: CheckpointSaver saves by time only when asked, or when given no schedule", "[train][hooks][checkpoint]") {
+  CHECK(gd::train::CheckpointSaver({.every_steps = 100}).every_secs() == 0);
+  CHECK(gd::train::CheckpointSaver({.every_epochs = 1}).every_secs() == 0);
+  CHECK(gd::train::CheckpointSaver({.every_steps = 100, .every_secs = 30}).every_secs() == 30);
+  CHECK(gd::train::CheckpointSaver().every_secs() == 600);  // TF's CheckpointSaverHook default
+  CHECK(gd::train::CheckpointSaver({.every_secs = 0}).every_secs() == 0);
+  CHECK_THROWS_MATCHES(gd::train::CheckpointSaver({.every_steps = 10, .every_secs = -1}), gd::value_error,
+                       Catch::Message("CheckpointSaver: every_steps, every_secs and every_epochs must be >= 0, got 10, -1 "
+                                      "and 0"));
+}
+
+TEST_CASE("train: Evaluation and History print as Logging's lines", "[train]") {
+  const gd::train::Evaluation ev{.loss = 0.35124, .metrics = {{"accuracy", 0.875}, {"auc", 0.9}}};
+  std::ostringstream e;
+  e << ev;
+  CHECK(e.str() == "loss 0.3512  accuracy 0.8750  auc 0.9000");
+
+  gd::train::History h;
+  std::ostringstream empty;
+  empty << h;
+  CHECK(empty.str() == "no epochs (global step 0)");
+  h.epochs.push_back({.epoch = 0, .global_step = 5, .loss = 1.0986123, .val_loss = 0.9,
+                      .val_metrics = {{"val_accuracy", 0.5}}});
+  h.epochs.push_back({.epoch = 1, .global_step = 10, .loss = 0.75});
+  h.global_step = 10;
+  h.stop_reason = "EarlyStopping: val_accuracy did not improve";
+  h.nonfinite_step = 7;
+  std::ostringstream o;
+  o << h;
+  CHECK(o.str() == "epoch 1  step 5  loss 1.0986  val_loss 0.9000  val_accuracy 0.5000\n"
+                   "epoch 2  step 10  loss 0.7500\n"
+                   "stopped: EarlyStopping: val_accuracy did not improve\n"
+                   "the loss was not finite first at step 7");
 }
 
 TEST_CASE("hooks: CheckpointSaver every_epochs saves finished epochs, which resume without redoing them",

@@ -25,7 +25,7 @@ struct Conv2dOptions {
   std::array<int64_t, 2> kernel_size{};   ///< required, e.g. {3, 3}
   std::array<int64_t, 2> strides{1, 1};
   Padding padding = Padding::valid;
-  std::array<int64_t, 2> dilation{1, 1};
+  std::array<int64_t, 2> dilations{1, 1};  ///< as the op's gd::Conv2dArgs::dilations (formerly `dilation`)
   Activation activation = linear;
   bool use_bias = true;
   init::Initializer kernel_initializer{};
@@ -44,7 +44,7 @@ class Conv2d : public Module<T, Conv2d<T>> {
  public:
   Conv2d(const Conv2dOptions& o, Rng& rng)
       : in_(o.in), filters_(o.filters), kernel_size_(o.kernel_size), use_bias_(o.use_bias), activation_(o.activation),
-        conv_{.strides = o.strides, .padding = o.padding, .dilations = o.dilation},
+        conv_{.strides = o.strides, .padding = o.padding, .dilations = o.dilations},
         kernel_init_(detail::or_default(o.kernel_initializer, detail::default_kernel_initializer(o.activation))),
         bias_init_(o.bias_initializer) {
     GRADUS_CHECK(value_error, o.in >= 0 && o.filters > 0, "Conv2d: filters must be positive and in positive (or 0, to "
@@ -52,9 +52,9 @@ class Conv2d : public Module<T, Conv2d<T>> {
     GRADUS_CHECK(value_error, o.kernel_size[0] > 0 && o.kernel_size[1] > 0,
                  "Conv2d: kernel_size must be positive (set .kernel_size = {kh, kw}), got [", o.kernel_size[0], ",",
                  o.kernel_size[1], "]");
-    GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0 && o.dilation[0] > 0 && o.dilation[1] > 0,
-                 "Conv2d: strides and dilation must be positive, got strides [", o.strides[0], ",", o.strides[1],
-                 "], dilation [", o.dilation[0], ",", o.dilation[1], "]");
+    GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0 && o.dilations[0] > 0 && o.dilations[1] > 0,
+                 "Conv2d: strides and dilations must be positive, got strides [", o.strides[0], ",", o.strides[1],
+                 "], dilations [", o.dilations[0], ",", o.dilations[1], "]");
     kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({o.kernel_size[0], o.kernel_size[1], 0, o.filters}),
                                        o.kernel_regularizer);
     if (o.use_bias)

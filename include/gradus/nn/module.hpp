@@ -19,22 +19,71 @@
 // of a member std::tuple/std::array): the parent stores its offset from itself, so the link stays
 // right when the parent is moved. Children that live elsewhere (a std::vector of blocks) are
 // handed over as std::unique_ptr and owned by the parent.
+//
+// `std::cout << net` prints a summary as Keras' `model.summary()` does, one row per layer of the
+// tree, depth first: its dotted path and class, the names and shapes of its own parameters, and
+// the parameter count of the layer with its sub-layers. Output shapes are not shown: a module has
+// no input shape before its first forward pass (layers are lazy and forward may take anything),
+// so the parameter shapes stand in for them; a lazy layer not yet built shows 0 for its input size.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_set>
 #include <utility>
 #include <vector>
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#endif
 
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/nn/regularizers.hpp"
 
 namespace gradus::nn {
+
+/// One row of a module summary (`os << module`).
+struct SummaryRow {
+  std::string path;        ///< "block.inner"; empty for the module printed
+  std::string type;        ///< the class name without namespaces and template arguments: "Dense"
+  std::string parameters;  ///< its own parameters: "kernel [128,10]  bias [10]"
+  int64_t count = 0;       ///< trainable scalars of the layer and its sub-layers
+};
+
+namespace detail {
+/// "Dense" for gradus::nn::Dense<float>: the class name, without namespaces or template arguments.
+inline std::string short_type_name(const std::type_info& type) {
+  std::string name = type.name();
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  if (char* readable = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status)) {
+    if (status == 0) name = readable;
+    std::free(readable);
+  }
+#endif
+  std::string outer;  // name with every <...> removed
+  int depth = 0;
+  for (char c : name) {
+    if (c == '<') ++depth;
+    if (depth == 0) outer += c;
+    if (c == '>') --depth;
+  }
+  const size_t colons = outer.rfind("::");
+  return colons == std::string::npos ? outer : outer.substr(colons + 2);
+}
+
+/// `path.name`, or `name` at the top.
+inline std::string child_path(const std::string& path, const std::string& name) {
+  return path.empty() ? name : path + "." + name;
+}
+}  // namespace detail
 
 template <Real T = float, class Derived = void>
 class Module;
@@ -104,6 +153,13 @@ class Module<T, void> {
     return n;
   }
 
+  /// Appends the summary row of this module (called `path`) and then those of its layers, depth
+  /// first: what `os << module` prints. Sequential overrides it to list its stateless layers too.
+  virtual void summary_rows(const std::string& path, std::vector<SummaryRow>& rows) const {
+    rows.push_back(own_summary_row(path));
+    for (const Child& c : children_) child(c)->summary_rows(detail::child_path(path, c.name), rows);
+  }
+
   /// Sets training mode (`on`) or inference mode on this module and all its descendants; it
   /// changes what Dropout and BatchNorm do. Modules start in training mode.
   void train(bool on = true) {
@@ -149,6 +205,14 @@ class Module<T, void> {
   }
 
  protected:
+  /// This module's row alone: path, class, own parameters, parameter count of its subtree.
+  SummaryRow own_summary_row(const std::string& path) const {
+    SummaryRow row{path, detail::short_type_name(typeid(*this)), "", parameter_count()};
+    for (const Param& p : params_)
+      row.parameters += (row.parameters.empty() ? "" : "  ") + p.name + " " + p.var.shape().str();
+    return row;
+  }
+
   Module() = default;
 
   /// Registers `value` as a trainable parameter called `name` and returns it as a leaf Var;
@@ -181,7 +245,7 @@ class Module<T, void> {
   Tensor<T>& buffer(const std::string& name) {
     for (Buffer& b : buffers_)
       if (b.name == name) return b.value;
-    throw value_error(detail::str("buffer: no buffer '", name, "' is registered in this module"));
+    throw value_error(::gradus::detail::str("buffer: no buffer '", name, "' is registered in this module"));
   }
   /// Called after `to(device)` replaced this module's buffers: a layer that keeps handles to its
   /// buffers takes the new ones from `buffer(name)`.
@@ -303,6 +367,50 @@ class Module : public Module<T, void> {
  protected:
   Module() = default;
 };
+
+/// Prints the summary of `m` (Keras' `model.summary()`; see the file comment), e.g. for
+/// `Sequential(Dense<float>({.in = 4, .out = 3}, rng), ReLU{}, Dense<float>({.in = 3, .out = 2}, rng))`:
+///   Model: Sequential
+///   Layer (type)  Parameters              Param #
+///   =============================================
+///   0 (Dense)     kernel [4,3]  bias [3]       15
+///   1 (ReLU)                                    0
+///   2 (Dense)     kernel [3,2]  bias [2]        8
+///   =============================================
+///   Total params: 23
+///   Buffers (not trained): 0
+/// The module's own parameters, when it has some, come first as the row "(self)". No newline at
+/// the end.
+template <Real T>
+std::ostream& operator<<(std::ostream& os, const Module<T>& m) {
+  std::vector<SummaryRow> rows;
+  m.summary_rows("", rows);
+  const SummaryRow top = rows.front();
+  if (top.parameters.empty()) rows.erase(rows.begin());
+  std::vector<std::string> names, counts;
+  const std::string head_name = "Layer (type)", head_params = "Parameters", head_count = "Param #";
+  size_t w_name = head_name.size(), w_params = head_params.size(), w_count = head_count.size();
+  for (const SummaryRow& r : rows) {
+    names.push_back((r.path.empty() ? std::string("(self)") : r.path) + " (" + r.type + ")");
+    counts.push_back(std::to_string(r.count));
+    w_name = std::max(w_name, names.back().size());
+    w_params = std::max(w_params, r.parameters.size());
+    w_count = std::max(w_count, counts.back().size());
+  }
+  const std::string ruler(w_name + 2 + w_params + 2 + w_count, '=');
+  auto line = [&](const std::string& name, const std::string& params, const std::string& count) {
+    os << name << std::string(w_name - name.size() + 2, ' ') << params
+       << std::string(w_params - params.size() + 2 + w_count - count.size(), ' ') << count << '\n';
+  };
+  os << "Model: " << top.type << '\n';
+  line(head_name, head_params, head_count);
+  os << ruler << '\n';
+  for (size_t i = 0; i < rows.size(); ++i) line(names[i], rows[i].parameters, counts[i]);
+  os << ruler << '\n';
+  int64_t buffered = 0;
+  for (const auto& [name, b] : m.named_buffers()) buffered += b.size();
+  return os << "Total params: " << top.count << '\n' << "Buffers (not trained): " << buffered;
+}
 
 /// True for a type derived from Module<float> or Module<double>.
 template <class M>

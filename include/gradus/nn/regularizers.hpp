@@ -39,7 +39,9 @@ inline Regularizer l1(double l = 0.01) {
   GRADUS_CHECK(value_error, l >= 0, "l1: the factor must be >= 0, got ", l);
   return {l, 0};
 }
-/// l * sum(w²) (tf.keras.regularizers.l2; Keras' default l = 0.01).
+/// l * sum(w²) (tf.keras.regularizers.l2; Keras' default l = 0.01). TF 1's
+/// `tf.contrib.layers.l2_regularizer(scale)` is scale * sum(w²) / 2 (scale * tf.nn.l2_loss(w)):
+/// the same penalty is `gd::nn::l2(scale / 2)`.
 inline Regularizer l2(double l = 0.01) {
   GRADUS_CHECK(value_error, l >= 0, "l2: the factor must be >= 0, got ", l);
   return {0, l};

@@ -4,7 +4,9 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
+#include <vector>
 
 #include "gradus/nn/module.hpp"
 
@@ -82,6 +84,12 @@ class Sequential : public Module<typename detail::sequential_value<Layers...>::t
   /// Number of layers.
   static constexpr size_t size() { return sizeof...(Layers); }
 
+  /// The summary rows of every layer by position, stateless ones (ReLU, Flatten) included.
+  void summary_rows(const std::string& path, std::vector<SummaryRow>& rows) const override {
+    rows.push_back(this->own_summary_row(path));
+    layer_rows(path, rows, std::index_sequence_for<Layers...>{});
+  }
+
  private:
   template <size_t... I>
   void register_layers(std::index_sequence<I...>) {
@@ -91,6 +99,18 @@ class Sequential : public Module<typename detail::sequential_value<Layers...>::t
   void register_layer() {
     using L = std::tuple_element_t<I, std::tuple<Layers...>>;
     if constexpr (ModuleType<L>) this->register_module(std::to_string(I), std::get<I>(layers_));
+  }
+  template <size_t... I>
+  void layer_rows(const std::string& path, std::vector<SummaryRow>& rows, std::index_sequence<I...>) const {
+    (layer_row<I>(detail::child_path(path, std::to_string(I)), rows), ...);
+  }
+  template <size_t I>
+  void layer_row(const std::string& path, std::vector<SummaryRow>& rows) const {
+    using L = std::tuple_element_t<I, std::tuple<Layers...>>;
+    if constexpr (ModuleType<L>)
+      std::get<I>(layers_).summary_rows(path, rows);
+    else
+      rows.push_back({path, detail::short_type_name(typeid(L)), "", 0});
   }
   template <size_t I, class X>
   auto chain(const X& x) {

@@ -11,11 +11,14 @@
 
 namespace gradus::train {
 
-/// Options of CheckpointSaver. With `every_steps`, `every_secs` and `every_epochs` all 0 it saves
-/// only at the end.
+/// Options of CheckpointSaver. Only the schedules named are used: `{.every_steps = 1000}` saves
+/// every 1000 steps and never by time; with none of `every_steps`, `every_secs`, `every_epochs`
+/// given it saves every 600 s (TF's CheckpointSaverHook default); with all three 0, only at the end.
 struct CheckpointSaverOptions {
   int64_t every_steps = 0;     ///< save when global_step % every_steps == 0 (0: not by steps)
-  double every_secs = 600;     ///< save when this many seconds passed since the last save (0: not by time)
+  /// save when this many seconds passed since the last save (0: not by time); unset: 600 when
+  /// every_steps and every_epochs are 0, else 0
+  std::optional<double> every_secs = std::nullopt;
   int64_t every_epochs = 0;    ///< save after every this many epochs, validation and hooks done (0: not by epochs)
   int max_to_keep = 5;         ///< older checkpoints are deleted (gd::io::SaverOptions)
   std::filesystem::path dir = {};  ///< empty: the session's run_dir
@@ -30,21 +33,26 @@ struct CheckpointSaverOptions {
 /// (validation, History, after_epoch hooks) before going on.
 /// fit adds one with default options when run_dir is set and no CheckpointSaver is given; restore
 /// at start always reads run_dir, so point `dir` elsewhere only for exports.
-///   gd::train::CheckpointSaver saver({.every_steps = 1000, .every_secs = 0, .max_to_keep = 3});
+///   gd::train::CheckpointSaver saver({.every_steps = 1000, .max_to_keep = 3});
 class CheckpointSaver : public Hook {
  public:
-  explicit CheckpointSaver(CheckpointSaverOptions o = {}) : o_(std::move(o)) {
-    GRADUS_CHECK(value_error, o_.every_steps >= 0 && o_.every_secs >= 0 && o_.every_epochs >= 0,
+  explicit CheckpointSaver(CheckpointSaverOptions o = {})
+      : o_(std::move(o)),
+        every_secs_(o_.every_secs.value_or(o_.every_steps == 0 && o_.every_epochs == 0 ? 600.0 : 0.0)) {
+    GRADUS_CHECK(value_error, o_.every_steps >= 0 && every_secs_ >= 0 && o_.every_epochs >= 0,
                  "CheckpointSaver: every_steps, every_secs and every_epochs must be >= 0, got ", o_.every_steps,
-                 ", ", o_.every_secs, " and ", o_.every_epochs);
+                 ", ", every_secs_, " and ", o_.every_epochs);
     GRADUS_CHECK(value_error, o_.max_to_keep >= 1, "CheckpointSaver: max_to_keep must be >= 1, got ", o_.max_to_keep);
   }
+
+  /// The time schedule in use, in seconds (0: none): `every_secs`, or its default when unset.
+  double every_secs() const { return every_secs_; }
 
   void begin(Session& s) override {
     const std::filesystem::path dir = o_.dir.empty() ? s.run_dir() : o_.dir;
     GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set FitOptions::run_dir or .dir");
     saver_ = std::make_unique<io::Saver>(dir, io::SaverOptions{.max_to_keep = o_.max_to_keep, .prefix = o_.prefix});
-    timer_ = {o_.every_steps, o_.every_secs, detail::Clock::now()};
+    timer_ = {o_.every_steps, every_secs_, detail::Clock::now()};
     unsaved_ = true;
   }
   void after_create_session(Session& s) override {
@@ -76,6 +84,7 @@ class CheckpointSaver : public Hook {
   }
 
   CheckpointSaverOptions o_;
+  double every_secs_;
   std::unique_ptr<io::Saver> saver_;
   detail::Timer timer_;
   bool unsaved_ = true;  // the session changed since the last checkpoint (or there is none)

@@ -96,7 +96,32 @@ struct Evaluation {
       if (k == key) return v;
     throw value_error(::gradus::detail::str("Evaluation: no value '", key, "'"));
   }
+
+  /// "loss 0.3512  accuracy 0.8750": loss then each metric, 4 decimals, as Logging's lines.
+  friend std::ostream& operator<<(std::ostream& os, const Evaluation& e) {
+    os << "loss " << detail::fixed(e.loss, 4);
+    for (const auto& [k, v] : e.metrics) os << "  " << k << ' ' << detail::fixed(v, 4);
+    return os;
+  }
 };
+
+/// One line per epoch in the form of Logging's epoch lines (without the number of epochs), then
+/// why the run stopped and the first non-finite step when there are such; no newline at the end:
+///   epoch 1  step 5  loss 1.0986  val_loss 0.9000  val_accuracy 0.5000
+///   epoch 2  step 10  loss 0.7500  val_loss 0.8000  val_accuracy 0.6250
+///   stopped: EarlyStopping: val_accuracy did not improve for 2 epochs
+/// A History without epochs prints "no epochs (global step 0)".
+inline std::ostream& operator<<(std::ostream& os, const History& h) {
+  if (h.epochs.empty()) os << "no epochs (global step " << h.global_step << ')';
+  for (size_t i = 0; i < h.epochs.size(); ++i) {
+    const EpochLogs& e = h.epochs[i];
+    os << (i ? "\n" : "") << "epoch " << e.epoch + 1 << "  step " << e.global_step << "  loss "
+       << detail::fixed(e.loss, 4) << detail::validation_text(e, 4);
+  }
+  if (!h.stop_reason.empty()) os << "\nstopped: " << h.stop_reason;
+  if (h.nonfinite_step) os << "\nthe loss was not finite first at step " << *h.nonfinite_step;
+  return os;
+}
 
 /// Options of predict.
 struct PredictOptions {

@@ -1,0 +1,128 @@
+// The README's examples compile as written. A ```cpp block right after the line
+// "<!-- compile -->" is a complete program, compiled as it stands; one after
+// "<!-- compile: snippet -->" is statements (and local classes) as a reader writes them in main:
+// its #include lines go first, the rest into `int main() { ... }`. Each is compiled with
+// -fsyntax-only against include/ (GRADUS_README_COMPILE, set by tests/CMakeLists.txt).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct MarkedBlock {
+  int line = 0;          // of the opening ```cpp, 1-based
+  bool snippet = false;  // "<!-- compile: snippet -->"
+  std::string code;      // the lines between the fences, each ending in '\n'
+};
+
+// Every block of `markdown` marked for compiling, in order. A marker not followed on the next
+// line by a ```cpp fence, or a block without its closing fence, is an error naming the line.
+std::vector<MarkedBlock> marked_blocks(std::istream& markdown) {
+  std::vector<MarkedBlock> out;
+  std::string text;
+  int line = 0;
+  enum class Mark { none, program, snippet } mark = Mark::none;
+  int mark_line = 0;
+  MarkedBlock* open = nullptr;
+  while (std::getline(markdown, text)) {
+    ++line;
+    if (open) {
+      if (text == "```")
+        open = nullptr;
+      else
+        open->code += text + '\n';
+      continue;
+    }
+    if (mark != Mark::none) {
+      if (text != "```cpp")
+        throw std::runtime_error("README line " + std::to_string(mark_line) +
+                                 ": a compile marker must be followed by a ```cpp block");
+      out.push_back({line, mark == Mark::snippet, ""});
+      open = &out.back();
+      mark = Mark::none;
+      continue;
+    }
+    if (text == "<!-- compile -->") mark = Mark::program;
+    if (text == "<!-- compile: snippet -->") mark = Mark::snippet;
+    if (mark != Mark::none) mark_line = line;
+  }
+  if (open) throw std::runtime_error("README line " + std::to_string(open->line) + ": the ```cpp block is not closed");
+  if (mark != Mark::none)
+    throw std::runtime_error("README line " + std::to_string(mark_line) +
+                             ": a compile marker must be followed by a ```cpp block");
+  return out;
+}
+
+// The translation unit for `b`: a program as it is; a snippet with its #include lines first and
+// every other line inside main.
+std::string source_of(const MarkedBlock& b) {
+  if (!b.snippet) return b.code;
+  std::istringstream in(b.code);
+  std::string includes, body, text;
+  while (std::getline(in, text)) (text.rfind("#include", 0) == 0 ? includes : body) += text + '\n';
+  return includes + "int main() {\n" + body + "}\n";
+}
+
+// Compiles `source` (written to `file`) with GRADUS_README_COMPILE; the compiler's exit status.
+int compile(const std::string& source, const fs::path& file) {
+  std::ofstream(file) << source;
+  const std::string command = std::string(GRADUS_README_COMPILE) + " -x c++ " + file.string();
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("readme: marked blocks are extracted, snippets wrapped in main", "[readme]") {
+  std::istringstream md(
+      "# Title\n"
+      "```cpp\nnot marked\n```\n"
+      "<!-- compile -->\n```cpp\nint main() { return 0; }\n```\n"
+      "text\n"
+      "<!-- compile: snippet -->\n```cpp\n#include <vector>\nstruct P { int x; };\nstd::vector<P> v{{1}};\n```\n");
+  const std::vector<MarkedBlock> blocks = marked_blocks(md);
+  REQUIRE(blocks.size() == 2);
+  CHECK(blocks[0].line == 6);
+  CHECK_FALSE(blocks[0].snippet);
+  CHECK(source_of(blocks[0]) == "int main() { return 0; }\n");
+  CHECK(blocks[1].line == 11);
+  CHECK(blocks[1].snippet);
+  CHECK(source_of(blocks[1]) == "#include <vector>\nint main() {\nstruct P { int x; };\nstd::vector<P> v{{1}};\n}\n");
+
+  std::istringstream stray("<!-- compile -->\n\n```cpp\nint main() {}\n```\n");
+  CHECK_THROWS_MATCHES(marked_blocks(stray), std::runtime_error,
+                       Catch::Message("README line 1: a compile marker must be followed by a ```cpp block"));
+  std::istringstream unclosed("<!-- compile: snippet -->\n```cpp\nint x;\n");
+  CHECK_THROWS_MATCHES(marked_blocks(unclosed), std::runtime_error,
+                       Catch::Message("README line 2: the ```cpp block is not closed"));
+}
+
+TEST_CASE("readme: the compile check fails on code that does not compile", "[readme]") {
+  const fs::path dir = fs::current_path() / "readme_blocks";
+  fs::create_directories(dir);
+  CHECK(compile("int main() { return 0; }\n", dir / "good.cpp") == 0);
+  CHECK(compile("int main() { return undeclared_name; }\n", dir / "bad.cpp") != 0);
+}
+
+TEST_CASE("readme: the README's marked examples compile as written", "[readme]") {
+  std::ifstream readme(GRADUS_README_PATH);
+  REQUIRE(readme);
+  const std::vector<MarkedBlock> blocks = marked_blocks(readme);
+  REQUIRE(blocks.size() >= 3);  // "A first model", printing results, "Using gradus from CMake"
+  const fs::path dir = fs::current_path() / "readme_blocks";
+  fs::create_directories(dir);
+  for (const MarkedBlock& b : blocks) {
+    INFO("README.md block at line " << b.line << (b.snippet ? " (snippet)" : " (program)"));
+    CHECK(compile(source_of(b), dir / ("readme_" + std::to_string(b.line) + ".cpp")) == 0);
+  }
+}
