@@ -9,17 +9,22 @@
 //     the first test images with the predicted and true class drawn on them.
 // Look at the run with `tensorboard --logdir runs`; load a checkpoint in Python as README.md shows.
 //
-// Usage: train_fashion_mnist [--epochs N] [--run-dir DIR] [--max-steps N] [--test-examples N]
+// Usage: train_fashion_mnist [--epochs N] [--run-dir DIR] [--max-steps N] [--test-examples N] [--data DIR]
+//                           [--device D]
 //   --epochs N         epochs to train to, counting those already in the run directory (default 3)
 //   --run-dir DIR      where checkpoints and summaries go (default runs/fashion_mnist)
 //   --max-steps N      stop at global step N (gd::train::StopAtStep), for a quick try
 //   --test-examples N  validate on the first N test images only (default: all 10000)
+//   --data DIR         the Fashion-MNIST files (default /usr/share/datasets/fashion-mnist)
+//   --device D         cpu (default) or cuda: train on the first CUDA GPU (an error naming what is
+//                      missing where there is none)
 // Exits 1 when it trained all of 3 or more epochs and the test accuracy is below 0.89.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,8 +96,15 @@ static int run(int argc, char** argv) {
   const int64_t epochs = flag(argc, argv, "--epochs", int64_t{3});
   const std::string run_dir = flag(argc, argv, "--run-dir", std::string("runs/fashion_mnist"));
   const int64_t max_steps = flag(argc, argv, "--max-steps", int64_t{-1});
+  const std::string data_dir = flag(argc, argv, "--data", std::string("/usr/share/datasets/fashion-mnist"));
+  const std::string device_name = flag(argc, argv, "--device", std::string("cpu"));
+  std::optional<gd::Device> device;  // unset: where the model is made, the CPU
+  if (device_name == "cuda")
+    device = gd::cuda(0);
+  else if (device_name != "cpu")
+    throw gd::value_error("--device: expected cpu or cuda, got '" + device_name + "'");
 
-  const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
+  const auto data = gd::datasets::fashion_mnist(data_dir);  // images in [0, 1], labels 0..9
   const int64_t n_test = std::min<int64_t>(flag(argc, argv, "--test-examples", int64_t{10000}),
                                            data.test_images.dim(0));
   const float mean = gd::mean(data.train_images).item();
@@ -152,7 +164,8 @@ static int run(int argc, char** argv) {
                                                      .metrics = {&accuracy},
                                                      .hooks = hooks,
                                                      .run_dir = run_dir,
-                                                     .rng = &rng});
+                                                     .rng = &rng,
+                                                     .device = device});
 
   // The test set is fit's validation data: after a finished epoch its numbers are in the History;
   // a run stopped mid-epoch evaluates the weights it stopped with.

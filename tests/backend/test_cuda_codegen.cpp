@@ -150,7 +150,7 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   }
 }
 
-TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, dropout, softmax, one_hot)",
+TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, dropout, softmax, one_hot, conv, pool)",
           "[cuda][codegen][nvrtc]") {
   if (!cu::nvrtc_available()) {
     WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
@@ -163,7 +163,9 @@ TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, d
                               "gradus_finish_sum_f", "gradus_finish_sum_d", "gradus_dropout_mask_f",
                               "gradus_dropout_mask_d", "gradus_masked_multiply_f", "gradus_masked_multiply_d",
                               "gradus_softmax_f", "gradus_softmax_backward_d", "gradus_one_hot_f", "gradus_one_hot_d",
-                              "gradus_bias_activation_f", "gradus_bias_activation_backward_d", "gradus_sum_rows_f"})
+                              "gradus_bias_activation_f", "gradus_bias_activation_backward_d", "gradus_sum_rows_f",
+                              "gradus_im2col_f", "gradus_col2im_d", "gradus_add_rows_f", "gradus_pool_f",
+                              "gradus_pool_backward_d"})
       CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
   }
 }

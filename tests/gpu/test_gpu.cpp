@@ -404,3 +404,70 @@ TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and c
   CHECK(max_rel_error(gd::train::predict(net, x).to(g), pgpu) <= 1e-6);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("conv2d and pooling on the GPU agree with the CPU, values and gradients", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  struct Case {
+    gd::Shape x, w;
+    gd::Conv2dArgs conv;
+    gd::Pool2dOptions pool;
+  };
+  const Case cases[] = {
+      {{2, 12, 12, 1}, {5, 5, 1, 4}, {.padding = gd::Padding::valid}, {.ksize = {2, 2}, .strides = {2, 2}}},
+      {{3, 9, 7, 3}, {3, 3, 3, 5}, {.strides = {2, 1}, .padding = gd::Padding::same},
+       {.ksize = {3, 3}, .strides = {2, 2}, .padding = gd::Padding::same}},
+      {{1, 10, 10, 2}, {3, 3, 2, 2}, {.padding = gd::Padding::valid, .dilations = {2, 2}}, {.ksize = {2, 3}, .strides = {1, 2}}},
+  };
+  for (const Case& c : cases) {
+    INFO("conv2d " << c.x << " * " << c.w);
+    const auto x = uniform<double>(c.x, -1, 1, 80), w = uniform<double>(c.w, -1, 1, 81);
+    const auto b = uniform<double>({c.w[3]}, -1, 1, 82);
+    const auto run = [&](gd::Device d, bool max) {
+      gd::Var<double> vx(x.to(d), true), vw(w.to(d), true), vb(b.to(d), true);
+      gd::Var<double> y = gd::conv2d(vx, vw, vb, c.conv);
+      gd::Var<double> z = max ? gd::max_pool2d(y, c.pool) : gd::avg_pool2d(y, c.pool);
+      gd::backward(gd::sum(z * z));
+      return std::vector<gd::Tensor<double>>{z.value().to(gd::cpu), vx.grad().to(gd::cpu), vw.grad().to(gd::cpu),
+                                             vb.grad().to(gd::cpu)};
+    };
+    for (bool max : {true, false}) {
+      INFO(std::string(max ? "max_pool2d" : "avg_pool2d"));
+      const auto cpu = run(gd::cpu, max), gpu = run(g, max);
+      for (size_t i = 0; i < cpu.size(); ++i)
+        for (int64_t j = 0; j < cpu[i].size(); ++j)
+          CHECK(gpu[i].data()[j] == Approx(cpu[i].data()[j]).epsilon(1e-11).margin(1e-12));
+    }
+  }
+}
+
+TEST_CASE("300 steps of a LeNet-style CNN on the GPU match the CPU's losses", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  gd::Rng data_rng(90);
+  const auto x = gd::Tensor<float>::random_normal({32, 28, 28, 1}, data_rng);
+  gd::Tensor<int64_t> labels({32});
+  for (int64_t i = 0; i < 32; ++i) labels(i) = int64_t(data_rng.below(10));
+  const auto train = [&](gd::Device d) {
+    gd::Rng rng(91);
+    gd::nn::Sequential net(
+        gd::nn::Conv2d<float>({.in = 1, .filters = 8, .kernel_size = {5, 5}, .activation = gd::nn::relu}, rng),
+        gd::nn::MaxPool2d{},
+        gd::nn::Conv2d<float>({.in = 8, .filters = 16, .kernel_size = {5, 5}, .activation = gd::nn::relu}, rng),
+        gd::nn::MaxPool2d{}, gd::nn::Flatten{}, gd::nn::Dense<float>({.in = 256, .out = 10}, rng));
+    net.to(d);
+    gd::optim::SGD<float> opt(net.parameters(), {.lr = 0.02, .momentum = 0.9});
+    const auto xd = x.to(d);
+    const auto ld = labels.to(d);
+    std::vector<double> losses;
+    for (int step = 0; step < 300; ++step) {
+      gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(ld, net.forward(xd));
+      opt.minimize(loss);
+      losses.push_back(loss.value().to(gd::cpu).item());
+    }
+    return losses;
+  };
+  const auto cpu = train(gd::cpu), gpu = train(g);
+  CHECK(cpu.back() < 0.5 * cpu.front());
+  for (size_t i = 0; i < cpu.size(); i += 10) CHECK(gpu[i] == Approx(cpu[i]).epsilon(1e-3));
+}

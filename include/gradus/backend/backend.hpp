@@ -14,6 +14,7 @@
 //                   (on a GPU: cuBLAS)                                          cuda/blas.hpp
 //   convolution     conv2d_forward, conv2d_backward                             cpu/conv.hpp
 //   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
+//                   (both on a GPU: im2col + cuBLAS, library kernels)           cuda/library.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
 //                   reduce_logsumexp(_backward)                                 cpu/reduce.hpp
 //   softmax         softmax_forward, softmax_backward                           cpu/softmax.hpp
@@ -164,24 +165,29 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 
 /// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when not null).
 template <class T>
-void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out) {
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, Device device = gradus::cpu) {
+  if (!device.is_cpu()) return cuda::conv2d_forward(p, x, w, bias, out, device);
   cpu::conv2d_forward(p, x, w, bias, out);
 }
 /// dx, dw, db of conv2d from the output adjoint g; a null destination is skipped, `add_*`
 /// accumulates instead of overwriting.
 template <class T>
 void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
-                     T* db, bool add_db) {
+                     T* db, bool add_db, Device device = gradus::cpu) {
+  if (!device.is_cpu()) return cuda::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, device);
   cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db);
 }
 /// y = max or average over the windows of x.
 template <class T>
-void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max) {
+void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max, Device device = gradus::cpu) {
+  if (!device.is_cpu()) return cuda::pool2d_forward(p, x, y, max, device);
   cpu::pool2d_forward(p, x, y, max);
 }
 /// dx (+)= the pool's adjoint given x, y and the output adjoint g.
 template <class T>
-void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max) {
+void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max,
+                     Device device = gradus::cpu) {
+  if (!device.is_cpu()) return cuda::pool2d_backward(p, g, x, y, dx, add, max, device);
   cpu::pool2d_backward(p, g, x, y, dx, add, max);
 }
 

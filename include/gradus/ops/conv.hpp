@@ -76,28 +76,34 @@ auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, con
   const Tensor<T>& xv = value_of(x);
   const Tensor<T>& wv = value_of(w);
   const ConvPlan p = plan_conv2d(xv.shape(), wv.shape(), opts);
-  Tensor<T> out(p.out_shape());
+  const Device dev = xv.device();
+  GRADUS_CHECK(device_error, wv.device() == dev, "conv2d: operands on ", dev, " and ", wv.device(),
+               "; move them to one device with .to(device)");
+  Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
   if constexpr (sizeof...(BE) == 0) {
-    backend::conv2d_forward<T>(p, xv.data(), wv.data(), nullptr, out.data());
+    backend::conv2d_forward<T>(p, xv.device_data(), wv.device_data(), nullptr, out.device_data(), dev);
     return make_result("conv2d", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& x, const auto& w) {
       bool ax = false, aw = false;
       T* dx = needs_grad(x) ? adjoint_buffer(x, &ax) : nullptr;
       T* dw = needs_grad(w) ? adjoint_buffer(w, &aw) : nullptr;
-      backend::conv2d_backward<T>(p, g.data(), value_of(x).data(), value_of(w).data(), dx, ax, dw, aw, nullptr, false);
+      backend::conv2d_backward<T>(p, g.device_data(), value_of(x).device_data(), value_of(w).device_data(), dx, ax,
+                                  dw, aw, nullptr, false, g.device());
     }, x, w);
   } else {
     auto b = materialize(b_expr...);
     const Tensor<T>& bv = value_of(b);
     GRADUS_CHECK(shape_error, bv.rank() == 1 && bv.size() == p.f, "conv2d: bias must have shape [", p.f,
                  "] (the filter's out_channels), got ", bv.shape(), " for filter ", wv.shape());
-    backend::conv2d_forward<T>(p, xv.data(), wv.data(), bv.data(), out.data());
+    GRADUS_CHECK(device_error, bv.device() == dev, "conv2d: bias on ", bv.device(), ", input on ", dev);
+    backend::conv2d_forward<T>(p, xv.device_data(), wv.device_data(), bv.device_data(), out.device_data(), dev);
     return make_result("conv2d", std::move(out),
                        [p](const Tensor<T>& g, const Tensor<T>&, const auto& x, const auto& w, const auto& b) {
       bool ax = false, aw = false, ab = false;
       T* dx = needs_grad(x) ? adjoint_buffer(x, &ax) : nullptr;
       T* dw = needs_grad(w) ? adjoint_buffer(w, &aw) : nullptr;
       T* db = needs_grad(b) ? adjoint_buffer(b, &ab) : nullptr;
-      backend::conv2d_backward<T>(p, g.data(), value_of(x).data(), value_of(w).data(), dx, ax, dw, aw, db, ab);
+      backend::conv2d_backward<T>(p, g.device_data(), value_of(x).device_data(), value_of(w).device_data(), dx, ax,
+                                  dw, aw, db, ab, g.device());
     }, x, w, b);
   }
 }

@@ -45,13 +45,15 @@ auto pool2d_impl(const E& e, const Pool2dOptions& opts, bool max) {
   auto x = materialize(e);
   const Tensor<T>& xv = value_of(x);
   const PoolPlan p = plan_pool2d(xv.shape(), opts, op);
-  Tensor<T> out(p.out_shape());
-  backend::pool2d_forward<T>(p, xv.data(), out.data(), max);
+  const Device dev = xv.device();
+  Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
+  backend::pool2d_forward<T>(p, xv.device_data(), out.device_data(), max, dev);
   return make_result(op, std::move(out), [p, max](const Tensor<T>& g, const Tensor<T>& y, const auto& x) {
     if (!needs_grad(x)) return;
     bool add = false;
     T* dx = adjoint_buffer(x, &add);
-    backend::pool2d_backward<T>(p, g.data(), value_of(x).data(), y.data(), dx, add, max);
+    backend::pool2d_backward<T>(p, g.device_data(), value_of(x).device_data(), y.device_data(), dx, add, max,
+                                y.device());
   }, x);
 }
 

@@ -9,16 +9,20 @@
 #include <vector>
 
 #include "gradus/backend/cuda/elementwise.hpp"
+#include "gradus/backend/cuda/geometry.hpp"
+#include "gradus/backend/plans.hpp"
 
 namespace gradus::backend::cuda {
 
 /// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
 inline const std::string& library_source() {
-  static const std::string src = R"(
-#include "gradus/backend/cuda/nvrtc_prelude.hpp"
-#include "gradus/backend/cuda/element.hpp"
-#include "gradus/core/philox.hpp"
-#include "gradus/ops/elementwise_math.hpp"
+  // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
+  // this header's (the layering check reads #include lines)
+  static const std::string src = std::string("#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+                                             "#include \"gradus/backend/cuda/element.hpp\"\n"
+                                             "#include \"gradus/backend/cuda/geometry.hpp\"\n"
+                                             "#include \"gradus/core/philox.hpp\"\n"
+                                             "#include \"gradus/ops/elementwise_math.hpp\"\n") + R"(
 
 // a layer's activation chosen at run time (gd::ActivationKind's order), with the op structs the
 // CPU runs: forward of z, and the gradient from z, the output y and its adjoint g
@@ -119,6 +123,69 @@ __device__ inline double gradus_log(double x) { return log(x); }
       T s = 0;                                                                                     \
       for (long r = 0; r < rows; ++r) s += x[r * n + c];                                           \
       out[c] = s;                                                                                  \
+    }                                                                                              \
+  }                                                                                                \
+  /* convolution as im2col + GEMM: cols [n*oh*ow, kh*kw*c], zero where the window is outside */  \
+  extern "C" __global__ void gradus_im2col_##S(const T* x, T* cols, gradus::backend::cuda::ConvGeometry p) { \
+    const long depth = p.kh * p.kw * p.c;                                                          \
+    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * depth) {                                                \
+      const long row = i / depth, d = i % depth;                                                   \
+      const long ci = d % p.c, kx = (d / p.c) % p.kw, ky = d / (p.c * p.kw);                       \
+      const long ox = row % p.ow, oy = (row / p.ow) % p.oh, b = row / (p.ow * p.oh);               \
+      const long yy = oy * p.sh - p.ph + ky * p.dh, xx = ox * p.sw - p.pw + kx * p.dw;             \
+      cols[i] = yy >= 0 && yy < p.h && xx >= 0 && xx < p.w ? x[((b * p.h + yy) * p.w + xx) * p.c + ci] : T(0); \
+    }                                                                                              \
+  }                                                                                                \
+  /* the adjoint of im2col: each patch element's gradient added to the input pixel it read */       \
+  extern "C" __global__ void gradus_col2im_##S(const T* cols, T* dx, gradus::backend::cuda::ConvGeometry p) { \
+    const long depth = p.kh * p.kw * p.c;                                                          \
+    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * depth) {                                                \
+      const long row = i / depth, d = i % depth;                                                   \
+      const long ci = d % p.c, kx = (d / p.c) % p.kw, ky = d / (p.c * p.kw);                       \
+      const long ox = row % p.ow, oy = (row / p.ow) % p.oh, b = row / (p.ow * p.oh);               \
+      const long yy = oy * p.sh - p.ph + ky * p.dh, xx = ox * p.sw - p.pw + kx * p.dw;             \
+      if (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w) atomicAdd(dx + ((b * p.h + yy) * p.w + xx) * p.c + ci, cols[i]); \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_add_rows_##S(T* out, const T* bias, long rows, long n) {       \
+    GRADUS_FOR_EACH(i, rows * n) out[i] += bias[i % n];                                            \
+  }                                                                                                \
+  /* pooling: one thread per output element; the clipped window as on the CPU */                    \
+  extern "C" __global__ void gradus_pool_##S(const T* x, T* y, gradus::backend::cuda::PoolGeometry p, int mx) { \
+    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.c) {                                                  \
+      const long ci = i % p.c, ox = (i / p.c) % p.ow, oy = (i / (p.c * p.ow)) % p.oh, b = i / (p.c * p.ow * p.oh); \
+      const long ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;                                     \
+      const long y0 = ys > 0 ? ys : 0, y1 = ys + p.kh < p.h ? ys + p.kh : p.h;                     \
+      const long x0 = xs > 0 ? xs : 0, x1 = xs + p.kw < p.w ? xs + p.kw : p.w;                     \
+      T acc = 0;                                                                                   \
+      bool first = true;                                                                           \
+      for (long yy = y0; yy < y1; ++yy)                                                            \
+        for (long xx = x0; xx < x1; ++xx) {                                                        \
+          const T v = x[((b * p.h + yy) * p.w + xx) * p.c + ci];                                   \
+          acc = mx ? (first || v > acc ? v : acc) : acc + v;                                       \
+          first = false;                                                                           \
+        }                                                                                          \
+      y[i] = mx || first ? acc : acc / T((y1 - y0) * (x1 - x0));                                   \
+    }                                                                                              \
+  }                                                                                                \
+  /* max: the first element equal to the maximum takes the gradient; avg: shared evenly */          \
+  extern "C" __global__ void gradus_pool_backward_##S(const T* g, const T* x, const T* y, T* dx,   \
+                                                      gradus::backend::cuda::PoolGeometry p, int mx) { \
+    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.c) {                                                  \
+      const long ci = i % p.c, ox = (i / p.c) % p.ow, oy = (i / (p.c * p.ow)) % p.oh, b = i / (p.c * p.ow * p.oh); \
+      const long ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;                                     \
+      const long y0 = ys > 0 ? ys : 0, y1 = ys + p.kh < p.h ? ys + p.kh : p.h;                     \
+      const long x0 = xs > 0 ? xs : 0, x1 = xs + p.kw < p.w ? xs + p.kw : p.w;                     \
+      const T share = mx ? g[i] : g[i] / T((y1 - y0) * (x1 - x0));                                 \
+      bool done = false;                                                                           \
+      for (long yy = y0; yy < y1 && !done; ++yy)                                                   \
+        for (long xx = x0; xx < x1 && !done; ++xx) {                                               \
+          const long k = ((b * p.h + yy) * p.w + xx) * p.c + ci;                                   \
+          if (!mx || x[k] == y[i]) {                                                               \
+            atomicAdd(dx + k, share);                                                              \
+            done = mx;                                                                             \
+          }                                                                                        \
+        }                                                                                          \
     }                                                                                              \
   }                                                                                                \
   extern "C" __global__ void gradus_one_hot_##S(const long long* labels, long count, long depth, T on, T off, \
@@ -226,7 +293,9 @@ void* cached_library_function(Device device) {
 }
 inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward", kOneHot[] = "one_hot",
                       kBiasActivation[] = "bias_activation", kBiasActivationBackward[] = "bias_activation_backward",
-                      kSumRows[] = "sum_rows";
+                      kSumRows[] = "sum_rows", kIm2col[] = "im2col", kCol2im[] = "col2im", kAddRows[] = "add_rows",
+                      kPool[] = "pool", kPoolBackward[] = "pool_backward";
+
 
 /// out = activation(h + b) over [rows, n], b broadcast along rows; `kind` is gd::ActivationKind's
 /// number (linear through softsign), `alpha` leaky_relu's slope or elu's scale.
@@ -277,6 +346,85 @@ void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T
   long c = long(count), d = long(depth);
   void* params[] = {&l, &c, &d, &on, &off, &out};
   launch_library(cached_library_function<T, kOneHot>(device), c * d, params, device.index);
+}
+
+inline ConvGeometry geometry(const ConvPlan& p) {
+  return {long(p.n), long(p.h), long(p.w), long(p.c), long(p.kh), long(p.kw), long(p.f), long(p.oh),
+          long(p.ow), long(p.sh), long(p.sw), long(p.dh), long(p.dw), long(p.ph), long(p.pw)};
+}
+inline PoolGeometry geometry(const PoolPlan& p) {
+  return {long(p.n), long(p.h), long(p.w), long(p.c), long(p.kh), long(p.kw), long(p.sh), long(p.sw),
+          long(p.oh), long(p.ow), long(p.ph), long(p.pw)};
+}
+
+/// conv2d on a GPU: the patches gathered (im2col), one cuBLAS product with the filter
+/// [kh*kw*c, f], then the bias added to every row.
+template <class T>
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, Device device) {
+  ConvGeometry geo = geometry(p);
+  const int64_t rows = p.rows(), depth = p.depth();
+  Tensor<T> cols = Tensor<T>::empty(Shape{rows, depth}, device);
+  T* c = cols.device_data();
+  void* im2col_params[] = {&x, &c, &geo};
+  launch_library(cached_library_function<T, kIm2col>(device), long(rows * depth), im2col_params, device.index);
+  gemm(c, false, w, false, out, rows, depth, p.f, false, device);
+  if (bias) {
+    long r = long(rows), n = long(p.f);
+    void* params[] = {&out, &bias, &r, &n};
+    launch_library(cached_library_function<T, kAddRows>(device), r * n, params, device.index);
+  }
+}
+
+/// conv2d's gradients on a GPU (each pointer null when not wanted, `add_*` to accumulate):
+/// dW = colsᵀ·g, dX = col2im(g·Wᵀ), db = the column sums of g.
+template <class T>
+void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
+                     T* db, bool add_db, Device device) {
+  ConvGeometry geo = geometry(p);
+  const int64_t rows = p.rows(), depth = p.depth();
+  Tensor<T> cols = Tensor<T>::empty(Shape{rows, depth}, device);
+  T* c = cols.device_data();
+  if (dw) {
+    void* params[] = {&x, &c, &geo};
+    launch_library(cached_library_function<T, kIm2col>(device), long(rows * depth), params, device.index);
+    gemm(static_cast<const T*>(c), true, g, false, dw, depth, rows, p.f, add_dw, device);
+  }
+  if (dx) {
+    gemm(g, false, w, true, c, rows, p.f, depth, false, device);  // the patches' gradients
+    if (!add_dx) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
+    const T* cc = c;
+    void* params[] = {&cc, &dx, &geo};
+    launch_library(cached_library_function<T, kCol2im>(device), long(rows * depth), params, device.index);
+  }
+  if (db) {
+    if (add_db) {
+      Tensor<T> tmp = Tensor<T>::empty(Shape{p.f}, device);
+      sum_rows(g, rows, p.f, tmp.device_data(), device);
+      add_into(db, static_cast<const T*>(tmp.device_data()), long(p.f), device);
+    } else {
+      sum_rows(g, rows, p.f, db, device);
+    }
+  }
+}
+
+/// max or average pooling of x into y on a GPU, one thread per output element.
+template <class T>
+void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max, Device device) {
+  PoolGeometry geo = geometry(p);
+  int mx = max ? 1 : 0;
+  void* params[] = {&x, &y, &geo, &mx};
+  launch_library(cached_library_function<T, kPool>(device), long(p.n * p.oh * p.ow * p.c), params, device.index);
+}
+/// pooling's gradient on a GPU, scatter-added into dx (zeroed first unless `add`).
+template <class T>
+void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max,
+                     Device device) {
+  if (!add) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
+  PoolGeometry geo = geometry(p);
+  int mx = max ? 1 : 0;
+  void* params[] = {&g, &x, &y, &dx, &geo, &mx};
+  launch_library(cached_library_function<T, kPoolBackward>(device), long(p.n * p.oh * p.ow * p.c), params,
+                 device.index);
 }
 
 }  // namespace gradus::backend::cuda

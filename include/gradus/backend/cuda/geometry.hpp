@@ -1,0 +1,18 @@
+// gradus/backend/cuda/geometry.hpp — the shapes of a convolution and a pooling as a GPU kernel
+// receives them: plain 64-bit fields, laid out the same for the host that fills them (from
+// backend/plans.hpp's ConvPlan and PoolPlan) and for NVRTC, so this header includes nothing.
+#pragma once
+
+namespace gradus::backend::cuda {
+
+/// conv2d: input [n,h,w,c], filter [kh,kw,c,f], output [n,oh,ow,f]; strides, dilations, padding.
+struct ConvGeometry {
+  long n, h, w, c, kh, kw, f, oh, ow, sh, sw, dh, dw, ph, pw;
+};
+
+/// pool2d: input [n,h,w,c], window [kh,kw], strides, output [n,oh,ow,c], padding.
+struct PoolGeometry {
+  long n, h, w, c, kh, kw, sh, sw, oh, ow, ph, pw;
+};
+
+}  // namespace gradus::backend::cuda
