@@ -11,11 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
@@ -59,14 +57,7 @@ struct Cublas {
 
  private:
   static Cublas load() {
-    std::vector<std::string> names;
-    if (const char* env = std::getenv("GRADUS_CUBLAS"); env && *env) names.emplace_back(env);
-    std::vector<std::string> dirs{""};
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
-    dirs.emplace_back("/usr/local/cuda/lib64/");
-    for (const std::string& d : dirs)
-      for (const char* so : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) names.push_back(d + so);
-    static Library lib(names);
+    static Library lib(toolkit_library_names("GRADUS_CUBLAS", "libcublas"));
     Cublas c;
     if (!lib.loaded()) {
       c.problem = "cuBLAS not found (tried " + lib.tried() + "; set GRADUS_CUBLAS to its path)";

@@ -227,12 +227,21 @@ inline void launch_library(void* fn, long n, void** params, int ordinal) {
           "cuLaunchKernel (library)");
 }
 
+/// The library kernel `name` for T on `device`, looked up once per (T, name, GPU).
+template <class T, const char* Name>
+void* cached_library_function(Device device) {
+  static std::array<std::atomic<void*>, 64> fns{};
+  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
+  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>(Name, device.index), std::memory_order_release);
+  return fn;
+}
+inline constexpr char kFill[] = "fill", kAddInto[] = "add_into", kFinishSum[] = "finish_sum",
+                      kDropoutMask[] = "dropout_mask", kMaskedMultiply[] = "masked_multiply";
+
 /// d[i] = v for i < n, on GPU `device`.
 template <class T>
 void fill(T* d, long n, T v, Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("fill", device.index), std::memory_order_release);
+  void* fn = cached_library_function<T, kFill>(device);
   void* params[] = {&d, &v, &n};
   launch_library(fn, n, params, device.index);
 }
@@ -240,9 +249,7 @@ void fill(T* d, long n, T v, Device device) {
 /// d[i] += s[i] for i < n, on GPU `device`.
 template <class T>
 void add_into(T* d, const T* s, long n, Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("add_into", device.index), std::memory_order_release);
+  void* fn = cached_library_function<T, kAddInto>(device);
   void* params[] = {&d, &s, &n};
   launch_library(fn, n, params, device.index);
 }
@@ -250,9 +257,7 @@ void add_into(T* d, const T* s, long n, Device device) {
 /// d[0] = T(acc[0] * scale): a reduction's double accumulator into its result, on the device.
 template <class T>
 void finish_sum(T* d, const double* acc, double scale, Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("finish_sum", device.index), std::memory_order_release);
+  void* fn = cached_library_function<T, kFinishSum>(device);
   void* params[] = {&d, &acc, &scale};
   launch_library(fn, 1, params, device.index);
 }
@@ -261,9 +266,7 @@ void finish_sum(T* d, const double* acc, double scale, Device device) {
 /// numbers: backend/cpu/dropout.hpp).
 template <class T>
 void dropout_mask(uint64_t key, double keep, T scale, int64_t n, T* mask, Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>("dropout_mask", device.index), std::memory_order_release);
+  void* fn = cached_library_function<T, kDropoutMask>(device);
   long count = long(n);
   unsigned long long k = key;
   void* params[] = {&mask, &count, &k, &keep, &scale};
@@ -273,29 +276,17 @@ void dropout_mask(uint64_t key, double keep, T scale, int64_t n, T* mask, Device
 /// out[i] = (or, with `add`, +=) x[i] * mask[i].
 template <class T>
 void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add, Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn)
-    fns[size_t(device.index)].store(fn = library_function<T>("masked_multiply", device.index), std::memory_order_release);
+  void* fn = cached_library_function<T, kMaskedMultiply>(device);
   long count = long(n);
   int a = add ? 1 : 0;
   void* params[] = {&x, &mask, &count, &out, &a};
   launch_library(fn, count, params, device.index);
 }
 
-/// The library kernel `name` for T on `device`, looked up once per (T, name, GPU).
-template <class T, const char* Name>
-void* cached_library_function(Device device) {
-  static std::array<std::atomic<void*>, 64> fns{};
-  void* fn = fns[size_t(device.index)].load(std::memory_order_acquire);
-  if (!fn) fns[size_t(device.index)].store(fn = library_function<T>(Name, device.index), std::memory_order_release);
-  return fn;
-}
 inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward", kOneHot[] = "one_hot",
                       kBiasActivation[] = "bias_activation", kBiasActivationBackward[] = "bias_activation_backward",
                       kSumRows[] = "sum_rows", kIm2col[] = "im2col", kCol2im[] = "col2im", kAddRows[] = "add_rows",
                       kPool[] = "pool", kPoolBackward[] = "pool_backward";
-
 
 /// out = activation(h + b) over [rows, n], b broadcast along rows; `kind` is gd::ActivationKind's
 /// number (linear through softsign), `alpha` leaky_relu's slope or elu's scale.

@@ -179,6 +179,20 @@ struct Driver {
   }
 };
 
+/// Where a CUDA toolkit library `stem` (libnvrtc, libcublas) is looked for, in order: the path in
+/// environment variable `env`, then the CUDA 13 and 12 sonames and the plain name on the loader's
+/// path, under $CUDA_HOME/lib64 and under /usr/local/cuda/lib64.
+inline std::vector<std::string> toolkit_library_names(const char* env, const std::string& stem) {
+  std::vector<std::string> names;
+  if (const char* e = std::getenv(env); e && *e) names.emplace_back(e);
+  std::vector<std::string> dirs{""};
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
+  dirs.emplace_back("/usr/local/cuda/lib64/");
+  for (const std::string& d : dirs)
+    for (const char* suffix : {".so.13", ".so.12", ".so"}) names.push_back(d + stem + suffix);
+  return names;
+}
+
 // --------------------------------------------------------------------------------------- NVRTC
 
 /// NVRTC, the runtime compiler of CUDA C++ (signatures of nvrtc.h; nvrtcResult is an int enum,
@@ -219,14 +233,7 @@ struct Nvrtc {
 
  private:
   static Nvrtc load() {
-    std::vector<std::string> names;
-    if (const char* env = std::getenv("GRADUS_NVRTC"); env && *env) names.emplace_back(env);
-    std::vector<std::string> dirs{""};
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
-    dirs.emplace_back("/usr/local/cuda/lib64/");
-    for (const std::string& d : dirs)
-      for (const char* so : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(d + so);
-    static Library lib(names);
+    static Library lib(toolkit_library_names("GRADUS_NVRTC", "libnvrtc"));
     Nvrtc n;
     if (!lib.loaded()) {
       n.problem = "NVRTC not found (tried " + lib.tried() + "; set GRADUS_NVRTC to its path)";
