@@ -100,34 +100,29 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
       return Var<T>::from_node(
           make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true));
   }
-  if (!dev.is_cpu()) {
-    if constexpr (Real<T>) {
-      Tensor<T> out = Tensor<T>::empty(p.out, dev);
-      if (p.keep.numel() == 1) {
-        backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
-      } else {
-        backend::fill(out.device_data(), out.size(), T(0), dev);
-        backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
-        if (mean) out.assign(out * scale);
-      }
-      if constexpr (is_differentiable_v<E>) {
-        if (grad_enabled() && any_requires_grad(e))
-          return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));
-        return Var<T>::constant(std::move(out));
-      } else {
-        return out;
-      }
+  Tensor<T> out;
+  if (dev.is_cpu()) {
+    out = Tensor<T>::zeros(p.keep);
+    if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
+      if (p.keep.numel() == 1)
+        out.data()[0] = T(backend::sum_all(e, p.in));
+      else
+        backend::sum_into(e, p.in, out.data(), p.keep);
     }
+    if (mean) out.assign(out * scale);
+    out = out.reshape(p.out);
+  } else if constexpr (Real<T>) {
+    out = Tensor<T>::empty(p.out, dev);
+    if (p.keep.numel() == 1) {
+      backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
+    } else {
+      backend::fill(out.device_data(), out.size(), T(0), dev);
+      backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
+      if (mean) out.assign(out * scale);
+    }
+  } else {
+    throw device_error(str(op, ": integer sums do not run on ", dev, " yet; compute them on the CPU (.to(gd::cpu))"));
   }
-  Tensor<T> out = Tensor<T>::zeros(p.keep);
-  if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
-    if (p.keep.numel() == 1)
-      out.data()[0] = T(backend::sum_all(e, p.in));
-    else
-      backend::sum_into(e, p.in, out.data(), p.keep);
-  }
-  if (mean) out.assign(out * scale);
-  out = out.reshape(p.out);
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && any_requires_grad(e))
       return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));
