@@ -2,10 +2,11 @@
 // lstm_step) and their data, shared with torch_steps.cpp so that gradus and LibTorch are timed
 // side by side in one process. Each step is forward, backward and a plain SGD update, float:
 //   MLP   784-500(ReLU)-10, batch 128, Fashion-MNIST images, softmax cross-entropy
-//   CNN   [128,28,28,1] -> conv 5x5x32 same ReLU -> maxpool 2 -> conv 5x5x64 same ReLU ->
-//         maxpool 2 -> flatten 3136 -> dense 500 ReLU -> dense 10, Fashion-MNIST images
-//   LSTM  x [32,35,128] (random features) -> LSTM 128 (every step) -> dense 64 at every step,
-//         softmax cross-entropy over the 32*35 steps, full BPTT over 35 steps
+//   CNN   LeNet: [128,28,28,1] -> conv 5x5x32 VALID ReLU -> maxpool 2 -> conv 5x5x64 VALID ReLU ->
+//         maxpool 2 -> flatten 1024 -> dense 500 ReLU -> dense 10, Fashion-MNIST images
+//   LSTM  char-LSTM language model: ids [32,35] in [0,256) -> embedding 64 -> LSTM 128 (every
+//         step) -> dense 256 at every step, softmax cross-entropy against the next ids over the
+//         32*35 steps, full BPTT over 35 steps, gradients clipped to global norm 5
 // Threads: the benchmark argument, set with omp_set_num_threads (gradus' kernels and Eigen's
 // GEMM read it).
 #pragma once
@@ -30,7 +31,8 @@ using Tensor = gd::Tensor<float>;
 using Ids = gd::Tensor<int64_t>;
 
 inline constexpr int64_t kBatch = 128, kPixels = 784, kHidden = 500, kClasses = 10, kBatches = 4;
-inline constexpr int64_t kSeqBatch = 32, kSeqSteps = 35, kSeqIn = 128, kSeqUnits = 128, kSeqClasses = 64;
+inline constexpr int64_t kSeqBatch = 32, kSeqSteps = 35, kSeqEmbed = 64, kSeqUnits = 128, kSeqVocab = 256;
+inline constexpr double kClipNorm = 5.0;
 inline constexpr float kLr = 0.01f;
 inline constexpr uint64_t kSeed = 42;
 
@@ -58,15 +60,24 @@ inline const Batches& image_batches() {
   return d;
 }
 
-/// kBatches random sequence batches: x [32, 35, 128] standard normal, labels [32*35] in [0, 64).
+/// kBatches random character batches: ids x [32, 35] in [0, 256) and their next ids y [32*35]
+/// (a random walk over the byte values, so the next id depends on the current one).
 inline const Batches& sequence_batches() {
   static const Batches d = [] {
     gd::Rng rng(7);
     Batches b;
     for (int64_t i = 0; i < kBatches; ++i) {
-      b.x.push_back(Tensor::random_normal({kSeqBatch, kSeqSteps, kSeqIn}, rng, 0.f, 1.f));
+      Tensor x({kSeqBatch, kSeqSteps});  // ids held as floats; cast where used
       Ids y({kSeqBatch * kSeqSteps});
-      for (int64_t j = 0; j < y.size(); ++j) y.data()[j] = int64_t(rng.below(uint64_t(kSeqClasses)));
+      for (int64_t n = 0; n < kSeqBatch; ++n) {
+        int64_t id = int64_t(rng.below(uint64_t(kSeqVocab)));
+        for (int64_t t = 0; t < kSeqSteps; ++t) {
+          x.data()[n * kSeqSteps + t] = float(id);
+          id = (id + 1 + int64_t(rng.below(3))) % kSeqVocab;
+          y.data()[n * kSeqSteps + t] = id;
+        }
+      }
+      b.x.push_back(x);
       b.y.push_back(y);
     }
     return b;
@@ -102,11 +113,11 @@ struct GradusMlp {
 
 struct GradusCnn {
   gd::Rng rng{kSeed};
-  nn::Conv2d<float> c1{{.in = 1, .filters = 32, .kernel_size = {5, 5}, .padding = gd::Padding::same,
+  nn::Conv2d<float> c1{{.in = 1, .filters = 32, .kernel_size = {5, 5}, .padding = gd::Padding::valid,
                         .activation = nn::relu}, rng};
-  nn::Conv2d<float> c2{{.in = 32, .filters = 64, .kernel_size = {5, 5}, .padding = gd::Padding::same,
+  nn::Conv2d<float> c2{{.in = 32, .filters = 64, .kernel_size = {5, 5}, .padding = gd::Padding::valid,
                         .activation = nn::relu}, rng};
-  nn::Dense<float> d1{{.in = 7 * 7 * 64, .out = kHidden, .activation = nn::relu}, rng};
+  nn::Dense<float> d1{{.in = 4 * 4 * 64, .out = kHidden, .activation = nn::relu}, rng};
   nn::Dense<float> d2{{.in = kHidden, .out = kClasses}, rng};
   nn::MaxPool2d pool{};
   gd::optim::SGD<float> opt{parameters_of(c1, c2, d1, d2), {.lr = kLr}};
@@ -123,15 +134,21 @@ struct GradusCnn {
 
 struct GradusLstm {
   gd::Rng rng{kSeed};
-  nn::LSTM<float> lstm{{.in = kSeqIn, .units = kSeqUnits, .return_sequences = true}, rng};
-  nn::Dense<float> head{{.in = kSeqUnits, .out = kSeqClasses}, rng};
-  gd::optim::SGD<float> opt{parameters_of(lstm, head), {.lr = kLr}};
+  nn::Embedding<float> embed{{.vocab = kSeqVocab, .dim = kSeqEmbed}, rng};
+  nn::LSTM<float> lstm{{.in = kSeqEmbed, .units = kSeqUnits, .return_sequences = true}, rng};
+  nn::Dense<float> head{{.in = kSeqUnits, .out = kSeqVocab}, rng};
+  gd::optim::SGD<float> opt{parameters_of(embed, lstm, head), {.lr = kLr}};
+  Ids ids{{kSeqBatch, kSeqSteps}};
 
-  /// One step on x [N, T, in], labels [N*T]; returns the loss before the update.
+  /// One step on ids x [N, T] (held as floats), next ids y [N*T]; returns the loss before the update.
   float step(const Tensor& x, const Ids& y) {
-    gd::Var<float> logits = head.forward(gd::reshape(lstm.forward(x), {-1, kSeqUnits}));
+    for (int64_t i = 0; i < ids.size(); ++i) ids.data()[i] = int64_t(x.data()[i]);
+    gd::Var<float> logits = head.forward(gd::reshape(lstm.forward(embed.forward(ids)), {-1, kSeqUnits}));
     gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits);
-    opt.minimize(loss);
+    opt.zero_grad();
+    gd::backward(loss);
+    gd::optim::clip_by_global_norm(opt.params(), kClipNorm);
+    opt.step();
     return loss.item();
   }
 };

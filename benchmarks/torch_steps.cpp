@@ -23,8 +23,8 @@ using steps::kClasses;
 using steps::kHidden;
 using steps::kLr;
 using steps::kPixels;
-using steps::kSeqClasses;
-using steps::kSeqIn;
+using steps::kSeqEmbed;
+using steps::kSeqVocab;
 using steps::kSeqUnits;
 using steps::Tensor;
 
@@ -40,9 +40,10 @@ torch::Tensor to_torch(const steps::Ids& t) {
 
 struct TorchBatches {
   std::vector<torch::Tensor> x, y;
-  TorchBatches(const Batches& b, std::vector<int64_t> x_shape) {
+  TorchBatches(const Batches& b, std::vector<int64_t> x_shape, bool integer_x = false) {
     for (size_t i = 0; i < b.x.size(); ++i) {
-      x.push_back(to_torch(b.x[i]).reshape(x_shape).contiguous());
+      torch::Tensor xi = to_torch(b.x[i]).reshape(x_shape).contiguous();
+      x.push_back(integer_x ? xi.to(torch::kInt64) : xi);
       y.push_back(to_torch(b.y[i]));
     }
   }
@@ -77,9 +78,9 @@ struct TorchMlp {
 };
 
 struct TorchCnn {
-  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5).padding(2)};
-  torch::nn::Conv2d c2{torch::nn::Conv2dOptions(32, 64, 5).padding(2)};
-  torch::nn::Linear l1{7 * 7 * 64, kHidden}, l2{kHidden, kClasses};
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 32, 5)};
+  torch::nn::Conv2d c2{torch::nn::Conv2dOptions(32, 64, 5)};
+  torch::nn::Linear l1{4 * 4 * 64, kHidden}, l2{kHidden, kClasses};
   torch::optim::SGD opt;
 
   explicit TorchCnn(const steps::GradusCnn& g) : opt(params(), torch::optim::SGDOptions(kLr)) {
@@ -89,7 +90,7 @@ struct TorchCnn {
     c1->bias.copy_(to_torch(g.c1.bias().value()));
     c2->weight.copy_(to_torch(g.c2.kernel().value()).permute({3, 2, 0, 1}));
     c2->bias.copy_(to_torch(g.c2.bias().value()));
-    l1->weight.copy_(to_torch(g.d1.kernel().value()).reshape({7, 7, 64, kHidden}).permute({3, 2, 0, 1}).reshape({kHidden, -1}));
+    l1->weight.copy_(to_torch(g.d1.kernel().value()).reshape({4, 4, 64, kHidden}).permute({3, 2, 0, 1}).reshape({kHidden, -1}));
     l1->bias.copy_(to_torch(g.d1.bias().value()));
     copy_linear(l2, g.d2);
   }
@@ -113,12 +114,14 @@ struct TorchCnn {
 };
 
 struct TorchLstm {
-  torch::nn::LSTM lstm{torch::nn::LSTMOptions(kSeqIn, kSeqUnits).batch_first(true)};
-  torch::nn::Linear head{kSeqUnits, kSeqClasses};
+  torch::nn::Embedding embed{kSeqVocab, kSeqEmbed};
+  torch::nn::LSTM lstm{torch::nn::LSTMOptions(kSeqEmbed, kSeqUnits).batch_first(true)};
+  torch::nn::Linear head{kSeqUnits, kSeqVocab};
   torch::optim::SGD opt;
 
   explicit TorchLstm(const steps::GradusLstm& g) : opt(params(), torch::optim::SGDOptions(kLr)) {
     torch::NoGradGuard no_grad;
+    embed->weight.copy_(to_torch(g.embed.embeddings().value()));
     // gate order i, f, g (c), o in both; gradus kernel [in, 4u] is torch's weight_ih [4u, in] transposed
     lstm->named_parameters()["weight_ih_l0"].copy_(to_torch(g.lstm.cell().kernel().value()).t());
     lstm->named_parameters()["weight_hh_l0"].copy_(to_torch(g.lstm.cell().recurrent_kernel().value()).t());
@@ -127,15 +130,18 @@ struct TorchLstm {
     copy_linear(head, g.head);
   }
   std::vector<torch::Tensor> params() {
-    auto p = lstm->parameters();
+    auto p = embed->parameters();
+    for (auto& q : lstm->parameters()) p.push_back(q);
     for (auto& q : head->parameters()) p.push_back(q);
     return p;
   }
+  /// x: ids [N, T] as int64.
   float step(const torch::Tensor& x, const torch::Tensor& y) {
     opt.zero_grad();
-    torch::Tensor h = std::get<0>(lstm(x));  // [N, T, units]
+    torch::Tensor h = std::get<0>(lstm(embed(x)));  // [N, T, units]
     torch::Tensor loss = F::cross_entropy(head(h.reshape({-1, kSeqUnits})), y);
     loss.backward();
+    torch::nn::utils::clip_grad_norm_(params(), steps::kClipNorm);
     opt.step();
     return loss.item<float>();
   }
@@ -159,9 +165,10 @@ std::string check_against_gradus(const Batches& b, const TorchBatches& tb) try {
 }
 
 template <class G, class M>
-void run_torch(benchmark::State& state, const Batches& b, std::vector<int64_t> x_shape, int64_t examples) {
+void run_torch(benchmark::State& state, const Batches& b, std::vector<int64_t> x_shape, int64_t examples,
+               bool integer_x = false) {
   at::set_num_threads(int(state.range(0)));
-  const TorchBatches tb(b, std::move(x_shape));
+  const TorchBatches tb(b, std::move(x_shape), integer_x);
   if (const std::string err = check_against_gradus<G, M>(b, tb); !err.empty()) return state.SkipWithError(err.c_str());
   G g;
   M m(g);
@@ -181,7 +188,7 @@ void BM_torch_cnn(benchmark::State& state) {
 }
 void BM_torch_lstm(benchmark::State& state) {
   run_torch<steps::GradusLstm, TorchLstm>(state, steps::sequence_batches(),
-                                          {steps::kSeqBatch, steps::kSeqSteps, kSeqIn}, steps::kSeqBatch);
+                                          {steps::kSeqBatch, steps::kSeqSteps}, steps::kSeqBatch, true);
 }
 
 GRADUS_STEP_BENCH(BM_torch_mlp, "mlp_step/torch");
