@@ -192,6 +192,28 @@ TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][mo
   CHECK_FALSE(plain.regularization_loss().requires_grad());
 }
 
+namespace {
+// Two modules registering one weight: the first registration carries an l2 penalty, the second
+// an l1 penalty on the same Var.
+struct Tied : nn::Module<double> {
+  V w;
+  struct Holder : nn::Module<double> {
+    Holder(V shared, double l1) { register_parameter("w", shared, nn::l1(l1)); }
+  } second;
+  explicit Tied(const Td& init)
+      : w(register_parameter("w", init, nn::l2(0.5))), second(w, 0.25) {
+    register_module("second", second);
+  }
+};
+}  // namespace
+
+TEST_CASE("nn: a parameter shared by two modules is penalised once, by its first registration", "[nn][module]") {
+  Tied net(Td::from(std::vector<double>{1, -2}, {2}));
+  REQUIRE(net.parameters().size() == 1);
+  CHECK(net.regularization_loss().item() == Approx(0.5 * (1 + 4)).epsilon(1e-15));  // l2 only, not + 0.25 * 3
+  CHECK(net.second.regularization_loss().item() == Approx(0.25 * 3).epsilon(1e-15));  // on its own: its l1
+}
+
 TEST_CASE("nn: l2 is Keras' l * sum(w^2); TF 1's l2_regularizer(scale) is l2(scale / 2)", "[nn][module]") {
   gd::Rng rng(5);
   nn::Dense<double> keras({.in = 2, .out = 2, .use_bias = false, .kernel_regularizer = nn::l2(0.01)}, rng);

@@ -174,8 +174,7 @@ class Module<T, void> {
   /// there are none); add it to the data loss.
   Var<T> regularization_loss() const {
     Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)).to(device()));  // where the penalties are
-    std::unordered_set<const void*> seen;
-    collect_penalties(total, seen);
+    add_penalties(*this, total);
     return total;
   }
   /// Resets the gradient of every parameter (see Var::zero_grad).
@@ -340,10 +339,21 @@ class Module<T, void> {
     for (const Buffer& b : buffers_) out.emplace_back(prefix + b.name, b.value);
     for (const Child& c : children_) child(c)->collect_buffers(prefix + c.name + ".", out);
   }
-  void collect_penalties(Var<T>& total, std::unordered_set<const void*>& seen) const {
+  // A parameter registered in several modules (shared weights) is penalised once, by its first
+  // registration in depth-first order. The search runs over the tree instead of a set of seen
+  // nodes so that a training step allocates nothing here (quadratic in the parameters that carry
+  // a penalty, which are few).
+  void add_penalties(const Module& root, Var<T>& total) const {
     for (const Param& p : params_)
-      if (seen.insert(p.var.node()).second && p.reg) total = total + p.reg(p.var);
-    for (const Child& c : children_) child(c)->collect_penalties(total, seen);
+      if (p.reg && root.first_registration(p.var.node()) == &p) total = total + p.reg(p.var);
+    for (const Child& c : children_) child(c)->add_penalties(root, total);
+  }
+  const Param* first_registration(const void* node) const {
+    for (const Param& p : params_)
+      if (p.var.node() == node) return &p;
+    for (const Child& c : children_)
+      if (const Param* q = child(c)->first_registration(node)) return q;
+    return nullptr;
   }
 
   std::vector<Param> params_;
