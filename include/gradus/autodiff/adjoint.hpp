@@ -7,7 +7,7 @@
 // together. Broadcast leaves scatter-add through their `Broadcast`. The block loop itself (and
 // its threading) is the backend's: backend::cpu::backward_blocks.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <type_traits>
 
 #include "gradus/autodiff/var.hpp"

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 
 #include "gradus/backend/backend.hpp"
 #include "gradus/core/tensor.hpp"

@@ -1,6 +1,6 @@
 // gradus/core/interop_eigen.hpp — zero-copy Eigen views of tensors, and tensors from Eigen.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 
 #include <cstdint>
 #include <utility>

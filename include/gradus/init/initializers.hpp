@@ -1,5 +1,6 @@
 // gradus/init/initializers.hpp — weight initializers with TensorFlow's semantics (tf.keras.initializers).
 #pragma once
+#include "gradus/core/eigen.hpp"  // first: Eigen/Core with its warnings handled
 #include <Eigen/QR>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // gradus/ops/elementwise.hpp — every elementwise function: `gd::exp(x)`, `a + b`, `gd::where`, ...
 // Each builds an expression node over an op struct of ops/elementwise_math.hpp (the math).
 #pragma once
+#include "gradus/core/eigen.hpp"  // first: Eigen/Core with its warnings handled
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "gradus/expr/expr.hpp"

@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 
 #include "gradus/optim/optimizer.hpp"
 

@@ -1,7 +1,7 @@
 // gradus/backend/cpu/bias_activation.hpp — activation(h + b) over rows on the CPU, for the
 // layers' bias + activation step: one pass forward, one pass giving dz = d(activation)/dz · g.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cstdint>
 

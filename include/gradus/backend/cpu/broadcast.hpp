@@ -2,7 +2,7 @@
 // NumPy broadcasting: the block size, Eigen views of a block, the index map from the output to
 // a broadcast source (gather) and its adjoint (scatter_add).
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <array>
 #include <cstring>

@@ -7,7 +7,7 @@
 // dinput = col2im(g·filterᵀ), with each thread owning whole images so the scatter never races.
 // No patch matrix of the whole batch is ever stored.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <cstring>

@@ -2,7 +2,7 @@
 // stream (the one a GPU draws, core/philox.hpp), and the masked products of the forward and
 // backward passes.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <cstdint>
 
 #include "gradus/core/philox.hpp"

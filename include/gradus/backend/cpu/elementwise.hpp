@@ -8,7 +8,7 @@
 // the block loop of the fused backward pass (whose per-node adjoint evaluators live in
 // autodiff/adjoint.hpp: this file knows nothing of the tape).
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <array>
 #include <climits>

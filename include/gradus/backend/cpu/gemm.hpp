@@ -17,7 +17,7 @@
 // 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
 // and without -march=native.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>

@@ -4,7 +4,7 @@
 // In the backward pass each thread owns the input rows its output rows read (whole images when
 // windows overlap vertically), so the scatter never races.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // gradus/backend/cpu/softmax.hpp — softmax and log_softmax along one axis on the CPU, the
 // maximum of each line subtracted first; the last-axis case runs vectorised.
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
