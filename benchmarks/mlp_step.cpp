@@ -6,12 +6,12 @@
 // Both start from the same weights; the gradus benchmark refuses to run unless three steps of
 // the two agree. benchmarks/run reports gradus / eigen (goal <= 1.1x); torch_steps.cpp has the
 // LibTorch peer.
+#include "steps.hpp"  // first: gradus includes Eigen (see gradus/core/eigen.hpp)
+
 #include <Eigen/Core>
 #include <cmath>
 #include <exception>
 #include <string>
-
-#include "steps.hpp"
 
 namespace {
 

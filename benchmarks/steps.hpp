@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include <gradus/data/fashion_mnist.hpp>
@@ -42,10 +43,12 @@ struct Batches {
   std::vector<Ids> y;
 };
 
-/// The first kBatches batches of 128 Fashion-MNIST training images ([128, 784] in [0, 1]).
+/// The first kBatches batches of 128 Fashion-MNIST training images ([128, 784] in [0, 1]), from
+/// $GRADUS_FASHION_MNIST when set, else Debian's dataset-fashion-mnist.
 inline const Batches& image_batches() {
   static const Batches d = [] {
-    const auto data = gd::datasets::fashion_mnist();
+    const char* dir = std::getenv("GRADUS_FASHION_MNIST");  // a copy elsewhere (scripts/cpu-peer)
+    const auto data = dir ? gd::datasets::fashion_mnist(dir) : gd::datasets::fashion_mnist();
     Batches b;
     for (int64_t i = 0; i < kBatches; ++i) {
       Tensor x({kBatch, kPixels});

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""benchmarks/pytorch_steps.py — the three training steps of benchmarks/steps.hpp in PyTorch (eager,
+the way its users write them), for the CPU peer table of the README: the MLP 784-500-10 and the
+LeNet CNN on the first 4 batches of 128 Fashion-MNIST training images, and the char-LSTM language
+model (ids [32, 35] in [0, 256) -> embedding 64 -> LSTM 128 -> dense 256 at every step, gradients
+clipped to global norm 5). Each step is zero_grad, forward, cross-entropy, backward, (clip,) SGD
+with learning rate 0.01 — the same computation, shapes and layouts as gradus' steps (NCHW, as
+PyTorch users run convolutions).
+
+Prints one JSON object per (model, threads) on stdout: wall-clock milliseconds per step (median
+of the repetitions) and, at one thread, the CPU time of the calling thread, plus one object that
+names the build (PyTorch version, whether MKL and oneDNN are in it, the CPU).
+
+    python3 benchmarks/pytorch_steps.py --data /usr/share/datasets/fashion-mnist --threads 1 2 16
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+BATCH, PIXELS, HIDDEN, CLASSES, BATCHES = 128, 784, 500, 10, 4
+SEQ_BATCH, SEQ_STEPS, SEQ_EMBED, SEQ_UNITS, SEQ_VOCAB, CLIP = 32, 35, 64, 128, 256, 5.0
+LR = 0.01
+
+
+def read_idx(path):
+    """An IDX file (gzip or not) as a numpy array of its shape."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if data[0:2] != b"\0\0" or data[2] != 8:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file")
+    rank = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def image_batches(data_dir):
+    name = "train-images-idx3-ubyte"
+    path = os.path.join(data_dir, name + ".gz")
+    images = read_idx(path if os.path.exists(path) else os.path.join(data_dir, name))
+    lname = "train-labels-idx1-ubyte"
+    lpath = os.path.join(data_dir, lname + ".gz")
+    labels = read_idx(lpath if os.path.exists(lpath) else os.path.join(data_dir, lname))
+    xs, ys = [], []
+    for i in range(BATCHES):
+        xs.append(torch.from_numpy(images[i * BATCH:(i + 1) * BATCH].reshape(BATCH, PIXELS).astype(np.float32) / 255))
+        ys.append(torch.from_numpy(labels[i * BATCH:(i + 1) * BATCH].astype(np.int64)))
+    return xs, ys
+
+
+def sequence_batches():
+    """Random walks over the byte values, as steps.hpp draws them (another generator)."""
+    rng = np.random.default_rng(7)
+    xs, ys = [], []
+    for _ in range(BATCHES):
+        x = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
+        y = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
+        for n in range(SEQ_BATCH):
+            i = int(rng.integers(SEQ_VOCAB))
+            for t in range(SEQ_STEPS):
+                x[n, t] = i
+                i = (i + 1 + int(rng.integers(3))) % SEQ_VOCAB
+                y[n, t] = i
+        xs.append(torch.from_numpy(x))
+        ys.append(torch.from_numpy(y.reshape(-1)))
+    return xs, ys
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(PIXELS, HIDDEN), torch.nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, x):
+        return self.l2(torch.relu(self.l1(x)))
+
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(1, 32, 5), torch.nn.Conv2d(32, 64, 5)
+        self.l1, self.l2 = torch.nn.Linear(4 * 4 * 64, HIDDEN), torch.nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, x):
+        h = F.max_pool2d(torch.relu(self.c1(x.view(-1, 1, 28, 28))), 2)
+        h = F.max_pool2d(torch.relu(self.c2(h)), 2)
+        return self.l2(torch.relu(self.l1(h.flatten(1))))
+
+
+class CharLstm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(SEQ_VOCAB, SEQ_EMBED)
+        self.lstm = torch.nn.LSTM(SEQ_EMBED, SEQ_UNITS, batch_first=True)
+        self.head = torch.nn.Linear(SEQ_UNITS, SEQ_VOCAB)
+
+    def forward(self, ids):
+        h, _ = self.lstm(self.embed(ids))
+        return self.head(h.reshape(-1, SEQ_UNITS))
+
+
+def make_step(model, clip):
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def time_steps(step, xs, ys, repetitions, min_seconds):
+    """Median wall-clock and calling-thread CPU milliseconds per step over the repetitions."""
+    for i in range(5):  # warm up: allocator, oneDNN primitives
+        step(xs[i % len(xs)], ys[i % len(ys)])
+    walls, cpus = [], []
+    for _ in range(repetitions):
+        n, i = 0, 0
+        w0, c0 = time.perf_counter(), time.thread_time()
+        while True:
+            step(xs[i], ys[i])
+            i, n = (i + 1) % len(xs), n + 1
+            if time.perf_counter() - w0 >= min_seconds:
+                break
+        walls.append((time.perf_counter() - w0) / n * 1e3)
+        cpus.append((time.thread_time() - c0) / n * 1e3)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            info = f.read()
+    except OSError:
+        return "?", "?"
+    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
+    return name, isa
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="Fashion-MNIST IDX folder")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2, os.cpu_count() or 1])
+    ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("--min-seconds", type=float, default=0.5, help="per repetition")
+    ap.add_argument("--models", nargs="+", default=["mlp", "cnn", "lstm"])
+    a = ap.parse_args()
+
+    name, isa = cpu_name()
+    print(json.dumps({"peer": "pytorch", "version": torch.__version__, "mkl": torch.backends.mkl.is_available(),
+                      "onednn": torch.backends.mkldnn.is_available(), "cpu": name, "isa": isa,
+                      "cpus": os.cpu_count()}), flush=True)
+    torch.manual_seed(42)
+    images = image_batches(a.data) if {"mlp", "cnn"} & set(a.models) else None
+    sequences = sequence_batches() if "lstm" in a.models else None
+    for threads in dict.fromkeys(a.threads):  # in order, without repeats
+        torch.set_num_threads(threads)
+        for model in a.models:
+            net, clip, (xs, ys) = {"mlp": (Mlp, False, images), "cnn": (Cnn, False, images),
+                                   "lstm": (CharLstm, True, sequences)}[model]
+            wall, cpu = time_steps(make_step(net(), clip), xs, ys, a.repetitions, a.min_seconds)
+            print(json.dumps({"model": model, "threads": threads, "wall_ms": round(wall, 4),
+                              "cpu_ms": round(cpu, 4) if threads == 1 else None}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
