@@ -423,7 +423,8 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
 #endif  // GRADUS_SGEMM_X86
 
 /// c (m x n) = or += a (m x k) * b (k x n) with Eigen's GEMM, each optionally transposed in
-/// storage; one thread below kGemmParallelWork multiply-adds.
+/// storage; one thread below kGemmParallelWork multiply-adds and inside a task of the thread
+/// pool (Eigen would otherwise start an OpenMP team there: it only sees OpenMP's own regions).
 template <class T>
 void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(_OPENMP)
@@ -436,7 +437,7 @@ void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64
     ~SerialScope() {
       if (active) omp_set_num_threads(prev);
     }
-  } serial(m * n * k < kGemmParallelWork);
+  } serial(m * n * k < kGemmParallelWork || ThreadPool::in_task());
 #endif
   Eigen::Map<RowMat<T>> C(c, m, n);
   auto run = [&](const auto& A, const auto& B) {
