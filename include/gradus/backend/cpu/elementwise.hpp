@@ -89,7 +89,7 @@ void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape) {
 template <class E>
 double sum_all(const E& e, const Shape& shape) {
   const int64_t n = shape.numel();
-  std::array<double, kMaxThreads> partial{};
+  std::array<double, kMaxChunks> partial{};
   parallel_chunks(n, kBlock, [&](int t, int64_t begin, int64_t end) {
     Evaluator<E> ev(e, shape);
     double acc = 0;
@@ -111,24 +111,25 @@ void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape&
   using T = value_type_t<E>;
   const int64_t n = shape.numel(), m_out = reduced.numel();
   const Broadcast bc(reduced, shape);
-  int chunks = chunks_for(n, kBlock);
-  if (int64_t(chunks) * m_out * 4 > n) chunks = 1;  // partial sums would cost more than they save
-  std::array<Tensor<T>, kMaxThreads> partial;
-  for (int t = 1; t < chunks; ++t) partial[size_t(t)] = Tensor<T>::zeros(reduced);
+  // Fewer chunks where their partial sums would cost more than they save.
+  const int max_chunks = int(std::min<int64_t>(kMaxChunks, n / (4 * std::max<int64_t>(m_out, 1))));
+  const int chunks = max_chunks < 2 ? 1 : chunks_for(n, kBlock, kParallelThreshold, max_chunks);
+  Tensor<T> partial;  // chunk t > 0 sums into row t - 1; rows added in chunk order afterwards
+  if (chunks > 1) partial = Tensor<T>::zeros({chunks - 1, m_out});
   parallel_chunks(
       n, kBlock,
       [&](int t, int64_t begin, int64_t end) {
         Evaluator<E> ev(e, shape);
         alignas(64) T buf[kBlock];
-        T* dst = t == 0 ? acc : partial[size_t(t)].data();
+        T* dst = t == 0 ? acc : partial.data() + (t - 1) * m_out;
         for (int64_t s = begin; s < end; s += kBlock) {
           const int64_t m = std::min(kBlock, end - s);
           MapX<T>(buf, m) = ev.lazy(s, m);
           bc.scatter_add(buf, s, m, dst);
         }
       },
-      chunks > 1 ? kParallelThreshold : INT64_MAX);
-  for (int t = 1; t < chunks; ++t) MapX<T>(acc, m_out) += CMapX<T>(partial[size_t(t)].data(), m_out);
+      chunks > 1 ? kParallelThreshold : INT64_MAX, std::max(max_chunks, 1));
+  for (int t = 1; t < chunks; ++t) MapX<T>(acc, m_out) += CMapX<T>(partial.data() + (t - 1) * m_out, m_out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -156,22 +157,26 @@ template <class T, class MakeEv>
 void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget<T>* targets, int ntargets,
                      double* value_sum, MakeEv&& make) {
   const int64_t n = shape.numel();
-  int chunks = chunks_for(n, kBlock);
-  std::array<std::array<Tensor<T>, kMaxLeaves>, kMaxThreads> partial;
+  // Fewer chunks where the partial gradients of broadcast leaves would cost more than they save.
+  int64_t most = kMaxChunks;
   for (int i = 0; i < ntargets; ++i)
-    if (targets[i].dst && !targets[i].contiguous && int64_t(chunks) * targets[i].numel * 4 > n) chunks = 1;
-  for (int t = 1; t < chunks; ++t)
+    if (targets[i].dst && !targets[i].contiguous) most = std::min(most, n / (4 * std::max<int64_t>(targets[i].numel, 1)));
+  const int max_chunks = int(std::max<int64_t>(most, 1));
+  const int chunks = most < 2 ? 1 : chunks_for(n, kBlock, kParallelThreshold, max_chunks);
+  std::array<Tensor<T>, kMaxLeaves> partial;  // per broadcast leaf: row t - 1 for chunk t > 0
+  if (chunks > 1)
     for (int i = 0; i < ntargets; ++i)
-      if (targets[i].dst && !targets[i].contiguous) partial[size_t(t)][size_t(i)] = Tensor<T>::zeros({targets[i].numel});
+      if (targets[i].dst && !targets[i].contiguous) partial[size_t(i)] = Tensor<T>::zeros({chunks - 1, targets[i].numel});
   const Shape gshape = g.shape();
-  std::array<double, kMaxThreads> sums{};
+  std::array<double, kMaxChunks> sums{};
   parallel_chunks(
       n, kBlock,
       [&](int t, int64_t begin, int64_t end) {
         std::array<LeafTarget<T>, kMaxLeaves> local;
         for (int i = 0; i < ntargets; ++i) {
           local[size_t(i)] = targets[i];
-          if (t > 0 && targets[i].dst && !targets[i].contiguous) local[size_t(i)].dst = partial[size_t(t)][size_t(i)].data();
+          if (t > 0 && targets[i].dst && !targets[i].contiguous)
+            local[size_t(i)].dst = partial[size_t(i)].data() + (t - 1) * targets[i].numel;
         }
         auto ev = make(local.data());
         Source<T> gsrc(g.data(), gshape, shape);
@@ -188,7 +193,7 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
           ev.bwd(s, m, gb);
         }
       },
-      chunks > 1 ? kParallelThreshold : INT64_MAX);
+      chunks > 1 ? kParallelThreshold : INT64_MAX, max_chunks);
   if (value_sum) {
     *value_sum = 0;
     for (double x : sums) *value_sum += x;
@@ -197,7 +202,7 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
     for (int i = 0; i < ntargets; ++i)
       if (targets[i].dst && !targets[i].contiguous) {
         const int64_t len = targets[i].numel;
-        MapX<T>(targets[i].dst, len) += CMapX<T>(partial[size_t(t)][size_t(i)].data(), len);
+        MapX<T>(targets[i].dst, len) += CMapX<T>(partial[size_t(i)].data() + (t - 1) * len, len);
       }
 }
 

@@ -11,7 +11,9 @@
 // gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
 // avx512|avx2|eigen overrides the choice when the CPU supports it); other CPUs and compilers,
 // doubles, and thin float products (m < 6, or n < 12 with m < 16) go to Eigen.
-// Large products split their rows (or columns) over the OpenMP threads.
+// Large products split their rows (or columns) into tasks for gradus' thread pool
+// (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, each task packs
+// its own rows of A (columns of B), and a thread that loses its core only runs fewer tasks.
 // Measured on a 2-vCPU AMD EPYC (Zen 5), one thread, on 1024^3 and the MLP's and LeNet CNN's
 // products (README, Performance; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
 // 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
@@ -31,6 +33,7 @@
 #endif
 
 #include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/backend/cpu/thread_pool.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -43,9 +46,12 @@ using MatMap = Eigen::Map<RowMat<T>, Eigen::Aligned16>;
 template <class T>
 using CMatMap = Eigen::Map<const RowMat<T>>;
 
-/// Below this many multiply-adds a GEMM runs on the calling thread: forking a team costs more
-/// than it saves, and far more when the other core is busy.
+/// Below this many multiply-adds a GEMM runs on the calling thread: waking a second thread
+/// costs more than it saves, and far more when the other core is busy.
 inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
+/// Tasks per thread of a parallel float GEMM, each a block of rows (or columns) of C that packs
+/// its own panels: more balance a thread that loses its core, fewer repack less.
+inline constexpr int64_t kGemmTasksPerThread = 4;
 
 /// The code that runs a float GEMM.
 enum class GemmKernel { eigen, avx2, avx512 };
@@ -300,6 +306,82 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
   }
 }
 
+/// The operand a parallel GEMM packs once, for all its tasks: B whole when the tasks split the
+/// rows of C, A whole when they split its columns. Each k-block of kKC rows of B (columns of A)
+/// is packed as serial() packs it, one after the other: block p0 starts at p0 * `padded` floats.
+template <class K>
+struct SharedPack {
+  Tensor<float> buf;
+  int64_t padded = 0;  // n (or m) rounded up to whole panels
+
+  /// Packs all of B (k x n) into panels of K::kNR columns.
+  void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n) {
+    padded = (n + K::kNR - 1) / K::kNR * K::kNR;
+    buf = Tensor<float>(Shape{padded * k});
+    for (int64_t p0 = 0; p0 < k; p0 += kKC)
+      pack_b<K::kNR>(b + p0 * rb, rb, cb, std::min(kKC, k - p0), n, buf.data() + p0 * padded);
+  }
+  /// Packs all of A (m x k) into panels of K::kMR rows.
+  void pack_a_all(const float* a, int64_t ra, int64_t ca, int64_t m, int64_t k) {
+    padded = (m + K::kMR - 1) / K::kMR * K::kMR;
+    buf = Tensor<float>(Shape{padded * k});
+    for (int64_t p0 = 0; p0 < k; p0 += kKC)
+      pack_a<K::kMR>(a + p0 * ca, ra, ca, m, std::min(kKC, k - p0), buf.data() + p0 * padded);
+  }
+};
+
+/// Rows [lo, hi) of C = or += A · B (as serial()) against B packed whole in `bp`: this task packs
+/// only its own rows of A. Each element of C sums its k terms in the order serial() does.
+template <class K>
+void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, float* c, int64_t ldc, int64_t ldcc,
+               int64_t lo, int64_t hi, int64_t k, int64_t n, bool add) {
+  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  Tensor<float> abuf(Shape{(std::min(hi - lo, kMC) + MR - 1) / MR * MR * std::min(k, kKC)});
+  float* ap = abuf.data();
+  for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+    const int64_t kc = std::min(kKC, k - p0);
+    const bool load = add || p0 > 0;
+    const float* bblock = bp.buf.data() + p0 * bp.padded;
+    for (int64_t i0 = lo; i0 < hi; i0 += kMC) {
+      const int64_t mc = std::min(kMC, hi - i0);
+      pack_a<MR>(a + i0 * ra + p0 * ca, ra, ca, mc, kc, ap);
+      for (int64_t jr = 0; jr < n; jr += NR) {
+        const float* panel = bblock + (jr / NR) * kc * NR;
+        const int64_t w = std::min(NR, n - jr);
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, c + (i0 + ir) * ldc + jr * ldcc, ldc,
+                  ldcc, load, w);
+      }
+    }
+  }
+}
+
+/// Columns [lo, hi) of C = or += A · B (as serial()) against A packed whole in `ap`: this task
+/// packs only its own columns of B. Each element of C sums its k terms in the order serial() does.
+template <class K>
+void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc, int64_t ldcc,
+               int64_t lo, int64_t hi, int64_t m, int64_t k, bool add) {
+  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  Tensor<float> bbuf(Shape{(std::min(hi - lo, kNC) + NR - 1) / NR * NR * std::min(k, kKC)});
+  float* bp = bbuf.data();
+  for (int64_t j0 = lo; j0 < hi; j0 += kNC) {
+    const int64_t nc = std::min(kNC, hi - j0);
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      const bool load = add || p0 > 0;
+      const float* ablock = ap.buf.data() + p0 * ap.padded;
+      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      for (int64_t jr = 0; jr < nc; jr += NR) {
+        const float* panel = bp + (jr / NR) * kc * NR;
+        const int64_t w = std::min(NR, nc - jr);
+        for (int64_t ir = 0; ir < m; ir += MR)
+          tile<K>(std::min(MR, m - ir), kc, ablock + (ir / MR) * kc * MR, panel, c + ir * ldc + (j0 + jr) * ldcc, ldc,
+                  ldcc, load, w);
+      }
+    }
+  }
+}
+
 #undef GRADUS_UNROLL
 
 /// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage.
@@ -307,8 +389,10 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
 /// its transpose, c^T = b^T a^T, so that its m rows fill the vector lanes (on 128x500x10 here
 /// about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel, 1.3x with
 /// the AVX2 one). Large products split their rows (or their columns, when those make more
-/// panels) over the threads; inside a parallel region, or below kGemmParallelWork
-/// multiply-adds, one thread runs it all.
+/// panels) into kGemmTasksPerThread tasks per thread, after packing the other operand once;
+/// inside a task of the thread pool, or below kGemmParallelWork multiply-adds, one thread runs
+/// it all. Every element of C sums its terms in the same order at any thread count, so the
+/// result is the same bits.
 template <class K>
 void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
   int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1, ldc = n, ldcc = 1;
@@ -316,32 +400,31 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
     std::swap(a, b), std::swap(m, n);
     std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
   }
-  int nt = 1;
-#if defined(_OPENMP)
-  if (m * n * k >= kGemmParallelWork && !omp_in_parallel()) nt = num_threads();
-#endif
+  const int nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
   const bool rows = (m + K::kMR - 1) / K::kMR >= (n + K::kNR - 1) / K::kNR;
   const int64_t extent = rows ? m : n, unit = rows ? K::kMR : K::kNR, units = (extent + unit - 1) / unit;
-  nt = int(std::min<int64_t>(nt, units));
-  if (nt <= 1) return serial<K>(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
-#if defined(_OPENMP)
-#pragma omp parallel num_threads(nt)
-  {
-    const int t = omp_get_thread_num();
-    const int64_t lo = std::min(extent, units * t / nt * unit), hi = std::min(extent, units * (t + 1) / nt * unit);
+  const int64_t tasks = std::min<int64_t>(units, int64_t(nt) * kGemmTasksPerThread);
+  if (nt <= 1 || tasks <= 1 || k <= 0) return serial<K>(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
+  SharedPack<K> shared;
+  if (rows)
+    shared.pack_b_all(b, rb, cb, k, n);
+  else
+    shared.pack_a_all(a, ra, ca, m, k);
+  ThreadPool::instance().run(tasks, nt, [&](int64_t t) {
+    const int64_t lo = std::min(extent, units * t / tasks * unit), hi = std::min(extent, units * (t + 1) / tasks * unit);
     if (rows)
-      serial<K>(a + lo * ra, ra, ca, b, rb, cb, c + lo * ldc, ldc, ldcc, hi - lo, k, n, add);
+      rows_task<K>(a, ra, ca, shared, c, ldc, ldcc, lo, hi, k, n, add);
     else
-      serial<K>(a, ra, ca, b + lo * cb, rb, cb, c + lo * ldcc, ldc, ldcc, m, k, hi - lo, add);
-  }
-#endif
+      cols_task<K>(shared, b, rb, cb, c, ldc, ldcc, lo, hi, m, k, add);
+  });
 }
 
 }  // namespace sgemm
 #endif  // GRADUS_SGEMM_X86
 
 /// c (m x n) = or += a (m x k) * b (k x n) with Eigen's GEMM, each optionally transposed in
-/// storage; one thread below kGemmParallelWork multiply-adds.
+/// storage; one thread below kGemmParallelWork multiply-adds and inside a task of the thread
+/// pool (Eigen would otherwise start an OpenMP team there: it only sees OpenMP's own regions).
 template <class T>
 void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(_OPENMP)
@@ -354,7 +437,7 @@ void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64
     ~SerialScope() {
       if (active) omp_set_num_threads(prev);
     }
-  } serial(m * n * k < kGemmParallelWork);
+  } serial(m * n * k < kGemmParallelWork || ThreadPool::in_task());
 #endif
   Eigen::Map<RowMat<T>> C(c, m, n);
   auto run = [&](const auto& A, const auto& B) {

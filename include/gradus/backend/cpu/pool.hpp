@@ -1,7 +1,7 @@
 // gradus/backend/cpu/pool.hpp — max and average pooling over NHWC windows on the CPU.
 //
 // Forward and backward run over the N*OH output rows in parallel, vectorised over channels.
-// In the backward pass each thread owns the input rows its output rows read (whole images when
+// In the backward pass each chunk of output rows owns the input rows they read (whole images when
 // windows overlap vertically), so the scatter never races.
 #pragma once
 #include "gradus/core/eigen.hpp"
