@@ -378,6 +378,7 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
   };
   const std::vector<PoolCase> cases = {
       {{2, 6, 6, 3}, {}},
+      {{2, 7, 5, 2}, {}},  // 2x2 stride 2 with a row and a column no window reads
       {{2, 7, 5, 2}, {.padding = same}},
       {{1, 7, 8, 2}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same}},
       {{1, 6, 7, 2}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = valid}},
@@ -403,6 +404,7 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
   // large shapes: the threaded paths (disjoint rows, and overlapping windows by image)
   const std::vector<PoolCase> large = {
       {{8, 28, 28, 32}, {}},
+      {{8, 25, 23, 16}, {}},
       {{6, 17, 18, 16}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same}},
       {{4, 15, 16, 8}, {.ksize = {3, 3}, .strides = {1, 1}, .padding = same}},
   };
@@ -418,6 +420,14 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
       CHECK(max_diff(y.value(), ref) < 1e-14);
       CHECK(max_diff(gd::gradients(y, {x}, &g)[0], dx) < 1e-14);
     }
+}
+
+TEST_CASE("pooling: adjoints accumulate when the input is used twice", "[nnops][pool]") {
+  for (const gd::Shape& shape : {gd::Shape{2, 6, 6, 3}, gd::Shape{1, 7, 5, 2}}) {
+    INFO("x " << shape);
+    auto f = [](const VD& x) { return gd::max_pool2d(x) * 2.0 + gd::max_pool2d(x * x); };
+    CHECK_THAT(f, gd::testing::GradientIsCorrect(rand_t(shape, 23), 1e-8, {.delta = 1e-6}));
+  }
 }
 
 TEST_CASE("pooling: ties, SAME averages over real elements, errors", "[nnops][pool]") {
