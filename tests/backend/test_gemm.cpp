@@ -33,8 +33,11 @@ struct Case {
 /// kernel stays below 1 for every input, while a dropped, doubled or misplaced term (about as
 /// large as the typical |a b| ~ 0.6 of unit normals) exceeds the bound by far: even at k = 5000,
 /// gamma * sum |term| is about 0.2 per entry in float.
+/// With `packed`, the product runs through cpu::GemmB (B packed once, then multiplied twice: the
+/// second product must find the packed B as the first left it).
 template <class T>
-double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::optional<cpu::GemmKernel> kernel) {
+double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::optional<cpu::GemmKernel> kernel,
+                  bool packed = false) {
   constexpr int64_t guard = 80;
   constexpr T sentinel = T(12345);
   const auto a = gd::Tensor<T>::random_normal({std::max<int64_t>(s.m * s.k, 1)}, rng, T(0), T(1));
@@ -42,7 +45,12 @@ double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::
   auto c = gd::Tensor<T>::random_normal({s.m * s.n + guard}, rng, T(0), T(1));
   for (int64_t i = 0; i < guard; ++i) c.data()[s.m * s.n + i] = sentinel;
   const auto c0 = c.clone();
-  if (kernel)
+  if (packed) {
+    const cpu::GemmB<T> pb(b.data(), tb, s.k, s.n);
+    auto scratch = gd::Tensor<T>::zeros({std::max<int64_t>(s.m * s.n, 1)});
+    pb.multiply(a.data(), ta, scratch.data(), s.m, false);
+    pb.multiply(a.data(), ta, c.data(), s.m, add);
+  } else if (kernel)
     cpu::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, *kernel);
   else
     gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
@@ -77,7 +85,8 @@ const std::vector<Case> cases = {
 
 /// Runs every case with every transpose and accumulate flag at 1 and 2 threads.
 template <class T>
-void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::numeric_limits<int64_t>::max()) {
+void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::numeric_limits<int64_t>::max(),
+               bool packed = false) {
   gd::Rng rng(3);
   const int threads = omp_get_max_threads();
   for (int t : {1, 2}) {
@@ -86,9 +95,10 @@ void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::nu
       if (s.m * s.k * s.n > max_work) continue;
       for (int flags = 0; flags < 8; ++flags) {
         const bool ta = flags & 1, tb = flags & 2, add = flags & 4;
-        INFO("kernel " << (kernel ? cpu::gemm_kernel_name(*kernel) : "automatic") << ", threads " << t << ", m "
+        INFO("kernel " << (kernel ? cpu::gemm_kernel_name(*kernel) : "automatic") << (packed ? " (GemmB)" : "")
+                       << ", threads " << t << ", m "
                        << s.m << " k " << s.k << " n " << s.n << ", ta " << ta << " tb " << tb << " add " << add);
-        CHECK(gemm_error<T>(s, ta, tb, add, rng, kernel) <= 1.0);
+        CHECK(gemm_error<T>(s, ta, tb, add, rng, kernel, packed) <= 1.0);
       }
     }
   }
@@ -110,6 +120,11 @@ TEST_CASE("every float gemm kernel matches a double triple loop on every edge of
 }
 
 TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") { check_all<double>(std::nullopt, 1000000); }
+
+TEST_CASE("GemmB (B packed once, many products) matches a double triple loop", "[ops][matmul]") {
+  check_all<float>(std::nullopt, std::numeric_limits<int64_t>::max(), true);
+  check_all<double>(std::nullopt, 1000000, true);
+}
 
 TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") {
   CHECK(cpu::gemm_kernel_supported(cpu::gemm_kernel()));

@@ -11,6 +11,7 @@
 
 #include <gradus/gradus.hpp>
 #include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/nn.hpp>
 #include "gradus/ops/conv.hpp"
 #include "gradus/ops/pool.hpp"
 
@@ -230,6 +231,101 @@ TEST_CASE("conv2d: gradients on large shapes (tiled, threaded) match direct loop
   }
 }
 
+/// Reference values and gradients of max(conv2d(x, w) + b, 0) for output adjoint g: direct loops,
+/// the adjoint masked where the output is not positive.
+void naive_conv_bias_relu(const TD& x, const TD& w, const TD& b, const gd::Conv2dArgs& o, const TD& g, TD* y, TD* dx,
+                          TD* dw, TD* db) {
+  TD z;
+  naive_conv(x, w, o, &z);
+  *y = TD::zeros(z.shape());
+  TD gm = TD::zeros(z.shape());
+  *db = TD::zeros(b.shape());
+  const int64_t F = b.size();
+  for (int64_t i = 0; i < z.size(); ++i) {
+    const double v = z.data()[i] + b.data()[i % F];
+    y->data()[i] = v > 0 ? v : 0;
+    gm.data()[i] = v > 0 ? g.data()[i] : 0;
+    db->data()[i % F] += gm.data()[i];
+  }
+  naive_conv(x, w, o, nullptr, &gm, dx, dw);
+}
+
+TEST_CASE("conv2d_bias_relu (the fused ReLU convolution) matches direct loops and central differences",
+          "[nnops][conv]") {
+  std::vector<ConvCase> cases = small_cases;
+  cases.push_back({{6, 20, 19, 8}, {3, 3, 8, 5}, {.padding = same}});                      // tiled, threaded
+  cases.push_back({{5, 17, 18, 6}, {5, 4, 6, 4}, {.strides = {2, 2}, .padding = same}});
+  cases.push_back({{6, 28, 28, 1}, {5, 5, 1, 32}, {}});                                    // LeNet's first layer
+  cases.push_back({{4, 12, 12, 32}, {5, 5, 32, 64}, {}});                                  // and its second
+  cases.push_back({{4, 16, 16, 16}, {1, 1, 16, 8}, {}});                                   // pointwise
+  for (const ConvCase& c : cases) {
+    INFO(describe(c));
+    const VD x(rand_t(c.x, 31)), w(rand_t(c.w, 32)), b(rand_t({c.w[3]}, 33));
+    const VD y = gd::detail::conv2d_bias_relu(x, w, b, c.o);
+    const TD g = rand_t(y.shape(), 34);
+    TD ref, dx, dw, db;
+    naive_conv_bias_relu(x.value(), w.value(), b.value(), c.o, g, &ref, &dx, &dw, &db);
+    CHECK(max_diff(y.value(), ref) < 1e-11);
+    const std::vector<TD> grads = gd::gradients(y, {x, w, b}, &g);
+    CHECK(max_diff(grads[0], dx) < 1e-10);
+    CHECK(max_diff(grads[1], dw) < 1e-9);
+    CHECK(max_diff(grads[2], db) < 1e-10);
+    // without dinput (a plain tensor input), and with only the bias wanted
+    const VD y2 = gd::detail::conv2d_bias_relu(x.value(), w, b, c.o);
+    const std::vector<TD> g2 = gd::gradients(y2, {w, b}, &g);
+    CHECK(max_diff(g2[0], dw) < 1e-9);
+    CHECK(max_diff(g2[1], db) < 1e-10);
+    const VD y3 = gd::detail::conv2d_bias_relu(x.value(), w.value(), b, c.o);
+    CHECK(max_diff(gd::gradients(y3, {b}, &g)[0], db) < 1e-10);
+  }
+  gd::Conv2dArgs o;
+  auto f = [&o](const VD& x, const VD& w, const VD& b) { return gd::detail::conv2d_bias_relu(x, w, b, o); };
+  for (const ConvCase& c : small_cases) {
+    INFO(describe(c));
+    o = c.o;
+    CHECK_THAT(f, gd::testing::GradientIsCorrect({rand_t(c.x, 35), rand_t(c.w, 36), rand_t({c.w[3]}, 37)}, 1e-7,
+                                                 {.delta = 1e-6}));
+  }
+  // adjoints accumulate: the input used twice
+  o = {.padding = same};
+  auto f2 = [&o](const VD& x, const VD& w, const VD& b) {
+    return gd::detail::conv2d_bias_relu(x * x, w, b, o) + gd::detail::conv2d_bias_relu(x, w, b, o);
+  };
+  CHECK_THAT(f2, gd::testing::GradientIsCorrect({rand_t({2, 5, 4, 2}, 38), rand_t({3, 2, 2, 3}, 39), rand_t({3}, 40)},
+                                                1e-7, {.delta = 1e-6}));
+  // float on LeNet's shapes against the double reference
+  for (const ConvCase& c : {ConvCase{{16, 28, 28, 1}, {5, 5, 1, 32}, {}}, ConvCase{{8, 12, 12, 32}, {5, 5, 32, 64}, {}}}) {
+    INFO(describe(c));
+    const TD xd = rand_t(c.x, 41), wd = gd::eval(rand_t(c.w, 42) * 0.2), bd = rand_t({c.w[3]}, 43);
+    gd::Var<float> xf(gd::cast<float>(xd)), wf(gd::cast<float>(wd)), bf(gd::cast<float>(bd));
+    const gd::Var<float> yf = gd::detail::conv2d_bias_relu(xf, wf, bf, c.o);
+    const TD g = rand_t(yf.shape(), 44);
+    const gd::Tensor<float> gfl = gd::cast<float>(g);
+    const std::vector<gd::Tensor<float>> gf = gd::gradients(yf, {xf, wf, bf}, &gfl);
+    TD ref, dx, dw, db;
+    naive_conv_bias_relu(xd, wd, bd, c.o, g, &ref, &dx, &dw, &db);
+    CHECK(max_diff(gd::cast<double>(yf.value()), ref) < 1e-3);
+    CHECK(max_diff(gd::cast<double>(gf[0]), dx) < 1e-3);
+    CHECK(max_diff(gd::cast<double>(gf[1]), dw) < 2e-2);
+    CHECK(max_diff(gd::cast<double>(gf[2]), db) < 2e-2);
+  }
+}
+
+TEST_CASE("nn::Conv2d with ReLU (the fused op) equals conv2d, bias and relu composed", "[nnops][conv]") {
+  gd::Rng rng(5);
+  gd::nn::Conv2d<double> fused({.in = 3, .filters = 6, .kernel_size = {3, 3}, .padding = same,
+                                .activation = gd::nn::relu}, rng);
+  fused.bias().value() = rand_t({6}, 45);
+  const VD x(rand_t({2, 7, 6, 3}, 46));
+  const VD y = fused.forward(x);
+  const VD ref = gd::relu(gd::conv2d(x, fused.kernel(), fused.bias(), {.padding = same}));
+  CHECK(max_diff(y.value(), ref.value()) < 1e-12);
+  const TD g = rand_t(y.shape(), 47);
+  const auto a = gd::gradients(y, {x, fused.kernel(), fused.bias()}, &g);
+  const auto r = gd::gradients(ref, {x, fused.kernel(), fused.bias()}, &g);
+  for (int i = 0; i < 3; ++i) CHECK(max_diff(a[size_t(i)], r[size_t(i)]) < 1e-12);
+}
+
 TEST_CASE("conv2d: backward accumulates into .grad(); float agrees with double", "[nnops][conv]") {
   const gd::Conv2dArgs o{.strides = {2, 2}, .padding = same};
   VD x(rand_t({2, 9, 9, 3}, 13)), w(rand_t({3, 3, 3, 4}, 14));
@@ -282,6 +378,7 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
   };
   const std::vector<PoolCase> cases = {
       {{2, 6, 6, 3}, {}},
+      {{2, 7, 5, 2}, {}},  // 2x2 stride 2 with a row and a column no window reads
       {{2, 7, 5, 2}, {.padding = same}},
       {{1, 7, 8, 2}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same}},
       {{1, 6, 7, 2}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = valid}},
@@ -307,6 +404,7 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
   // large shapes: the threaded paths (disjoint rows, and overlapping windows by image)
   const std::vector<PoolCase> large = {
       {{8, 28, 28, 32}, {}},
+      {{8, 25, 23, 16}, {}},
       {{6, 17, 18, 16}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same}},
       {{4, 15, 16, 8}, {.ksize = {3, 3}, .strides = {1, 1}, .padding = same}},
   };
@@ -322,6 +420,14 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
       CHECK(max_diff(y.value(), ref) < 1e-14);
       CHECK(max_diff(gd::gradients(y, {x}, &g)[0], dx) < 1e-14);
     }
+}
+
+TEST_CASE("pooling: adjoints accumulate when the input is used twice", "[nnops][pool]") {
+  for (const gd::Shape& shape : {gd::Shape{2, 6, 6, 3}, gd::Shape{1, 7, 5, 2}}) {
+    INFO("x " << shape);
+    auto f = [](const VD& x) { return gd::max_pool2d(x) * 2.0 + gd::max_pool2d(x * x); };
+    CHECK_THAT(f, gd::testing::GradientIsCorrect(rand_t(shape, 23), 1e-8, {.delta = 1e-6}));
+  }
 }
 
 TEST_CASE("pooling: ties, SAME averages over real elements, errors", "[nnops][pool]") {

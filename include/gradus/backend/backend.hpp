@@ -12,7 +12,7 @@
 //                   (evaluate_into on a GPU: generated kernels)                 cuda/elementwise.hpp
 //   GEMM            gemm                                                        cpu/gemm.hpp
 //                   (on a GPU: cuBLAS)                                          cuda/blas.hpp
-//   convolution     conv2d_forward, conv2d_backward                             cpu/conv.hpp
+//   convolution     conv2d_forward, conv2d_backward, conv2d_relu_*              cpu/conv.hpp
 //   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
 //                   (both on a GPU: im2col + cuBLAS, library kernels)           cuda/library.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
@@ -176,6 +176,19 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
                      T* db, bool add_db, Device device = gradus::cpu) {
   if (!device.is_cpu()) return cuda::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, device);
   cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db);
+}
+/// out = max(patches(x) · w + bias, 0), the bias and ReLU applied in the convolution's output
+/// pass (CPU only; ops/conv.hpp composes conv2d and bias_activation elsewhere).
+template <class T>
+void conv2d_relu_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out) {
+  cpu::conv2d_forward(p, x, w, bias, out, true);
+}
+/// dx, dw, db of conv2d_relu_forward from its output y and output adjoint g (CPU only): g is
+/// masked where y <= 0 tile by tile, inside the convolution's backward pass.
+template <class T>
+void conv2d_relu_backward(const ConvPlan& p, const T* g, const T* y, const T* x, const T* w, T* dx, bool add_dx, T* dw,
+                          bool add_dw, T* db, bool add_db) {
+  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, y);
 }
 /// y = max or average over the windows of x.
 template <class T>

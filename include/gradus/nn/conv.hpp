@@ -65,8 +65,9 @@ class Conv2d : public Module<T, Conv2d<T>> {
     if (o.in > 0) build(o.in);
   }
 
-  /// x [N, H, W, in] -> [N, OH, OW, filters], a Var. Without an activation the bias is added
-  /// inside the convolution's output pass; with one, bias and activation run as one pass.
+  /// x [N, H, W, in] -> [N, OH, OW, filters], a Var. Without an activation, or with ReLU on the
+  /// CPU, bias (and ReLU) are applied inside the convolution's output pass; with another
+  /// activation, bias and activation run as one pass after it.
   template <Expression X>
   Var<T> forward(const X& x) {
     const Var<T> xv = detail::to_var(x);
@@ -78,6 +79,9 @@ class Conv2d : public Module<T, Conv2d<T>> {
     detail::check_last_dim(xv.shape(), in_, "Conv2d", "in");
     if (activation_.kind == ActivationKind::linear)
       return use_bias_ ? gradus::conv2d(xv, kernel_, bias_, conv_) : gradus::conv2d(xv, kernel_, conv_);
+    if (activation_.kind == ActivationKind::relu && xv.value().device().is_cpu() &&
+        kernel_.value().device().is_cpu())  // one node: bias and ReLU inside the convolution's passes
+      return gradus::detail::conv2d_bias_relu(xv, kernel_, bias_, conv_);
     return detail::bias_activation(gradus::conv2d(xv, kernel_, conv_), bias_, activation_);
   }
 

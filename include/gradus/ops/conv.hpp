@@ -108,6 +108,38 @@ auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, con
   }
 }
 
+/// max(conv2d(x, w, opts) + b, 0) as one node, for a ReLU convolution layer on the CPU: bias and
+/// ReLU run in the convolution's output pass, and the backward masks the output adjoint tile by
+/// tile inside the convolution's own backward pass (backend::conv2d_relu_forward/_backward), so
+/// neither direction makes an extra pass over the output. Operands on the CPU only.
+template <class XE, class WE, class BE>
+auto conv2d_bias_relu(const XE& x_expr, const WE& w_expr, const BE& b_expr, const Conv2dArgs& opts) {
+  using T = value_type_t<XE>;
+  auto x = materialize(x_expr);
+  auto w = materialize(w_expr);
+  auto b = materialize(b_expr);
+  const Tensor<T>& xv = value_of(x);
+  const Tensor<T>& wv = value_of(w);
+  const Tensor<T>& bv = value_of(b);
+  const ConvPlan p = plan_conv2d(xv.shape(), wv.shape(), opts);
+  GRADUS_CHECK(shape_error, bv.rank() == 1 && bv.size() == p.f, "conv2d: bias must have shape [", p.f,
+               "] (the filter's out_channels), got ", bv.shape(), " for filter ", wv.shape());
+  GRADUS_CHECK(device_error, xv.device().is_cpu() && wv.device().is_cpu() && bv.device().is_cpu(),
+               "conv2d_bias_relu: operands on ", xv.device(), ", ", wv.device(), " and ", bv.device(),
+               "; it runs on the CPU only");
+  Tensor<T> out(p.out_shape());
+  backend::conv2d_relu_forward<T>(p, xv.data(), wv.data(), bv.data(), out.data());
+  return make_result("conv2d_bias_relu", std::move(out),
+                     [p](const Tensor<T>& g, const Tensor<T>& y, const auto& x, const auto& w, const auto& b) {
+    bool ax = false, aw = false, ab = false;
+    T* dx = needs_grad(x) ? adjoint_buffer(x, &ax) : nullptr;
+    T* dw = needs_grad(w) ? adjoint_buffer(w, &aw) : nullptr;
+    T* db = needs_grad(b) ? adjoint_buffer(b, &ab) : nullptr;
+    backend::conv2d_relu_backward<T>(p, g.data(), y.data(), value_of(x).data(), value_of(w).data(), dx, ax, dw, aw,
+                                     db, ab);
+  }, x, w, b);
+}
+
 }  // namespace detail
 
 /// 2-D convolution (cross-correlation, as tf.nn.conv2d) of input [N,H,W,C] with filter

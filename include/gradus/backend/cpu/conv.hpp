@@ -11,17 +11,23 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
+#include "gradus/backend/cpu/bias_activation.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
 namespace gradus::backend::cpu {
 
-/// Rows of a tile: about 256 KiB of patches, so a tile and its GEMM panels stay in L2.
+/// Rows of a tile: about 256 KiB of patches, so a tile and its GEMM panels stay in L2; a
+/// multiple of 12 (the AVX-512 kernel's rows, twice the AVX2 kernel's), so that whole tiles run
+/// on full register blocks (LeNet's second layer: 72 rows, not 81 = 6 x 12 + 9).
 template <class T>
 int64_t conv_tile_rows(const ConvPlan& p) {
-  return std::clamp<int64_t>((int64_t(256) << 10) / int64_t(sizeof(T) * std::max<int64_t>(p.depth(), 1)), 8, 4096);
+  const int64_t rows =
+      std::clamp<int64_t>((int64_t(256) << 10) / int64_t(sizeof(T) * std::max<int64_t>(p.depth(), 1)), 12, 4096);
+  return rows - rows % 12;
 }
 
 /// Threshold for `parallel_chunks` over `n` items of `work` flops each: small jobs stay on
@@ -160,43 +166,78 @@ void col2im(const ConvPlan& p, const T* src, int64_t r0, int64_t r1, T* dx) {
   });
 }
 
-/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given).
+/// The output pass of a tile of `rows` rows of F channels, while it is in cache:
+/// o = max(o + bias, 0) with `relu`, o + bias without (a null bias adds nothing).
 template <class T>
-void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out) {
+void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict bias, bool relu) {
+  if (!bias && !relu) return;
+  for (int64_t r = 0; r < rows; ++r, o += F) {
+    if (bias && relu)
+      for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f] + bias[f], T(0));
+    else if (bias)
+      for (int64_t f = 0; f < F; ++f) o[f] += bias[f];
+    else
+      for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f], T(0));
+  }
+}
+
+/// gm = g where y > 0, else 0, over `rows` rows of F; adds the column sums of gm to `sums` when
+/// it is not null.
+template <class T>
+void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, int64_t F, T* __restrict gm,
+                    T* __restrict sums) {
+  for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
+    for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
+    if (sums)
+      for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
+  }
+}
+
+/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`:
+/// bias and activation are applied tile by tile right after the tile's GEMM, while it is in
+/// cache. The filter is packed for the GEMM once, not once per tile.
+template <class T>
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, bool relu = false) {
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
   if (M == 0 || F == 0) return;
-  auto init_bias = [&](T* o, int64_t rows) {
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(bias, F, o + r * F);
-  };
   if (p.pointwise()) {  // one GEMM over the input as it is; Eigen threads it
-    if (bias) init_bias(out, M);
-    gemm(x, false, w, false, out, M, K, F, bias != nullptr);
+    gemm(x, false, w, false, out, M, K, F, false);
+    parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) { conv_epilogue(out + r0 * F, r1 - r0, F, bias, relu); },
+                    row_threshold(F));
     return;
   }
   const int64_t R = conv_tile_rows<T>(p);
+  const GemmB<T> wb(w, false, K, F);
   parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
     Tensor<T> patches(Shape{std::min(R, r1 - r0) * K});
     for (int64_t t0 = r0; t0 < r1; t0 += R) {
       const int64_t t1 = std::min(r1, t0 + R);
       im2col(p, x, t0, t1, patches.data());
-      if (bias) init_bias(out + t0 * F, t1 - t0);
-      gemm(patches.data(), false, w, false, out + t0 * F, t1 - t0, K, F, bias != nullptr);
+      wb.multiply(patches.data(), false, out + t0 * F, t1 - t0, false);
+      conv_epilogue(out + t0 * F, t1 - t0, F, bias, relu);
     }
   }, parallel_threshold(M, double(K * F)));
 }
 
 /// Gradients of conv2d given the output adjoint g [rows, F]; a null destination is skipped,
-/// `add_*` accumulates into it instead of overwriting.
+/// `add_*` accumulates into it instead of overwriting. With `relu_y` (the output of a
+/// conv2d_forward with `relu`) g is first masked where relu_y <= 0, tile by tile in cache.
 template <class T>
 void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
-                     T* db, bool add_db) {
+                     T* db, bool add_db, const T* relu_y = nullptr) {
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
-  if (db) {  // column sums of g
+  if (relu_y && (p.pointwise() || M == 0 || K == 0 || F == 0)) {  // rare: mask all of g first
+    Tensor<T> masked(Shape{M * F});
+    for (int64_t i = 0; i < M * F; ++i) masked.data()[i] = relu_y[i] > T(0) ? g[i] : T(0);
+    return cpu::conv2d_backward<T>(p, masked.data(), x, w, dx, add_dx, dw, add_dw, db, add_db, nullptr);
+  }
+  if (db && !relu_y) {  // column sums of g
     Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>> b(db, F);
     if (!add_db) b.setZero();
     if (M > 0) b += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(g, M, F).colwise().sum();
   }
-  if (!dx && !dw) return;
+  const bool db_tiles = db && relu_y;  // column sums of the masked tiles
+  if (!dx && !dw && !db_tiles) return;
   if (M == 0 || K == 0 || F == 0) {
     if (dx && !add_dx) std::fill_n(dx, p.n * p.h * p.w * p.c, T(0));
     if (dw && !add_dw) std::fill_n(dw, K * F, T(0));
@@ -212,38 +253,53 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
   const int64_t align = dx ? per_image : 1;
   const int64_t threshold = parallel_threshold(M, double(K * F) * ((dx ? 1 : 0) + (dw ? 1 : 0)));
   const int nt = chunks_for(M, align, threshold);
-  Tensor<T> partial;  // per-thread dfilter sums, added in chunk order afterwards
-  if (dw && nt > 1) partial = Tensor<T>(Shape{nt, K * F});
+  Tensor<T> partial;  // per-thread dfilter and dbias sums, added in chunk order afterwards
+  const int64_t stride = (dw ? K * F : 0) + (db_tiles ? F : 0);
+  if (nt > 1 && stride > 0) partial = Tensor<T>(Shape{nt, stride});
+  std::optional<GemmB<T>> wt;  // the filter transposed, packed once for every tile's dpatches
+  if (dx) wt.emplace(w, true, F, K);
   parallel_chunks(M, align, [&](int t, int64_t r0, int64_t r1) {
     const int64_t cap = std::min(R, r1 - r0);
-    Tensor<T> patches(Shape{cap * K});
-    T* dwt = nullptr;
-    bool dw_add = add_dw;
-    if (dw) {
-      dwt = nt > 1 ? partial.data() + t * K * F : dw;
-      if (nt > 1) dw_add = false;
+    Tensor<T> patches(Shape{(dx || dw) ? cap * K : 0});
+    Tensor<T> gmask(Shape{relu_y ? cap * F : 0});
+    T* dwt = dw;
+    T* dbt = db_tiles ? db : nullptr;
+    bool dw_add = add_dw, db_add = add_db;
+    if (nt > 1) {
+      if (dw) dwt = partial.data() + t * stride, dw_add = false;
+      if (db_tiles) dbt = partial.data() + t * stride + (dw ? K * F : 0), db_add = false;
     }
+    if (dbt && !db_add) std::fill_n(dbt, F, T(0));
     if (dx && !add_dx) std::fill(dx + (r0 / per_image) * image, dx + (r1 / per_image) * image, T(0));
     for (int64_t t0 = r0; t0 < r1; t0 += R) {
       const int64_t t1 = std::min(r1, t0 + R), rows = t1 - t0;
+      const T* gt = g + t0 * F;
+      if (relu_y) {
+        relu_mask_rows(gt, relu_y + t0 * F, rows, F, gmask.data(), dbt);
+        gt = gmask.data();
+      }
       if (dw) {
         im2col(p, x, t0, t1, patches.data());
-        gemm(patches.data(), true, g + t0 * F, false, dwt, K, rows, F, dw_add);
+        gemm(patches.data(), true, gt, false, dwt, K, rows, F, dw_add);
         dw_add = true;
       }
       if (dx) {
-        gemm(g + t0 * F, false, w, true, patches.data(), rows, F, K, false);
+        wt->multiply(gt, false, patches.data(), rows, false);
         col2im(p, patches.data(), t0, t1, dx);
       }
     }
     if (dw && r0 == r1 && !dw_add) std::fill_n(dwt, K * F, T(0));  // an empty chunk still owns a partial
   }, threshold);
-  if (dw && nt > 1) {
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dw, K * F);
-    if (!add_dw) out.setZero();
-    for (int t = 0; t < nt; ++t) out += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(partial.data() + t * K * F, K * F);
+  if (nt > 1 && stride > 0) {
+    auto sum_partials = [&](T* dst, int64_t offset, int64_t len, bool add) {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> out(dst, len);
+      if (!add) out.setZero();
+      for (int t = 0; t < nt; ++t)
+        out += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(partial.data() + t * stride + offset, len);
+    };
+    if (dw) sum_partials(dw, 0, K * F, add_dw);
+    if (db_tiles) sum_partials(db, dw ? K * F : 0, F, add_db);
   }
 }
-
 
 }  // namespace gradus::backend::cpu

@@ -151,20 +151,38 @@ template <int64_t NR>
 /// Packs A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), i < mc, p < kc, into panels of MR
 /// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in the last panel are left
 /// as they are: the kernels of a partial panel never read them.
+/// Row-major A (ca == 1) is transposed 8 rows by 8 depths at a time in registers, as pack_b
+/// does for a transposed B; the leftover depths element by element.
 template <int64_t MR>
-inline void pack_a(const float* a, int64_t ra, int64_t ca, int64_t mc, int64_t kc, float* ap) {
+[[gnu::target("avx2,fma")]] inline void pack_a(const float* a, int64_t ra, int64_t ca, int64_t mc, int64_t kc,
+                                                float* ap) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
     const int64_t h = std::min(MR, mc - i0);
     if (ca == 1) {
+      int64_t p0 = 0;
+      for (; p0 + 8 <= kc; p0 += 8)
+        for (int64_t g0 = 0; g0 < h; g0 += 8) {
+          const int64_t rows = std::min<int64_t>(8, h - g0);
+          __m256 r[8], o[8];
+          for (int q = 0; q < 8; ++q)
+            r[q] = q < rows ? _mm256_loadu_ps(a + (i0 + g0 + q) * ra + p0) : _mm256_setzero_ps();
+          transpose8(r, o);
+          if (rows == 8) {
+            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(ap + (p0 + q) * MR + g0, o[q]);
+          } else {
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(ap + (p0 + q) * MR + g0, mask, o[q]);
+          }
+        }
       for (int64_t i = 0; i < h; ++i) {
         const float* src = a + (i0 + i) * ra;
-        for (int64_t p = 0; p < kc; ++p) ap[p * MR + i] = src[p];
+        for (int64_t p = p0; p < kc; ++p) ap[p * MR + i] = src[p];
       }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = a + i0 * ra + p * ca;
-        for (int64_t i = 0; i < h; ++i) ap[p * MR + i] = src[i];
-      }
+      continue;
+    }
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = a + i0 * ra + p * ca;
+      for (int64_t i = 0; i < h; ++i) ap[p * MR + i] = src[i];
     }
   }
 }
@@ -266,12 +284,36 @@ void tile(int64_t rows, int64_t kc, const float* ap, const float* bp, float* c, 
   if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n);
 }
 
+/// Floats of B (k x n) packed whole by pack_b_all for kernel K.
+template <class K>
+int64_t packed_b_size(int64_t k, int64_t n) {
+  int64_t size = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kNC)
+    size += (std::min(kNC, n - j0) + K::kNR - 1) / K::kNR * K::kNR * k;
+  return size;
+}
+
+/// Packs all of B(p, j) = b[p * rb + j * cb] (k x n) as serial() packs it block by block, the
+/// blocks one after another in the order serial() visits them (columns, then depth).
+template <class K>
+void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, float* bp) {
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t nc = std::min(kNC, n - j0), panels = (nc + K::kNR - 1) / K::kNR;
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      pack_b<K::kNR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      bp += panels * K::kNR * kc;
+    }
+  }
+}
+
 /// C (m x n) = or += A (m x k) · B (k x n) on the calling thread with kernel K, where
 /// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), B(p, j) = b[p * rb + j * cb] (cb == 1 or
-/// rb == 1) and C(i, j) = c[i * ldc + j * ldcc].
+/// rb == 1) and C(i, j) = c[i * ldc + j * ldcc]. With `packed` (pack_b_all's output for this B)
+/// B is read from there instead of being packed again.
 template <class K>
 void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc,
-            int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add) {
+            int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add, const float* packed = nullptr) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
@@ -281,7 +323,7 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
     return;
   }
   const int64_t kmax = std::min(k, kKC);
-  Tensor<float> bbuf(Shape{(std::min(n, kNC) + NR - 1) / NR * NR * kmax});
+  Tensor<float> bbuf(Shape{packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR * kmax});
   Tensor<float> abuf(Shape{(std::min(m, kMC) + MR - 1) / MR * MR * kmax});
   float* bp = bbuf.data();
   float* ap = abuf.data();
@@ -290,7 +332,10 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
       const int64_t kc = std::min(kKC, k - p0);
       const bool load = add || p0 > 0;
-      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      if (packed)
+        bp = const_cast<float*>(packed), packed += (nc + NR - 1) / NR * NR * kc;
+      else
+        pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
         pack_a<MR>(a + i0 * ra + p0 * ca, ra, ca, mc, kc, ap);
@@ -480,5 +525,54 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
     return gemm(a, ta, b, tb, c, m, k, n, add, gemm_kernel());
   eigen_gemm(a, ta, b, tb, c, m, k, n, add);
 }
+
+/// B (k x n, stored transposed when `tb`) packed once for many products a · B on the calling
+/// thread — a convolution's filter against tile after tile of patches — so that each product
+/// packs only its A. Where the float kernels would not run on a packed B (doubles, Eigen, a B of
+/// few columns that gemm() runs transposed), multiply() is gemm().
+///   GemmB<float> wb(w, false, K, F);
+///   for (...) wb.multiply(patches, false, out + t0 * F, rows, false);
+template <class T>
+class GemmB {
+ public:
+  GemmB(const T* b, bool tb, int64_t k, int64_t n) : b_(b), tb_(tb), k_(k), n_(n) {
+#if defined(GRADUS_SGEMM_X86)
+    if constexpr (std::is_same_v<T, float>) {
+      kernel_ = gemm_kernel();
+      auto pack = [&](auto kernel) {
+        using K = decltype(kernel);
+        if (k <= 0 || n < 12 || 4 * n < 3 * K::kNR) return;  // gemm() would run these otherwise
+        packed_ = Tensor<float>(Shape{sgemm::packed_b_size<K>(k, n)});
+        sgemm::pack_b_all<K>(b, tb ? 1 : n, tb ? k : 1, k, n, packed_.data());
+      };
+      if (kernel_ == GemmKernel::avx512) pack(sgemm::Avx512{});
+      if (kernel_ == GemmKernel::avx2) pack(sgemm::Avx2{});
+    }
+#endif
+  }
+
+  /// c (m x n) = or (`add`) += a (m x k) · B, a stored transposed when `ta`, on the calling thread
+  /// when B is packed.
+  void multiply(const T* a, bool ta, T* c, int64_t m, bool add) const {
+#if defined(GRADUS_SGEMM_X86)
+    if constexpr (std::is_same_v<T, float>) {
+      if (packed_.size() > 0 && m >= 6) {
+        const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
+        if (kernel_ == GemmKernel::avx512)
+          return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
+        return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
+      }
+    }
+#endif
+    gemm(a, ta, b_, tb_, c, m, k_, n_, add);
+  }
+
+ private:
+  const T* b_;
+  bool tb_;
+  int64_t k_, n_;
+  GemmKernel kernel_ = GemmKernel::eigen;
+  Tensor<float> packed_;
+};
 
 }  // namespace gradus::backend::cpu
