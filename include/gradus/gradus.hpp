@@ -27,4 +27,5 @@
 #include "gradus/ops/conv.hpp"
 #include "gradus/ops/pool.hpp"
 #include "gradus/ops/dropout.hpp"
+#include "gradus/ops/recurrent.hpp"
 #include "gradus/nn.hpp"

@@ -1,8 +1,9 @@
 // Registry entries of conv2d (valid/same, strides, dilations, bias, 1x1), max_pool2d and
-// avg_pool2d (valid/same, overlapping windows) and dropout (fixed seeds). References: direct
+// avg_pool2d (valid/same, overlapping windows), dropout (fixed seeds) and lstm_sequence. References: direct
 // loops over output pixels and taps with TensorFlow's padding rule, and the dropout mask drawn
 // from the documented sequence (element i of the Philox stream keyed by one rng.next(), kept when
-// below 1 - rate; Philox itself is checked against its published vectors in tests/core).
+// below 1 - rate; Philox itself is checked against its published vectors in tests/core), and
+// lstm_sequence (the Keras LSTM equations as loops over steps, rows and units).
 #include "op_registry.hpp"
 
 namespace opreg {
@@ -63,6 +64,48 @@ TD dropout_ref(const TD& x, double rate, uint64_t seed) {
   for (int64_t i = 0; i < x.size(); ++i)
     out.data()[i] = double(gd::philox_uniform(key, uint64_t(i))) < 1 - rate ? x.data()[i] / (1 - rate) : 0.0;
   return out;
+}
+
+/// The Keras LSTM written out: for each step, z = xp_t + h · r split into i, f, g, o;
+/// c = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c). Returns every h [N, T, u], then the final h and
+/// c, flattened into one vector.
+TD lstm_ref(const TD& xp, const TD& r, const TD& h0, const TD& c0) {
+  const int64_t n = xp.shape()[0], steps = xp.shape()[1], u = xp.shape()[2] / 4;
+  std::vector<double> h(h0.data(), h0.data() + n * u), c(c0.data(), c0.data() + n * u), out;
+  std::vector<double> seq(size_t(n * steps * u));
+  auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
+  for (int64_t t = 0; t < steps; ++t) {
+    std::vector<double> hn(h.size());
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < u; ++j) {
+        double z[4];
+        for (int64_t q = 0; q < 4; ++q) {
+          z[q] = at(xp, {b, t, q * u + j});
+          for (int64_t k = 0; k < u; ++k) z[q] += h[size_t(b * u + k)] * at(r, {k, q * u + j});
+        }
+        double& cc = c[size_t(b * u + j)];
+        cc = sig(z[1]) * cc + sig(z[0]) * std::tanh(z[2]);
+        hn[size_t(b * u + j)] = sig(z[3]) * std::tanh(cc);
+        seq[size_t((b * steps + t) * u + j)] = hn[size_t(b * u + j)];
+      }
+    h = hn;
+  }
+  out = seq;
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), c.begin(), c.end());
+  const auto size = int64_t(out.size());
+  return values(std::move(out), {size});
+}
+
+/// The samples' view of lstm_sequence's three outputs, h [N, T, u], h_final and c_final [N, u],
+/// in one tensor without a copy that allocates: h + 2 h_final + 3 c_final (broadcast over T).
+TD lstm_joined_ref(const TD& all, int64_t n, int64_t steps, int64_t u) {
+  const double* seq = all.data();
+  const double* hT = seq + n * steps * u;
+  const double* cT = hT + n * u;
+  return build({n, steps, u}, [&](const Idx& i) {
+    return seq[(i[0] * steps + i[1]) * u + i[2]] + 2 * hT[i[0] * u + i[2]] + 3 * cT[i[0] * u + i[2]];
+  });
 }
 
 }  // namespace
@@ -162,6 +205,44 @@ void add_nn(std::vector<OpInfo>& r) {
                                  return VD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
                                },
                                [](const Refs& t) { return map1(t[0], [](double a) { return 2 * a; }); }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "lstm_sequence"};
+    struct Case {
+      const char* label;
+      int64_t n, steps, u;
+      unsigned kinds;
+    };
+    const Case cases[] = {
+        {"N=2, T=3, u=2", 2, 3, 2, gd::ops::kind::plain},
+        {"N=3, T=5, u=3", 3, 5, 3, gd::ops::kind::plain},
+        {"one step, one sequence, one unit", 1, 1, 1, gd::ops::kind::edge},
+    };
+    uint64_t seed = 280;
+    for (const Case& c : cases) {
+      o.samples.push_back(sample(c.label, c.kinds,
+                                 {uniform({c.n, c.steps, 4 * c.u}, seed), uniform({c.u, 4 * c.u}, seed + 1, -1, 1),
+                                  uniform({c.n, c.u}, seed + 2, -1, 1), uniform({c.n, c.u}, seed + 3, -1, 1)},
+                                 [c](const V& v) {
+                                   auto out = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+                                   const VD fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {c.n, 1, c.u}));
+                                   return VD(out.h + fin);
+                                 },
+                                 [c](const Refs& t) { return lstm_joined_ref(lstm_ref(t[0], t[1], t[2], t[3]), c.n, c.steps, c.u); }));
+      seed += 4;
+    }
+    o.samples.push_back(sample("of xp * 0.5 with the final state alone", gd::ops::kind::edge,
+                               {uniform({2, 3, 8}, 295), uniform({2, 8}, 296, -1, 1), uniform({2, 2}, 297, -1, 1),
+                                uniform({2, 2}, 298, -1, 1)},
+                               [](const V& v) {
+                                 auto out = gd::lstm_sequence(gd::to_var(v[0] * 0.5), v[1], v[2], v[3]);
+                                 return VD(out.h_final + out.c_final * 2.0);
+                               },
+                               [](const Refs& t) {
+                                 const TD all = lstm_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], t[2], t[3]);
+                                 return build({2, 2}, [&](const Idx& i) { return all.data()[12 + i[0] * 2 + i[1]] + 2 * all.data()[16 + i[0] * 2 + i[1]]; });
+                               }));
     r.push_back(std::move(o));
   }
 }

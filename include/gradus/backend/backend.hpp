@@ -20,6 +20,7 @@
 //   softmax         softmax_forward, softmax_backward                           cpu/softmax.hpp
 //                   (softmax and one_hot on a GPU: library kernels)             cuda/library.hpp
 //   layers          bias_activation_forward/_backward, sum_rows                 cpu/bias_activation.hpp
+//   recurrent       lstm_forward, lstm_backward (CPU only)                      cpu/lstm.hpp
 //   dropout         dropout_mask, masked_multiply                               cpu/dropout.hpp
 //                   (on a GPU: library kernels)                                 cuda/library.hpp
 //   data movement   copy_window, window_grad, permute, join_rows, split_rows,
@@ -37,6 +38,7 @@
 #include "gradus/backend/cpu/dropout.hpp"
 #include "gradus/backend/cpu/elementwise.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/lstm.hpp"
 #include "gradus/backend/cpu/pool.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
@@ -159,6 +161,28 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
     cpu::gemm(a, ta, b, tb, c, m, k, n, add);
   else
     cuda::gemm(a, ta, b, tb, c, m, k, n, add, device);
+}
+
+// ---------------------------------------------------------------------------------- recurrent
+
+using cpu::LstmSaved;
+
+/// Every step of an LSTM (cpu/lstm.hpp): xp [N, T, 4u], r [u, 4u], h0, c0 [N, u] -> h_seq
+/// [N, T, u], h_last, c_last [N, u], and what the backward pass needs in `saved`. CPU only.
+template <class T>
+void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
+                  T* c_last, const LstmSaved<T>& saved, Device device = gradus::cpu) {
+  GRADUS_CHECK(device_error, device.is_cpu(), "lstm_sequence: runs on the CPU only, got operands on ", device);
+  cpu::lstm_forward(p, xp, r, h0, c0, h_seq, h_last, c_last, saved);
+}
+/// dxp, dr, dh0, dc0 of lstm_forward from the adjoints of its outputs (null: zero); a null
+/// destination is skipped, `add_*` accumulates instead of overwriting. CPU only.
+template <class T>
+void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& saved, const T* g_seq, const T* g_h_last,
+                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
+                   bool add_c0, Device device = gradus::cpu) {
+  GRADUS_CHECK(device_error, device.is_cpu(), "lstm_sequence: runs on the CPU only, got operands on ", device);
+  cpu::lstm_backward(p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, dh0, add_h0, dc0, add_c0);
 }
 
 // --------------------------------------------------------------------- convolution, pooling

@@ -49,4 +49,9 @@ struct AxisView {
   int64_t out_index(int64_t base) const { return (base / (n * inner)) * inner + base % inner; }
 };
 
+/// The shapes of an LSTM sequence: n sequences of `steps` steps, `units` hidden units (4 gates).
+struct LstmPlan {
+  int64_t n, steps, units;
+};
+
 }  // namespace gradus::backend

@@ -1,5 +1,6 @@
 // gradus/nn/recurrent.hpp — SimpleRNN, LSTM and GRU: cells (one time step) and sequence layers
-// (a cell run over time by a plain loop; the tape is define-by-run). Equations, weight layout,
+// (a cell run over time by a plain loop; the tape is define-by-run; an LSTM on the CPU runs its
+// whole sequence as one lstm_sequence op instead). Equations, weight layout,
 // names and default initializers follow tf.keras (2.x): kernel [in, units*gates], recurrent_kernel
 // [units, units*gates], bias; gate order i, f, c, o (LSTM) and z, r, h (GRU, reset_after = true).
 //   gd::nn::LSTM<float> lstm({.in = 32, .units = 128, .return_sequences = true}, rng);
@@ -15,6 +16,7 @@
 #include "gradus/nn/activations.hpp"
 #include "gradus/nn/module.hpp"
 #include "gradus/ops/linalg.hpp"
+#include "gradus/ops/recurrent.hpp"
 #include "gradus/ops/shape.hpp"
 
 namespace gradus::nn {
@@ -172,6 +174,13 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
     Var<T> h(gradus::sigmoid(o) * gradus::tanh(c));
     return {std::move(h), std::move(c)};
   }
+  /// Every step from projected inputs xp = project(x) [N, T, 4 units] and the state s: every h
+  /// [N, T, units] and the final {h, c}, as one `lstm_sequence` op (one tape node for the whole
+  /// sequence, equal to step_projected run over t; CPU only).
+  std::pair<Var<T>, State> sequence_projected(const Var<T>& xp, const State& s) const {
+    LstmSequenceOutputs<T> o = gradus::lstm_sequence(xp, recurrent_kernel_, s.h, s.c);
+    return {std::move(o.h), State{std::move(o.h_final), std::move(o.c_final)}};
+  }
   /// The zero state {h, c} for a batch of `batch` sequences.
   State initial_state(int64_t batch) const {
     return {Var<T>::constant(Tensor<T>::zeros({batch, units_})), Var<T>::constant(Tensor<T>::zeros({batch, units_}))};
@@ -301,6 +310,13 @@ class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
       st = *state_;
     }
     const Var<T> xp = cell_.project(x);  // [N, T, G]: the input's share of every step, one matmul
+    if constexpr (requires { cell_.sequence_projected(xp, st); }) {
+      if (xp.value().device().is_cpu()) {  // the whole sequence as one op (an LSTM)
+        auto [hs, last] = cell_.sequence_projected(xp, st);
+        if (stateful_) state_ = detail::detach_state(last);
+        return return_sequences_ ? hs : detail::hidden_of(last);
+      }
+    }
     const int64_t g = xp.shape()[2];
     std::vector<Var<T>> hs;
     if (return_sequences_) hs.reserve(size_t(steps));

@@ -1,0 +1,205 @@
+// gradus/backend/cpu/lstm.hpp — a whole LSTM sequence on the CPU (the kernels of the
+// lstm_sequence op, ops/recurrent.hpp), the way oneDNN's RNN primitive runs one:
+//   forward, per step: one GEMM h_{t-1} · R into the step's gate block, then one pass over the
+//     block that adds the projected input, applies σ/tanh and updates c and h;
+//   backward, per step back in time: one pass producing dz_t (the pre-activation adjoint) from
+//     the saved gates, then one GEMM dh_{t-1} = dz_t · Rᵀ; after the loop ONE GEMM
+//     dR = Σ_t h_{t-1}ᵀ dz_t over the whole sequence (the saved h_{t-1} and dz are time-major,
+//     so the sum over t is the inner dimension of a single product).
+// The per-step products have a small m (the batch) and the same B (the recurrent kernel) every
+// step: with AVX-512 they run on a kernel that reads B in place (step_gemm) instead of packing it
+// on every call. The batch rows are split over the threads once for the whole sequence (rows
+// never interact in the recurrence), so the threads do not meet between steps.
+// Gate order i, f, g, o (tf.keras): c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). The gate
+// functions are Eigen's (logistic, tanh), the ones gradus::sigmoid and gradus::tanh use.
+#pragma once
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/backend/plans.hpp"
+#include "gradus/core/tensor.hpp"
+
+namespace gradus::backend::cpu {
+
+namespace lstm_detail {
+
+#if defined(GRADUS_SGEMM_X86)
+/// C rows [R x n] = or += A rows [R x k] · B [k x n], B row-major and unpacked, n a multiple of 64,
+/// over B's rows [p0, p1): R rows x 64 columns of C in AVX-512 accumulators.
+template <int R>
+[[gnu::target("avx512f")]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t n, float* c,
+                                                  int64_t p0, int64_t p1, bool load) {
+  for (int64_t j = 0; j < n; j += 64) {
+    __m512 acc[R][4];
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < 4; ++q)
+        acc[r][q] = load ? _mm512_loadu_ps(c + r * n + j + 16 * q) : _mm512_setzero_ps();
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* bp = b + p * n + j;
+      const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), b2 = _mm512_loadu_ps(bp + 32),
+                   b3 = _mm512_loadu_ps(bp + 48);
+      for (int r = 0; r < R; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+        acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+        acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int q = 0; q < 4; ++q) _mm512_storeu_ps(c + r * n + j + 16 * q, acc[r][q]);
+  }
+}
+
+/// c (m x n) = or += a (m x k) · b (k x n), row-major, n a multiple of 64 (see step_gemm).
+inline void step_gemm_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n, bool add) {
+  constexpr int64_t kc = 128;  // 128 rows x 64 columns of B: 32 KiB, held in L1 over all rows of A
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t p1 = std::min(k, p0 + kc);
+    const bool load = add || p0 > 0;
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) rows_avx512<4>(a + i * k, k, b, n, c + i * n, p0, p1, load);
+    for (; i < m; ++i) rows_avx512<1>(a + i * k, k, b, n, c + i * n, p0, p1, load);
+  }
+}
+#endif
+
+/// c (m x n) = or += a (m x k) · b (k x n), all row-major: the per-step products of an LSTM,
+/// whose m (the batch) is small and whose b (the recurrent kernel) is the same every step. The
+/// general gemm packs b on every call, which here costs about as much as the product; with
+/// AVX-512 and n a multiple of 64 this kernel reads b in place instead (it stays in cache).
+template <class T>
+void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+#if defined(GRADUS_SGEMM_X86)
+  if constexpr (std::is_same_v<T, float>)
+    if (n % 64 == 0 && gemm_kernel() == GemmKernel::avx512) return step_gemm_avx512(a, b, c, m, k, n, add);
+#endif
+  gemm(a, false, b, false, c, m, k, n, add);
+}
+
+}  // namespace lstm_detail
+
+/// What the forward pass keeps for the backward one (all time-major, caller-owned):
+/// act [T, N, 4u] the activated gates σ(i), σ(f), tanh(g), σ(o); h_prev [T, N, u] h_{t-1};
+/// c_prev [T, N, u] c_{t-1}; tanh_c [T, N, u] tanh(c_t).
+template <class T>
+struct LstmSaved {
+  T* act;
+  T* h_prev;
+  T* c_prev;
+  T* tanh_c;
+};
+
+/// Sequences (batch rows) are independent of one another through the whole recurrence, so the
+/// rows are split over the threads once, for all steps: no synchronisation between steps.
+template <class F>
+void for_row_chunks(int64_t n, F&& f) {
+  parallel_chunks(n, 4, [&](int, int64_t b0, int64_t b1) { f(b0, b1); }, 8);
+}
+
+/// Every step of an LSTM: xp [N, T, 4u] (x · kernel + bias), r [u, 4u], h0 and c0 [N, u] ->
+/// h_seq [N, T, u], h_last and c_last [N, u], and the saved buffers `s`.
+template <class T>
+void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
+                  T* c_last, const LstmSaved<T>& s) {
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
+  std::copy_n(h0, nu, s.h_prev);
+  std::copy_n(c0, nu, s.c_prev);
+  for_row_chunks(n, [&](int64_t b0, int64_t b1) {
+    for (int64_t t = 0; t < steps; ++t) {
+      T* z = s.act + t * n * g4;
+      const T* hp = s.h_prev + t * nu;
+      const T* cp = s.c_prev + t * nu;
+      T* hn = t + 1 < steps ? s.h_prev + (t + 1) * nu : h_last;
+      T* cn = t + 1 < steps ? s.c_prev + (t + 1) * nu : c_last;
+      lstm_detail::step_gemm(hp + b0 * u, r, z + b0 * g4, b1 - b0, u, g4, false);
+      for (int64_t b = b0; b < b1; ++b) {
+        Row zb(z + b * g4, g4);
+        zb += CRow(xp + (b * steps + t) * g4, g4);
+        zb.head(2 * u) = zb.head(2 * u).logistic();
+        zb.segment(2 * u, u) = zb.segment(2 * u, u).tanh();
+        zb.tail(u) = zb.tail(u).logistic();
+        Row c(cn + b * u, u), tc(s.tanh_c + t * nu + b * u, u);
+        c = zb.segment(u, u) * CRow(cp + b * u, u) + zb.head(u) * zb.segment(2 * u, u);
+        tc = c.tanh();
+        Row h(hn + b * u, u);
+        h = zb.tail(u) * tc;
+        Row(h_seq + (b * steps + t) * u, u) = h;
+      }
+    }
+  });
+}
+
+/// The adjoints of lstm_forward from those of its outputs (g_seq [N, T, u], g_h_last and
+/// g_c_last [N, u]; each may be null for zero) and the saved buffers: dxp [N, T, 4u], dr [u, 4u],
+/// dh0 and dc0 [N, u]. A null destination is skipped; `add_*` accumulates instead of writing.
+template <class T>
+void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T* g_seq, const T* g_h_last,
+                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
+                   bool add_c0) {
+  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
+  Tensor<T> dz_buf = Tensor<T>::empty({steps, n, g4}), dh_buf = Tensor<T>::empty({n, u}),
+            dc_buf = Tensor<T>::empty({n, u}), rt_buf = Tensor<T>::empty({g4, u});
+  T* dz = dz_buf.data();
+  T* dh = dh_buf.data();
+  T* dc = dc_buf.data();
+  T* rt = rt_buf.data();  // rᵀ [4u, u]: each step's dh = dz_t · rᵀ reads it row by row
+  for (int64_t k = 0; k < u; ++k)
+    for (int64_t j = 0; j < g4; ++j) rt[j * u + k] = r[k * g4 + j];
+  if (g_h_last)
+    std::copy_n(g_h_last, nu, dh);
+  else
+    std::fill_n(dh, nu, T(0));
+  if (g_c_last)
+    std::copy_n(g_c_last, nu, dc);
+  else
+    std::fill_n(dc, nu, T(0));
+  for_row_chunks(n, [&](int64_t b0, int64_t b1) {
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      T* dzt = dz + t * n * g4;
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* a = s.act + (t * n + b) * g4;
+        CRow i(a, u), f(a + u, u), g(a + 2 * u, u), o(a + 3 * u, u);
+        CRow tc(s.tanh_c + t * nu + b * u, u), cp(s.c_prev + t * nu + b * u, u);
+        Row dhb(dh + b * u, u), dcb(dc + b * u, u);
+        if (g_seq) dhb += CRow(g_seq + (b * steps + t) * u, u);
+        dcb += dhb * o * (T(1) - tc.square());
+        T* d = dzt + b * g4;
+        Row(d, u) = dcb * g * i * (T(1) - i);
+        Row(d + u, u) = dcb * cp * f * (T(1) - f);
+        Row(d + 2 * u, u) = dcb * i * (T(1) - g.square());
+        Row(d + 3 * u, u) = dhb * tc * o * (T(1) - o);
+        dcb *= f;
+        if (dxp) {
+          Row dx(dxp + (b * steps + t) * g4, g4);
+          if (add_xp)
+            dx += CRow(d, g4);
+          else
+            dx = CRow(d, g4);
+        }
+      }
+      const int64_t m = b1 - b0;
+      if (t > 0)
+        lstm_detail::step_gemm(dzt + b0 * g4, rt, dh + b0 * u, m, g4, u, false);
+      else if (dh0)
+        lstm_detail::step_gemm(dzt + b0 * g4, rt, dh0 + b0 * u, m, g4, u, add_h0);
+    }
+  });
+  if (dc0) {
+    if (add_c0)
+      Row(dc0, nu) += CRow(dc, nu);
+    else
+      std::copy_n(dc, nu, dc0);
+  }
+  if (dr) gemm(s.h_prev, true, dz, false, dr, u, steps * n, g4, add_r);
+}
+
+}  // namespace gradus::backend::cpu

@@ -1,0 +1,107 @@
+// gradus/ops/recurrent.hpp — lstm_sequence: every step of an LSTM as one op, differentiable in
+// the projected inputs, the recurrent kernel and the initial state, with the final state as
+// differentiable outputs (kernels: backend::lstm_forward/_backward, backend/cpu/lstm.hpp).
+//
+// The op is one tape node for the whole sequence instead of a matmul, four gate slices and the
+// gate expressions per step: its forward runs one small GEMM and one fused gate pass per step,
+// its backward one fused pass and one GEMM per step plus one GEMM for the recurrent kernel's
+// gradient over all steps, and the input projection's adjoint comes out as one tensor (so the
+// input kernel's gradient is one GEMM too). The final h and c are nodes of their own that hand
+// their adjoints to the sequence node, so h_final and c_final can feed anything (a decoder's
+// initial state) and still be differentiated through.
+#pragma once
+#include <cstdint>
+
+#include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
+
+namespace gradus {
+
+/// What lstm_sequence returns: every hidden state and the final state.
+template <Real T>
+struct LstmSequenceOutputs {
+  Var<T> h;        ///< h_t for every step, [N, T, u]
+  Var<T> h_final;  ///< h_{T-1}, [N, u]
+  Var<T> c_final;  ///< c_{T-1}, [N, u]
+};
+
+namespace detail {
+
+inline backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape& h0, const Shape& c0) {
+  GRADUS_CHECK(shape_error, xp.rank() == 3 && xp[1] >= 1 && xp[2] > 0 && xp[2] % 4 == 0,
+               "lstm_sequence: projected inputs must be [N, T, 4 units] with T >= 1, got ", xp);
+  const int64_t n = xp[0], u = xp[2] / 4;
+  GRADUS_CHECK(shape_error, (r == Shape{u, 4 * u}), "lstm_sequence: recurrent_kernel must be [", u, ", ", 4 * u,
+               "] for projected inputs ", xp, ", got ", r);
+  GRADUS_CHECK(shape_error, (h0 == Shape{n, u}), "lstm_sequence: h0 must be [", n, ", ", u, "], got ", h0);
+  GRADUS_CHECK(shape_error, (c0 == Shape{n, u}), "lstm_sequence: c0 must be [", n, ", ", u, "], got ", c0);
+  return {n, xp[1], u};
+}
+
+}  // namespace detail
+
+/// An LSTM (tf.keras gate order i, f, g, o) over every step of projected inputs xp [N, T, 4u]
+/// (x · kernel + bias, for all steps at once) from the state h0, c0 [N, u]:
+///   z_t = xp_t + h_{t-1} · recurrent_kernel,  c_t = σ(f) c_{t-1} + σ(i) tanh(g),  h_t = σ(o) tanh(c_t).
+/// Returns {h [N, T, u], h_final, c_final [N, u]}; differentiable in all four inputs through
+/// all three outputs. CPU only.
+///   auto [h, hT, cT] = gd::lstm_sequence(gd::matmul(x, kernel) + bias, recurrent_kernel, h0, c0);
+template <Real T>
+LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_kernel, const Var<T>& h0,
+                                     const Var<T>& c0) {
+  const backend::LstmPlan p = detail::plan_lstm(xp.shape(), recurrent_kernel.shape(), h0.shape(), c0.shape());
+  const Device dev = xp.value().device();
+  for (const Var<T>* v : {&recurrent_kernel, &h0, &c0})
+    GRADUS_CHECK(device_error, v->value().device() == dev, "lstm_sequence: operands on ", dev, " and ",
+                 v->value().device(), "; move them to one device with .to(device)");
+  const int64_t n = p.n, steps = p.steps, u = p.units;
+  Tensor<T> h = Tensor<T>::empty({n, steps, u}), h_last = Tensor<T>::empty({n, u}),
+            c_last = Tensor<T>::empty({n, u});
+  Tensor<T> act = Tensor<T>::empty({steps, n, 4 * u}), h_prev = Tensor<T>::empty({steps, n, u}),
+            c_prev = Tensor<T>::empty({steps, n, u}), tanh_c = Tensor<T>::empty({steps, n, u});
+  const auto saved = [&] {
+    return backend::LstmSaved<T>{act.data(), h_prev.data(), c_prev.data(), tanh_c.data()};
+  };
+  backend::lstm_forward(p, xp.value().data(), recurrent_kernel.value().data(), h0.value().data(), c0.value().data(),
+                        h.data(), h_last.data(), c_last.data(), saved(), dev);
+  // The adjoints of h_final and c_final, [2, N, u]: added by their nodes (which run first in a
+  // backward pass, being newer), read and cleared by the sequence node.
+  Tensor<T> g_final = Tensor<T>::zeros({2, n, u});
+  Var<T> seq = make_result(
+      "lstm_sequence", std::move(h),
+      [p, act, h_prev, c_prev, tanh_c, g_final](const Tensor<T>& g, const Tensor<T>&, const Var<T>& xp,
+                                                const Var<T>& r, const Var<T>& h0, const Var<T>& c0) mutable {
+        bool ax = false, ar = false, ah = false, ac = false;
+        T* dxp = detail::needs_grad(xp) ? detail::adjoint_buffer(xp, &ax) : nullptr;
+        T* dr = detail::needs_grad(r) ? detail::adjoint_buffer(r, &ar) : nullptr;
+        T* dh0 = detail::needs_grad(h0) ? detail::adjoint_buffer(h0, &ah) : nullptr;
+        T* dc0 = detail::needs_grad(c0) ? detail::adjoint_buffer(c0, &ac) : nullptr;
+        T* gf = g_final.data();
+        const int64_t nu = p.n * p.units;
+        backend::lstm_backward(p, r.value().data(),
+                               backend::LstmSaved<T>{act.data(), h_prev.data(), c_prev.data(), tanh_c.data()},
+                               g.data(), gf, gf + nu, dxp, ax, dr, ar, dh0, ah, dc0, ac);
+        std::fill_n(gf, 2 * nu, T(0));  // a second backward pass over this graph starts again from zero
+      },
+      xp, recurrent_kernel, h0, c0);
+  const auto final_node = [&](Tensor<T> value, int64_t slot) {
+    return make_result(
+        "lstm_sequence", std::move(value),
+        [g_final, slot](const Tensor<T>& g, const Tensor<T>&, const Var<T>& seq) mutable {
+          const int64_t nu = g.size();
+          backend::add_into(g_final.data() + slot * nu, g.data(), nu, gradus::cpu);
+          // The sequence node runs only when it has an adjoint: give it zeros if nothing else did.
+          if (!seq.node()->has_adjoint()) {
+            bool add = false;
+            T* a = detail::adjoint_buffer(seq, &add);
+            backend::fill(a, seq.value().size(), T(0), gradus::cpu);
+          }
+        },
+        seq);
+  };
+  Var<T> h_final = final_node(std::move(h_last), 0);
+  Var<T> c_final = final_node(std::move(c_last), 1);
+  return {std::move(seq), std::move(h_final), std::move(c_final)};
+}
+
+}  // namespace gradus

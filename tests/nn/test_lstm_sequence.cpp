@@ -1,0 +1,187 @@
+// lstm_sequence (ops/recurrent.hpp), the fused whole-sequence LSTM that nn::LSTM runs: its
+// gradient in double w.r.t. the projected inputs, the recurrent kernel and the initial state,
+// through every output (all h, the final h, the final c, each alone too); a final state fed on
+// to a second sequence (an encoder's state to a decoder); and its forward and gradients in float
+// against the per-step path, LSTMCell::step_projected run over t (slices, matmuls and gate
+// expressions: a different code path, which the Keras-equation tests of test_recurrent.cpp pin).
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+
+#include <gradus/gradus.hpp>
+#include <gradus/nn.hpp>
+#include <gradus/nn/recurrent.hpp>
+
+namespace gd = gradus;
+namespace nn = gradus::nn;
+using Td = gd::Tensor<double>;
+using V = gd::Var<double>;
+
+namespace {
+
+Td normal(gd::Shape s, gd::Rng& rng, double sd = 0.6) { return Td::random_normal(s, rng, 0, sd); }
+
+V flat(const V& v) { return gd::to_var(gd::reshape(v, {-1})); }
+
+void check(const gd::GradientCheckResult& r) {
+  INFO(r);
+  CHECK(r.ok);
+}
+
+/// Inputs of one sequence: xp [n, t, 4u], r [u, 4u], h0, c0 [n, u].
+std::vector<Td> sample_inputs(int64_t n, int64_t t, int64_t u, uint64_t seed) {
+  gd::Rng rng(seed);
+  return {normal({n, t, 4 * u}, rng, 1.0), normal({u, 4 * u}, rng), normal({n, u}, rng), normal({n, u}, rng)};
+}
+
+}  // namespace
+
+TEST_CASE("lstm_sequence: gradients in double w.r.t. xp, recurrent_kernel, h0, c0", "[rnn][gradients]") {
+  const std::vector<Td> x0 = sample_inputs(2, 4, 3, 11);
+  SECTION("through every output") {
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+          return gd::concat({flat(o.h), flat(o.h_final), flat(o.c_final)}, 0);
+        },
+        x0));
+  }
+  SECTION("through the sequence of h alone") {
+    check(gd::check_gradient([](const std::vector<V>& v) { return gd::lstm_sequence(v[0], v[1], v[2], v[3]).h; }, x0));
+  }
+  SECTION("through the final h alone") {
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) { return gd::lstm_sequence(v[0], v[1], v[2], v[3]).h_final; }, x0));
+  }
+  SECTION("through the final c alone") {
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) { return gd::lstm_sequence(v[0], v[1], v[2], v[3]).c_final; }, x0));
+  }
+  SECTION("one step, one sequence") {
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+          return gd::concat({flat(o.h), flat(o.c_final)}, 0);
+        },
+        sample_inputs(1, 1, 2, 12)));
+  }
+}
+
+TEST_CASE("lstm_sequence: a final state carried into a second sequence is differentiated through", "[rnn][gradients]") {
+  std::vector<Td> x0 = sample_inputs(2, 3, 2, 13);
+  gd::Rng rng(14);
+  x0.push_back(normal({2, 2, 8}, rng, 1.0));  // the decoder's projected inputs
+  check(gd::check_gradient(
+      [](const std::vector<V>& v) {
+        auto enc = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+        auto dec = gd::lstm_sequence(v[4], v[1], enc.h_final, enc.c_final);
+        return gd::concat({flat(dec.h), flat(dec.c_final), flat(enc.h)}, 0);
+      },
+      x0));
+}
+
+TEST_CASE("lstm_sequence: two backward passes over one graph give the same gradients", "[rnn]") {
+  const std::vector<Td> x0 = sample_inputs(2, 3, 2, 15);
+  std::vector<V> v;
+  for (const Td& x : x0) v.emplace_back(x.clone());
+  auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+  const V y = gd::sum(o.h) + gd::sum(o.h_final * 2.0) + gd::sum(o.c_final * 3.0);
+  const auto g1 = gd::gradients(y, v), g2 = gd::gradients(y, v);
+  for (size_t k = 0; k < v.size(); ++k)
+    for (int64_t i = 0; i < g1[k].size(); ++i) CHECK(g1[k].data()[i] == g2[k].data()[i]);
+}
+
+TEST_CASE("lstm_sequence: bad shapes name the op and the shapes", "[rnn]") {
+  const std::vector<Td> x = sample_inputs(2, 3, 2, 16);
+  const V xp(x[0]), r(x[1]), h0(x[2]), c0(x[3]);
+  CHECK_THROWS_WITH(gd::lstm_sequence(V(Td::zeros({2, 3, 7})), r, h0, c0),
+                    Catch::Contains("lstm_sequence: projected inputs must be [N, T, 4 units]"));
+  CHECK_THROWS_WITH(gd::lstm_sequence(xp, V(Td::zeros({3, 8})), h0, c0),
+                    Catch::Contains("recurrent_kernel must be [2, 8]"));
+  CHECK_THROWS_WITH(gd::lstm_sequence(xp, r, V(Td::zeros({3, 2})), c0), Catch::Contains("h0 must be [2, 2]"));
+  CHECK_THROWS_WITH(gd::lstm_sequence(xp, r, h0, V(Td::zeros({2, 3}))), Catch::Contains("c0 must be [2, 2]"));
+}
+
+// The fused op against LSTMCell::step_projected over t, in float: forward values and the
+// gradients of every parameter and of the initial state.
+// Sizes: units 9 take the general GEMM for the per-step products; units 64 (gate blocks and
+// units multiples of 64) the in-place AVX-512 kernel where the CPU has it, with 6 rows (a block
+// of 4 and two single rows) and k = 256 in the backward products (two k-blocks).
+TEST_CASE("lstm_sequence: equals the per-step LSTMCell path in float", "[rnn]") {
+  using Tf = gd::Tensor<float>;
+  using Vf = gd::Var<float>;
+  struct Size {
+    int64_t n, steps, in, u;
+  };
+  const Size size = GENERATE(Size{5, 7, 6, 9}, Size{6, 3, 5, 64});
+  const int64_t n = size.n, steps = size.steps, in = size.in, u = size.u;
+  INFO("N " << n << ", T " << steps << ", in " << in << ", units " << u);
+  gd::Rng rng(17);
+  nn::LSTMCell<float> cell({.in = in, .units = u}, rng);
+  cell.bias().value().copy_(Tf::random_normal({4 * u}, rng, 0, 0.3));
+  const Tf x = Tf::random_normal({n, steps, in}, rng), h0t = Tf::random_normal({n, u}, rng, 0, 0.5),
+           c0t = Tf::random_normal({n, u}, rng, 0, 0.5), seed = Tf::random_normal({n, steps, u}, rng);
+  const Tf seed_h = Tf::random_normal({n, u}, rng), seed_c = Tf::random_normal({n, u}, rng);
+
+  // One run: values of all h, final h and c, and gradients of kernel, recurrent_kernel, bias, h0, c0.
+  auto run = [&](bool fused) {
+    Vf h0(h0t.clone()), c0(c0t.clone());
+    const Vf xp = cell.project(Vf::constant(x));
+    Vf hs, hT, cT;
+    if (fused) {
+      auto o = gd::lstm_sequence(xp, cell.recurrent_kernel(), h0, c0);
+      hs = o.h, hT = o.h_final, cT = o.c_final;
+    } else {
+      nn::LSTMState<float> s{h0, c0};
+      std::vector<Vf> all;
+      for (int64_t t = 0; t < steps; ++t) {
+        s = cell.step_projected(gd::to_var(gd::reshape(gd::slice(xp, {0, t, 0}, {n, 1, 4 * u}), {n, 4 * u})), s);
+        all.push_back(s.h);
+      }
+      hs = gd::to_var(gd::stack(all, 1)), hT = s.h, cT = s.c;
+    }
+    const Vf loss = gd::sum(hs * seed) + gd::sum(hT * seed_h) + gd::sum(cT * seed_c);
+    std::vector<Tf> out{hs.value(), hT.value(), cT.value()};
+    for (Tf& g : gd::gradients(loss, {cell.kernel(), cell.recurrent_kernel(), cell.bias(), h0, c0})) out.push_back(g);
+    return out;
+  };
+  const std::vector<Tf> fused = run(true), steps_ref = run(false);
+  const char* names[] = {"h", "h_final", "c_final", "d kernel", "d recurrent_kernel", "d bias", "d h0", "d c0"};
+  for (size_t k = 0; k < fused.size(); ++k) {
+    INFO(names[k]);
+    REQUIRE(fused[k].shape() == steps_ref[k].shape());
+    float worst = 0;
+    for (int64_t i = 0; i < fused[k].size(); ++i)
+      worst = std::max(worst, std::abs(fused[k].data()[i] - steps_ref[k].data()[i]) /
+                                  std::max(1.f, std::abs(steps_ref[k].data()[i])));
+    CHECK(worst < 5e-5f);
+  }
+}
+
+TEST_CASE("lstm_sequence: nn::LSTM runs it and matches the per-step cell, stateful included", "[rnn]") {
+  using Tf = gd::Tensor<float>;
+  using Vf = gd::Var<float>;
+  gd::Rng rng(18);
+  nn::LSTM<float> lstm({.in = 4, .units = 5, .return_sequences = true, .stateful = true}, rng);
+  const Tf x = Tf::random_normal({3, 6, 4}, rng);
+  auto per_step = [&](nn::LSTMState<float> s) {
+    const Vf xp = lstm.cell().project(Vf::constant(x));
+    std::vector<Vf> all;
+    for (int64_t t = 0; t < 6; ++t) {
+      s = lstm.cell().step_projected(gd::to_var(gd::reshape(gd::slice(xp, {0, t, 0}, {3, 1, 20}), {3, 20})), s);
+      all.push_back(s.h);
+    }
+    return std::pair{gd::eval(gd::stack(all, 1)), s};
+  };
+  auto close = [](const Tf& a, const Tf& b) {
+    REQUIRE(a.shape() == b.shape());
+    for (int64_t i = 0; i < a.size(); ++i) CHECK(a.data()[i] == Approx(b.data()[i]).margin(2e-6));
+  };
+  auto [ref1, s1] = per_step(lstm.cell().initial_state(3));
+  close(lstm.forward(x).value(), ref1);
+  close(lstm.states()->h.value(), s1.h.value());
+  close(lstm.states()->c.value(), s1.c.value());
+  auto [ref2, s2] = per_step({s1.h.detach(), s1.c.detach()});
+  close(lstm.forward(x).value(), ref2);  // from the carried state
+  close(lstm.states()->c.value(), s2.c.value());
+}
