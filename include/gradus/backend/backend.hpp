@@ -26,24 +26,29 @@
 //                   gather_rows, scatter_add_rows, one_hot, cast                cpu/copy.hpp
 //
 // The shapes a kernel works on come as plans (backend/plans.hpp); threads are split by
-// cpu/parallel.hpp.
+// cpu/parallel.hpp. With GRADUS_COMPILED_KERNELS (a target that links gradus::kernels) GEMM,
+// convolution and pooling are only declared here (cpu/compiled.hpp) and compiled in that library.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "gradus/backend/cpu/bias_activation.hpp"
-#include "gradus/backend/cpu/conv.hpp"
 #include "gradus/backend/cpu/copy.hpp"
 #include "gradus/backend/cpu/dropout.hpp"
 #include "gradus/backend/cpu/elementwise.hpp"
-#include "gradus/backend/cpu/gemm.hpp"
-#include "gradus/backend/cpu/pool.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/plans.hpp"
+#if defined(GRADUS_COMPILED_KERNELS)  // linked with gradus::kernels: GEMM, conv and pooling compiled there
+#include "gradus/backend/cpu/compiled.hpp"
+#else
+#include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/pool.hpp"
+#endif
 
 namespace gradus::backend {
 

@@ -1,0 +1,23 @@
+// src/kernels.cpp — the gradus::kernels library: the CPU kernels of backend/cpu/compiled.hpp,
+// compiled once for float and double from the header-only definitions, for programs built with
+// GRADUS_COMPILED_KERNELS (CMake defines it for every target that links gradus::kernels).
+#include "gradus/backend/cpu/compiled.hpp"  // first: the declarations must match the definitions
+#include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/pool.hpp"
+
+namespace gradus::backend::cpu {
+
+#define GRADUS_INSTANTIATE_KERNELS(T)                                                                          \
+  template void gemm<T>(const T*, bool, const T*, bool, T*, int64_t, int64_t, int64_t, bool);                  \
+  template void conv2d_forward<T>(const ConvPlan&, const T*, const T*, const T*, T*);                          \
+  template void conv2d_backward<T>(const ConvPlan&, const T*, const T*, const T*, T*, bool, T*, bool, T*, bool); \
+  template void pool2d_forward<T>(const PoolPlan&, const T*, T*, bool);                                        \
+  template void pool2d_backward<T>(const PoolPlan&, const T*, const T*, const T*, T*, bool, bool);
+
+GRADUS_INSTANTIATE_KERNELS(float)
+GRADUS_INSTANTIATE_KERNELS(double)
+
+#undef GRADUS_INSTANTIATE_KERNELS
+
+}  // namespace gradus::backend::cpu
