@@ -5,6 +5,7 @@
 #include "gradus/backend/cpu/conv.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
 #include "gradus/backend/cpu/pool.hpp"
+#include "gradus/ops/bias_activation.hpp"
 
 namespace gradus::backend::cpu {
 
@@ -21,3 +22,16 @@ GRADUS_INSTANTIATE_KERNELS(double)
 #undef GRADUS_INSTANTIATE_KERNELS
 
 }  // namespace gradus::backend::cpu
+
+namespace gradus {
+
+// The bias + activation kernels of every activation a layer can choose (ops/bias_activation.hpp
+// declares them extern under GRADUS_COMPILED_KERNELS).
+#define GRADUS_INSTANTIATE_FLOAT(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, float, Op)
+#define GRADUS_INSTANTIATE_DOUBLE(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, double, Op)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_FLOAT)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_DOUBLE)
+#undef GRADUS_INSTANTIATE_FLOAT
+#undef GRADUS_INSTANTIATE_DOUBLE
+
+}  // namespace gradus
