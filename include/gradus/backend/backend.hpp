@@ -27,25 +27,30 @@
 //                   gather_rows, scatter_add_rows, one_hot, cast                cpu/copy.hpp
 //
 // The shapes a kernel works on come as plans (backend/plans.hpp); threads are split by
-// cpu/parallel.hpp.
+// cpu/parallel.hpp. With GRADUS_COMPILED_KERNELS (a target that links gradus::kernels) GEMM,
+// convolution, pooling and the LSTM sequence are only declared here (cpu/compiled.hpp) and compiled in that library.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "gradus/backend/cpu/bias_activation.hpp"
-#include "gradus/backend/cpu/conv.hpp"
 #include "gradus/backend/cpu/copy.hpp"
 #include "gradus/backend/cpu/dropout.hpp"
 #include "gradus/backend/cpu/elementwise.hpp"
-#include "gradus/backend/cpu/gemm.hpp"
-#include "gradus/backend/cpu/lstm.hpp"
-#include "gradus/backend/cpu/pool.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/plans.hpp"
+#if defined(GRADUS_COMPILED_KERNELS)  // linked with gradus::kernels: GEMM, conv and pooling compiled there
+#include "gradus/backend/cpu/compiled.hpp"
+#else
+#include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/lstm.hpp"
+#include "gradus/backend/cpu/pool.hpp"
+#endif
 
 namespace gradus::backend {
 
@@ -165,7 +170,6 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 
 // ---------------------------------------------------------------------------------- recurrent
 
-using cpu::LstmSaved;
 
 /// Every step of an LSTM (cpu/lstm.hpp): xp [N, T, 4u], r [u, 4u], h0, c0 [N, u] -> h_seq
 /// [N, T, u], h_last, c_last [N, u], and what the backward pass needs in `saved`. CPU only.
@@ -191,7 +195,7 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& saved, con
 template <class T>
 void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, Device device = gradus::cpu) {
   if (!device.is_cpu()) return cuda::conv2d_forward(p, x, w, bias, out, device);
-  cpu::conv2d_forward(p, x, w, bias, out);
+  cpu::conv2d_forward(p, x, w, bias, out, false);
 }
 /// dx, dw, db of conv2d from the output adjoint g; a null destination is skipped, `add_*`
 /// accumulates instead of overwriting.
@@ -199,7 +203,7 @@ template <class T>
 void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
                      T* db, bool add_db, Device device = gradus::cpu) {
   if (!device.is_cpu()) return cuda::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, device);
-  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db);
+  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, nullptr);
 }
 /// out = max(patches(x) · w + bias, 0), the bias and ReLU applied in the convolution's output
 /// pass (CPU only; ops/conv.hpp composes conv2d and bias_activation elsewhere).

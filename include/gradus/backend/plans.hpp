@@ -54,4 +54,15 @@ struct LstmPlan {
   int64_t n, steps, units;
 };
 
+/// What the forward pass keeps for the backward one (all time-major, caller-owned):
+/// act [T, N, 4u] the activated gates σ(i), σ(f), tanh(g), σ(o); h_prev [T, N, u] h_{t-1};
+/// c_prev [T, N, u] c_{t-1}; tanh_c [T, N, u] tanh(c_t).
+template <class T>
+struct LstmSaved {
+  T* act;
+  T* h_prev;
+  T* c_prev;
+  T* tanh_c;
+};
+
 }  // namespace gradus::backend

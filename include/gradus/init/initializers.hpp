@@ -1,15 +1,15 @@
 // gradus/init/initializers.hpp — weight initializers with TensorFlow's semantics (tf.keras.initializers).
 #pragma once
-#include "gradus/core/eigen.hpp"  // first: Eigen/Core with its warnings handled
-#include <Eigen/QR>
 
 #include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
@@ -222,6 +222,58 @@ struct lecun_uniform {
   }
 };
 
+namespace detail {
+
+/// Replaces `a` (m x n, row-major, m >= n) by the Q of its QR decomposition with R's diagonal
+/// made positive: orthonormal columns, unique for a full-rank a. Householder reflections with
+/// LAPACK's (and Eigen's HouseholderQR's) conventions; written out here so that the umbrella
+/// header does not parse Eigen/QR, and compiled once rather than per element type.
+inline void orthonormalize_columns(std::vector<double>& a, int64_t m, int64_t n) {
+  const auto at = [n](std::vector<double>& x, int64_t i, int64_t j) -> double& { return x[size_t(i * n + j)]; };
+  std::vector<double> tau(static_cast<size_t>(n)), diag(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {  // reflection j zeroes column j below the diagonal
+    double tail = 0;
+    for (int64_t i = j + 1; i < m; ++i) tail += at(a, i, j) * at(a, i, j);
+    const double c0 = at(a, j, j);
+    if (tail <= std::numeric_limits<double>::min()) {  // nothing to zero: no reflection
+      tau[size_t(j)] = 0;
+      diag[size_t(j)] = c0;
+      for (int64_t i = j + 1; i < m; ++i) at(a, i, j) = 0;
+      continue;
+    }
+    const double norm = std::sqrt(c0 * c0 + tail), beta = c0 >= 0 ? -norm : norm;
+    for (int64_t i = j + 1; i < m; ++i) at(a, i, j) /= c0 - beta;  // v = [1, a(j+1:, j)]
+    tau[size_t(j)] = (beta - c0) / beta;
+    diag[size_t(j)] = beta;
+    for (int64_t k = j + 1; k < n; ++k) {  // a(j:, k) -= tau v (vᵀ a(j:, k))
+      double s = at(a, j, k);
+      for (int64_t i = j + 1; i < m; ++i) s += at(a, i, j) * at(a, i, k);
+      s *= tau[size_t(j)];
+      at(a, j, k) -= s;
+      for (int64_t i = j + 1; i < m; ++i) at(a, i, k) -= s * at(a, i, j);
+    }
+  }
+  // Q = H_0 ... H_{n-1} times the first n columns of the identity, the last reflection first;
+  // H_j leaves columns k < j alone (still e_k there).
+  std::vector<double> q(static_cast<size_t>(m * n), 0.0);
+  for (int64_t j = 0; j < n; ++j) at(q, j, j) = 1;
+  for (int64_t j = n - 1; j >= 0; --j) {
+    for (int64_t k = j; k < n; ++k) {
+      double s = at(q, j, k);
+      for (int64_t i = j + 1; i < m; ++i) s += at(a, i, j) * at(q, i, k);
+      s *= tau[size_t(j)];
+      at(q, j, k) -= s;
+      for (int64_t i = j + 1; i < m; ++i) at(q, i, k) -= s * at(a, i, j);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j)
+    if (diag[size_t(j)] < 0)  // R's diagonal made positive, as TF
+      for (int64_t i = 0; i < m; ++i) at(q, i, j) = -at(q, i, j);
+  a = std::move(q);
+}
+
+}  // namespace detail
+
 /// A random orthogonal matrix times `gain`, as tf.keras.initializers.Orthogonal: a shape
 /// [..., cols] (rank >= 2) is viewed as rows = prod(other dims) x cols; the rows are orthonormal
 /// (W Wᵀ = gain² I) when rows <= cols, else the columns are (Wᵀ W = gain² I). Drawn as the
@@ -234,20 +286,14 @@ struct orthogonal {
     const int64_t cols = shape.back(), rows = cols ? shape.numel() / cols : 0;
     Tensor<T> t(shape);
     if (rows == 0 || cols == 0) return t;
-    const Eigen::Index m = std::max(rows, cols), n = std::min(rows, cols);
-    Eigen::MatrixXd a(m, n);
-    for (Eigen::Index i = 0; i < m; ++i)
-      for (Eigen::Index j = 0; j < n; ++j) a(i, j) = rng.normal();  // drawn in row-major order, as TF
-    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(a);
-    Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(m, n);
-    for (Eigen::Index j = 0; j < n; ++j)
-      if (qr.matrixQR()(j, j) < 0) q.col(j) = -q.col(j);  // R's diagonal made positive, as TF
-    using Out = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    Eigen::Map<Out> w(t.data(), Eigen::Index(rows), Eigen::Index(cols));
-    if (rows < cols)
-      w = (gain * q.transpose()).template cast<T>();
-    else
-      w = (gain * q).template cast<T>();
+    const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+    std::vector<double> q(static_cast<size_t>(m * n));
+    for (double& x : q) x = rng.normal();  // drawn in row-major order, as TF
+    detail::orthonormalize_columns(q, m, n);
+    T* w = t.data();  // [rows, cols]: Q [m, n] itself, or its transpose when rows < cols
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        w[i * cols + j] = T(gain * (rows < cols ? q[size_t(j * n + i)] : q[size_t(i * n + j)]));
     return t;
   }
 };

@@ -67,6 +67,36 @@ void visit_elementwise(const Activation& a, F&& f) {
   throw value_error(str("Activation: ", a.name(), " is not elementwise"));
 }
 
+/// Calls GRADUS_X(op struct) for each op struct visit_elementwise can pass.
+#define GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_X)                                                \
+  GRADUS_X(::gradus::detail::Identity) GRADUS_X(::gradus::ops::Relu) GRADUS_X(::gradus::ops::LeakyRelu) \
+  GRADUS_X(::gradus::ops::Elu) GRADUS_X(::gradus::ops::Selu) GRADUS_X(::gradus::ops::Gelu)             \
+  GRADUS_X(::gradus::ops::Tanh) GRADUS_X(::gradus::ops::Sigmoid) GRADUS_X(::gradus::ops::Softplus)    \
+  GRADUS_X(::gradus::ops::Softsign)
+
+}  // namespace detail
+
+/// The explicit instantiation declarations (EXTERN = extern) or definitions (EXTERN empty,
+/// src/kernels.cpp) of the CPU bias + activation kernels for element type T and op struct Op.
+#define GRADUS_BIAS_ACTIVATION_KERNELS(EXTERN, T, Op)                                                     \
+  EXTERN template void backend::cpu::bias_activation_forward<T, Op>(const Op&, const T*, const T*, int64_t, \
+                                                                    int64_t, T*);                           \
+  EXTERN template void backend::cpu::bias_activation_backward<T, Op>(const Op&, const T*, const T*, const T*, \
+                                                                     const T*, int64_t, int64_t, T*);
+
+#if defined(GRADUS_COMPILED_KERNELS)
+// Linked with gradus::kernels: the CPU bias + activation kernels of every activation are
+// compiled there (src/kernels.cpp), not in each translation unit that builds a layer.
+#define GRADUS_EXTERN_FLOAT(Op) GRADUS_BIAS_ACTIVATION_KERNELS(extern, float, Op)
+#define GRADUS_EXTERN_DOUBLE(Op) GRADUS_BIAS_ACTIVATION_KERNELS(extern, double, Op)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_EXTERN_FLOAT)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_EXTERN_DOUBLE)
+#undef GRADUS_EXTERN_FLOAT
+#undef GRADUS_EXTERN_DOUBLE
+#endif
+
+namespace detail {
+
 /// bias_activation on a GPU: the activation is chosen inside the kernel from its kind, with the
 /// op structs the CPU runs (backend/cuda/library.hpp).
 template <Real T>

@@ -197,7 +197,7 @@ void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, 
 /// bias and activation are applied tile by tile right after the tile's GEMM, while it is in
 /// cache. The filter is packed for the GEMM once, not once per tile.
 template <class T>
-void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, bool relu = false) {
+void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, bool relu) {
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
   if (M == 0 || F == 0) return;
   if (p.pointwise()) {  // one GEMM over the input as it is; Eigen threads it
@@ -224,7 +224,7 @@ void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T*
 /// conv2d_forward with `relu`) g is first masked where relu_y <= 0, tile by tile in cache.
 template <class T>
 void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
-                     T* db, bool add_db, const T* relu_y = nullptr) {
+                     T* db, bool add_db, const T* relu_y) {
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
   if (relu_y && (p.pointwise() || M == 0 || K == 0 || F == 0)) {  // rare: mask all of g first
     Tensor<T> masked(Shape{M * F});

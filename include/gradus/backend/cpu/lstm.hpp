@@ -83,17 +83,6 @@ void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bo
 
 }  // namespace lstm_detail
 
-/// What the forward pass keeps for the backward one (all time-major, caller-owned):
-/// act [T, N, 4u] the activated gates σ(i), σ(f), tanh(g), σ(o); h_prev [T, N, u] h_{t-1};
-/// c_prev [T, N, u] c_{t-1}; tanh_c [T, N, u] tanh(c_t).
-template <class T>
-struct LstmSaved {
-  T* act;
-  T* h_prev;
-  T* c_prev;
-  T* tanh_c;
-};
-
 /// Sequences (batch rows) are independent of one another through the whole recurrence, so the
 /// rows are split over the threads once, for all steps: no synchronisation between steps.
 template <class F>

@@ -76,6 +76,16 @@ struct CodegenTree {
   std::vector<CodegenNode> nodes;
   int leaves = 0, numbers = 0, params = 0;
 
+  /// `gradus::ops::Clamp(a.p[3], a.p[4])`: the op struct `name` built from its `count`
+  /// parameters, numbered from `params` on (`gradus::ops::Exp{}` without parameters).
+  std::string op_call(std::string_view name, int count) {
+    std::string op = op_struct(name);
+    if (count == 0) return op + "{}";
+    op += "(";
+    for (int k = 0; k < count; ++k) op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
+    return op + ")";
+  }
+
   template <class E>
   int add() {
     using C = node_children<E>;
@@ -97,14 +107,7 @@ struct CodegenTree {
       for (int i = 0; i < C::arity; ++i) n.flows.push_back(C::grad_flows[size_t(i)]);
       if constexpr (requires { typename E::op_type; }) {
         using Op = typename E::op_type;
-        n.op = op_struct(Op::name);
-        if constexpr (op_param_count<Op>() > 0) {
-          n.op += "(";
-          for (int k = 0; k < op_param_count<Op>(); ++k) n.op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
-          n.op += ")";
-        } else {
-          n.op += "{}";
-        }
+        n.op = op_call(Op::name, op_param_count<Op>());
         n.kind = C::arity == 1 ? CodegenNode::unary : CodegenNode::binary;
       } else {
         n.kind = CodegenNode::where;
@@ -131,14 +134,12 @@ struct KernelSource {
   int leaves = 0, numbers = 0, params = 0;
 };
 
-/// The CUDA source of the forward or backward kernel of expression type E; `entry` names the
-/// kernel (default gradus_elementwise_forward / _backward).
-template <class E>
-KernelSource elementwise_source(Pass pass, std::string entry = {}) {
-  using T = value_type_t<E>;
-  const std::string t = element_type_name<T>();
-  CodegenTree tree;
-  const int root = tree.add<E>();
+/// The CUDA source of the forward or backward kernel of a flattened expression (`tree`, its last
+/// node the root) over elements of type `t` ("float" or "double"). Not a template: every
+/// expression type shares this one function, and only the flattening (CodegenTree::add) is
+/// instantiated per type.
+inline KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry) {
+  const int root = int(tree.nodes.size()) - 1;
   const auto v = [](int k) { return "v" + std::to_string(k); };
   const auto g = [](int k) { return "g" + std::to_string(k); };
   std::string body;
@@ -232,6 +233,15 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
                                        : "") +
              "}\n";
   return k;
+}
+
+/// The CUDA source of the forward or backward kernel of expression type E; `entry` names the
+/// kernel (default gradus_elementwise_forward / _backward).
+template <class E>
+KernelSource elementwise_source(Pass pass, std::string entry = {}) {
+  CodegenTree tree;
+  tree.add<E>();
+  return elementwise_source(tree, element_type_name<value_type_t<E>>(), pass, std::move(entry));
 }
 
 /// The directory holding gradus/ (the headers NVRTC includes): $GRADUS_INCLUDE_DIR, else the

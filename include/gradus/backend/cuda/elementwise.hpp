@@ -9,6 +9,7 @@
 //   backend::cuda::evaluate_into(a * b + 1.f, out.device_data(), out.shape(), gd::cuda(0));
 #pragma once
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -143,26 +144,36 @@ inline long grid_blocks(long n, int ordinal) {
   return std::min<long>((n + 255) / 256, long(count) * 8);
 }
 
-/// Launches expression type E's generated kernel of `pass` over args.n elements on the default
-/// stream of GPU `device` (compiled and loaded on first use; no lookups when warm).
+/// An expression type's loaded kernels, by pass and GPU (null until first launched).
+using KernelSlots = std::array<std::array<std::atomic<void*>, 64>, 3>;
 template <class E>
-void launch(Pass pass, args_of<E>& args, Device device) {
-  if (args.n == 0) return;
-  static std::array<std::array<std::atomic<void*>, 64>, 3> loaded{};
-  std::atomic<void*>& slot = loaded[size_t(pass)][size_t(device.index)];
+inline KernelSlots kernel_slots{};
+
+/// Launches the generated kernel of `pass` of expression `type` over n elements on the default
+/// stream of GPU `device` (compiled and loaded on first use, then kept in `slots`; no lookups
+/// when warm). `args` is the kernel's ElementwiseArgs.
+inline void launch(const ExprType& type, KernelSlots& slots, Pass pass, void* args, long n, Device device) {
+  if (n == 0) return;
+  std::atomic<void*>& slot = slots[size_t(pass)][size_t(device.index)];
   void* fn = slot.load(std::memory_order_acquire);
   if (!fn) {
     const std::string arch = arch_of(device.index);
-    const std::string& ptx = kernel_ptx<E>(pass, arch);
-    fn = load_function(kernel_key<E>(pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
+    const std::string& ptx = kernel_ptx(type, pass, arch);
+    fn = load_function(kernel_key(type, pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
                        device.index);
     slot.store(fn, std::memory_order_release);
   }
-  void* params[] = {&args};
+  void* params[] = {args};
   make_current(device.index);
   const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(grid_blocks(args.n, device.index)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
+  d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, device.index)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
           "cuLaunchKernel (elementwise)");
+}
+
+/// Launches expression type E's generated kernel of `pass` over args.n elements on GPU `device`.
+template <class E>
+void launch(Pass pass, args_of<E>& args, Device device) {
+  launch(expr_type_of<E>, kernel_slots<E>, pass, &args, args.n, device);
 }
 
 /// The arguments of E's kernel over `shape` with every leaf, number and parameter filled.

@@ -43,13 +43,20 @@ class KernelCache {
   /// The PTX for `key`, from memory, from disk, or from `compile()` (then stored in both).
   template <class Compile>
   const std::string& ptx(const std::string& key, Compile&& compile) {
+    using F = std::remove_reference_t<Compile>;
+    return ptx(key, [](void* f) -> std::string { return (*static_cast<F*>(f))(); },
+               const_cast<void*>(static_cast<const void*>(&compile)));
+  }
+  /// The same with the compiler as a function and its argument: the lookup is compiled once,
+  /// not once per caller's lambda.
+  const std::string& ptx(const std::string& key, std::string (*compile)(void*), void* arg) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) return it->second;
     std::string text;
     if (!dir_.empty() && read(key, text)) {
       ++disk_hits_;
     } else {
-      text = compile();
+      text = compile(arg);
       ++compiles_;
       if (!dir_.empty()) write(key, text);
     }
@@ -116,18 +123,57 @@ class KernelCache {
   int compiles_ = 0, disk_hits_ = 0;
 };
 
-/// The cache key of a generated kernel: expression type, pass, architecture and the compiler.
+/// What the GPU path needs of an expression type, as values: its name (for cache keys), how to
+/// flatten it for the code generator, and its element type. `launch`, the caches and the
+/// generator take this instead of the type, so they are compiled once per program, not once per
+/// expression.
+struct ExprType {
+  const std::type_info* id;
+  void (*flatten)(CodegenTree&);
+  const char* element;
+};
+
 template <class E>
-std::string kernel_key(Pass pass, const std::string& arch) {
-  const Nvrtc& n = Nvrtc::get();
-  return std::string(typeid(E).name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" +
-         std::to_string(n.major) + "." + std::to_string(n.minor);
+void flatten_expr(CodegenTree& tree) {
+  tree.add<E>();
 }
 
-/// The PTX of expression type E's forward or backward kernel for `arch`, compiled at first use.
+/// The ExprType of expression type E.
+template <class E>
+inline constexpr ExprType expr_type_of{&typeid(E), &flatten_expr<E>, element_type_name<value_type_t<E>>()};
+
+/// The cache key of a generated kernel: expression type, pass, architecture and the compiler.
+inline std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
+  const Nvrtc& n = Nvrtc::get();
+  return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
+         "." + std::to_string(n.minor);
+}
+template <class E>
+std::string kernel_key(Pass pass, const std::string& arch) {
+  return kernel_key(expr_type_of<E>, pass, arch);
+}
+
+/// The PTX of an expression type's forward or backward kernel for `arch`, compiled at first use.
+inline const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
+                                     KernelCache& cache = KernelCache::get()) {
+  struct Job {
+    const ExprType& type;
+    Pass pass;
+    const std::string& arch;
+  } job{type, pass, arch};
+  return cache.ptx(
+      kernel_key(type, pass, arch),
+      [](void* p) {
+        const Job& j = *static_cast<const Job*>(p);
+        CodegenTree tree;
+        j.type.flatten(tree);
+        return compile_kernel(elementwise_source(tree, j.type.element, j.pass, {}), j.arch);
+      },
+      &job);
+}
 template <class E>
 const std::string& kernel_ptx(Pass pass, const std::string& arch, KernelCache& cache = KernelCache::get()) {
-  return cache.ptx(kernel_key<E>(pass, arch), [&] { return compile_kernel(elementwise_source<E>(pass), arch); });
+  return kernel_ptx(expr_type_of<E>, pass, arch, cache);
 }
 
 }  // namespace gradus::backend::cuda

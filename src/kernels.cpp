@@ -1,0 +1,43 @@
+// src/kernels.cpp — the gradus::kernels library: the CPU kernels of backend/cpu/compiled.hpp,
+// compiled once for float and double from the header-only definitions, for programs built with
+// GRADUS_COMPILED_KERNELS (CMake defines it for every target that links gradus::kernels).
+#include "gradus/backend/cpu/compiled.hpp"  // first: the declarations must match the definitions
+#include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/lstm.hpp"
+#include "gradus/backend/cpu/pool.hpp"
+#include "gradus/ops/bias_activation.hpp"
+
+namespace gradus::backend::cpu {
+
+#define GRADUS_INSTANTIATE_KERNELS(T)                                                                          \
+  template void gemm<T>(const T*, bool, const T*, bool, T*, int64_t, int64_t, int64_t, bool);                  \
+  template void conv2d_forward<T>(const ConvPlan&, const T*, const T*, const T*, T*, bool);                    \
+  template void conv2d_backward<T>(const ConvPlan&, const T*, const T*, const T*, T*, bool, T*, bool, T*, bool, \
+                                   const T*);                                                                 \
+  template void pool2d_forward<T>(const PoolPlan&, const T*, T*, bool);                                        \
+  template void pool2d_backward<T>(const PoolPlan&, const T*, const T*, const T*, T*, bool, bool);             \
+  template void lstm_forward<T>(const LstmPlan&, const T*, const T*, const T*, const T*, T*, T*, T*,           \
+                                const LstmSaved<T>&);                                                         \
+  template void lstm_backward<T>(const LstmPlan&, const T*, const LstmSaved<T>&, const T*, const T*, const T*, \
+                                 T*, bool, T*, bool, T*, bool, T*, bool);
+
+GRADUS_INSTANTIATE_KERNELS(float)
+GRADUS_INSTANTIATE_KERNELS(double)
+
+#undef GRADUS_INSTANTIATE_KERNELS
+
+}  // namespace gradus::backend::cpu
+
+namespace gradus {
+
+// The bias + activation kernels of every activation a layer can choose (ops/bias_activation.hpp
+// declares them extern under GRADUS_COMPILED_KERNELS).
+#define GRADUS_INSTANTIATE_FLOAT(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, float, Op)
+#define GRADUS_INSTANTIATE_DOUBLE(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, double, Op)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_FLOAT)
+GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_DOUBLE)
+#undef GRADUS_INSTANTIATE_FLOAT
+#undef GRADUS_INSTANTIATE_DOUBLE
+
+}  // namespace gradus
