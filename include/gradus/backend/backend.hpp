@@ -203,7 +203,7 @@ template <class T>
 void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
                      T* db, bool add_db, Device device = gradus::cpu) {
   if (!device.is_cpu()) return cuda::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, device);
-  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, nullptr);
+  cpu::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, static_cast<const T*>(nullptr));
 }
 /// out = max(patches(x) · w + bias, 0), the bias and ReLU applied in the convolution's output
 /// pass (CPU only; ops/conv.hpp composes conv2d and bias_activation elsewhere).
