@@ -11,7 +11,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
-#include <Eigen/Core>
+#include <gradus/core/eigen.hpp>  // Eigen/Core, included as gradus includes it
 #include <algorithm>
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // Tests of the Eigen and xtensor interop: values, layouts, aliasing and lifetimes.
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"  // Eigen/Core, included as gradus includes it
 #include <xtensor/xarray.hpp>
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xtensor.hpp>

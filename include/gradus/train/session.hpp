@@ -69,8 +69,8 @@ struct EpochLogs {
   int64_t epoch = 0;        ///< 0-based
   int64_t global_step = 0;  ///< the global step at the end of the epoch
   double loss = 0;
-  std::optional<double> val_loss;
-  std::vector<std::pair<std::string, double>> val_metrics;  ///< ("val_<name>", value), in options order
+  std::optional<double> val_loss = std::nullopt;
+  std::vector<std::pair<std::string, double>> val_metrics = {};  ///< ("val_<name>", value), in options order
 
   /// Whether `key` ("loss", "val_loss", "val_accuracy", ...) has a value in this epoch.
   bool has(std::string_view key) const {
