@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 
 namespace gradus::backend::cpu {
@@ -20,7 +21,9 @@ void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows,
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const CRow bias(b, n);
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) Row(y + r * n, n) = op.forward(CRow(h + r * n, n) + bias);
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) Row(y + r * n, n) = op.forward(CRow(h + r * n, n) + bias);
+    });
   }, row_threshold(n));
 }
 
@@ -32,11 +35,13 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const CRow bias(b, n);
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      Row d(dz + r * n, n);
-      d = CRow(h + r * n, n) + bias;  // z, read in place by the op's gradient rule
-      d = op.backward(d, CRow(y + r * n, n), CRow(g + r * n, n));
-    }
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) {
+        Row d(dz + r * n, n);
+        d = CRow(h + r * n, n) + bias;  // z, read in place by the op's gradient rule
+        d = op.backward(d, CRow(y + r * n, n), CRow(g + r * n, n));
+      }
+    });
   }, row_threshold(n));
 }
 
@@ -45,9 +50,11 @@ template <class T>
 void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  Row acc(out, n);
-  acc.setZero();
-  for (int64_t r = 0; r < rows; ++r) acc += CRow(x + r * n, n);
+  with_isa([&] {
+    Row acc(out, n);
+    acc.setZero();
+    for (int64_t r = 0; r < rows; ++r) acc += CRow(x + r * n, n);
+  });
 }
 
 }  // namespace gradus::backend::cpu

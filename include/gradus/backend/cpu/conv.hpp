@@ -15,6 +15,7 @@
 
 #include "gradus/backend/cpu/bias_activation.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
@@ -135,34 +136,38 @@ void im2col_rows(const ConvPlan& p, const T* x, int64_t r0, int64_t r1, T* dst) 
 /// Patches of output rows [r0, r1) into `dst` ([r1 - r0, KH*KW*C], zeros where padded).
 template <class T>
 void im2col(const ConvPlan& p, const T* x, int64_t r0, int64_t r1, T* dst) {
-  switch (p.dw == 1 ? p.kw * p.c : 0) {  // short filter rows (one input channel) unrolled
-    case 3: return im2col_short<3>(p, x, r0, r1, dst);
-    case 5: return im2col_short<5>(p, x, r0, r1, dst);
-    case 7: return im2col_short<7>(p, x, r0, r1, dst);
-    default: return im2col_rows(p, x, r0, r1, dst);
-  }
+  with_isa([&] {
+    switch (p.dw == 1 ? p.kw * p.c : 0) {  // short filter rows (one input channel) unrolled
+      case 3: return im2col_short<3>(p, x, r0, r1, dst);
+      case 5: return im2col_short<5>(p, x, r0, r1, dst);
+      case 7: return im2col_short<7>(p, x, r0, r1, dst);
+      default: return im2col_rows(p, x, r0, r1, dst);
+    }
+  });
 }
 
 /// The adjoint of im2col: adds patch rows [r0, r1) of `src` into the input-shaped `dx`.
 template <class T>
 void col2im(const ConvPlan& p, const T* src, int64_t r0, int64_t r1, T* dx) {
-  const int64_t K = p.depth(), C = p.c, row = p.w * C, span = p.kw * C;
-  for_each_window(p, r0, r1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {
-    T* img = dx + n * p.h * row;
-    const T* s = src + (r - r0) * K;
-    const int64_t lo = std::clamp<int64_t>(-ix0, 0, p.kw), hi = std::clamp<int64_t>(p.w - ix0, lo, p.kw);
-    for (int64_t i = 0; i < p.kh; ++i, s += span) {
-      const int64_t iy = iy0 + i * p.dh;
-      if (iy < 0 || iy >= p.h) continue;
-      if (p.dw == 1) {
-        add_short(s + lo * C, (hi - lo) * C, img + iy * row + (ix0 + lo) * C);
-      } else {
-        for (int64_t j = 0; j < p.kw; ++j) {
-          const int64_t ix = ix0 + j * p.dw;
-          if (ix >= 0 && ix < p.w) add_short(s + j * C, C, img + iy * row + ix * C);
+  with_isa([&] {
+    const int64_t K = p.depth(), C = p.c, row = p.w * C, span = p.kw * C;
+    for_each_window(p, r0, r1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {
+      T* img = dx + n * p.h * row;
+      const T* s = src + (r - r0) * K;
+      const int64_t lo = std::clamp<int64_t>(-ix0, 0, p.kw), hi = std::clamp<int64_t>(p.w - ix0, lo, p.kw);
+      for (int64_t i = 0; i < p.kh; ++i, s += span) {
+        const int64_t iy = iy0 + i * p.dh;
+        if (iy < 0 || iy >= p.h) continue;
+        if (p.dw == 1) {
+          add_short(s + lo * C, (hi - lo) * C, img + iy * row + (ix0 + lo) * C);
+        } else {
+          for (int64_t j = 0; j < p.kw; ++j) {
+            const int64_t ix = ix0 + j * p.dw;
+            if (ix >= 0 && ix < p.w) add_short(s + j * C, C, img + iy * row + ix * C);
+          }
         }
       }
-    }
+    });
   });
 }
 
@@ -171,14 +176,16 @@ void col2im(const ConvPlan& p, const T* src, int64_t r0, int64_t r1, T* dx) {
 template <class T>
 void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict bias, bool relu) {
   if (!bias && !relu) return;
-  for (int64_t r = 0; r < rows; ++r, o += F) {
-    if (bias && relu)
-      for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f] + bias[f], T(0));
-    else if (bias)
-      for (int64_t f = 0; f < F; ++f) o[f] += bias[f];
-    else
-      for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f], T(0));
-  }
+  with_isa([&] {
+    for (int64_t r = 0; r < rows; ++r, o += F) {
+      if (bias && relu)
+        for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f] + bias[f], T(0));
+      else if (bias)
+        for (int64_t f = 0; f < F; ++f) o[f] += bias[f];
+      else
+        for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f], T(0));
+    }
+  });
 }
 
 /// gm = g where y > 0, else 0, over `rows` rows of F; adds the column sums of gm to `sums` when
@@ -186,11 +193,13 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
 template <class T>
 void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, int64_t F, T* __restrict gm,
                     T* __restrict sums) {
-  for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
-    for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
-    if (sums)
-      for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
-  }
+  with_isa([&] {
+    for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
+      for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
+      if (sums)
+        for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
+    }
+  });
 }
 
 /// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`:

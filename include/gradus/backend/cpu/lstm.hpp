@@ -11,15 +11,18 @@
 // on every call. The batch rows are split over the threads once for the whole sequence (rows
 // never interact in the recurrence), so the threads do not meet between steps.
 // Gate order i, f, g, o (tf.keras): c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). The gate
-// functions are Eigen's (logistic, tanh), the ones gradus::sigmoid and gradus::tanh use.
+// functions are vecmath.hpp's (within 3 ulp of exact in float, the standard library's in double),
+// so the gate pass is one plain loop that vectorises for the CPU's widest ISA (isa.hpp).
 #pragma once
-#include <Eigen/Core>
+#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "gradus/backend/cpu/gemm.hpp"
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/backend/cpu/vecmath.hpp"
 #include "gradus/backend/plans.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -95,8 +98,6 @@ void for_row_chunks(int64_t n, F&& f) {
 template <class T>
 void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
                   T* c_last, const LstmSaved<T>& s) {
-  using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-  using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
   std::copy_n(h0, nu, s.h_prev);
   std::copy_n(c0, nu, s.c_prev);
@@ -108,19 +109,23 @@ void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const
       T* hn = t + 1 < steps ? s.h_prev + (t + 1) * nu : h_last;
       T* cn = t + 1 < steps ? s.c_prev + (t + 1) * nu : c_last;
       lstm_detail::step_gemm(hp + b0 * u, r, z + b0 * g4, b1 - b0, u, g4, false);
-      for (int64_t b = b0; b < b1; ++b) {
-        Row zb(z + b * g4, g4);
-        zb += CRow(xp + (b * steps + t) * g4, g4);
-        zb.head(2 * u) = zb.head(2 * u).logistic();
-        zb.segment(2 * u, u) = zb.segment(2 * u, u).tanh();
-        zb.tail(u) = zb.tail(u).logistic();
-        Row c(cn + b * u, u), tc(s.tanh_c + t * nu + b * u, u);
-        c = zb.segment(u, u) * CRow(cp + b * u, u) + zb.head(u) * zb.segment(2 * u, u);
-        tc = c.tanh();
-        Row h(hn + b * u, u);
-        h = zb.tail(u) * tc;
-        Row(h_seq + (b * steps + t) * u, u) = h;
-      }
+      with_isa([&] {
+        for (int64_t b = b0; b < b1; ++b) {  // the gates, c and h of row b in one pass
+          T* zb = z + b * g4;
+          const T* xb = xp + (b * steps + t) * g4;
+          const T* cpb = cp + b * u;
+          T *cb = cn + b * u, *tcb = s.tanh_c + t * nu + b * u, *hb = hn + b * u, *hs = h_seq + (b * steps + t) * u;
+          GRADUS_SIMD
+          for (int64_t j = 0; j < u; ++j) {
+            const T i = vm::logistic(zb[j] + xb[j]), f = vm::logistic(zb[u + j] + xb[u + j]);
+            const T g = vm::tanh(zb[2 * u + j] + xb[2 * u + j]), o = vm::logistic(zb[3 * u + j] + xb[3 * u + j]);
+            zb[j] = i, zb[u + j] = f, zb[2 * u + j] = g, zb[3 * u + j] = o;
+            const T c = f * cpb[j] + i * g, tc = vm::tanh(c);
+            cb[j] = c, tcb[j] = tc;
+            hb[j] = hs[j] = o * tc;
+          }
+        }
+      });
     }
   });
 }
@@ -154,27 +159,35 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
   for_row_chunks(n, [&](int64_t b0, int64_t b1) {
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dzt = dz + t * n * g4;
-      for (int64_t b = b0; b < b1; ++b) {
-        const T* a = s.act + (t * n + b) * g4;
-        CRow i(a, u), f(a + u, u), g(a + 2 * u, u), o(a + 3 * u, u);
-        CRow tc(s.tanh_c + t * nu + b * u, u), cp(s.c_prev + t * nu + b * u, u);
-        Row dhb(dh + b * u, u), dcb(dc + b * u, u);
-        if (g_seq) dhb += CRow(g_seq + (b * steps + t) * u, u);
-        dcb += dhb * o * (T(1) - tc.square());
-        T* d = dzt + b * g4;
-        Row(d, u) = dcb * g * i * (T(1) - i);
-        Row(d + u, u) = dcb * cp * f * (T(1) - f);
-        Row(d + 2 * u, u) = dcb * i * (T(1) - g.square());
-        Row(d + 3 * u, u) = dhb * tc * o * (T(1) - o);
-        dcb *= f;
-        if (dxp) {
-          Row dx(dxp + (b * steps + t) * g4, g4);
-          if (add_xp)
-            dx += CRow(d, g4);
-          else
-            dx = CRow(d, g4);
+      with_isa([&] {
+        for (int64_t b = b0; b < b1; ++b) {
+          const T *a = s.act + (t * n + b) * g4, *tc = s.tanh_c + t * nu + b * u, *cp = s.c_prev + t * nu + b * u;
+          const T* gs = g_seq ? g_seq + (b * steps + t) * u : nullptr;
+          const T* dhb = dh + b * u;
+          T* dcb = dc + b * u;
+          T* d = dzt + b * g4;
+          GRADUS_SIMD
+          for (int64_t j = 0; j < u; ++j) {
+            const T i = a[j], f = a[u + j], g = a[2 * u + j], o = a[3 * u + j], tcj = tc[j];
+            const T dhj = gs ? dhb[j] + gs[j] : dhb[j];
+            const T dcj = dcb[j] + dhj * o * (T(1) - tcj * tcj);
+            d[j] = dcj * g * i * (T(1) - i);
+            d[u + j] = dcj * cp[j] * f * (T(1) - f);
+            d[2 * u + j] = dcj * i * (T(1) - g * g);
+            d[3 * u + j] = dhj * tcj * o * (T(1) - o);
+            dcb[j] = dcj * f;
+          }
+          if (dxp) {
+            T* dx = dxp + (b * steps + t) * g4;
+            if (add_xp) {
+              GRADUS_SIMD
+              for (int64_t j = 0; j < g4; ++j) dx[j] += d[j];
+            } else {
+              std::copy_n(d, g4, dx);
+            }
+          }
         }
-      }
+      });
       const int64_t m = b1 - b0;
       if (t > 0)
         lstm_detail::step_gemm(dzt + b0 * g4, rt, dh + b0 * u, m, g4, u, false);

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "gradus/backend/cpu/conv.hpp"
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
@@ -39,13 +40,15 @@ template <class T>
 void max_pool2x2_forward(const PoolPlan& p, const T* x, T* y) {
   const int64_t C = p.c, rows = p.n * p.oh, row = p.w * C;
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* top = x + ((r / p.oh) * p.h + 2 * (r % p.oh)) * row;
-      const T* bottom = top + row;
-      T* out = y + r * p.ow * C;
-      for (int64_t ox = 0; ox < p.ow; ++ox, top += 2 * C, bottom += 2 * C, out += C)
-        max_pool2x2_max(top, bottom, out, C);
-    }
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* top = x + ((r / p.oh) * p.h + 2 * (r % p.oh)) * row;
+        const T* bottom = top + row;
+        T* out = y + r * p.ow * C;
+        for (int64_t ox = 0; ox < p.ow; ++ox, top += 2 * C, bottom += 2 * C, out += C)
+          max_pool2x2_max(top, bottom, out, C);
+      }
+    });
   }, parallel_threshold(rows, double(p.ow * C * 4)));
 }
 
@@ -78,21 +81,23 @@ template <class T>
 void max_pool2x2_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add) {
   const int64_t C = p.c, rows = p.n * p.oh, row = p.w * C;
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p.oh, oy = r % p.oh, at = (n * p.h + 2 * oy) * row;
-      for (int64_t ox = 0; ox < p.ow; ++ox) {
-        const int64_t i = at + 2 * ox * C, o = (r * p.ow + ox) * C;
-        if (add)
-          max_pool2x2_window<true>(x + i, x + i + row, y + o, g + o, dx + i, dx + i + row, C);
-        else
-          max_pool2x2_window<false>(x + i, x + i + row, y + o, g + o, dx + i, dx + i + row, C);
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / p.oh, oy = r % p.oh, at = (n * p.h + 2 * oy) * row;
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          const int64_t i = at + 2 * ox * C, o = (r * p.ow + ox) * C;
+          if (add)
+            max_pool2x2_window<true>(x + i, x + i + row, y + o, g + o, dx + i, dx + i + row, C);
+          else
+            max_pool2x2_window<false>(x + i, x + i + row, y + o, g + o, dx + i, dx + i + row, C);
+        }
+        if (!add) {  // columns no window reads; the rows below the last window row
+          for (const int64_t iy : {2 * oy, 2 * oy + 1})
+            std::fill(dx + (n * p.h + iy) * row + 2 * p.ow * C, dx + (n * p.h + iy + 1) * row, T(0));
+          if (oy == p.oh - 1) std::fill(dx + (n * p.h + 2 * p.oh) * row, dx + (n + 1) * p.h * row, T(0));
+        }
       }
-      if (!add) {  // columns no window reads; the rows below the last window row
-        for (const int64_t iy : {2 * oy, 2 * oy + 1})
-          std::fill(dx + (n * p.h + iy) * row + 2 * p.ow * C, dx + (n * p.h + iy + 1) * row, T(0));
-        if (oy == p.oh - 1) std::fill(dx + (n * p.h + 2 * p.oh) * row, dx + (n + 1) * p.h * row, T(0));
-      }
-    }
+    });
   }, parallel_threshold(rows, double(p.ow * C * 4)));
 }
 
@@ -101,29 +106,31 @@ void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max) {
   if (max && is_pool2x2(p)) return max_pool2x2_forward(p, x, y);
   const int64_t C = p.c, rows = p.n * p.oh;
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p.oh, oy = r % p.oh;
-      const T* img = x + n * p.h * p.w * C;
-      for (int64_t ox = 0; ox < p.ow; ++ox) {
-        int64_t y0, y1, x0, x1;
-        p.window(oy, ox, y0, y1, x0, x1);
-        ChanMap<T> out(y + (r * p.ow + ox) * C, C);
-        if (y1 <= y0 || x1 <= x0) {  // cannot happen with TF's padding rules; kept well-defined
-          out.setZero();
-          continue;
-        }
-        out = CChanMap<T>(img + (y0 * p.w + x0) * C, C);
-        for (int64_t i = y0; i < y1; ++i)
-          for (int64_t j = (i == y0 ? x0 + 1 : x0); j < x1; ++j) {
-            const CChanMap<T> v(img + (i * p.w + j) * C, C);
-            if (max)
-              out = out.max(v);
-            else
-              out += v;
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / p.oh, oy = r % p.oh;
+        const T* img = x + n * p.h * p.w * C;
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          int64_t y0, y1, x0, x1;
+          p.window(oy, ox, y0, y1, x0, x1);
+          ChanMap<T> out(y + (r * p.ow + ox) * C, C);
+          if (y1 <= y0 || x1 <= x0) {  // cannot happen with TF's padding rules; kept well-defined
+            out.setZero();
+            continue;
           }
-        if (!max) out *= T(1) / T((y1 - y0) * (x1 - x0));
+          out = CChanMap<T>(img + (y0 * p.w + x0) * C, C);
+          for (int64_t i = y0; i < y1; ++i)
+            for (int64_t j = (i == y0 ? x0 + 1 : x0); j < x1; ++j) {
+              const CChanMap<T> v(img + (i * p.w + j) * C, C);
+              if (max)
+                out = out.max(v);
+              else
+                out += v;
+            }
+          if (!max) out *= T(1) / T((y1 - y0) * (x1 - x0));
+        }
       }
-    }
+    });
   }, parallel_threshold(rows, double(p.ow * C * p.kh * p.kw)));
 }
 
@@ -135,38 +142,40 @@ void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* d
   // windows of different output rows read disjoint input rows unless they overlap vertically
   const bool disjoint = p.kh <= p.sh;
   parallel_chunks(rows, disjoint ? 1 : p.oh, [&](int, int64_t r0, int64_t r1) {
-    Tensor<T> pending(Shape{max ? C : 0});  // gradient of each channel not yet handed out
-    if (!add && !disjoint) std::fill(dx + (r0 / p.oh) * image, dx + (r1 / p.oh) * image, T(0));
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / p.oh, oy = r % p.oh;
-      const T* img = x + n * image;
-      T* dimg = dx + n * image;
-      if (!add && disjoint) {  // this output row owns input rows [lo, hi)
-        const int64_t lo = oy == 0 ? 0 : std::clamp<int64_t>(oy * p.sh - p.ph, 0, p.h);
-        const int64_t hi = oy == p.oh - 1 ? p.h : std::clamp<int64_t>((oy + 1) * p.sh - p.ph, lo, p.h);
-        std::fill(dimg + lo * row, dimg + hi * row, T(0));
-      }
-      for (int64_t ox = 0; ox < p.ow; ++ox) {
-        int64_t y0, y1, x0, x1;
-        p.window(oy, ox, y0, y1, x0, x1);
-        const int64_t o = (r * p.ow + ox) * C;
-        if (max) {  // the first element equal to the max takes the whole gradient
-          ChanMap<T> left(pending.data(), C);
-          left = CChanMap<T>(g + o, C);
-          const CChanMap<T> top(y + o, C);
-          for (int64_t i = y0; i < y1; ++i)
-            for (int64_t j = x0; j < x1; ++j) {
-              const auto hit = CChanMap<T>(img + (i * p.w + j) * C, C) == top;
-              ChanMap<T>(dimg + (i * p.w + j) * C, C) += hit.select(left, T(0));
-              left = hit.select(T(0), left);
-            }
-        } else if (y1 > y0 && x1 > x0) {
-          const auto share = CChanMap<T>(g + o, C) * (T(1) / T((y1 - y0) * (x1 - x0)));
-          for (int64_t i = y0; i < y1; ++i)
-            for (int64_t j = x0; j < x1; ++j) ChanMap<T>(dimg + (i * p.w + j) * C, C) += share;
+    with_isa([&] {
+      Tensor<T> pending(Shape{max ? C : 0});  // gradient of each channel not yet handed out
+      if (!add && !disjoint) std::fill(dx + (r0 / p.oh) * image, dx + (r1 / p.oh) * image, T(0));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / p.oh, oy = r % p.oh;
+        const T* img = x + n * image;
+        T* dimg = dx + n * image;
+        if (!add && disjoint) {  // this output row owns input rows [lo, hi)
+          const int64_t lo = oy == 0 ? 0 : std::clamp<int64_t>(oy * p.sh - p.ph, 0, p.h);
+          const int64_t hi = oy == p.oh - 1 ? p.h : std::clamp<int64_t>((oy + 1) * p.sh - p.ph, lo, p.h);
+          std::fill(dimg + lo * row, dimg + hi * row, T(0));
+        }
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          int64_t y0, y1, x0, x1;
+          p.window(oy, ox, y0, y1, x0, x1);
+          const int64_t o = (r * p.ow + ox) * C;
+          if (max) {  // the first element equal to the max takes the whole gradient
+            ChanMap<T> left(pending.data(), C);
+            left = CChanMap<T>(g + o, C);
+            const CChanMap<T> top(y + o, C);
+            for (int64_t i = y0; i < y1; ++i)
+              for (int64_t j = x0; j < x1; ++j) {
+                const auto hit = CChanMap<T>(img + (i * p.w + j) * C, C) == top;
+                ChanMap<T>(dimg + (i * p.w + j) * C, C) += hit.select(left, T(0));
+                left = hit.select(T(0), left);
+              }
+          } else if (y1 > y0 && x1 > x0) {
+            const auto share = CChanMap<T>(g + o, C) * (T(1) / T((y1 - y0) * (x1 - x0)));
+            for (int64_t i = y0; i < y1; ++i)
+              for (int64_t j = x0; j < x1; ++j) ChanMap<T>(dimg + (i * p.w + j) * C, C) += share;
+          }
         }
       }
-    }
+    });
   }, parallel_threshold(rows, double(p.ow * C * p.kh * p.kw)));
 }
 

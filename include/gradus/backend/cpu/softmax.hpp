@@ -1,34 +1,46 @@
 // gradus/backend/cpu/softmax.hpp — softmax and log_softmax along one axis on the CPU, the
-// maximum of each line subtracted first; the last-axis case runs vectorised.
+// maximum of each line subtracted first; the last-axis case runs vectorised (vecmath.hpp's exp,
+// compiled for the CPU's widest ISA by isa.hpp).
 #pragma once
-#include "gradus/core/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
+#include "gradus/backend/cpu/vecmath.hpp"
 
 namespace gradus::backend::cpu {
 
 /// y = softmax(x) (or log_softmax) along the axis of `v`.
 template <class T>
 void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
-  using Line = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-  using CLine = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   for_each_line(v, [&](int64_t base) {
     const T* in = x + base;
     T* out = y + base;
     const int64_t st = v.inner;
     if (st == 1) {  // the common last-axis case, vectorised
-      CLine xi(in, v.n);
-      Line yo(out, v.n);
-      const T m = xi.maxCoeff();
-      yo = (xi - m).exp();
-      const T s = yo.sum();
-      if (log)
-        yo = xi - m - std::log(s);
-      else
-        yo /= s;
+      with_isa([&] {
+        const int64_t n = v.n;
+        T m = in[0];
+        GRADUS_SIMD_REDUCTION(max, m)
+        for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
+        T s = 0;
+        GRADUS_SIMD_REDUCTION(+, s)
+        for (int64_t k = 0; k < n; ++k) {
+          const T e = vm::exp(in[k] - m);
+          out[k] = e;
+          s += e;
+        }
+        if (log) {
+          const T shift = m + std::log(s);
+          GRADUS_SIMD
+          for (int64_t k = 0; k < n; ++k) out[k] = in[k] - shift;
+        } else {
+          GRADUS_SIMD
+          for (int64_t k = 0; k < n; ++k) out[k] /= s;
+        }
+      });
       return;
     }
     T m = -std::numeric_limits<T>::infinity();
@@ -49,9 +61,21 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
     const T* yy = y + base;
     T* d = dx + base;
     const int64_t st = v.inner;
-    T s = 0;
-    for (int64_t k = 0; k < v.n; ++k) s += log ? gy[k * st] : gy[k * st] * yy[k * st];
-    for (int64_t k = 0; k < v.n; ++k) d[k * st] = log ? gy[k * st] - std::exp(yy[k * st]) * s : yy[k * st] * (gy[k * st] - s);
+    with_isa([&] {
+      const int64_t n = v.n;
+      T s = 0;
+      if (log) {
+        GRADUS_SIMD_REDUCTION(+, s)
+        for (int64_t k = 0; k < n; ++k) s += gy[k * st];
+        GRADUS_SIMD
+        for (int64_t k = 0; k < n; ++k) d[k * st] = gy[k * st] - vm::exp(yy[k * st]) * s;
+      } else {
+        GRADUS_SIMD_REDUCTION(+, s)
+        for (int64_t k = 0; k < n; ++k) s += gy[k * st] * yy[k * st];
+        GRADUS_SIMD
+        for (int64_t k = 0; k < n; ++k) d[k * st] = yy[k * st] * (gy[k * st] - s);
+      }
+    });
   });
 }
 

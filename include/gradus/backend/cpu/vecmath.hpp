@@ -1,0 +1,74 @@
+// gradus/backend/cpu/vecmath.hpp — exp, tanh and the logistic function for float as plain,
+// branch-free arithmetic, so that a loop calling them vectorises at whatever width the loop is
+// compiled for (isa.hpp's copies included); libm's expf and Eigen's packet functions do not
+// widen in a build without -march. For double they are the standard library's.
+//
+// float accuracy (measured against double over every float in [-104, 89]): exp within 2 ulp,
+// tanh and logistic within 3 ulp (relative 2e-7) where the result is a normal number.
+//   exp:      Cody–Waite reduction x = n·ln2 + r, |r| ≤ ln2/2, a degree-6 polynomial (Cephes'
+//             expf coefficients), 2^n applied as two power-of-two factors so that subnormal
+//             results and results near FLT_MAX are exact; 0 below -103.97, inf above 88.72;
+//             NaN gives NaN.
+//   tanh:     |x| < 0.625: x + x³·P(x²) (Cephes' tanhf); else 1 − 2 / (exp(2|x|) + 1), sign
+//             restored.
+//   logistic: 1 / (1 + exp(−x)) (0 below −88.7, where the true value is below 4e-39).
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+/// `GRADUS_SIMD` before a loop asks for it to be vectorised even where the optimiser's cost
+/// model would not (GCC's -O2); `GRADUS_SIMD_REDUCTION(+, s)` for a loop that accumulates s.
+/// Both need OpenMP (gradus::gradus links it) and are empty without it.
+#define GRADUS_PRAGMA(x) _Pragma(#x)
+#if defined(_OPENMP)
+#define GRADUS_SIMD GRADUS_PRAGMA(omp simd)
+#define GRADUS_SIMD_REDUCTION(op, var) GRADUS_PRAGMA(omp simd reduction(op : var))
+#else
+#define GRADUS_SIMD
+#define GRADUS_SIMD_REDUCTION(op, var)
+#endif
+
+namespace gradus::backend::cpu::vm {
+
+inline float exp(float x) {
+  constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;
+  const float xc = x < lo ? lo : (x > hi ? hi : x);
+  // n = round(x / ln 2) by the 1.5·2^23 trick (round to nearest in the default mode)
+  const float shifter = 12582912.0f;
+  const float n = (xc * 1.44269504088896341f + shifter) - shifter;
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 = 0.693359375 − 2.12194440e-4
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t k = int32_t(n == n ? n : 0.0f), k1 = k >> 1, k2 = k - k1;  // 2^n = 2^k1 · 2^k2, each a normal
+  const float s1 = std::bit_cast<float>((k1 + 127) << 23), s2 = std::bit_cast<float>((k2 + 127) << 23);
+  const float v = y * s1 * s2;
+  return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : v);
+}
+
+inline float tanh(float x) {
+  const float a = x < 0 ? -x : x;
+  const float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const float small = x + x * z * p;
+  const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);
+  return a < 0.625f ? small : (x < 0 ? -big : big);
+}
+
+inline float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
+
+inline double exp(double x) { return std::exp(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace gradus::backend::cpu::vm

@@ -1,0 +1,93 @@
+// backend/cpu/vecmath.hpp: the float exp, tanh and logistic against double-precision libm over
+// every float of the ranges where the kernels use them (a stride through the bit patterns), the
+// special values, and the same functions inside a loop compiled for each ISA copy.
+#include <catch2/catch.hpp>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <gradus/backend/cpu/isa.hpp>
+#include <gradus/backend/cpu/vecmath.hpp>
+
+namespace cpu = gradus::backend::cpu;
+namespace vm = gradus::backend::cpu::vm;
+
+namespace {
+
+/// |got - want| in units of the float spacing at want (the spacing of the smallest normal for
+/// subnormal want).
+double ulps(float got, double want) {
+  const double a = std::fabs(want);
+  const double spacing = a < double(std::numeric_limits<float>::min())
+                             ? double(std::numeric_limits<float>::denorm_min())
+                             : std::ldexp(1.0, std::ilogb(a) - 23);
+  return std::fabs(double(got) - want) / spacing;
+}
+
+/// The largest error of f against ref over floats in [lo, hi], visiting every `stride`-th bit
+/// pattern of each sign.
+template <class F, class R>
+double worst_ulps(F f, R ref, float lo, float hi, uint32_t stride) {
+  double worst = 0;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += stride)
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)})
+      if (x >= lo && x <= hi) worst = std::max(worst, ulps(f(x), ref(double(x))));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("vecmath: float exp within 2 ulp of double exp", "[backend][vecmath]") {
+  const double e = worst_ulps([](float x) { return vm::exp(x); }, [](double x) { return std::exp(x); }, -103.9f,
+                              88.72f, 97);
+  INFO("worst " << e << " ulp");
+  CHECK(e <= 2.0);
+  CHECK(vm::exp(0.0f) == 1.0f);
+  CHECK(vm::exp(-200.0f) == 0.0f);
+  CHECK(vm::exp(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(std::isinf(vm::exp(89.0f)));
+  CHECK(std::isinf(vm::exp(std::numeric_limits<float>::infinity())));
+  CHECK(std::isnan(vm::exp(std::numeric_limits<float>::quiet_NaN())));
+  // near FLT_MAX and in the subnormal range the result is still right
+  CHECK(ulps(vm::exp(88.7f), std::exp(double(88.7f))) <= 2.0);
+  CHECK(ulps(vm::exp(-100.0f), std::exp(-100.0)) <= 1.0);
+}
+
+TEST_CASE("vecmath: float tanh and logistic within 3 ulp of double", "[backend][vecmath]") {
+  const double t = worst_ulps([](float x) { return vm::tanh(x); }, [](double x) { return std::tanh(x); }, -20.0f,
+                              20.0f, 61);
+  const double s = worst_ulps([](float x) { return vm::logistic(x); },
+                              [](double x) { return 1.0 / (1.0 + std::exp(-x)); }, -87.0f, 40.0f, 61);
+  INFO("tanh worst " << t << " ulp, logistic worst " << s << " ulp");
+  CHECK(t <= 3.0);
+  CHECK(s <= 3.0);
+  CHECK(vm::tanh(0.0f) == 0.0f);
+  CHECK(vm::tanh(30.0f) == 1.0f);
+  CHECK(vm::tanh(-30.0f) == -1.0f);
+  CHECK(vm::tanh(1e-30f) == 1e-30f);
+  CHECK(std::isnan(vm::tanh(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(vm::logistic(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(vm::logistic(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(std::isnan(vm::logistic(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST_CASE("vecmath: each ISA copy of a loop gives the scalar results", "[backend][vecmath][isa]") {
+  constexpr size_t n = 1000;
+  std::vector<float> x(n), want(3 * n), got(3 * n);
+  for (size_t i = 0; i < n; ++i) x[i] = -12.0f + 0.0241f * float(i);
+  auto run = [&](float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = vm::exp(x[i]);
+    for (size_t i = 0; i < n; ++i) out[n + i] = vm::tanh(x[i]);
+    for (size_t i = 0; i < n; ++i) out[2 * n + i] = vm::logistic(x[i]);
+  };
+  run(want.data());
+  INFO("ISA chosen: " << cpu::isa_name(cpu::cpu_isa()));
+  cpu::with_isa([&] { run(got.data()); });
+  // FMA contraction may differ between the copies: a few ulp, not more
+  for (size_t i = 0; i < 3 * n; ++i) {
+    INFO("function " << i / n << " at x = " << x[i % n]);
+    REQUIRE(ulps(got[i], double(want[i])) <= 4.0);
+  }
+}
