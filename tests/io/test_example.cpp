@@ -301,4 +301,14 @@ TEST_CASE("parse_single_sequence_example: context and per-step tensors", "[io][e
                     Contains("expected float_list, step 0 holds int64_list"));
   CHECK_THROWS_WITH(io::parse_single_sequence_example(bytes, {{"length", io::VarLen{.dtype = FeatureDtype::float32}}}, {}),
                     Contains("feature 'length': expected float_list"));
+
+  // 2^16 empty steps and one of 2^12 values would pad to 2^28 int64s (2 GiB) from 140 KB: refused.
+  io::SequenceExample wide;
+  auto& steps = wide.feature_lists["ids"];
+  steps.assign(size_t(1) << 16, io::Int64List{});
+  steps[7] = io::Int64List(size_t(1) << 12, 1);
+  CHECK_THROWS_WITH(io::parse_single_sequence_example(io::encode_sequence_example(wide), {},
+                                                      {{"ids", io::VarLen{.dtype = FeatureDtype::int64}}}),
+                    Contains("feature list 'ids': 65536 steps padded to the longest (4096 values) would take more "
+                             "than 1024 MiB"));
 }

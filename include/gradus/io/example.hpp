@@ -43,7 +43,7 @@
 // - Sequence features (parse_single_sequence_example): FixedLenSequence{shape, dtype} gives
 //   [steps, *shape]; a missing feature list is an error unless allow_missing (then zero steps);
 //   VarLen gives [steps, longest] padded with 0 or "" (TensorFlow's sparse result made dense),
-//   [0, 0] when missing; padding to more than 2^28 elements is a value_error.
+//   [0, 0] when missing; padding that would take more than 1 GiB is a value_error.
 // Floats come as Tensor<float>, int64s as Tensor<int64_t>, bytes as a BytesTensor (a shape and
 // its row-major strings). A feature with no kind set holds zero values of any dtype.
 #pragma once
@@ -390,7 +390,8 @@ inline void check_dtype(std::string_view who, std::string_view name, std::string
                list_name(dtype), ", ", what, " holds ", list_name(*f.dtype()));
 }
 
-/// Appends values [begin, begin + n) of `f` (dtype already checked) to the row-major `out`.
+/// A zero-filled tensor of `dtype` and `shape` that features' values (dtypes already checked)
+/// are copied into.
 struct TensorBuilder {
   FeatureDtype dtype;
   Shape shape;
@@ -407,6 +408,16 @@ struct TensorBuilder {
       out = BytesTensor{s, std::vector<std::string>(size_t(s.numel()))};
     }
   }
+  /// The elements of `out`, typed as the values of a `L` list.
+  template <class L>
+  auto* target() {
+    if constexpr (std::is_same_v<L, FloatList>)
+      return std::get<Tensor<float>>(out).data();
+    else if constexpr (std::is_same_v<L, Int64List>)
+      return std::get<Tensor<int64_t>>(out).data();
+    else
+      return std::get<BytesTensor>(out).values.data();
+  }
   /// Copies the values of `f` to element `at` onwards; `repeat` copies its one value `count` times.
   void put(const Feature& f, int64_t at, int64_t count, bool repeat = false) {
     std::visit(
@@ -420,16 +431,6 @@ struct TensorBuilder {
         f.kind);
   }
 
- private:
-  template <class L>
-  auto* target() {
-    if constexpr (std::is_same_v<L, FloatList>)
-      return std::get<Tensor<float>>(out).data();
-    else if constexpr (std::is_same_v<L, Int64List>)
-      return std::get<Tensor<int64_t>>(out).data();
-    else
-      return std::get<BytesTensor>(out).values.data();
-  }
 };
 
 inline FeatureTensor parse_fixed(std::string_view who, std::string_view name, const FixedLen& spec,
@@ -465,7 +466,8 @@ inline FeatureTensor parse_varlen(std::string_view who, std::string_view name, c
 
 inline ParsedFeatures parse_features(std::string_view who, const Features& features, const ParseSpec& spec) {
   ParsedFeatures out;
-  for (const auto& [name, s] : spec) {
+  for (const auto& entry : spec) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
     const auto it = features.find(name);
     const Feature* f = it == features.end() ? nullptr : &it->second;
     out.values.emplace(name, std::visit(
@@ -475,7 +477,7 @@ inline ParsedFeatures parse_features(std::string_view who, const Features& featu
                                    else
                                      return parse_varlen(who, name, one, f);
                                  },
-                                 s));
+                                 entry.second));
   }
   return out;
 }
@@ -502,9 +504,10 @@ inline FeatureTensor parse_sequence_fixed(std::string_view who, std::string_view
   return std::move(b.out);
 }
 
-/// The most elements a VarLen feature list may pad to (2^28), so a few long steps among many
-/// short ones cannot claim memory far beyond the values present.
-inline constexpr int64_t kMaxPaddedValues = int64_t(1) << 28;
+/// The most memory a VarLen feature list may pad to (1 GiB, counting 8 bytes per number and
+/// sizeof(std::string) per bytes value), so that a few long steps among many short ones cannot
+/// claim memory far beyond the values present.
+inline constexpr int64_t kMaxPaddedBytes = int64_t(1) << 30;
 
 inline FeatureTensor parse_sequence_varlen(std::string_view who, std::string_view name, const VarLen& spec,
                                            const FeatureList* list) {
@@ -516,9 +519,10 @@ inline FeatureTensor parse_sequence_varlen(std::string_view who, std::string_vie
     longest = std::max(longest, int64_t(f.size()));
   }
   const int64_t padded = Shape::count(std::vector<int64_t>{steps, longest});
-  GRADUS_CHECK(value_error, padded >= 0 && padded <= kMaxPaddedValues, who, ": feature list '", name, "': ", steps,
-               " steps padded to the longest, ", longest, " values, make more than ", kMaxPaddedValues,
-               " elements");
+  const int64_t element = spec.dtype == FeatureDtype::bytes ? int64_t(sizeof(std::string)) : 8;
+  GRADUS_CHECK(value_error, padded >= 0 && padded <= kMaxPaddedBytes / element, who, ": feature list '", name,
+               "': ", steps, " steps padded to the longest (", longest, " values) would take more than ",
+               kMaxPaddedBytes >> 20, " MiB");
   TensorBuilder b(spec.dtype, {steps, longest});
   for (int64_t t = 0; t < steps; ++t) {
     const Feature& f = (*list)[size_t(t)];
@@ -548,7 +552,8 @@ inline ParsedSequenceExample parse_single_sequence_example(std::string_view seri
   const SequenceExample ex = decode_sequence_example(serialized);
   ParsedSequenceExample out;
   out.context = detail::parse_features(who, ex.context, context_spec);
-  for (const auto& [name, s] : sequence_spec) {
+  for (const auto& entry : sequence_spec) {
+    const std::string& name = entry.first;
     const auto it = ex.feature_lists.find(name);
     const FeatureList* list = it == ex.feature_lists.end() ? nullptr : &it->second;
     out.sequence.values.emplace(name, std::visit(
@@ -558,7 +563,7 @@ inline ParsedSequenceExample parse_single_sequence_example(std::string_view seri
                                             else
                                               return detail::parse_sequence_fixed(who, name, one, list);
                                           },
-                                          s));
+                                          entry.second));
   }
   return out;
 }
