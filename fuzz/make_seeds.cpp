@@ -102,6 +102,36 @@ int main(int argc, char** argv) {
                sm::encode_text_value("note", "hello")}));
   seed("events", "events.out.tfevents.seed", events);
 
+  // tf.train.Example with the names fuzz_example's spec asks for, and a SequenceExample.
+  gd::io::Example ex;
+  ex.features["a"] = gd::io::FloatList{0.5f, -1.f};
+  ex.features["b"] = gd::io::Int64List{7};
+  ex.features["c"] = gd::io::BytesList{"cat", ""};
+  ex.features["d"] = gd::io::Int64List{-1, 300, 2};
+  ex.features["e"] = gd::io::BytesList{"p", "q"};
+  ex.features["z"] = gd::io::Feature{};
+  gd::io::SequenceExample se;
+  se.context["a"] = gd::io::FloatList{1.f};
+  se.feature_lists["a"] = {gd::io::FloatList{1.f, 2.f}, gd::io::FloatList{3.f, 4.f}};
+  se.feature_lists["b"] = {gd::io::Int64List{1}, gd::io::Int64List{2, 3}};
+  se.feature_lists["c"] = {gd::io::BytesList{"w"}, gd::io::BytesList{}};
+  seed("example", "example", gd::io::encode_example(ex));
+  seed("example", "sequence_example", gd::io::encode_sequence_example(se));
+
+  // TFRecord streams: the first byte picks the compression (0 none, 1 gzip, 2 zlib).
+  std::string stream;
+  for (const std::string& r : {gd::io::encode_example(ex), std::string(), std::string("record"),
+                               gd::io::encode_example(gd::io::Example{})})
+    stream += gd::io::encode_tfrecord(r);
+  std::string zlibbed(compressBound(uLong(stream.size())), '\0');
+  uLongf zlen = uLongf(zlibbed.size());
+  compress2(reinterpret_cast<Bytef*>(zlibbed.data()), &zlen, reinterpret_cast<const Bytef*>(stream.data()),
+            uLong(stream.size()), 6);
+  zlibbed.resize(zlen);
+  seed("tfrecord", "plain", std::string(1, '\0') + stream);
+  seed("tfrecord", "gzip", std::string(1, '\1') + gzip(stream));
+  seed("tfrecord", "zlib", std::string(1, '\2') + zlibbed);
+
   seed("idx", "labels", idx({10}));
   seed("idx", "images", idx({2, 3, 3}));
   seed("idx", "images.gz", gzip(idx({2, 4, 4})));
