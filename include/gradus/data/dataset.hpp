@@ -777,12 +777,15 @@ class PrefetchStream final : public UnaryStream {
 
  private:
   void produce() {
+    std::exception_ptr error;
     try {
       while (std::optional<Example> e = in_->next())
         if (!q_.push(Produced{std::move(e), nullptr})) return;
     } catch (...) {
-      q_.push(Produced{std::nullopt, std::current_exception()});
+      error = std::current_exception();
     }
+    // Queued only once the handler is left, so the consumer holds the last reference to it.
+    if (error) q_.push(Produced{std::nullopt, std::move(error)});
     q_.close();
   }
   BoundedQueue<Produced> q_;
@@ -1063,9 +1066,11 @@ inline Example stack_examples(std::vector<Example>& items, const PaddedBatchOpti
 
 class BatchSource final : public UnarySource {
  public:
-  BatchSource(std::shared_ptr<const Source> in, int64_t n, bool drop, std::optional<PaddedBatchOptions> pad)
-      : UnarySource(std::move(in)), n_(n), drop_(drop), pad_(std::move(pad)) {
-    GRADUS_CHECK(value_error, n >= 1, pad_ ? "padded_batch" : "batch", ": batch size must be >= 1, got ", n);
+  /// `pad` null: batch; else padded_batch with these options.
+  BatchSource(std::shared_ptr<const Source> in, int64_t n, bool drop, const PaddedBatchOptions* pad)
+      : UnarySource(std::move(in)), n_(n), drop_(drop), padded_(pad != nullptr) {
+    GRADUS_CHECK(value_error, n >= 1, padded_ ? "padded_batch" : "batch", ": batch size must be >= 1, got ", n);
+    if (pad) pad_ = *pad;
   }
   std::unique_ptr<Stream> open(uint64_t key) const override {
     struct S final : UnaryStream {
@@ -1080,7 +1085,7 @@ class BatchSource final : public UnarySource {
           items.push_back(std::move(*e));
         }
         if (items.empty() || (self.drop_ && int64_t(items.size()) < self.n_)) return std::nullopt;
-        return stack_examples(items, self.pad_ ? &*self.pad_ : nullptr);
+        return stack_examples(items, self.padded_ ? &self.pad_ : nullptr);
       }
       int64_t skip(int64_t k) override {
         if (k <= 0) return 0;
@@ -1095,8 +1100,8 @@ class BatchSource final : public UnarySource {
 
  private:
   int64_t n_;
-  bool drop_;
-  std::optional<PaddedBatchOptions> pad_;
+  bool drop_, padded_;
+  PaddedBatchOptions pad_;
 };
 
 // --- interleave ------------------------------------------------------------------------------------
@@ -1486,12 +1491,11 @@ inline Dataset Dataset::shuffle(int64_t buffer, uint64_t seed) const {
 }
 inline Dataset Dataset::batch(int64_t n, bool drop_remainder) const {
   src();
-  return Dataset(std::make_shared<detail::BatchSource>(source_, n, drop_remainder, std::nullopt));
+  return Dataset(std::make_shared<detail::BatchSource>(source_, n, drop_remainder, nullptr));
 }
 inline Dataset Dataset::padded_batch(int64_t n, PaddedBatchOptions options) const {
   src();
-  const bool drop = options.drop_remainder;
-  return Dataset(std::make_shared<detail::BatchSource>(source_, n, drop, std::move(options)));
+  return Dataset(std::make_shared<detail::BatchSource>(source_, n, options.drop_remainder, &options));
 }
 inline Dataset Dataset::repeat(int64_t count) const {
   src();
