@@ -85,6 +85,10 @@ TEST_CASE("csv: typed columns with a header and named fields", "[data][csv]") {
   REQUIRE(inferred.size() == 2);
   CHECK(inferred[0].tensor<float>(0).item() == 1.5f);
   CHECK(inferred[1].tensor<float>(1).item() == 4.f);
+  auto signs = read(dir, "+5,+.5,-2.5e-1\n", {.columns = {{.type = Dtype::int64}, {}, {.type = Dtype::float64}}});
+  CHECK(signs[0].tensor<int64_t>(0).item() == 5);
+  CHECK(signs[0].tensor<float>(1).item() == 0.5f);
+  CHECK(signs[0].tensor<double>(2).item() == -0.25);
 
   // Batched: scalars become [n] tensors, strings a list.
   data_test::write_file(dir / "b.csv", "1,a\n2,b\n3,c\n");
@@ -121,6 +125,8 @@ TEST_CASE("csv: a malformed row is an io_error naming the file and the line", "[
   CHECK_THROWS_WITH(read(dir, "a,b,c\n1,2,\"x\ny\"\n1.5,2,z\n", o),
                     Contains("line 4") && Contains("column 1 ('a'): cannot parse '1.5' as int64"));
   CHECK_THROWS_WITH(read(dir, "a,b,c\n1,2e,x\n", o), Contains("line 2") && Contains("cannot parse '2e' as float32"));
+  CHECK_THROWS_WITH(read(dir, "a,b,c\n+-5,1,x\n", o), Contains("cannot parse '+-5' as int64"));
+  CHECK_THROWS_WITH(read(dir, "a,b,c\n1,1e39,x\n", o), Contains("cannot parse '1e39' as float32"));  // out of range
   CHECK_THROWS_WITH(read(dir, "a,b\n", o), Contains("line 1: the header has 2 names, expected 3 columns"));
   CHECK_THROWS_WITH(read(dir, "1,2\n3,4,5\n", {}), Contains("line 2: 3 fields, expected 2"));
   CHECK_THROWS_WITH(read(dir, "x,\"unterminated\n", {}), Contains("not closed"));

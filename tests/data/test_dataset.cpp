@@ -277,6 +277,13 @@ TEST_CASE("zip: side by side, to the shortest", "[data][dataset]") {
   REQUIRE(z.size() == 3);
   CHECK(first(z[2]) == 2);
   CHECK(z[2].string(1) == "c");
+  // Inputs shuffled with the same seed stay aligned, epoch after epoch.
+  auto x = Dataset::range(20).shuffle(20, 9), y = Dataset::range(20).map([](Example e) {
+    return gd::Tensor<int64_t>::scalar(first(e) * 100);
+  }).shuffle(20, 9);
+  auto pairs = Dataset::zip({x, y});
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (const auto& e : pairs) CHECK(e.tensor<int64_t>(1).item() == 100 * first(e));
 }
 
 TEST_CASE("interleave: tf.data's order for cycle_length and block_length", "[data][dataset]") {

@@ -12,6 +12,7 @@
 // Every malformed input is an io_error naming the file and the line where its record begins:
 // `csv: 'train.csv' line 7: 2 fields, expected 3`.
 #pragma once
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -165,25 +166,24 @@ inline const char* dtype_word(Dtype t) {
   }
 }
 
-/// Parses `text` as a value of `type`; nullopt when it is not one.
+/// Parses `text` as a value of `type` (numbers: surrounding blanks ignored, decimal or
+/// scientific, "inf" and "nan" too); nullopt when it is not one or out of the type's range.
 inline std::optional<Value> parse_csv_value(const std::string& text, Dtype type) {
   if (type == Dtype::string) return Value(text);
   const std::string_view t = trim(text);
   if (t.empty()) return std::nullopt;
-  if (type == Dtype::int64) {
-    int64_t v = 0;
-    const char* b = t.data() + (t.front() == '+' && t.size() > 1 ? 1 : 0);
-    const auto [p, ec] = std::from_chars(b, t.data() + t.size(), v);
-    if (ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
-    return Value(Tensor<int64_t>::scalar(v));
-  }
-  const std::string s(t);  // strtod needs the terminating zero
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || s.empty()) return std::nullopt;
-  if (type == Dtype::float64) return Value(Tensor<double>::scalar(v));
-  return Value(Tensor<float>::scalar(float(v)));
+  // from_chars: no locale, no allocation; it takes no '+', so one is skipped before a digit or '.'.
+  const char* b = t.data();
+  const char* e = t.data() + t.size();
+  if (*b == '+' && t.size() > 1 && (std::isdigit(static_cast<unsigned char>(b[1])) || b[1] == '.')) ++b;
+  auto parse = [&](auto v) -> std::optional<Value> {
+    const auto [p, ec] = std::from_chars(b, e, v);
+    if (ec != std::errc() || p != e) return std::nullopt;
+    return Value(Tensor<decltype(v)>::scalar(v));
+  };
+  if (type == Dtype::int64) return parse(int64_t(0));
+  if (type == Dtype::float64) return parse(0.0);
+  return parse(0.f);
 }
 
 }  // namespace detail

@@ -176,7 +176,8 @@ struct PaddedBatchOptions {
 };
 
 /// A pipeline of Examples: a source and the transformations applied to it. A Dataset is a cheap
-/// handle; transformations return a new Dataset and leave this one as it was.
+/// handle; transformations return a new Dataset and leave this one as it was. One Dataset object
+/// counts its own epochs and is for one thread at a time; the iterators it makes are independent.
 class Dataset {
  public:
   /// A map function: any callable taking an Example and returning an Example (or a tensor).
@@ -587,7 +588,8 @@ class ZipSource final : public Source {
       }
     };
     auto s = std::make_unique<S>();
-    for (size_t i = 0; i < in_.size(); ++i) s->in.push_back(in_[i]->open(mix_key(key, i)));
+    // Every input gets the pass's own key, so inputs shuffled with the same seed stay aligned.
+    for (const auto& in : in_) s->in.push_back(in->open(key));
     return s;
   }
 
@@ -922,7 +924,13 @@ class SkipTakeSource final : public UnarySource {
         return e;
       }
       int64_t skip(int64_t k) override {
-        if (kind == kSkip) return Stream::skip(k);
+        if (kind == kSkip) {
+          if (n > 0) {
+            in_->skip(n);
+            n = 0;
+          }
+          return in_->skip(k);
+        }
         const int64_t d = in_->skip(n < 0 ? k : std::min(k, n));
         if (n > 0) n -= d;
         return d;
@@ -1112,7 +1120,8 @@ class InterleaveSource final : public UnarySource {
   InterleaveSource(std::shared_ptr<const Source> in, Fn fn, int64_t cycle, int64_t block)
       : UnarySource(std::move(in)), fn_(std::make_shared<Fn>(std::move(fn))), cycle_(cycle), block_(block) {
     GRADUS_CHECK(value_error, *fn_, "interleave: empty function");
-    GRADUS_CHECK(value_error, cycle >= 1, "interleave: cycle_length must be >= 1, got ", cycle);
+    GRADUS_CHECK(value_error, cycle >= 1 && cycle <= (int64_t(1) << 16), "interleave: cycle_length must be in [1, 65536], got ",
+                 cycle);
     GRADUS_CHECK(value_error, block >= 1, "interleave: block_length must be >= 1, got ", block);
   }
   std::unique_ptr<Stream> open(uint64_t key) const override {
