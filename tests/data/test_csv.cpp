@@ -61,7 +61,8 @@ TEST_CASE("CsvReader: malformed quoting is an io_error with the line", "[data][c
   CHECK_THROWS_WITH(records("a\n\"open\nstill open"),
                     Contains("line 2") && Contains("quoted field opened on line 2 is not closed"));
   CHECK_THROWS_WITH(records("\"ab\"c,d\n"), Contains("line 1") && Contains("unexpected 'c' after the closing quote"));
-  CHECK_THROWS_AS(gd::data::CsvReader(*new std::istringstream(""), "x", '"'), gd::value_error);
+  std::istringstream empty;
+  CHECK_THROWS_AS(gd::data::CsvReader(empty, "x", '"'), gd::value_error);
 }
 
 TEST_CASE("csv: typed columns with a header and named fields", "[data][csv]") {

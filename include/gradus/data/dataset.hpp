@@ -25,6 +25,11 @@
 // map and batch skip without producing the skipped elements (map does not call its function on
 // them); other transformations produce and drop them.
 //
+// Training loops. A batch of (x, y) is an Example of two fields, `auto [x, y] = b.as<float,
+// int64_t>()` (or named: `b.tensor<float>("image")`). A loop that checkpoints stores
+// `it.state()` (two int64: epoch and batches consumed) beside the model and, after a restart,
+// continues with `ds.iterator(state)`; the epochs after it follow as usual.
+//
 // Threads. prefetch and parallel_map run background threads; an exception thrown there (in a
 // map function, a source, a reader) is re-thrown to the consumer by `next()` with its type and
 // message. Destroying an iterator half-way (a `break` out of the loop) cancels its queues and
@@ -229,8 +234,8 @@ class Dataset {
   Dataset map(F fn) const {
     return map_impl(MapFn([f = std::move(fn)](Example e) -> Example { return Example(f(std::move(e))); }));
   }
-  /// As map, with `threads` worker threads; elements come out in input order. At most
-  /// `buffer` (default 2 * threads) elements are in flight.
+  /// As map, with `threads` worker threads calling fn at once (it must be safe for that);
+  /// elements come out in input order. At most `buffer` (default 2 * threads) are in flight.
   template <class F>
   Dataset parallel_map(F fn, int threads, int buffer = 0) const {
     return parallel_map_impl(MapFn([f = std::move(fn)](Example e) -> Example { return Example(f(std::move(e))); }),
