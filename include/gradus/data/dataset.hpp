@@ -49,6 +49,8 @@
 //     }
 //   };
 //   gd::data::Dataset ds(std::make_shared<Countdown>());
+// A stream may keep a reference to its source (the pipeline keeps sources alive while any of
+// their streams is open); `open` is const and may run on several threads at once.
 // Needs zlib (the IDX sources) and threads: link gradus::data.
 #pragma once
 #include <glob.h>
