@@ -132,6 +132,12 @@ int main(int argc, char** argv) {
   seed("tfrecord", "gzip", std::string(1, '\1') + gzip(stream));
   seed("tfrecord", "zlib", std::string(1, '\2') + zlibbed);
 
+  // CSV: the first byte picks the delimiter (0 ',', 1 ';', 2 tab, 3 '|'), the rest is the file.
+  seed("csv", "typed.csv", std::string(1, '\0') + "i,f,s\n1,2.5,x\n,,\"a,b\"\n-7,1e3,\"say \"\"hi\"\"\"\n");
+  seed("csv", "multiline.csv", std::string(1, '\0') + "1,2,\"two\r\nlines\"\r\n\r\n3,4,z");
+  seed("csv", "semicolon.csv", std::string(1, '\1') + "1;2;x\n4;5\n");
+  seed("csv", "bad_quote.csv", std::string(1, '\0') + "1,2,a\"b\n\"open");
+
   seed("idx", "labels", idx({10}));
   seed("idx", "images", idx({2, 3, 3}));
   seed("idx", "images.gz", gzip(idx({2, 4, 4})));

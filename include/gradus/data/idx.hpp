@@ -127,8 +127,8 @@ inline constexpr uint64_t kIdxMaxElements = uint64_t(1) << 31;
 /// is truncated, has bytes after its data, or is corrupt gzip.
 ///   auto a = gd::data::read_idx("train-labels-idx1-ubyte.gz");  // a.shape == [60000]
 inline IdxArray read_idx(const std::string& path) {
-  detail::IdxStream in(path);
-  GRADUS_CHECK(io_error, !in.direct() || !detail::ends_with_gz(path), "read_idx: '", path,
+  gradus::detail::IdxStream in(path);
+  GRADUS_CHECK(io_error, !in.direct() || !gradus::detail::ends_with_gz(path), "read_idx: '", path,
                "' is named .gz but is not a gzip file (no gzip magic bytes 1f 8b)");
 
   unsigned char magic[4];
@@ -136,10 +136,10 @@ inline IdxArray read_idx(const std::string& path) {
   GRADUS_CHECK(io_error, got_magic == 4, "read_idx: truncated header in '", path, "': the file holds ", got_magic,
                " bytes, an IDX header needs at least 4");
   GRADUS_CHECK(io_error, magic[0] == 0 && magic[1] == 0, "read_idx: '", path,
-               "' is not an IDX file: bad magic number 0x", detail::hex_bytes(magic, 4),
+               "' is not an IDX file: bad magic number 0x", gradus::detail::hex_bytes(magic, 4),
                " (an IDX magic starts with two zero bytes: 0x000008nn)");
   GRADUS_CHECK(io_error, magic[2] == 0x08, "read_idx: '", path, "' has element type code 0x",
-               detail::hex_bytes(magic + 2, 1), " (magic 0x", detail::hex_bytes(magic, 4),
+               gradus::detail::hex_bytes(magic + 2, 1), " (magic 0x", gradus::detail::hex_bytes(magic, 4),
                "); only unsigned bytes (0x08) are supported");
   const int ndims = magic[3];
   GRADUS_CHECK(io_error, ndims >= 1 && ndims <= kMaxRank, "read_idx: '", path, "' declares ", ndims,
