@@ -247,3 +247,22 @@ TEST_CASE("convert_image_dtype follows TF's scaling, truncation and saturation r
   CHECK(gi::convert_image_dtype<double>(x).data()[1] == 0.5);
   CHECK_THROWS_AS(gi::convert_image_dtype<float>(u8, {.bits = 12}), gd::value_error);
 }
+
+TEST_CASE("decode_jpeg: strict rejects recoverable corruption, non-strict keeps libjpeg's recovery but not truncation", "[image][jpeg]") {
+  const std::string rgb = read_fixture("codec/rgb.jpg");
+  const size_t sos = rgb.find("\xFF\xDA");  // two stray bytes before the start of scan
+  REQUIRE(sos != std::string::npos);
+  const std::string extra = rgb.substr(0, sos) + std::string("\x12\x34", 2) + rgb.substr(sos);
+  CHECK_THROWS_WITH(gi::decode_jpeg(extra), Catch::Contains("2 extraneous bytes before marker 0xda"));
+  CHECK(same_samples(gi::decode_jpeg<int64_t>(extra, {.strict = false}), read_pnm("codec/rgb.ppm")));
+  CHECK_THROWS_WITH(gi::decode_jpeg(std::string_view(rgb).substr(0, rgb.size() - 100), {.strict = false}),
+                    Catch::Contains("Premature end of JPEG file"));
+}
+
+TEST_CASE("resize of integer samples: nearest only", "[image][resize]") {
+  const auto px = gd::Tensor<int64_t>::from({10, 20, 30, 40}, {2, 2, 1});
+  const auto up = gi::resize(px, {4, 4}, {.method = gi::ResizeMethod::nearest});
+  CHECK(up(3, 0, 0) == 30);
+  CHECK(up(1, 3, 0) == 20);
+  CHECK_THROWS_WITH(gi::resize(px, {4, 4}), Catch::Contains("nearest"));
+}

@@ -14,9 +14,11 @@
 // samples clamped to [0, 1] and rounded to 8 bits, or integer samples 0..255. Quality 95 and
 // 4:2:0 chroma subsampling by default, as TF.
 //
-// Bad input: every libjpeg error *and warning* (premature end of data, corrupt entropy data,
-// bad markers) is a gd::io_error with libjpeg's message, as are images of more than 2^28
-// samples, more than 500 progressive scans, or needing more than 1 GiB of decoder memory.
+// Bad input: every libjpeg error is a gd::io_error with libjpeg's message, and so is every
+// warning (premature end of data, corrupt entropy data, extraneous bytes) unless `.strict` is
+// false, in which case only truncation (premature end of data; TF's try_recover_truncated=false)
+// is, and libjpeg's recovery from the others is kept. Images of more than 2^28 samples, more than
+// 500 progressive scans, or needing more than 1 GiB of decoder memory are io_errors too.
 // libjpeg reports errors through error_exit, which here longjmps back to the one function that
 // calls setjmp; that function holds no C++ object, so no destructor is ever skipped.
 // Needs libjpeg: link gradus::io.
@@ -44,13 +46,15 @@ namespace gradus::image {
 
 /// Options of decode_jpeg: channels as TF (0 = as stored, 1 or 3); DCT downscaling `ratio`
 /// (1, 2, 4, 8); libjpeg's fancy upsampling of chroma (TF's default, true); the fast integer
-/// IDCT; bits of integer samples (8 or 16).
+/// IDCT; bits of integer samples (8 or 16); whether any libjpeg warning is an error (see the
+/// file comment).
 struct JpegDecodeOptions {
   int channels = 0;
   int ratio = 1;
   bool fancy_upscaling = true;
   bool fast_dct = false;
   int bits = 8;
+  bool strict = true;
 };
 /// Options of encode_jpeg: quality 0..100, progressive scans, optimised Huffman tables, 4:2:0
 /// chroma subsampling (false: 4:4:4).
@@ -70,6 +74,7 @@ inline constexpr int kMaxJpegScans = 500;
 struct JpegErr {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
+  bool strict;
   char message[JMSG_LENGTH_MAX + 64];
 };
 struct JpegIo {
@@ -93,9 +98,17 @@ inline void jpeg_on_error(j_common_ptr cinfo) {
   std::snprintf(err->message, sizeof err->message, "%s", buf);
   std::longjmp(err->jump, 1);
 }
-/// Warnings (level -1) are errors here: they mean corrupt or truncated data. Trace messages are dropped.
+/// True for libjpeg's JWRN_JPEG_EOF, found by its text (jerror.h's macros stay out of user code).
+inline bool jpeg_truncation_warning(const jpeg_error_mgr* err) {
+  const int code = err->msg_code;
+  return code >= 0 && code <= err->last_jpeg_message && err->jpeg_message_table &&
+         std::strcmp(err->jpeg_message_table[code], "Premature end of JPEG file") == 0;
+}
+/// Warnings (level -1) mean corrupt or truncated data: errors when strict, else only truncation
+/// is. Trace messages are dropped.
 inline void jpeg_on_message(j_common_ptr cinfo, int level) {
-  if (level < 0) jpeg_on_error(cinfo);
+  if (level >= 0) return;
+  if (reinterpret_cast<JpegErr*>(cinfo->err)->strict || jpeg_truncation_warning(cinfo->err)) jpeg_on_error(cinfo);
 }
 inline void jpeg_on_progress(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
@@ -113,17 +126,18 @@ inline void jpeg_on_progress(j_common_ptr cinfo) {
   std::longjmp(io->err.jump, 1);
 }
 
-inline void jpeg_init_err(JpegIo* io) {
+inline void jpeg_init_err(JpegIo* io, bool strict = true) {
   jpeg_std_error(&io->err.pub);
+  io->err.strict = strict;
   io->err.pub.error_exit = jpeg_on_error;
   io->err.pub.emit_message = jpeg_on_message;
   io->err.message[0] = 0;
 }
 
 /// Decodes io->in into io->pixels (h x w x c bytes); false with io->err.message on error.
-inline bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool fast_dct) {
+inline bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool fast_dct, bool strict) {
   std::memset(&io->d, 0, sizeof io->d);
-  jpeg_init_err(io);
+  jpeg_init_err(io, strict);
   io->d.err = &io->err.pub;
   if (setjmp(io->err.jump)) {
     jpeg_destroy_decompress(&io->d);
@@ -261,7 +275,8 @@ Tensor<T> decode_jpeg(std::string_view bytes, const JpegDecodeOptions& opts = {}
   detail::JpegIoGuard guard{*io};
   io->in = reinterpret_cast<const uint8_t*>(bytes.data());
   io->in_size = bytes.size();
-  GRADUS_CHECK(io_error, detail::jpeg_decode_c(io.get(), opts.channels, opts.ratio, opts.fancy_upscaling, opts.fast_dct),
+  GRADUS_CHECK(io_error, detail::jpeg_decode_c(io.get(), opts.channels, opts.ratio, opts.fancy_upscaling, opts.fast_dct,
+                                               opts.strict),
                "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes): ", io->err.message);
   detail::RawImage raw;
   raw.h = io->h, raw.w = io->w, raw.c = io->c, raw.bits = 8;

@@ -132,15 +132,17 @@ inline std::shared_ptr<const Taps> resize_taps(int64_t in, int64_t out, ResizeMe
 
 }  // namespace detail
 
-/// `images` ([H, W, C] or [N, H, W, C], float or double; a Tensor or a Var) resized to
+/// `images` ([H, W, C] or [N, H, W, C], float or double, or int64_t samples with `nearest`; a
+/// Tensor or a Var) resized to
 /// size = {new_height, new_width} (tf.image.resize; see the file comment for the methods).
 ///   auto small = gd::image::resize(batch, {224, 224});
 ///   auto up = gd::image::resize(img, {64, 64}, {.method = gd::image::ResizeMethod::bicubic});
 template <Expression E>
 auto resize(const E& images, std::array<int64_t, 2> size, const ResizeOptions& opts = {}) {
-  static_assert(Real<value_type_t<E>>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: image::resize (convert integer "
-                                       "samples first: gd::image::convert_image_dtype<float>)");
   auto x = materialize(images);
+  if constexpr (!Real<value_type_t<E>>)
+    GRADUS_CHECK(value_error, opts.method == ResizeMethod::nearest, "resize: integer images resize with `nearest` "
+                 "only; convert them first for ", to_string(opts.method), " (gd::image::convert_image_dtype<float>)");
   const auto g = detail::geom_of(x, "resize");
   GRADUS_CHECK(value_error, size[0] > 0 && size[1] > 0, "resize: the new size must be positive, got ", size[0], "x",
                size[1]);
