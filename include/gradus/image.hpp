@@ -5,6 +5,7 @@
 #pragma once
 #include "gradus/image/bbox.hpp"
 #include "gradus/image/color.hpp"
+#include "gradus/image/decode.hpp"
 #include "gradus/image/draw.hpp"
 #include "gradus/image/dtype.hpp"
 #include "gradus/image/geometry.hpp"

@@ -266,3 +266,12 @@ TEST_CASE("resize of integer samples: nearest only", "[image][resize]") {
   CHECK(up(1, 3, 0) == 20);
   CHECK_THROWS_WITH(gi::resize(px, {4, 4}), Catch::Contains("nearest"));
 }
+
+TEST_CASE("decode_image tells PNG from JPEG and refuses anything else", "[image][decode]") {
+  CHECK(same_samples(gi::decode_image<int64_t>(read_fixture("codec/rgb.jpg")), read_pnm("codec/rgb.ppm")));
+  CHECK(same_samples(gi::decode_image<int64_t>(read_fixture("codec/rgb16.png"), {.bits = 16}),
+                     reference_cases("png_rgb16").at(0).out));
+  CHECK(gi::decode_image(read_fixture("codec/gray.jpg"), {.channels = 3}).shape() == gd::Shape{14, 20, 3});
+  CHECK_THROWS_WITH(gi::decode_image("GIF89a..."), Catch::StartsWith("decode_image: neither a PNG nor a JPEG"));
+  CHECK_THROWS_AS(gi::decode_image(""), gd::io_error);
+}
