@@ -275,3 +275,49 @@ TEST_CASE("decode_image tells PNG from JPEG and refuses anything else", "[image]
   CHECK_THROWS_WITH(gi::decode_image("GIF89a..."), Catch::StartsWith("decode_image: neither a PNG nor a JPEG"));
   CHECK_THROWS_AS(gi::decode_image(""), gd::io_error);
 }
+
+namespace {
+
+/// A 4:4:4 CMYK JPEG of one colour, written with libjpeg directly (jpeg_set_colorspace(JCS_CMYK)
+/// also writes the Adobe marker, so decoders read the samples as Adobe's inverted CMYK).
+std::string cmyk_jpeg(int h, int w, const std::array<uint8_t, 4>& cmyk) {
+  jpeg_compress_struct e;
+  jpeg_error_mgr err;
+  e.err = jpeg_std_error(&err);
+  jpeg_create_compress(&e);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&e, &out, &size);
+  e.image_width = JDIMENSION(w);
+  e.image_height = JDIMENSION(h);
+  e.input_components = 4;
+  e.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&e);
+  jpeg_set_colorspace(&e, JCS_CMYK);
+  jpeg_set_quality(&e, 100, TRUE);
+  jpeg_start_compress(&e, TRUE);
+  std::vector<uint8_t> row(size_t(w) * 4);
+  for (int x = 0; x < w; ++x) std::copy(cmyk.begin(), cmyk.end(), row.begin() + 4 * x);
+  while (e.next_scanline < e.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&e, &r, 1);
+  }
+  jpeg_finish_compress(&e);
+  jpeg_destroy_compress(&e);
+  std::string bytes(reinterpret_cast<const char*>(out), size);
+  std::free(out);
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("decode_jpeg turns Adobe CMYK into RGB as TF does (R = C * K / 255)", "[image][jpeg]") {
+  const std::string jpg = cmyk_jpeg(8, 16, {200, 100, 50, 128});
+  const auto rgb = gi::decode_jpeg<int64_t>(jpg);
+  REQUIRE(rgb.shape() == gd::Shape{8, 16, 3});
+  const int64_t want[3] = {200 * 128 / 255, 100 * 128 / 255, 50 * 128 / 255};
+  for (int64_t k = 0; k < 3; ++k) CHECK(std::abs(rgb(3, 5, k) - want[k]) <= 2);
+  const auto gray = gi::decode_jpeg<int64_t>(jpg, {.channels = 1});
+  REQUIRE(gray.shape() == gd::Shape{8, 16, 1});
+  CHECK(std::abs(double(gray(2, 2, 0)) - (0.299 * want[0] + 0.587 * want[1] + 0.114 * want[2])) <= 2.5);
+}
