@@ -145,8 +145,7 @@ Tensor<To> convert_image_dtype(const Tensor<From>& image, const ConvertImageOpti
   To* y = out.data();
   const int64_t n = image.size();
   if constexpr (from_int && to_int) {
-    const int64_t from_max = detail::max_sample(o.bits, "convert_image_dtype");
-    (void)from_max;
+    detail::max_sample(o.bits, "convert_image_dtype");
     detail::max_sample(o.to_bits, "convert_image_dtype");
     for (int64_t i = 0; i < n; ++i)
       y[i] = o.to_bits >= o.bits ? x[i] << (o.to_bits - o.bits) : x[i] >> (o.bits - o.to_bits);
