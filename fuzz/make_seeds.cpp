@@ -91,6 +91,13 @@ int main(int argc, char** argv) {
   seed("png", "rgb.png", gd::image::encode_png(rgb));
   seed("png", "gray.png", gd::image::encode_png(gray));
   seed("png", "rgba.png", gd::image::encode_png(rgba));
+  seed("png", "rgb16.png", gd::image::encode_png(rgb, {.bits = 16}));
+  // JPEG seeds start with the harness's option byte (0: the defaults)
+  const gd::Tensor<float> photo = gd::Tensor<float>::random_uniform({16, 24, 3}, rng);
+  seed("jpeg", "rgb.jpg", std::string(1, '\0') + gd::image::encode_jpeg(photo, {.quality = 75}));
+  seed("jpeg", "gray.jpg", std::string(1, '\0') + gd::image::encode_jpeg(gray));
+  seed("jpeg", "progressive.jpg", std::string(1, '\x05') + gd::image::encode_jpeg(photo, {.progressive = true}));
+  seed("jpeg", "rgb444.jpg", std::string(1, '\x36') + gd::image::encode_jpeg(rgb, {.chroma_downsampling = false}));
 
   namespace sm = gd::summary;
   std::string events = sm::frame_record(sm::encode_file_version_event(1.5));
