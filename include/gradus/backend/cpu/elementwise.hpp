@@ -15,7 +15,6 @@
 #include <type_traits>
 
 #include "gradus/backend/cpu/broadcast.hpp"
-#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/expr/expr.hpp"
@@ -78,13 +77,11 @@ void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape) {
   using T = value_type_t<E>;
   const int64_t n = shape.numel();
   parallel_chunks(n, kBlock, [&](int, int64_t begin, int64_t end) {
-    with_isa([&] {
-      Evaluator<E> ev(e, shape);
-      for (int64_t s = begin; s < end; s += kBlock) {
-        const int64_t m = std::min(kBlock, end - s);
-        MapX<T>(out + s, m) = ev.lazy(s, m);
-      }
-    });
+    Evaluator<E> ev(e, shape);
+    for (int64_t s = begin; s < end; s += kBlock) {
+      const int64_t m = std::min(kBlock, end - s);
+      MapX<T>(out + s, m) = ev.lazy(s, m);
+    }
   });
 }
 
@@ -94,15 +91,13 @@ double sum_all(const E& e, const Shape& shape) {
   const int64_t n = shape.numel();
   std::array<double, kMaxChunks> partial{};
   parallel_chunks(n, kBlock, [&](int t, int64_t begin, int64_t end) {
-    with_isa([&] {
-      Evaluator<E> ev(e, shape);
-      double acc = 0;
-      for (int64_t s = begin; s < end; s += kBlock) {
-        const int64_t m = std::min(kBlock, end - s);
-        acc += double(ev.lazy(s, m).sum());
-      }
-      partial[size_t(t)] = acc;
-    });
+    Evaluator<E> ev(e, shape);
+    double acc = 0;
+    for (int64_t s = begin; s < end; s += kBlock) {
+      const int64_t m = std::min(kBlock, end - s);
+      acc += double(ev.lazy(s, m).sum());
+    }
+    partial[size_t(t)] = acc;
   });
   double total = 0;
   for (double p : partial) total += p;
@@ -124,16 +119,14 @@ void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape&
   parallel_chunks(
       n, kBlock,
       [&](int t, int64_t begin, int64_t end) {
-        with_isa([&] {
-          Evaluator<E> ev(e, shape);
-          alignas(64) T buf[kBlock];
-          T* dst = t == 0 ? acc : partial.data() + (t - 1) * m_out;
-          for (int64_t s = begin; s < end; s += kBlock) {
-            const int64_t m = std::min(kBlock, end - s);
-            MapX<T>(buf, m) = ev.lazy(s, m);
-            bc.scatter_add(buf, s, m, dst);
-          }
-        });
+        Evaluator<E> ev(e, shape);
+        alignas(64) T buf[kBlock];
+        T* dst = t == 0 ? acc : partial.data() + (t - 1) * m_out;
+        for (int64_t s = begin; s < end; s += kBlock) {
+          const int64_t m = std::min(kBlock, end - s);
+          MapX<T>(buf, m) = ev.lazy(s, m);
+          bc.scatter_add(buf, s, m, dst);
+        }
       },
       chunks > 1 ? kParallelThreshold : INT64_MAX, std::max(max_chunks, 1));
   for (int t = 1; t < chunks; ++t) MapX<T>(acc, m_out) += CMapX<T>(partial.data() + (t - 1) * m_out, m_out);
@@ -185,22 +178,20 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
           if (t > 0 && targets[i].dst && !targets[i].contiguous)
             local[size_t(i)].dst = partial[size_t(i)].data() + (t - 1) * targets[i].numel;
         }
-        with_isa([&] {
-          auto ev = make(local.data());
-          Source<T> gsrc(g.data(), gshape, shape);
-          alignas(64) T adj[kBlock];
-          for (int64_t s = begin; s < end; s += kBlock) {
-            const int64_t m = std::min(kBlock, end - s);
-            ev.forward_for_backward(s, m);
-            if (value_sum) sums[size_t(t)] += ev.block_sum(m);
-            const T* gb = gsrc.block(s, m);
-            if (scale != T(1)) {
-              MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;
-              gb = adj;
-            }
-            ev.bwd(s, m, gb);
+        auto ev = make(local.data());
+        Source<T> gsrc(g.data(), gshape, shape);
+        alignas(64) T adj[kBlock];
+        for (int64_t s = begin; s < end; s += kBlock) {
+          const int64_t m = std::min(kBlock, end - s);
+          ev.forward_for_backward(s, m);
+          if (value_sum) sums[size_t(t)] += ev.block_sum(m);
+          const T* gb = gsrc.block(s, m);
+          if (scale != T(1)) {
+            MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;
+            gb = adj;
           }
-        });
+          ev.bwd(s, m, gb);
+        }
       },
       chunks > 1 ? kParallelThreshold : INT64_MAX, max_chunks);
   if (value_sum) {
