@@ -38,6 +38,7 @@ run_step("configure without xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${bin
   -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON)
 run_step("build" ${CMAKE_COMMAND} --build ${binary})
 run_step("run" ${binary}/consumer)
+run_step("run with the precompiled umbrella (gradus::pch)" ${binary}/consumer_pch)
 
 if(WITH_XTENSOR)
   set(binary ${WORK_DIR}/build-xtensor)
