@@ -272,7 +272,7 @@ class ProgressBar : public Hook {
       if (!epoch_end && detail::seconds_since(last_draw_) < 0.1) return;
       last_draw_ = detail::Clock::now();
       const int64_t n = s.steps_per_epoch();
-      const int filled = int(int64_t(o_.width) * r.step_in_epoch / n);
+      const int filled = n > 0 ? int(int64_t(o_.width) * r.step_in_epoch / n) : 0;  // n = 0: not known yet
       std::string bar(size_t(o_.width), ' ');
       for (int i = 0; i < filled; ++i) bar[size_t(i)] = '=';
       if (filled < o_.width && filled > 0) bar[size_t(filled - 1)] = '>';
