@@ -1,7 +1,8 @@
 // gradus/data.hpp — gd::data: input pipelines (Dataset, the C++ form of tf.data) over
 // Examples, their sources (tensor slices, ranges, generators, IDX, CSV, text lines, file
-// globs) and transformations, the threading blocks under them (BoundedQueue, Coordinator),
-// text helpers (Vocabulary, ptb_batches, pad_sequences) and Fashion-MNIST.
+// globs, TFRecord files with tf.train.Example parsing) and transformations, the threading
+// blocks under them (BoundedQueue, Coordinator), text helpers (Vocabulary, ptb_batches,
+// pad_sequences) and Fashion-MNIST.
 // Not included by gradus/gradus.hpp: it needs zlib and threads (link gradus::data).
 #pragma once
 #include "gradus/data/csv.hpp"
@@ -11,3 +12,4 @@
 #include "gradus/data/idx.hpp"
 #include "gradus/data/queue.hpp"
 #include "gradus/data/text.hpp"
+#include "gradus/data/tfrecord.hpp"

@@ -1,6 +1,7 @@
-// gradus/train.hpp — the training area (gd::train): fit / evaluate / predict over in-memory data,
-// a MonitoredSession-style loop that restores from and checkpoints into a run directory, and
-// hooks. Needs the gradus::io target (libpng, zlib, nlohmann-json); not included by gradus.hpp.
+// gradus/train.hpp — the training area (gd::train): fit / evaluate / predict over in-memory data
+// or a gd::data::Dataset of batches, a MonitoredSession-style loop that restores from and
+// checkpoints into a run directory, and hooks. Needs the gradus::io target (libpng, zlib,
+// nlohmann-json); not included by gradus.hpp.
 //
 //   #include <gradus/gradus.hpp>
 //   #include <gradus/train.hpp>
@@ -42,3 +43,4 @@
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
 #include "gradus/train/fit.hpp"
+#include "gradus/train/fit_dataset.hpp"

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "gradus/backend/cpu/parallel.hpp"
@@ -62,6 +63,39 @@ struct Taps {
   }
 };
 
+/// Taps with at most two per output (shifts, crops, pads, nearest and bilinear resizes) as flat
+/// arrays: output o has k[o] taps (0, 1 or 2), reading i0[o] and i1[o] with weights w0[o], w1[o].
+/// The sums are formed in the generic loop's order (0 + w0 * a + w1 * b), so results are the same
+/// bits (a plain copy keeps the sign of a zero). `copy`: output o reads input o + shift with
+/// weight 1, for every o. `ok` is false when some output has more than two taps (the generic loop
+/// then runs).
+template <Element T>
+struct TwoTaps {
+  std::vector<int64_t> i0, i1;
+  std::vector<T> w0, w1;
+  std::vector<uint8_t> k;
+  bool copy = false;
+  int64_t shift = 0;
+  bool ok = true;
+  explicit TwoTaps(const Taps& t) {
+    const auto n = size_t(t.out);
+    i0.assign(n, 0), i1.assign(n, 0), w0.assign(n, T(0)), w1.assign(n, T(0)), k.assign(n, 0);
+    copy = t.out > 0;
+    for (size_t o = 0; o < n; ++o) {
+      const int64_t b = t.begin[o], e = t.begin[o + 1];
+      if (e - b > 2) {
+        ok = copy = false;
+        return;
+      }
+      k[o] = uint8_t(e - b);
+      if (e - b >= 1) i0[o] = i1[o] = t.index[size_t(b)], w0[o] = T(t.weight[size_t(b)]);
+      if (e - b == 2) i1[o] = t.index[size_t(b) + 1], w1[o] = T(t.weight[size_t(b) + 1]);
+      if (o == 0) shift = i0[0];
+      copy = copy && e - b == 1 && t.weight[size_t(b)] == 1.0 && i0[o] == int64_t(o) + shift;
+    }
+  }
+};
+
 /// Runs f(row_begin, row_end) over `rows` rows of `row_elems` elements each, in parallel when large.
 template <class F>
 void for_rows(int64_t rows, int64_t row_elems, F&& f) {
@@ -73,6 +107,36 @@ void for_rows(int64_t rows, int64_t row_elems, F&& f) {
 template <Element T>
 void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const Taps& taps) {
   const int64_t row = w * c;
+  if (const TwoTaps<T> two(taps); two.ok) {  // one pass, no zero fill: a copy or two rows blended
+    for_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / taps.out;
+        const auto o = size_t(r % taps.out);
+        T* dst = out + r * row;
+        const T* s0 = x + (b * taps.in + two.i0[o]) * row;
+        const T* s1 = x + (b * taps.in + two.i1[o]) * row;
+        const T w0 = two.w0[o], w1 = two.w1[o];
+        if (two.k[o] == 0)
+          std::fill_n(dst, row, T(0));
+        else if (two.k[o] == 1 && w0 == T(1))
+          std::copy_n(s0, row, dst);
+        else if (two.k[o] == 1)
+          for (int64_t i = 0; i < row; ++i) {
+            T v = T(0);
+            v += w0 * s0[i];
+            dst[i] = v;
+          }
+        else
+          for (int64_t i = 0; i < row; ++i) {
+            T v = T(0);
+            v += w0 * s0[i];
+            v += w1 * s1[i];
+            dst[i] = v;
+          }
+      }
+    });
+    return;
+  }
   for_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / taps.out, o = r % taps.out;
@@ -90,6 +154,40 @@ void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const Tap
 /// out [M, taps.out, C] from x [M, taps.in, C] (M = N * H): the pass along W.
 template <Element T>
 void apply_taps_w(const T* x, T* out, int64_t m, int64_t c, const Taps& taps) {
+  if (const TwoTaps<T> two(taps); two.ok) {  // a copy of each row's window, or two pixels blended
+    for_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* src = x + r * taps.in * c;
+        T* dst = out + r * taps.out * c;
+        if (two.copy) {
+          std::copy_n(src + two.shift * c, taps.out * c, dst);
+          continue;
+        }
+        auto blend = [&](auto channels) {  // channels: c, a compile-time 1 or 3 where it can be
+          for (int64_t o = 0; o < taps.out; ++o) {
+            const T* a = src + two.i0[size_t(o)] * channels;
+            const T* b = src + two.i1[size_t(o)] * channels;
+            const T w0 = two.w0[size_t(o)], w1 = two.w1[size_t(o)];
+            T* d = dst + o * channels;
+            const uint8_t k = two.k[size_t(o)];
+            for (int64_t ch = 0; ch < channels; ++ch) {
+              T v = T(0);
+              if (k >= 1) v += w0 * a[ch];
+              if (k == 2) v += w1 * b[ch];
+              d[ch] = v;
+            }
+          }
+        };
+        if (c == 3)
+          blend(std::integral_constant<int64_t, 3>{});
+        else if (c == 1)
+          blend(std::integral_constant<int64_t, 1>{});
+        else
+          blend(c);
+      }
+    });
+    return;
+  }
   for_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* src = x + r * taps.in * c;

@@ -10,7 +10,13 @@
 //   rng/<path>                         I64 [4], each generator the model's layers registered ("rng/drop.rng")
 //   train/counters                     I64 [4]: epoch, step in epoch, steps in the epoch's loss mean, global step
 //   train/values                       F64 [3]: the epoch's loss sum, the last loss, the learning rate
-//   train/config                       I64 [5]: examples, batch_size, shuffle, drop_remainder, seed (bit cast)
+//   train/config                       I64 [5]: examples, batch_size, shuffle, drop_remainder, seed (bit cast);
+//                                      (-1, 0, 0, 0, 0) for a run on a gd::data::Dataset
+//   train/data_iterator                I64 [2]: the Dataset's iterator state (epoch, batches consumed),
+//                                      only for a run on a Dataset (train/fit_dataset.hpp). It equals
+//                                      (epoch, step in epoch): a resumed run re-opens the pipeline with
+//                                      Dataset::iterator(state), so it sees exactly the batches the
+//                                      uninterrupted run would have seen (for a deterministic pipeline)
 //   train/history/global_step          I64 [E]: per completed epoch (absent while E = 0)
 //   train/history/values               F64 [E, 1 + K]: "loss", then the K optional keys
 //   train/history/present              I64 [E, K]: 1 where epoch e has optional key k (absent when K = 0)
@@ -249,6 +255,7 @@ inline void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata)
   std::memcpy(&seed_bits, &seed_, sizeof seed_bits);
   out.emplace_back("train/config", Tensor<int64_t>::from({examples_, batch_size_, int64_t(shuffle_),
                                                           int64_t(drop_remainder_), seed_bits}));
+  if (streaming_) out.emplace_back("train/data_iterator", Tensor<int64_t>::from({epoch_, step_in_epoch_}));
   metadata["train/format"] = "1";
   const auto e = int64_t(history_.epochs.size());
   if (e == 0) return;
@@ -295,6 +302,7 @@ struct LoopState {
   int64_t step = 0, epoch = 0, in_epoch = 0, count = 0;
   double loss_sum = 0, last_loss = 0, lr = 0;
   std::array<int64_t, 5> config{};  ///< examples, batch_size, shuffle, drop_remainder, seed bits
+  std::optional<std::array<int64_t, 2>> data_iterator;  ///< a Dataset run's (epoch, consumed)
 };
 
 /// Reads and checks the loop state of `ckpt` (its global step must match the metadata's).
@@ -318,6 +326,13 @@ inline LoopState read_loop_state(const io::Safetensors& ckpt, const std::filesys
                ", global step ", counters.data()[3], " vs metadata ", st.step, ")");
   std::copy(config.data(), config.data() + 5, st.config.begin());
   st.loss_sum = values.data()[0], st.last_loss = values.data()[1], st.lr = values.data()[2];
+  if (ckpt.find("train/data_iterator")) {
+    const Tensor<int64_t> it = get_i64("train/data_iterator", 2);
+    st.data_iterator = std::array<int64_t, 2>{it.data()[0], it.data()[1]};
+    GRADUS_CHECK(io_error, it.data()[0] == st.epoch && it.data()[1] == st.in_epoch, "fit: checkpoint ", path,
+                 ": the dataset iterator state (epoch ", it.data()[0], ", consumed ", it.data()[1],
+                 ") does not match the counters (epoch ", st.epoch, ", step in epoch ", st.in_epoch, ")");
+  }
   return st;
 }
 
@@ -373,8 +388,8 @@ inline void Session::check_resumable(const detail::LoopState& st, const std::fil
                st.config[0], ", ", st.config[1], ", ", st.config[2], ", ", st.config[3], ", ", uint64_t(st.config[4]),
                "); the options give (", examples_, ", ", batch_size_, ", ", shuffle_, ", ", drop_remainder_, ", ", seed_,
                ")");
-  GRADUS_CHECK(value_error, st.in_epoch <= steps_per_epoch_, "fit: checkpoint ", path, " is at step ", st.in_epoch,
-               " of an epoch of ", steps_per_epoch_, " steps");
+  GRADUS_CHECK(value_error, streaming_ || st.in_epoch <= steps_per_epoch_, "fit: checkpoint ", path, " is at step ",
+               st.in_epoch, " of an epoch of ", steps_per_epoch_, " steps");
 }
 
 inline void Session::restore_hook_states(const io::Safetensors& ckpt) {
@@ -447,7 +462,9 @@ inline History Session::run() {
 
   while (!stop_ && epoch_ < epochs_) {
     if (order_epoch_ != epoch_) {
-      if (shuffle_) {
+      if (streaming_) {
+        open_epoch(epoch_, step_in_epoch_);  // a restored run continues where its pipeline stopped
+      } else if (shuffle_) {
         order_ = epoch_permutation(examples_, seed_, epoch_);
       } else {
         order_.resize(size_t(examples_));
@@ -455,12 +472,18 @@ inline History Session::run() {
       }
       order_epoch_ = epoch_;
     }
-    while (!stop_ && step_in_epoch_ < steps_per_epoch_) {
+    while (!stop_) {
+      int64_t n = 0, first = 0;
+      if (streaming_) {
+        if (!fetch_batch(n)) break;  // the end of the dataset's epoch
+      } else {
+        if (step_in_epoch_ >= steps_per_epoch_) break;
+        first = step_in_epoch_ * batch_size_;
+        n = std::min(batch_size_, examples_ - first);
+      }
       for (Hook* h : hooks_) h->before_step(*this);
       if (stop_) break;
-      const int64_t first = step_in_epoch_ * batch_size_;
-      const int64_t n = std::min(batch_size_, examples_ - first);
-      const double loss = train_step(order_.data() + first, n);
+      const double loss = streaming_ ? train_fetched() : train_step(order_.data() + first, n);
       ++global_step_;
       ++step_in_epoch_;
       last_loss_ = loss;
@@ -471,6 +494,11 @@ inline History Session::run() {
       for (Hook* h : hooks_) h->after_step(*this, r);
     }
     if (stop_) break;
+    if (streaming_) {
+      close_epoch();
+      GRADUS_CHECK(value_error, step_in_epoch_ > 0, "fit: epoch ", epoch_, " of the dataset gave no batch");
+      steps_per_epoch_ = step_in_epoch_;
+    }
     EpochLogs logs;
     logs.epoch = epoch_;
     logs.global_step = global_step_;
@@ -485,6 +513,7 @@ inline History Session::run() {
   history_.global_step = global_step_;
   history_.stop_reason = stop_reason_;
   history_.nonfinite_step = nonfinite_step_;
+  if (streaming_) close_epoch();  // joins the pipeline's threads before the hooks end
   for (Hook* h : hooks_) h->end(*this);
   if (nonfinite_step_) {
     bool shown = false;  // a NanGuard or a ProgressBar already said so
@@ -496,47 +525,15 @@ inline History Session::run() {
 
 namespace detail {
 
-/// The typed part of a fit: the model, optimizer, loss and data behind a Session.
-template <class M, class L, Element X, Element Y>
-class Loop final : public Session {
+/// The model's part of a fit, whatever feeds it: model, optimizer and loss behind a Session,
+/// and one optimizer step on a batch.
+template <class M, class L>
+class ModelLoop : public Session {
  public:
   using T = typename M::value_type;
 
-  Loop(M& model, optim::Optimizer<T>& opt, const L& loss, const Data<X, Y>& data, const FitOptions<X, Y>& o)
-      : model_(model), opt_(opt), loss_(loss), data_(data), o_(o) {
-    check_data(data, "fit", "data");
-    check_batch_size("fit", o.batch_size);
-    GRADUS_CHECK(value_error, o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
-    if (o.validation) check_data(*o.validation, "fit", "validation");
-    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
-                 o.validation_batch_size);
-    for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
-    GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
-                 "no validation data is given");
-    for (const Hook* h : o.hooks) GRADUS_CHECK(value_error, h != nullptr, "fit: a hook pointer is null");
-    epochs_ = o.epochs;
-    examples_ = data.size();
-    batch_size_ = o.batch_size;
-    steps_per_epoch_ = batches_per_epoch(examples_, batch_size_, o.drop_remainder);
-    GRADUS_CHECK(value_error, steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size, " leaves no batch of ",
-                 examples_, " examples");
-    shuffle_ = o.shuffle;
-    drop_remainder_ = o.drop_remainder;
-    seed_ = o.seed;
-    verbose_ = o.verbose;
-    run_dir_ = o.run_dir;
-    if (o.device) model.to(*o.device);
-    rng_ = o.rng;
-    for (const auto& [path, r] : static_cast<const nn::Module<T>&>(model).named_generators())
-      if (r != rng_) generators_.emplace_back("rng/" + path, r);
-    user_hooks_ = o.hooks;
-    bool has_saver = false;
-    for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
-    if (o.verbose) owned_hooks_.push_back(std::make_unique<ProgressBar>());
-    if (!o.run_dir.empty() && !has_saver) owned_hooks_.push_back(std::make_unique<CheckpointSaver>(o.checkpoint));
-  }
-
-  History start() { return run(); }
+  ModelLoop(M& model, optim::Optimizer<T>& opt, const L& loss, nn::Unregistered unregistered)
+      : model_(model), opt_(opt), loss_(loss), unregistered_(unregistered) {}
 
   double lr() const override { return opt_.lr(); }
   void set_lr(double lr) override { opt_.set_lr(lr); }
@@ -556,6 +553,28 @@ class Loop final : public Session {
   }
 
  protected:
+  /// Configuration shared by every feed: epochs, run_dir, device, rng, hooks, the default savers.
+  template <class O>
+  void configure(const O& o) {
+    GRADUS_CHECK(value_error, o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
+    for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
+    GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
+                 "no validation data is given");
+    for (const Hook* h : o.hooks) GRADUS_CHECK(value_error, h != nullptr, "fit: a hook pointer is null");
+    epochs_ = o.epochs;
+    verbose_ = o.verbose;
+    run_dir_ = o.run_dir;
+    if (o.device) model_.to(*o.device);
+    rng_ = o.rng;
+    for (const auto& [path, r] : static_cast<const nn::Module<T>&>(model_).named_generators())
+      if (r != rng_) generators_.emplace_back("rng/" + path, r);
+    user_hooks_ = o.hooks;
+    bool has_saver = false;
+    for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
+    if (o.verbose) owned_hooks_.push_back(std::make_unique<ProgressBar>());
+    if (!o.run_dir.empty() && !has_saver) owned_hooks_.push_back(std::make_unique<CheckpointSaver>(o.checkpoint));
+  }
+
   void add_model_state(io::TensorList& out) const override {
     const nn::Module<T>& m = model_;
     io::add_module(out, m);
@@ -566,40 +585,82 @@ class Loop final : public Session {
     io::restore_module(ckpt, m);
     io::restore_optimizer(ckpt, opt_, m);  // by name; checkpoints keyed by position load too
   }
-  double train_step(const int64_t* index, int64_t n) override {
+  /// One optimizer step on the host batch (x, y); returns its loss.
+  template <Element X, Element Y>
+  double step_on(const Tensor<X>& x_host, const Tensor<Y>& y_host) {
     const Device dev = static_cast<const nn::Module<T>&>(model_).device();
-    const Tensor<X> x = gather_rows(data_.x, index, n).to(dev);
-    const Tensor<Y> y = gather_rows(data_.y, index, n).to(dev);
+    const Tensor<X> x = x_host.to(dev);
+    const Tensor<Y> y = y_host.to(dev);
     const Var<T> pred = to_var(forward_batch(model_, x));
     const Var<T> data_loss = to_var(loss_(pred, y));
     scalar_loss(data_loss, "fit");
     const Var<T> loss(data_loss + model_.regularization_loss());
     GRADUS_CHECK(value_error, loss.requires_grad(), "fit: the loss does not depend on any trainable parameter");
-    if (!registration_checked_ && o_.unregistered != nn::Unregistered::ignore)
+    if (!registration_checked_ && unregistered_ != nn::Unregistered::ignore)
       nn::report_unregistered("fit", nn::unregistered_leaves(static_cast<const nn::Module<T>&>(model_), loss, opt_.params()),
-                              {.action = o_.unregistered});
+                              {.action = unregistered_});
     registration_checked_ = true;
     opt_.minimize(loss);
     return double(loss.item());
   }
-  void validate(EpochLogs& logs) override {
-    if (!o_.validation) return;
-    const Evaluation ev = evaluate(
-        model_, loss_, *o_.validation,
-        {.batch_size = o_.validation_batch_size > 0 ? o_.validation_batch_size : o_.batch_size, .metrics = o_.metrics});
+  /// Fills the validation entries of `logs` from an Evaluation.
+  static void log_validation(EpochLogs& logs, const Evaluation& ev) {
     logs.val_loss = ev.loss;
     for (const auto& [k, v] : ev.metrics) logs.val_metrics.emplace_back("val_" + k, v);
   }
   void set_training(bool on) override { model_.train(on); }
   bool is_training() const override { return model_.is_training(); }
 
- private:
   M& model_;
   optim::Optimizer<T>& opt_;
   const L& loss_;
+
+ private:
+  nn::Unregistered unregistered_;
+  bool registration_checked_ = false;
+};
+
+/// A fit over in-memory Data: batches gathered from the epoch's order.
+template <class M, class L, Element X, Element Y>
+class Loop final : public ModelLoop<M, L> {
+  using Base = ModelLoop<M, L>;
+
+ public:
+  Loop(M& model, optim::Optimizer<typename M::value_type>& opt, const L& loss, const Data<X, Y>& data,
+       const FitOptions<X, Y>& o)
+      : Base(model, opt, loss, o.unregistered), data_(data), o_(o) {
+    check_data(data, "fit", "data");
+    check_batch_size("fit", o.batch_size);
+    if (o.validation) check_data(*o.validation, "fit", "validation");
+    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
+                 o.validation_batch_size);
+    this->examples_ = data.size();
+    this->batch_size_ = o.batch_size;
+    this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
+    GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
+                 " leaves no batch of ", this->examples_, " examples");
+    this->shuffle_ = o.shuffle;
+    this->drop_remainder_ = o.drop_remainder;
+    this->seed_ = o.seed;
+    this->configure(o);
+  }
+
+  History start() { return this->run(); }
+
+ protected:
+  double train_step(const int64_t* index, int64_t n) override {
+    return this->step_on(gather_rows(data_.x, index, n), gather_rows(data_.y, index, n));
+  }
+  void validate(EpochLogs& logs) override {
+    if (!o_.validation) return;
+    Base::log_validation(logs, evaluate(this->model_, this->loss_, *o_.validation,
+                                        {.batch_size = o_.validation_batch_size > 0 ? o_.validation_batch_size : o_.batch_size,
+                                         .metrics = o_.metrics}));
+  }
+
+ private:
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
-  bool registration_checked_ = false;
 };
 
 }  // namespace detail

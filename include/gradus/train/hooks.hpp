@@ -183,6 +183,13 @@ class NanGuard : public Hook {
 
 // --------------------------------------------------------------------------------------- Logging
 
+namespace detail {
+/// "k/n", or "k" while the epoch's length n is not known (0: a Dataset's first epoch).
+inline std::string batch_text(int64_t k, int64_t n) {
+  return n > 0 ? ::gradus::detail::str(k, '/', n) : ::gradus::detail::str(k);
+}
+}  // namespace detail
+
 /// Options of Logging.
 struct LoggingOptions {
   int64_t every_steps = 100;  ///< log when global_step % every_steps == 0 (0: never by steps)
@@ -212,9 +219,9 @@ class Logging : public Hook {
     if (!timer_.should_fire(r.global_step)) return;
     const double secs = detail::seconds_since(timer_.last);
     const double rate = secs > 0 ? double(r.global_step - last_step_) / secs : 0.0;
-    *os_ << "step " << r.global_step << "  epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch " << r.step_in_epoch
-         << '/' << s.steps_per_epoch() << "  loss " << detail::fixed(r.loss, o_.decimals) << "  lr "
-         << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s\n";
+    *os_ << "step " << r.global_step << "  epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
+         << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  loss " << detail::fixed(r.loss, o_.decimals)
+         << "  lr " << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s\n";
     os_->flush();
     timer_.reset();
     last_step_ = r.global_step;
@@ -272,20 +279,22 @@ class ProgressBar : public Hook {
       if (!epoch_end && detail::seconds_since(last_draw_) < 0.1) return;
       last_draw_ = detail::Clock::now();
       const int64_t n = s.steps_per_epoch();
-      const int filled = int(int64_t(o_.width) * r.step_in_epoch / n);
+      const int filled = n > 0 ? int(int64_t(o_.width) * r.step_in_epoch / n) : 0;  // n = 0: not known yet
       std::string bar(size_t(o_.width), ' ');
       for (int i = 0; i < filled; ++i) bar[size_t(i)] = '=';
       if (filled < o_.width && filled > 0) bar[size_t(filled - 1)] = '>';
       *os_ << "\r\x1b[K"
-           << "epoch " << r.epoch + 1 << '/' << s.epochs() << " [" << bar << "] " << r.step_in_epoch << '/' << n
+           << "epoch " << r.epoch + 1 << '/' << s.epochs() << " [" << bar << "] "
+           << detail::batch_text(r.step_in_epoch, n)
            << "  loss " << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1)
            << " steps/s  ETA " << detail::clock_time(eta);
       os_->flush();
       drawn_ = true;
     } else if (r.global_step % o_.every_steps == 0) {
-      *os_ << "epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch " << r.step_in_epoch << '/'
-           << s.steps_per_epoch() << "  step " << r.global_step << "  loss " << detail::fixed(s.epoch_loss(), o_.decimals)
-           << "  " << detail::fixed(rate, 1) << " steps/s  ETA " << detail::clock_time(eta) << '\n';
+      *os_ << "epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
+           << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  step " << r.global_step << "  loss "
+           << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1) << " steps/s  ETA "
+           << detail::clock_time(eta) << '\n';
       os_->flush();
     }
   }

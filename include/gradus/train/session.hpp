@@ -179,8 +179,12 @@ class Session {
   int64_t epochs() const { return epochs_; }
   /// Steps completed in the current epoch.
   int64_t step_in_epoch() const { return step_in_epoch_; }
-  /// Batches per epoch.
+  /// Batches per epoch. Training on a gd::data::Dataset, 0 until the first epoch has ended (the
+  /// pipeline's length is not known before), then that epoch's number of batches.
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  /// Whether the batches come from a gd::data::Dataset (train/fit_dataset.hpp) rather than
+  /// in-memory Data.
+  bool streaming() const { return streaming_; }
   /// Global step at which the last epoch ends: the run's last step if nothing stops it.
   int64_t last_step() const { return global_step_ + (epochs_ - epoch_) * steps_per_epoch_ - step_in_epoch_; }
   /// The loss of the last step (NaN before the first step of a fresh run).
@@ -246,6 +250,13 @@ class Session {
   virtual void restore_model_state(const io::Safetensors& ckpt) = 0;
   /// One optimizer step on the batch of rows `index[0..n)`; returns its loss.
   virtual double train_step(const int64_t* index, int64_t n) = 0;
+  // Streaming (a Dataset of batches): open_epoch starts epoch `epoch` with its first `consumed`
+  // batches skipped; fetch_batch takes the next batch (false at the end of the epoch) and returns
+  // its number of examples in `n`; train_fetched makes one step on it. close_epoch ends the pass.
+  virtual void open_epoch(int64_t /*epoch*/, int64_t /*consumed*/) {}
+  virtual bool fetch_batch(int64_t& /*n*/) { return false; }
+  virtual double train_fetched() { return 0; }
+  virtual void close_epoch() {}
   /// Fills the validation entries of `logs`.
   virtual void validate(EpochLogs& logs) = 0;
   virtual void set_training(bool on) = 0;
@@ -260,7 +271,7 @@ class Session {
 
   // configuration, set by the typed loop before run()
   int64_t epochs_ = 1, steps_per_epoch_ = 0, examples_ = 0, batch_size_ = 1;
-  bool shuffle_ = true, drop_remainder_ = false, verbose_ = false;
+  bool shuffle_ = true, drop_remainder_ = false, verbose_ = false, streaming_ = false;
   uint64_t seed_ = 0;
   std::filesystem::path run_dir_;
   Rng* rng_ = nullptr;

@@ -1,0 +1,233 @@
+// gradus/train/fit_dataset.hpp — fit / evaluate / predict fed by a gd::data::Dataset of batches
+// instead of in-memory Data: the same loop, hooks, metrics, validation and checkpoints.
+//
+//   auto train = gd::data::tfrecord(files).map(parse).shuffle(10000, 1).batch(128).prefetch(2);
+//   gd::train::fit(net, opt, loss, train, {.epochs = 5, .validation = &test, .metrics = {&acc},
+//                                          .run_dir = "runs/cnn"});
+//   gd::train::Evaluation ev = gd::train::evaluate(net, loss, test, {.metrics = {&acc}});
+//
+// Each element of the dataset is one batch of two fields (x, y), positional or named, in that
+// order: x a float or double tensor [n, ...] (converted to the model's element type when it is the
+// other one), y the labels [n, ...] as Y (int64 class ids by default: `fit<float>(...)` for float
+// targets; a tensor of another element type is converted). Batching, shuffling and dropping a
+// remainder are the pipeline's business. Epoch e of fit is epoch e of the dataset (so a shuffle in
+// the pipeline gives each epoch its order, the same in every run) and ends when the dataset's
+// epoch ends; Session::steps_per_epoch() is 0 until the first epoch has ended. Checkpoints store
+// the iterator state (epoch, batches consumed) beside the counters ("train/data_iterator", see
+// train/fit.hpp); a run resumed from one re-opens the pipeline with Dataset::iterator(state) and
+// sees exactly the batches the uninterrupted run would have seen, so for a deterministic pipeline
+// (data/dataset.hpp: same data, functions without hidden state) it ends bit-identical to it.
+// Needs gradus::data as well as gradus::io.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "gradus/data/dataset.hpp"
+#include "gradus/data/example.hpp"
+#include "gradus/train/fit.hpp"
+
+namespace gradus::train {
+
+/// Options of fit on a Dataset, as FitOptions without the batching (the pipeline batches and
+/// shuffles). Designated initializers must follow this order:
+///   {.epochs = 5, .validation = &val, .metrics = {&acc}, .hooks = {&log}, .run_dir = "runs/cnn"}
+struct DatasetFitOptions {
+  int64_t epochs = 1;                          ///< epochs to run to, counting those of a restored run
+  const data::Dataset* validation = nullptr;   ///< a Dataset of (x, y) batches, evaluated after every epoch
+  std::vector<metrics::Metric*> metrics = {};  ///< computed on the validation data: "val_<name>"
+  std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
+  std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
+  CheckpointSaverOptions checkpoint = {};      ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
+  Rng* rng = nullptr;                          ///< saved and restored with checkpoints as "rng" (see FitOptions)
+  bool verbose = false;                        ///< adds a ProgressBar on std::cout
+  nn::Unregistered unregistered = nn::Unregistered::error;  ///< see FitOptions
+  std::optional<Device> device = std::nullopt;              ///< see FitOptions
+};
+
+namespace detail {
+
+/// Field `i` of a batch as a Tensor<T> (converting from another element type).
+template <Element T>
+Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
+  return std::visit(
+      [&](const auto& v) -> Tensor<T> {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, Tensor<T>>) {
+          return v;
+        } else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, data::Strings>) {
+          throw value_error(::gradus::detail::str(who, ": field ", i, " of the batch ", b,
+                                                  " holds strings; parse or decode them in the pipeline"));
+        } else {
+          Tensor<T> out(v.shape());
+          const auto* src = v.data();
+          for (int64_t k = 0; k < v.size(); ++k) out.data()[k] = T(src[k]);
+          return out;
+        }
+      },
+      b[i]);
+}
+
+/// The (x, y) of a batch of two fields, with their leading dimensions checked.
+template <Element T, Element Y>
+std::pair<Tensor<T>, Tensor<Y>> split_batch(const data::Example& b, const char* who) {
+  GRADUS_CHECK(value_error, b.size() == 2, who, ": a batch must have two fields (x, y), got ", b);
+  Tensor<T> x = batch_field<T>(b, 0, who);
+  Tensor<Y> y = batch_field<Y>(b, 1, who);
+  GRADUS_CHECK(shape_error, x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.dim(0) > 0, who,
+               ": a batch must be x [n, ...] and y [n, ...] with n > 0, got ", b);
+  return {std::move(x), std::move(y)};
+}
+
+/// A fit fed by a Dataset: the Session's streaming mode.
+template <class M, class L, Element Y>
+class DatasetLoop final : public ModelLoop<M, L> {
+  using Base = ModelLoop<M, L>;
+  using T = typename M::value_type;
+
+ public:
+  DatasetLoop(M& model, optim::Optimizer<T>& opt, const L& loss, const data::Dataset& data, const DatasetFitOptions& o)
+      : Base(model, opt, loss, o.unregistered), data_(data), o_(o) {
+    GRADUS_CHECK(value_error, data.source() != nullptr, "fit: the dataset is empty (default-constructed)");
+    GRADUS_CHECK(value_error, !o.validation || o.validation->source() != nullptr,
+                 "fit: the validation dataset is empty (default-constructed)");
+    this->streaming_ = true;
+    this->examples_ = -1;  // recorded in train/config: a Dataset run
+    this->batch_size_ = 0;
+    this->shuffle_ = false;
+    this->steps_per_epoch_ = 0;  // known once an epoch has ended
+    this->configure(o);
+  }
+
+  History start() { return this->run(); }
+
+ protected:
+  void open_epoch(int64_t epoch, int64_t consumed) override {
+    it_.reset();
+    it_.emplace(data_.iterator(data::IteratorState{epoch, consumed}));
+    GRADUS_CHECK(value_error, it_->state().consumed == consumed, "fit: epoch ", epoch, " of the dataset has ",
+                 it_->state().consumed, " batches; the checkpoint is after batch ", consumed);
+  }
+  bool fetch_batch(int64_t& n) override {
+    GRADUS_CHECK(value_error, it_.has_value(), "fit: no dataset epoch is open");
+    std::optional<data::Example> b = it_->next();
+    if (!b) return false;
+    batch_ = split_batch<T, Y>(*b, "fit");
+    n = batch_.first.dim(0);
+    return true;
+  }
+  double train_fetched() override { return this->step_on(batch_.first, batch_.second); }
+  void close_epoch() override {
+    it_.reset();
+    batch_ = {};
+  }
+  double train_step(const int64_t*, int64_t) override {
+    throw value_error("fit: a Dataset run steps on fetched batches");  // not called in streaming mode
+  }
+  void validate(EpochLogs& logs) override;
+
+ private:
+  data::Dataset data_;  // a handle of its own: the iterators it opens do not touch the caller's
+  const DatasetFitOptions& o_;
+  std::optional<data::Iterator> it_;
+  std::pair<Tensor<T>, Tensor<Y>> batch_;
+};
+
+}  // namespace detail
+
+/// The loss and metrics of `model` over one pass of `data`, a Dataset of (x, y) batches (see the
+/// top of this header), as evaluate on Data: eval mode under no_grad, loss = Σ n_b·(loss_b + reg)
+/// / N. `options.batch_size` is not used (the pipeline batches). The pass is the next epoch of a
+/// copy of `data`'s handle, so `data` itself is left as it was and every call sees the same epoch.
+///   auto ev = gd::train::evaluate(net, loss_fn, test_batches, {.metrics = {&acc}});
+template <Element Y = int64_t, nn::ModuleType M, class L>
+Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const EvaluateOptions& options = {}) {
+  using T = typename M::value_type;
+  for (const metrics::Metric* m : options.metrics)
+    GRADUS_CHECK(value_error, m != nullptr, "evaluate: a metric pointer is null");
+  GRADUS_CHECK(value_error, data.source() != nullptr, "evaluate: the dataset is empty (default-constructed)");
+  no_grad guard;
+  detail::TrainingMode<T> mode(model, false);
+  for (metrics::Metric* m : options.metrics) m->reset();
+  const Device dev = static_cast<const nn::Module<T>&>(model).device();
+  const double reg = double(model.regularization_loss().item());
+  double total = 0;
+  int64_t n = 0;
+  data::Dataset d = data;
+  data::Iterator it = d.iterator();
+  while (std::optional<data::Example> b = it.next()) {
+    const auto [x, y] = detail::split_batch<T, Y>(*b, "evaluate");
+    const int64_t nb = x.dim(0);
+    const Var<T> pred = to_var(detail::forward_batch(model, x.to(dev)));
+    total += double(nb) * (detail::scalar_loss(to_var(loss(pred, y.to(dev))), "evaluate") + reg);
+    for (metrics::Metric* m : options.metrics) m->update(y, pred);
+    n += nb;
+  }
+  GRADUS_CHECK(value_error, n > 0, "evaluate: the dataset gave no batch");
+  Evaluation out{total / double(n), {}};
+  for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
+  return out;
+}
+
+/// model.forward over one pass of `data`, a Dataset of batches whose field 0 is x [n, ...] (a
+/// second field, the labels, is ignored), in eval mode under no_grad: the outputs concatenated
+/// along axis 0. The pass is the next epoch of a copy of `data`'s handle, as in evaluate.
+template <nn::ModuleType M>
+Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
+  using T = typename M::value_type;
+  GRADUS_CHECK(value_error, data.source() != nullptr, "predict: the dataset is empty (default-constructed)");
+  no_grad guard;
+  detail::TrainingMode<T> mode(model, false);
+  const Device dev = static_cast<const nn::Module<T>&>(model).device();
+  std::vector<Tensor<T>> outs;
+  int64_t rows = 0;
+  data::Dataset d = data;
+  data::Iterator it = d.iterator();
+  while (std::optional<data::Example> b = it.next()) {
+    GRADUS_CHECK(value_error, b->size() >= 1, "predict: a batch has no fields");
+    const Tensor<T> x = detail::batch_field<T>(*b, 0, "predict");
+    GRADUS_CHECK(shape_error, x.rank() >= 1 && x.dim(0) > 0, "predict: x must have shape [n, ...] with n > 0, got ",
+                 x.shape());
+    Tensor<T> y = to_var(detail::forward_batch(model, x.to(dev))).value().to(gradus::cpu);
+    GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == x.dim(0), "predict: the model's output for a batch of ",
+                 x.dim(0), " examples has shape ", y.shape(), "; expected [", x.dim(0), ", ...]");
+    GRADUS_CHECK(shape_error, outs.empty() || y.size() / y.dim(0) == outs[0].size() / outs[0].dim(0),
+                 "predict: the model's output shape changed between batches: ", y.shape());
+    rows += y.dim(0);
+    outs.push_back(std::move(y));
+  }
+  GRADUS_CHECK(value_error, !outs.empty(), "predict: the dataset gave no batch");
+  Shape s = outs[0].shape();
+  s[0] = rows;
+  Tensor<T> out(s);
+  int64_t at = 0;
+  for (const Tensor<T>& y : outs) {
+    std::memcpy(out.data() + at, y.data(), size_t(y.size()) * sizeof(T));
+    at += y.size();
+  }
+  return out;
+}
+
+template <class M, class L, Element Y>
+void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
+  if (!o_.validation) return;
+  Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, *o_.validation, {.metrics = o_.metrics}));
+}
+
+/// Trains `model` on a Dataset of (x, y) batches (see the top of this header); otherwise as fit
+/// on Data: hooks, metrics, validation, History, checkpoints into and resume from run_dir.
+///   gd::train::fit(net, opt, loss_fn, train_batches, {.epochs = 5, .run_dir = "runs/cnn"});
+template <Element Y = int64_t, nn::ModuleType M, class L>
+History fit(M& model, optim::Optimizer<typename M::value_type>& optimizer, const L& loss, const data::Dataset& data,
+            const DatasetFitOptions& options = {}) {
+  detail::DatasetLoop<M, L, Y> loop(model, optimizer, loss, data, options);
+  return loop.start();
+}
+
+}  // namespace gradus::train
