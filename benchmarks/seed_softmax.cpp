@@ -60,8 +60,8 @@ const auto my_matmul = gd::custom_op(
     [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
     [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g, const std::array<bool, 2>& needs) {
       const auto& [a, b] = in;
-      return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, gd::transpose(b)) : Tensor(),
-                                   needs[1] ? gd::matmul(gd::transpose(a), g) : Tensor()};
+      return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, b, {.transpose_b = true}) : Tensor(),
+                                   needs[1] ? gd::matmul(a, g, {.transpose_a = true}) : Tensor()};
     },
     "my_matmul");
 const auto my_log = gd::custom_op(

@@ -22,7 +22,7 @@ static int run() {
       [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
       [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g) {
         const auto& [a, b] = in;
-        return std::array<Tensor, 2>{gd::matmul(g, gd::transpose(b)), gd::matmul(gd::transpose(a), g)};
+        return std::array<Tensor, 2>{gd::matmul(g, b, {.transpose_b = true}), gd::matmul(a, g, {.transpose_a = true})};
       },
       "my_matmul");
 

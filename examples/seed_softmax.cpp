@@ -28,8 +28,8 @@ static int run() {
       [](const Tensor& a, const Tensor& b) { return gd::matmul(a, b); },
       [](const std::array<Tensor, 2>& in, const Tensor& /*y*/, const Tensor& g, const std::array<bool, 2>& needs) {
         const auto& [a, b] = in;
-        return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, gd::transpose(b)) : Tensor(),
-                                     needs[1] ? gd::matmul(gd::transpose(a), g) : Tensor()};
+        return std::array<Tensor, 2>{needs[0] ? gd::matmul(g, b, {.transpose_b = true}) : Tensor(),
+                                     needs[1] ? gd::matmul(a, g, {.transpose_a = true}) : Tensor()};
       },
       "my_matmul");
   // log: forward log(x), backward g / x. Softmax probabilities can underflow to 0, and log(0) = -inf

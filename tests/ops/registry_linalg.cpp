@@ -43,6 +43,17 @@ TD matmul_ref(const TD& a, const TD& b) {
   return out.reshape(gd::Shape(od));
 }
 
+/// x with its last two axes swapped.
+TD swap_last(const TD& x) {
+  Idx d = dims(x.shape());
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return build(d, [&](const Idx& i) {
+    Idx j = i;
+    std::swap(j[j.size() - 1], j[j.size() - 2]);
+    return at(x, j);
+  });
+}
+
 /// softmax (or log_softmax) of x along `axis`, line by line.
 TD softmax_ref(const TD& x, int64_t axis, bool log) {
   const Idx d = dims(x.shape());
@@ -84,6 +95,28 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
     uint64_t seed = 60;
     for (const Case& c : cases) {
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.a, seed), uniform(c.b, seed + 1)}, call, ref));
+      seed += 2;
+    }
+    // tf.matmul's transpose_a / transpose_b: the reference transposes a copy first.
+    struct TCase {
+      const char* label;
+      gd::Shape a, b;
+      bool ta, tb;
+    };
+    const TCase tcases[] = {
+        {"[4,3]ᵀ x [4,5] (transpose_a)", {4, 3}, {4, 5}, true, false},
+        {"[3,4] x [5,4]ᵀ (transpose_b)", {3, 4}, {5, 4}, false, true},
+        {"[4,3]ᵀ x [5,4]ᵀ (both)", {4, 3}, {5, 4}, true, true},
+        {"batched [2,4,3]ᵀ x [2,4,5] (transpose_a)", {2, 4, 3}, {2, 4, 5}, true, false},
+        {"[2,3,4] x [5,4]ᵀ (batch folded, transpose_b)", {2, 3, 4}, {5, 4}, false, true},
+        {"[2,4,3]ᵀ x [5,4]ᵀ (batch broadcast, both)", {2, 4, 3}, {5, 4}, true, true},
+        {"[4,3]ᵀ x [2,4,5] (batch broadcast, transpose_a)", {4, 3}, {2, 4, 5}, true, false},
+    };
+    for (const TCase& c : tcases) {
+      o.samples.push_back(sample(
+          c.label, gd::ops::kind::plain, {uniform(c.a, seed), uniform(c.b, seed + 1)},
+          [c](const V& v) { return VD(gd::matmul(v[0], v[1], {.transpose_a = c.ta, .transpose_b = c.tb})); },
+          [c](const std::vector<TD>& t) { return matmul_ref(c.ta ? swap_last(t[0]) : t[0], c.tb ? swap_last(t[1]) : t[1]); }));
       seed += 2;
     }
     o.samples.push_back(sample("matmul(tanh(x), w) + b, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast,

@@ -8,18 +8,23 @@
 namespace gradus {
 namespace detail {
 
-/// The shapes of one matmul: batch dims broadcast; rank-1 operands promoted as NumPy does.
+/// The shapes of one matmul: batch dims broadcast; rank-1 operands promoted as NumPy does; with
+/// `ta` (`tb`) the last two axes of a (b) are read transposed.
 struct MatmulPlan {
   int64_t m, k, n;
   Shape batch, a_batch, b_batch, out;
   bool a_vec = false, b_vec = false;
-  MatmulPlan(Shape a, Shape b) {
+  bool ta = false, tb = false;
+  MatmulPlan(Shape a, Shape b, bool transpose_a = false, bool transpose_b = false) : ta(transpose_a), tb(transpose_b) {
     GRADUS_CHECK(shape_error, a.rank() >= 1 && b.rank() >= 1, "matmul: operands must have rank >= 1, got ", a, " x ", b);
+    GRADUS_CHECK(shape_error, (!ta || a.rank() >= 2) && (!tb || b.rank() >= 2),
+                 "matmul: transpose_a / transpose_b need operands of rank >= 2, got ", a, " x ", b);
     const Shape a0 = a, b0 = b;
     if (a.rank() == 1) a_vec = true, a.insert(0, 1);
     if (b.rank() == 1) b_vec = true, b.push_back(1);
-    m = a[a.rank() - 2], k = a[a.rank() - 1], n = b[b.rank() - 1];
-    GRADUS_CHECK(shape_error, k == b[b.rank() - 2], "matmul: inner dimensions differ: ", a0, " x ", b0);
+    m = a[a.rank() - (ta ? 1 : 2)], k = a[a.rank() - (ta ? 2 : 1)], n = b[b.rank() - (tb ? 2 : 1)];
+    GRADUS_CHECK(shape_error, k == b[b.rank() - (tb ? 1 : 2)], "matmul: inner dimensions differ: ", a0,
+                 ta ? "ᵀ" : "", " x ", b0, tb ? "ᵀ" : "");
     for (int i = 0; i < a.rank() - 2; ++i) a_batch.push_back(a[i]);
     for (int i = 0; i < b.rank() - 2; ++i) b_batch.push_back(b[i]);
     batch = broadcast_shapes(a_batch, b_batch, "matmul");
@@ -44,11 +49,19 @@ struct BatchOffsets {
 
 }  // namespace detail
 
+/// Options of matmul, as tf.matmul's: read the last two axes of a (b) transposed, without a
+/// transposed copy (the GEMM reads it in place).
+struct MatmulOptions {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+
 /// Matrix product over the last two axes, broadcasting the batch axes (rank-1 operands as in
 /// NumPy). Runs on the backend's GEMM (backend/cpu/gemm.hpp on the CPU, cuBLAS on a GPU).
 ///   gd::matmul(x, w)   // [N,784] x [784,10] -> [N,10];  [B,m,k] x [k,n] -> [B,m,n]
+///   gd::matmul(x, g, {.transpose_a = true})   // xᵀ·g: [N,784]ᵀ x [N,10] -> [784,10]
 template <Expression A, Expression B>
-auto matmul(const A& a_expr, const B& b_expr) {
+auto matmul(const A& a_expr, const B& b_expr, const MatmulOptions& options = {}) {
   static_assert(detail::same_element_v<A, B>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: matmul — cast one operand first (gd::cast<T>(x))");
   using T = value_type_t<A>;
   static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: matmul");
@@ -56,22 +69,23 @@ auto matmul(const A& a_expr, const B& b_expr) {
   auto b = materialize(b_expr);
   const Tensor<T>& av = detail::value_of(a);
   const Tensor<T>& bv = detail::value_of(b);
-  const detail::MatmulPlan p(av.shape(), bv.shape());
+  const detail::MatmulPlan p(av.shape(), bv.shape(), options.transpose_a, options.transpose_b);
   const Device dev = av.device();
   GRADUS_CHECK(device_error, bv.device() == dev, "matmul: operands on ", dev, " and ", bv.device(),
                "; move them to one device with .to(device)");
   Tensor<T> out = Tensor<T>::empty(p.out, dev);
   const int64_t bn = p.batch.numel();
-  if (p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank()) {
-    // every batch entry of a against one matrix b: a single [batch*m, k] x [k, n] GEMM
-    backend::gemm(av.device_data(), false, bv.device_data(), false, out.device_data(), bn * p.m, p.k, p.n, false, dev);
+  // every batch entry of a (rows not transposed) against one matrix b: one [batch*m, k] GEMM
+  const bool flat = p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank() && !p.ta;
+  if (flat) {
+    backend::gemm(av.device_data(), false, bv.device_data(), p.tb, out.device_data(), bn * p.m, p.k, p.n, false, dev);
   } else {
     const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
     for (int64_t i = 0; i < bn; ++i)
-      backend::gemm(av.device_data() + oa[i], false, bv.device_data() + ob[i], false,
+      backend::gemm(av.device_data() + oa[i], p.ta, bv.device_data() + ob[i], p.tb,
                     out.device_data() + i * p.m * p.n, p.m, p.k, p.n, false, dev);
   }
-  return make_result("matmul", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
+  return make_result("matmul", std::move(out), [p, flat](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
     const Tensor<T>& av = detail::value_of(a);
     const Tensor<T>& bv = detail::value_of(b);
     const Device dev = g.device();
@@ -79,29 +93,42 @@ auto matmul(const A& a_expr, const B& b_expr) {
     const T* ad = av.device_data();
     const T* bd = bv.device_data();
     const int64_t bn = p.batch.numel();
-    const bool flat = p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank();
-    if (detail::needs_grad(a)) {  // dA = g * B^T, summed over broadcast batch entries
+    // With C = op(A)·op(B): d op(A) = g·op(B)ᵀ and d op(B) = op(A)ᵀ·g; a transposed operand's
+    // adjoint is the transpose of that, computed as the product in the other order.
+    //   dA = g·op(B)ᵀ [m,k]  or, with ta, op(B)·gᵀ [k,m]
+    //   dB = op(A)ᵀ·g [k,n]  or, with tb, gᵀ·op(A) [n,k]
+    auto grad_a = [&](const T* gi, const T* bi, T* dai, int64_t rows, bool add) {
+      if (p.ta)
+        backend::gemm(bi, p.tb, gi, true, dai, p.k, p.n, p.m, add, dev);
+      else
+        backend::gemm(gi, false, bi, !p.tb, dai, rows, p.n, p.k, add, dev);
+    };
+    auto grad_b = [&](const T* ai, const T* gi, T* dbi, int64_t rows, bool add) {
+      if (p.tb)
+        backend::gemm(gi, true, ai, p.ta, dbi, p.n, rows, p.k, add, dev);
+      else
+        backend::gemm(ai, !p.ta, gi, false, dbi, p.k, rows, p.n, add, dev);
+    };
+    if (detail::needs_grad(a)) {  // summed over broadcast batch entries
       bool add;
       T* da = detail::adjoint_buffer(a, &add);
       if (flat) {
-        backend::gemm(gp, false, bd, true, da, bn * p.m, p.n, p.k, add, dev);
+        grad_a(gp, bd, da, bn * p.m, add);
       } else {
         const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
         if (!add && p.a_batch.numel() != bn) backend::fill(da, av.size(), T(0), dev), add = true;
-        for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(gp + i * p.m * p.n, false, bd + ob[i], true, da + oa[i], p.m, p.n, p.k, add, dev);
+        for (int64_t i = 0; i < bn; ++i) grad_a(gp + i * p.m * p.n, bd + ob[i], da + oa[i], p.m, add);
       }
     }
-    if (detail::needs_grad(b)) {  // dB = A^T * g, summed over broadcast batch entries
+    if (detail::needs_grad(b)) {
       bool add;
       T* db = detail::adjoint_buffer(b, &add);
       if (flat) {
-        backend::gemm(ad, true, gp, false, db, p.k, bn * p.m, p.n, add, dev);
+        grad_b(ad, gp, db, bn * p.m, add);
       } else {
         const detail::BatchOffsets oa(p.a_batch, p.batch, p.m * p.k), ob(p.b_batch, p.batch, p.k * p.n);
         if (!add && p.b_batch.numel() != bn) backend::fill(db, bv.size(), T(0), dev), add = true;
-        for (int64_t i = 0; i < bn; ++i)
-          backend::gemm(ad + oa[i], true, gp + i * p.m * p.n, false, db + ob[i], p.k, p.m, p.n, add, dev);
+        for (int64_t i = 0; i < bn; ++i) grad_b(ad + oa[i], gp + i * p.m * p.n, db + ob[i], p.m, add);
       }
     }
   }, a, b);
