@@ -14,6 +14,7 @@
 
 #include "gradus/data/fashion_mnist.hpp"
 #include "gradus/data/idx.hpp"
+#include "data_support.hpp"
 
 namespace gd = gradus;
 namespace fs = std::filesystem;
@@ -24,22 +25,7 @@ namespace {
 
 const char* const kFashionDir = "/usr/share/datasets/fashion-mnist";
 
-/// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("gradus_test_idx_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using data_test::TempDir;
 
 /// An IDX file's bytes: magic (0, 0, type, ndims), big-endian u32 dims, then `data`.
 Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& data, uint8_t type = 0x08) {
@@ -100,7 +86,7 @@ Bytes gz_bytes_at(const std::string& path, long offset, unsigned n) {
 }  // namespace
 
 TEST_CASE("read_idx reads raw and gzipped files exactly", "[data][idx]") {
-  TempDir dir;
+  TempDir dir("idx");
 
   SECTION("labels, raw") {
     const Bytes labels = {0, 1, 9, 255, 7};
@@ -153,7 +139,7 @@ TEST_CASE("read_idx reads raw and gzipped files exactly", "[data][idx]") {
 }
 
 TEST_CASE("read_idx rejects missing, malformed and corrupt files", "[data][idx]") {
-  TempDir dir;
+  TempDir dir("idx");
   const Bytes good = idx_bytes({2, 3, 4}, iota_bytes(24));
 
   auto expect = [&](const std::string& path, const std::string& substring) {
@@ -265,7 +251,7 @@ TEST_CASE("read_idx rejects missing, malformed and corrupt files", "[data][idx]"
 }
 
 TEST_CASE("fashion_mnist checks its directory and files", "[data][fashion_mnist]") {
-  TempDir dir;
+  TempDir dir("idx");
   const std::string d = dir.path.string();
   auto write_set = [&](uint32_t n_train, uint32_t rows, uint32_t cols, Bytes train_labels) {
     write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes({n_train, rows, cols}, iota_bytes(n_train * rows * cols)));
@@ -364,7 +350,7 @@ TEST_CASE("read_idx closes the file when it rejects it", "[data][idx]") {
     WARN("skipped: no /proc/self/fd to count open files");
     return;
   }
-  TempDir dir;
+  TempDir dir("idx");
   const Bytes good = idx_bytes({2, 3, 4}, iota_bytes(24));
   write_gz(dir / "ok.gz", good);
   Bytes method = read_file(dir / "ok.gz");
