@@ -36,23 +36,14 @@
 #include <gradus/image.hpp>
 #include <gradus/train.hpp>
 
+#include "flags.hpp"
+
 namespace gd = gradus;
 namespace nn = gradus::nn;
 namespace fs = std::filesystem;
 using Tensor = gd::Tensor<float>;
 
 namespace {
-
-int64_t flag(int argc, char** argv, const std::string& name, int64_t fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::atoll(argv[i + 1]);
-  return fallback;
-}
-std::string flag(int argc, char** argv, const std::string& name, std::string fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
 
 constexpr int kShards = 4;
 

@@ -32,6 +32,8 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
+#include "flags.hpp"
+
 namespace gd = gradus;
 namespace nn = gradus::nn;
 using Tensor = gd::Tensor<float>;
@@ -78,17 +80,6 @@ class PredictionImages : public gd::train::Hook {
   Tensor inputs_, pictures_;
   gd::Tensor<int64_t> labels_;
 };
-
-int64_t flag(int argc, char** argv, const std::string& name, int64_t fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::atoll(argv[i + 1]);
-  return fallback;
-}
-std::string flag(int argc, char** argv, const std::string& name, std::string fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
 
 }  // namespace
 
