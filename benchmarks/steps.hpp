@@ -175,6 +175,15 @@ inline void BM_gradus_lstm(benchmark::State& state) { run_steps<GradusLstm>(stat
 
 }  // namespace steps
 
-/// Registers `fn` as "<model>/<impl>/threads:1" and ":2" (wall-clock time, as benchmarks/run reads them).
+namespace steps {
+/// 1 and 2 threads, and every core where there are more than 2 (the device machine's CPU peer table).
+inline void thread_counts(benchmark::internal::Benchmark* b) {
+  b->Arg(1)->Arg(2);
+  if (omp_get_num_procs() > 2) b->Arg(omp_get_num_procs());
+}
+}  // namespace steps
+
+/// Registers `fn` as "<model>/<impl>/threads:1", ":2" and ":<cores>" on a machine of more than 2
+/// cores (wall-clock time, as benchmarks/run reads them).
 #define GRADUS_STEP_BENCH(fn, name) \
-  BENCHMARK(fn)->Name(name)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond)
+  BENCHMARK(fn)->Name(name)->ArgName("threads")->Apply(steps::thread_counts)->UseRealTime()->Unit(benchmark::kMillisecond)
