@@ -286,6 +286,19 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
     cuda::softmax_backward(y, g, dx, v.outer, v.n, v.inner, log, device);
 }
 
+/// Sparse softmax cross-entropy of contiguous [rows, classes] logits (CPU only: on a GPU the
+/// loss is composed of log_softmax and one-hot rows instead).
+template <class T>
+void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, T* loss, T* lse) {
+  cpu::sparse_xent_forward(rows, classes, z, labels, loss, lse);
+}
+/// dz = g · (softmax(z) - one_hot(labels)) per row.
+template <class T>
+void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, const T* lse,
+                          const T* g, T* dz) {
+  cpu::sparse_xent_backward(rows, classes, z, labels, lse, g, dz);
+}
+
 // ---------------------------------------------------------------------- layers and dropout
 
 /// y = op.forward(h + b) row by row (h [rows, n], b [n]).

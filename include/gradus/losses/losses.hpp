@@ -292,9 +292,13 @@ auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, con
   for (int64_t i = 0; i < checked.size(); ++i)
     GRADUS_CHECK(value_error, checked.data()[i] >= 0 && checked.data()[i] < classes, op, ": label ",
                  checked.data()[i], " at position ", i, " out of range [0, ", classes, ") for logits of shape ", ls);
-  // the one-hot rows are made where the logits are (labels on the CPU go to a GPU's logits)
-  const Tensor<int64_t> placed = labels.to(backend::device_of(logits));
-  return detail::weighted_loss(op, detail::softmax_xent(one_hot<T>(placed, classes), logits), opt.reduction,
+  const Device dev = backend::device_of(logits);
+  if (dev.is_cpu())  // one fused op: logsumexp - the label's logit, no one-hot rows
+    return detail::weighted_loss(op, gradus::detail::sparse_softmax_xent(checked, logits), opt.reduction,
+                                 opt.weights);
+  // on a GPU the one-hot rows are made where the logits are (labels on the CPU go to the GPU)
+  const Tensor<int64_t> placed = labels.to(dev);
+  return detail::weighted_loss(op, materialize(detail::softmax_xent(one_hot<T>(placed, classes), logits)), opt.reduction,
                                opt.weights);
 }
 

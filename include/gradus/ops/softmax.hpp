@@ -24,6 +24,31 @@ auto softmax_impl(const E& e, int64_t axis, bool log) {
   }, x);
 }
 
+/// Per-row sparse softmax cross-entropy logsumexp(z) - z[label] of logits on the CPU, labels
+/// (in range, on the CPU) of the logits' shape without its last axis: one pass forward and one
+/// backward, without the one-hot rows of -sum(one_hot · log_softmax(z)). The loss functions call
+/// it (gd::losses::sparse_softmax_cross_entropy_with_logits).
+template <class E>
+auto sparse_softmax_xent(const Tensor<int64_t>& labels, const E& e) {
+  using T = value_type_t<E>;
+  auto x = materialize(e);
+  const Tensor<T>& z = value_of(x);
+  const Shape& zs = z.shape();
+  const int64_t classes = zs[zs.rank() - 1], rows = classes > 0 ? zs.numel() / classes : 0;
+  Tensor<T> loss = Tensor<T>::empty(labels.shape()), lse = Tensor<T>::empty({rows});
+  backend::sparse_xent_forward(rows, classes, z.data(), labels.data(), loss.data(), lse.data());
+  return make_result("sparse_softmax_cross_entropy_with_logits", std::move(loss),
+                     [labels, lse, rows, classes](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
+                       if (!needs_grad(in)) return;
+                       const Tensor<T>& zin = value_of(in);
+                       Tensor<T> dz = Tensor<T>::empty(zin.shape());
+                       backend::sparse_xent_backward(rows, classes, zin.data(), labels.data(), lse.data(), g.data(),
+                                                     dz.data());
+                       add_grad(in, dz);
+                     },
+                     x);
+}
+
 }  // namespace detail
 
 /// exp(x) / sum(exp(x)) along `axis` (default last), computed with the maximum subtracted.

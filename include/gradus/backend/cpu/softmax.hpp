@@ -79,4 +79,43 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
   });
 }
 
+/// Sparse softmax cross-entropy of `rows` lines of `classes` logits z (contiguous): loss[r] =
+/// logsumexp(z[r]) - z[r][labels[r]], and lse[r] = logsumexp(z[r]) kept for the backward pass.
+/// Labels are in range (checked by the caller). One pass over z; no one-hot rows.
+template <class T>
+void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, T* loss, T* lse) {
+  const AxisView v(Shape{rows, classes}, 1);
+  for_each_line(v, [&](int64_t base) {
+    const int64_t r = base / classes;
+    const T* in = z + base;
+    T m = in[0], s = 0;
+    with_isa([&] {
+      GRADUS_SIMD_REDUCTION(max, m)
+      for (int64_t k = 1; k < classes; ++k) m = in[k] > m ? in[k] : m;
+      GRADUS_SIMD_REDUCTION(+, s)
+      for (int64_t k = 0; k < classes; ++k) s += vm::exp(in[k] - m);
+    });
+    lse[r] = m + std::log(s);
+    loss[r] = lse[r] - in[labels[r]];
+  });
+}
+
+/// dz[r] = g[r] · (softmax(z[r]) - one_hot(labels[r])), from lse of the forward pass.
+template <class T>
+void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, const T* lse,
+                          const T* g, T* dz) {
+  const AxisView v(Shape{rows, classes}, 1);
+  for_each_line(v, [&](int64_t base) {
+    const int64_t r = base / classes;
+    const T* in = z + base;
+    T* d = dz + base;
+    const T gr = g[r], l = lse[r];
+    with_isa([&] {
+      GRADUS_SIMD
+      for (int64_t k = 0; k < classes; ++k) d[k] = gr * vm::exp(in[k] - l);
+    });
+    d[labels[r]] -= gr;
+  });
+}
+
 }  // namespace gradus::backend::cpu

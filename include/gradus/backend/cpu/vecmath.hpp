@@ -30,9 +30,18 @@
 #define GRADUS_SIMD_REDUCTION(op, var)
 #endif
 
+/// Forces inlining where the function is called: the loops above them vectorise only when the
+/// whole body is in the loop, and a -march=native build (whose with_isa has no flatten copy)
+/// otherwise calls exp once per element (GCC judges it too large to inline).
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADUS_VM_INLINE [[gnu::always_inline]] inline
+#else
+#define GRADUS_VM_INLINE inline
+#endif
+
 namespace gradus::backend::cpu::vm {
 
-inline float exp(float x) {
+GRADUS_VM_INLINE float exp(float x) {
   constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;
   const float xc = x < lo ? lo : (x > hi ? hi : x);
   // n = round(x / ln 2) by the 1.5·2^23 trick (round to nearest in the default mode)
@@ -52,7 +61,7 @@ inline float exp(float x) {
   return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : v);
 }
 
-inline float tanh(float x) {
+GRADUS_VM_INLINE float tanh(float x) {
   const float a = x < 0 ? -x : x;
   const float z = x * x;
   float p = -5.70498872745e-3f;
@@ -65,7 +74,7 @@ inline float tanh(float x) {
   return a < 0.625f ? small : (x < 0 ? -big : big);
 }
 
-inline float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
+GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
 
 inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
