@@ -3,8 +3,10 @@
 the way its users write them), for the CPU peer table of the README: the MLP 784-500-10 and the
 LeNet CNN on the first 4 batches of 128 Fashion-MNIST training images, and the char-LSTM language
 model (ids [32, 35] in [0, 256) -> embedding 64 -> LSTM 128 -> dense 256 at every step, gradients
-clipped to global norm 5). Each step is zero_grad, forward, cross-entropy, backward, (clip,) SGD
-with learning rate 0.01 — the same computation, shapes and layouts as gradus' steps (NCHW, as
+clipped to global norm 5), and the word-LM step of benchmarks/seq_steps.hpp (ids [20, 35] in
+[0, 10000) -> embedding 200 -> 2-layer LSTM 200 -> logits tied to the embedding, loss summed over the
+35 steps, clipped to 5, SGD with lr 1; model "word_lm"). Each step is zero_grad, forward,
+cross-entropy, backward, (clip,) SGD with learning rate 0.01 (1 for the word LM) — the same computation, shapes and layouts as gradus' steps (NCHW, as
 PyTorch users run convolutions).
 
 Prints one JSON object per (model, threads) on stdout: wall-clock milliseconds per step (median
@@ -27,6 +29,7 @@ import torch.nn.functional as F
 BATCH, PIXELS, HIDDEN, CLASSES, BATCHES = 128, 784, 500, 10, 4
 SEQ_BATCH, SEQ_STEPS, SEQ_EMBED, SEQ_UNITS, SEQ_VOCAB, CLIP = 32, 35, 64, 128, 256, 5.0
 LR = 0.01
+WORDS, WORD_UNITS, WORD_BATCH, WORD_STEPS = 10000, 200, 20, 35
 
 
 def read_idx(path):
@@ -73,6 +76,33 @@ def sequence_batches():
     return xs, ys
 
 
+def word_batches():
+    """Log-uniform (Zipf-like) word ids, as seq_steps.hpp draws them (another generator)."""
+    rng = np.random.default_rng(9)
+    draw = lambda n: (np.power(float(WORDS), rng.random(n)) - 1).astype(np.int64)
+    xs = [torch.from_numpy(draw(WORD_BATCH * WORD_STEPS).reshape(WORD_BATCH, WORD_STEPS)) for _ in range(BATCHES)]
+    ys = [torch.from_numpy(draw(WORD_BATCH * WORD_STEPS)) for _ in range(BATCHES)]
+    return xs, ys
+
+
+class WordLm(torch.nn.Module):
+    """Embedding, 2-layer LSTM, output tied to the embedding; one LSTM bias (bias_hh frozen at 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(WORDS, WORD_UNITS)
+        self.lstm = torch.nn.LSTM(WORD_UNITS, WORD_UNITS, num_layers=2, batch_first=True)
+        self.bias = torch.nn.Parameter(torch.zeros(WORDS))
+        for name, p in self.lstm.named_parameters():
+            if "bias_hh" in name:
+                p.requires_grad_(False)
+                p.data.zero_()
+
+    def forward(self, ids):
+        h, _ = self.lstm(self.embed(ids))
+        return F.linear(h.reshape(-1, WORD_UNITS), self.embed.weight, self.bias)
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -106,15 +136,16 @@ class CharLstm(torch.nn.Module):
         return self.head(h.reshape(-1, SEQ_UNITS))
 
 
-def make_step(model, clip):
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+def make_step(model, clip, lr=LR, loss_scale=1.0):
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=lr)
 
     def step(x, y):
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
-        loss.backward()
+        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
         if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+            torch.nn.utils.clip_grad_norm_(params, CLIP)
         opt.step()
         return loss.item()
 
@@ -167,12 +198,17 @@ def main():
     torch.manual_seed(42)
     images = image_batches(a.data) if {"mlp", "cnn"} & set(a.models) else None
     sequences = sequence_batches() if "lstm" in a.models else None
+    words = word_batches() if "word_lm" in a.models else None
     for threads in dict.fromkeys(a.threads):  # in order, without repeats
         torch.set_num_threads(threads)
         for model in a.models:
-            net, clip, (xs, ys) = {"mlp": (Mlp, False, images), "cnn": (Cnn, False, images),
-                                   "lstm": (CharLstm, True, sequences)}[model]
-            wall, cpu = time_steps(make_step(net(), clip), xs, ys, a.repetitions, a.min_seconds)
+            if model == "word_lm":
+                step, (xs, ys) = make_step(WordLm(), True, lr=1.0, loss_scale=float(WORD_STEPS)), words
+            else:
+                net, clip, (xs, ys) = {"mlp": (Mlp, False, images), "cnn": (Cnn, False, images),
+                                       "lstm": (CharLstm, True, sequences)}[model]
+                step = make_step(net(), clip)
+            wall, cpu = time_steps(step, xs, ys, a.repetitions, a.min_seconds)
             print(json.dumps({"model": model, "threads": threads, "wall_ms": round(wall, 4),
                               "cpu_ms": round(cpu, 4) if threads == 1 else None}), flush=True)
 
