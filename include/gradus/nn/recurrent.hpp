@@ -116,10 +116,10 @@ void check_state(const Var<T>& h, int64_t batch, int64_t units, const char* laye
                ", ", units, "], got ", h.shape());
 }
 
-/// One dropout mask [shape] of 0 and 1 / (1 - rate) (inverted dropout of ones).
+/// One dropout mask [shape] of 0 and 1 / (1 - rate) (inverted dropout of ones) on `device`.
 template <Real T>
-Tensor<T> dropout_mask(const Shape& shape, double rate, Rng& rng) {
-  return gradus::dropout(Tensor<T>::ones(shape), rate, rng, true);
+Tensor<T> dropout_mask(const Shape& shape, double rate, Rng& rng, Device device) {
+  return Tensor<T>(gradus::dropout(Tensor<T>::ones(shape), rate, rng, true)).to(device);
 }
 
 /// The dropout of a cell (Keras' `dropout` and `recurrent_dropout`): a sequence layer draws one
@@ -139,11 +139,11 @@ struct CellDropout {
     if (r > 0 || rr > 0) rng = &g;
   }
   bool active() const { return rng != nullptr; }
-  void draw(int64_t n, int64_t in, int64_t units, bool training) {
+  void draw(int64_t n, int64_t in, int64_t units, bool training, Device device) {
     clear();
     if (!training) return;
-    if (rate > 0) input = dropout_mask<T>({n, in}, rate, *rng);
-    if (recurrent_rate > 0) recurrent = dropout_mask<T>({n, units}, recurrent_rate, *rng);
+    if (rate > 0) input = dropout_mask<T>({n, in}, rate, *rng, device);
+    if (recurrent_rate > 0) recurrent = dropout_mask<T>({n, units}, recurrent_rate, *rng, device);
   }
   void clear() { input = recurrent = Tensor<T>(); }
   /// x [N, in] or [N, T, in] times the input mask (broadcast over time).
@@ -182,7 +182,8 @@ Tensor<int64_t> mask_lengths(const Tensor<T>& mask) {
 
 /// Reverses the first lengths[i] steps of each row of x [N, T, ...] and leaves the rest in
 /// place, as tf.reverse_sequence(seq_axis = 1, batch_axis = 0); differentiable (one gather).
-/// lengths [N] in [0, T]. A Tensor in gives a Tensor, a Var a Var.
+/// lengths [N] in [0, T]. A Tensor in gives a Tensor, a Var a Var. The gather's N·T row indices
+/// are written on the host (index bookkeeping; x itself is only reshaped and gathered). CPU.
 ///   reverse_sequence(x, lengths);   // x [2, 4, D], lengths {2, 4}: rows (x1 x0 x2 x3), (x3 x2 x1 x0)
 template <Expression E>
 auto reverse_sequence(const E& x_expr, const Tensor<int64_t>& lengths) {
@@ -273,7 +274,7 @@ class SimpleRNNCell : public Module<T, SimpleRNNCell<T>> {
 
   /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
   /// only; otherwise clears them). A sequence layer calls it before its steps, clear_masks after.
-  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training()); }
+  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training(), this->device()); }
   void clear_masks() { drop_.clear(); }
   /// True while this call's recurrent dropout mask is drawn (each step then differs from the fused op).
   bool recurrent_mask_drawn() const { return drop_.recurrent.defined(); }
@@ -380,7 +381,7 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
 
   /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
   /// only; otherwise clears them). A sequence layer calls it before its steps, clear_masks after.
-  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training()); }
+  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training(), this->device()); }
   void clear_masks() { drop_.clear(); }
   /// True while this call's recurrent dropout mask is drawn (each step then differs from the fused op).
   bool recurrent_mask_drawn() const { return drop_.recurrent.defined(); }
@@ -462,7 +463,7 @@ class GRUCell : public Module<T, GRUCell<T>> {
 
   /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
   /// only; otherwise clears them). A sequence layer calls it before its steps, clear_masks after.
-  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training()); }
+  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training(), this->device()); }
   void clear_masks() { drop_.clear(); }
   /// True while this call's recurrent dropout mask is drawn (each step then differs from the fused op).
   bool recurrent_mask_drawn() const { return drop_.recurrent.defined(); }
@@ -580,7 +581,7 @@ class MultiRNNCell : public Module<typename Cell::value_type, MultiRNNCell<Cell>
     for (size_t k = 0; k < cells_.size(); ++k) {
       cells_[k].draw_masks(batch);
       if (k + 1 < cells_.size() && rng_ && this->is_training())
-        between_[k] = detail::dropout_mask<T>({batch, cells_[k].units()}, dropout_, *rng_);
+        between_[k] = detail::dropout_mask<T>({batch, cells_[k].units()}, dropout_, *rng_, this->device());
     }
   }
   void clear_masks() {
@@ -651,6 +652,8 @@ struct RecurrentOutput {
 /// steps stay at the end, zero). Bidirectional puts them back in input order.
 ///
 /// Dropout (the cell's dropout / recurrent_dropout): masks drawn once per call in training mode.
+/// Masks and dropout masks are moved to the input's device; go_backwards and reverse_sequence
+/// gather on the CPU (gather is CPU-only).
 template <class Cell>
 class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
  public:
@@ -736,6 +739,7 @@ class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
     } else if (call.mask) {
       mask = *call.mask;
     }
+    if (mask.defined()) mask = mask.to(x.value().device());
     MaskGuard guard{cell_};
     cell_.draw_masks(n);
     const Var<T> xp = cell_.project(x);  // [N, T, G]: the input's share of every step, one matmul
