@@ -34,6 +34,13 @@
 //   gd::Tensor<double> logits = gd::train::predict(net, x_test);
 //   std::printf("test loss %.4f accuracy %.4f after %lld steps\n", ev.loss, ev.get("accuracy"),
 //               (long long)history.global_step);
+//
+// A step of one's own (seq2seq, truncated BPTT) gets the same hooks and checkpoints from a Session:
+//   gd::train::StopAtStep stop({.last_step = 10000});
+//   gd::train::Session session(net, opt, {.run_dir = "runs/lm", .hooks = {&stop, &log}, .rng = &rng});
+//   while (!session.should_stop())
+//     session.run([&] { auto [x, y] = next_batch(); return my_loss(net, x, y); });   // scalar Var
+//   session.close();
 #pragma once
 #include "gradus/io.hpp"
 #include "gradus/summary.hpp"
@@ -42,5 +49,6 @@
 #include "gradus/train/hooks.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
+#include "gradus/train/session_run.hpp"
 #include "gradus/train/fit.hpp"
 #include "gradus/train/fit_dataset.hpp"
