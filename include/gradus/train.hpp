@@ -13,7 +13,7 @@
 //                          gd::nn::Dense<double>({.in = 256, .out = 10}, rng));
 //   gd::optim::Adam opt(net.parameters(), {.lr = 1e-3});
 //   gd::train::Data<double, int64_t> train{x_train, y_train}, test{x_test, y_test};   // [N, 784], [N]
-//   auto loss = [](const auto& logits, const auto& labels) {
+//   auto loss = [](const auto& labels, const auto& logits) {     // labels first, as gd::losses
 //     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
 //   };
 //   gd::metrics::SparseCategoricalAccuracy accuracy;

@@ -156,12 +156,64 @@ auto forward_batch(M& model, const Tensor<X>& x) {
   }
 }
 
+/// `loss(labels, predictions)`: fit's and evaluate's loss takes the labels first, as every
+/// gd::losses function. A pointer to one of them
+/// (`&gd::losses::mean_squared_error<gd::Tensor<float>, gd::Var<float>>`) is called with its default
+/// options. A callable that takes (predictions, labels), the order before, is refused at compile
+/// time when the types tell the two apart (a typed `const Var<T>&, const Tensor<int64_t>&` lambda).
+template <class F>
+struct call_params {};  // the first two parameters of a callable with one, non-template signature
+template <class R, class A, class B, class... Rest>
+struct call_params<R (*)(A, B, Rest...)> {
+  using first = std::remove_cvref_t<A>;
+  using second = std::remove_cvref_t<B>;
+};
+template <class C, class R, class A, class B, class... Rest>
+struct call_params<R (C::*)(A, B, Rest...) const> : call_params<R (*)(A, B, Rest...)> {};
+template <class C, class R, class A, class B, class... Rest>
+struct call_params<R (C::*)(A, B, Rest...)> : call_params<R (*)(A, B, Rest...)> {};
+
+/// True for a callable whose declared parameters are (a Var, something else): a loss written for
+/// (predictions, labels). Generic lambdas have no declared types and are not judged.
+template <class L>
+constexpr bool takes_predictions_first() {
+  using F = std::conditional_t<std::is_function_v<L>, L*, L>;
+  if constexpr (std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>) {
+    if constexpr (requires { typename call_params<F>::first; })
+      return is_var_v<typename call_params<F>::first> && !is_var_v<typename call_params<F>::second>;
+    return false;
+  } else if constexpr (requires { &F::operator(); }) {
+    using C = call_params<decltype(&F::operator())>;
+    if constexpr (requires { typename C::first; }) return is_var_v<typename C::first> && !is_var_v<typename C::second>;
+    return false;
+  } else {
+    return false;
+  }
+}
+
+template <class L, class Y, class P>
+decltype(auto) call_loss(const L& loss, const Y& labels, const P& predictions) {
+  static_assert(!takes_predictions_first<L>(),
+                "FIT_LOSS_TAKES_LABELS_THEN_PREDICTIONS: the loss is called as loss(labels, predictions), the "
+                "order of every gd::losses function; swap the parameters of your loss");
+  if constexpr (requires { loss(labels, predictions); }) {
+    return loss(labels, predictions);
+  } else if constexpr (requires { loss(labels, predictions, {}); }) {
+    return loss(labels, predictions, {});
+  } else {
+    static_assert(requires { loss(labels, predictions); },
+                  "FIT_LOSS_MUST_BE_CALLABLE_AS_loss(labels, predictions): labels a Tensor<Y>, predictions a Var<T>");
+    return 0;
+  }
+}
+
 }  // namespace detail
 
 // ------------------------------------------------------------------------- evaluate / predict
 
 /// The loss and metrics of `model` over `data`, in eval mode under no_grad (the previous mode is
-/// restored), in batches in order. loss = Σ_batches n_b·(loss(pred_b, y_b) + regularization) / N:
+/// restored), in batches in order. loss = Σ_batches n_b·(loss(y_b, pred_b) + regularization) / N
+/// (labels first, as fit):
 /// for a mean-reduced loss the mean per-example loss plus the regularization loss (as Keras).
 /// Each metric is reset, then updated with (y_b, pred_b) per batch.
 ///   auto ev = gd::train::evaluate(net, loss_fn, test, {.batch_size = 256, .metrics = {&acc}});
@@ -184,7 +236,7 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
     const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b);
     const Var<T> pred = to_var(detail::forward_batch(model, x));
-    total += double(b) * (detail::scalar_loss(to_var(loss(pred, y.to(dev))), "evaluate") + reg);
+    total += double(b) * (detail::scalar_loss(to_var(detail::call_loss(loss, y.to(dev), pred)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);  // metrics read back to the host
   }
   Evaluation out{total / double(n), {}};
@@ -309,7 +361,7 @@ class ModelLoop : public Session {
       const Tensor<X> x = x_host.to(dev);
       const Tensor<Y> y = y_host.to(dev);
       const Var<T> pred = to_var(forward_batch(model_, x));
-      const Var<T> data_loss = to_var(loss_(pred, y));
+      const Var<T> data_loss = to_var(call_loss(loss_, y, pred));
       scalar_loss(data_loss, "fit");
       return std::pair{Var<T>(data_loss + model_.regularization_loss()), x_host.dim(0)};
     });
@@ -370,16 +422,16 @@ class Loop final : public ModelLoop<M, L> {
 }  // namespace detail
 
 /// Trains `model` with `optimizer` on `data` (Keras fit on a MonitoredTrainingSession):
-/// `loss(prediction, labels)` → a scalar differentiable expression or Var, where prediction is
-/// model.forward(batch.x) as a Var (forward may take the Tensor<X> or a `const Var<T>&`) and
-/// labels the batch's Tensor<Y>; the model's
+/// `loss(labels, predictions)` → a scalar differentiable expression or Var — labels first, as
+/// every gd::losses function — where labels is the batch's Tensor<Y> and predictions is
+/// model.forward(batch.x) as a Var (forward may take the Tensor<X> or a `const Var<T>&`); the model's
 /// regularization_loss() is added. Each step: zero_grad, backward, optimizer.step(). With
 /// run_dir, the latest checkpoint there is restored first (model, optimizer, global step, rng,
 /// History, epoch position, hook state) and checkpoints are written (see CheckpointSaver), so a
 /// run resumed after a stop continues bit-identically. The model is in training mode during the
 /// steps (eval mode for validation) and gets its previous mode back. Returns the History of every
 /// completed epoch, restored ones included.
-///   auto loss_fn = [](const auto& logits, const auto& y) {
+///   auto loss_fn = [](const auto& y, const auto& logits) {
 ///     return gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits); };
 ///   gd::train::History h = gd::train::fit(net, opt, loss_fn, train, {.epochs = 5, .batch_size = 64});
 template <nn::ModuleType M, class L, Element X, Element Y>

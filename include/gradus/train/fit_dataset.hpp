@@ -162,7 +162,7 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
     const auto [x, y] = detail::split_batch<T, Y>(*b, "evaluate");
     const int64_t nb = x.dim(0);
     const Var<T> pred = to_var(detail::forward_batch(model, x.to(dev)));
-    total += double(nb) * (detail::scalar_loss(to_var(loss(pred, y.to(dev))), "evaluate") + reg);
+    total += double(nb) * (detail::scalar_loss(to_var(detail::call_loss(loss, y.to(dev), pred)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);
     n += nb;
   }
