@@ -41,6 +41,9 @@
 //   while (!session.should_stop())
 //     session.run([&] { auto [x, y] = next_batch(); return my_loss(net, x, y); });   // scalar Var
 //   session.close();
+//
+// A model of several inputs and outputs (Keras' multi-output Model, one weighted loss per output)
+// trains on gd::train::MultiData: #include <gradus/train/fit_multi.hpp> (not included here).
 #pragma once
 #include "gradus/io.hpp"
 #include "gradus/summary.hpp"
