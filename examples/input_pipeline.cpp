@@ -128,7 +128,7 @@ static int run(int argc, char** argv) {
       nn::Dense<float>({.in = 7 * 7 * 64, .out = 500, .activation = nn::relu}, rng),
       nn::Dense<float>({.in = 500, .out = 10}, rng));
   gd::optim::Adam opt(net.parameters(), {.lr = 1e-3});
-  auto loss = [](const auto& logits, const auto& labels) {
+  auto loss = [](const auto& labels, const auto& logits) {  // labels first, as gd::losses
     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
   };
   gd::metrics::SparseCategoricalAccuracy accuracy;

@@ -119,7 +119,7 @@ static int run(int argc, char** argv) {
       nn::Dropout<float>({.rate = 0.3}, rng),
       nn::Dense<float>({.in = 500, .out = 10}, rng));
   gd::optim::Adam opt(net.parameters(), {.lr = 1e-3});
-  auto loss = [](const auto& logits, const auto& labels) {
+  auto loss = [](const auto& labels, const auto& logits) {  // labels first, as gd::losses
     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
   };
   gd::metrics::SparseCategoricalAccuracy accuracy;

@@ -13,7 +13,7 @@
 //                          gd::nn::Dense<double>({.in = 256, .out = 10}, rng));
 //   gd::optim::Adam opt(net.parameters(), {.lr = 1e-3});
 //   gd::train::Data<double, int64_t> train{x_train, y_train}, test{x_test, y_test};   // [N, 784], [N]
-//   auto loss = [](const auto& logits, const auto& labels) {
+//   auto loss = [](const auto& labels, const auto& logits) {     // labels first, as gd::losses
 //     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
 //   };
 //   gd::metrics::SparseCategoricalAccuracy accuracy;
@@ -34,6 +34,16 @@
 //   gd::Tensor<double> logits = gd::train::predict(net, x_test);
 //   std::printf("test loss %.4f accuracy %.4f after %lld steps\n", ev.loss, ev.get("accuracy"),
 //               (long long)history.global_step);
+//
+// A step of one's own (seq2seq, truncated BPTT) gets the same hooks and checkpoints from a Session:
+//   gd::train::StopAtStep stop({.last_step = 10000});
+//   gd::train::Session session(net, opt, {.run_dir = "runs/lm", .hooks = {&stop, &log}, .rng = &rng});
+//   while (!session.should_stop())
+//     session.run([&] { auto [x, y] = next_batch(); return my_loss(net, x, y); });   // scalar Var
+//   session.close();
+//
+// A model of several inputs and outputs (Keras' multi-output Model, one weighted loss per output)
+// trains on gd::train::MultiData: #include <gradus/train/fit_multi.hpp> (not included here).
 #pragma once
 #include "gradus/io.hpp"
 #include "gradus/summary.hpp"
@@ -42,5 +52,6 @@
 #include "gradus/train/hooks.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
+#include "gradus/train/session_run.hpp"
 #include "gradus/train/fit.hpp"
 #include "gradus/train/fit_dataset.hpp"

@@ -38,7 +38,7 @@ TEMPLATE_TEST_CASE("steady state: a fit step allocates nothing once warm", "[mem
   nn::Sequential net(nn::Dense<float>({.in = d, .out = 16, .activation = nn::relu, .kernel_regularizer = nn::l2(1e-4)}, rng),
                      nn::Dense<float>({.in = 16, .out = k}, rng));
   TestType opt(net.parameters(), {});
-  auto loss = [](const auto& logits, const auto& y) { return gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits); };
+  auto loss = [](const auto& y, const auto& logits) { return gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits); };
   AllocationProbe probe;
   // 8 steps per epoch, 3 epochs: the epoch boundaries (new permutation, History entry) may
   // allocate; the steps inside the second and third epochs must not.

@@ -368,7 +368,7 @@ TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and c
   gd::Tensor<int64_t> y({512});
   for (int64_t i = 0; i < 512; ++i) y(i) = x(i, 0) + x(i, 1) > 0 ? 1 : 0;
   const gd::train::Data<float, int64_t> train{x, y};
-  const auto loss = [](const gd::Var<float>& p, const gd::Tensor<int64_t>& l) {
+  const auto loss = [](const gd::Tensor<int64_t>& l, const gd::Var<float>& p) {
     return gd::losses::sparse_softmax_cross_entropy_with_logits(l, p);
   };
   const auto dir = std::filesystem::temp_directory_path() / "gradus_gpu_fit";

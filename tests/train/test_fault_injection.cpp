@@ -52,7 +52,7 @@ gd::io::TensorList train(const fs::path& dir, int64_t epochs = kEpochs) {
   Tensor<double> x = Tensor<double>::random_normal({32, 4}, data_rng);
   Tensor<int64_t> y({32});
   for (int64_t i = 0; i < 32; ++i) y.data()[i] = int64_t(x(i, 0) > 0) + int64_t(x(i, 1) > 0);
-  const auto xent = [](const gd::Var<double>& logits, const Tensor<int64_t>& labels) {
+  const auto xent = [](const Tensor<int64_t>& labels, const gd::Var<double>& logits) {
     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
   };
   gd::train::CheckpointSaver saver({.every_steps = 1, .every_secs = 0, .max_to_keep = kMaxToKeep});

@@ -44,7 +44,7 @@ struct Net : gd::nn::Module<double> {
   std::shared_ptr<gd::Rng> dropout_rng;  // outlives drop's use of it
 };
 
-const auto xent = [](const gd::Var<double>& logits, const Tensor<int64_t>& labels) {
+const auto xent = [](const Tensor<int64_t>& labels, const gd::Var<double>& logits) {
   return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
 };
 

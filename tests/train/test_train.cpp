@@ -42,7 +42,7 @@ struct Net : gd::nn::Module<double> {
   }
 };
 
-const auto xent = [](const gd::Var<double>& logits, const Tensor<int64_t>& labels) {
+const auto xent = [](const Tensor<int64_t>& labels, const gd::Var<double>& logits) {
   return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
 };
 
@@ -229,7 +229,7 @@ TEST_CASE("fit: evaluate and predict match a manual computation; modes are resto
     logits = net.forward(data.x).value();
     net.train();
   }
-  const double manual_loss = xent(gd::Var<double>::constant(logits), data.y).item();
+  const double manual_loss = xent(data.y, gd::Var<double>::constant(logits)).item();
   const Tensor<int64_t> cls = gd::argmax(logits, 1);
   int64_t correct = 0;
   for (int64_t i = 0; i < 23; ++i) correct += cls.data()[i] == data.y.data()[i];

@@ -8,6 +8,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,14 +86,44 @@ class Optimizer {
 
   /// Applies one update to every parameter from its `.grad()`, in place; `iterations()` counts it.
   void step() {
-    const int64_t t = ++step_;
-    prepare(t);
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (Tensor<T>* g = params_[i].grad_if_any()) {
-        fit_slots(i);
-        follow_device(i);
-        update(i, params_[i].value(), *g);
-      }
+    apply([&](size_t i) -> const Tensor<T>* { return params_[i].grad_if_any(); });
+  }
+  /// Applies one update from gradients computed elsewhere (tf.train.Optimizer.apply_gradients):
+  /// `grads[i]` is parameter i's gradient, of its shape and on its device; an undefined tensor
+  /// skips that parameter, as step() skips one without gradient. The parameters' `.grad()` is
+  /// neither read nor changed. shape_error / device_error name the parameter that does not match;
+  /// nothing changes when a check fails.
+  ///   std::vector<gd::Tensor<float>> g = gd::gradients(loss, opt.params());
+  ///   gd::optim::clip_by_global_norm(g, 5.0);   // or any other processing
+  ///   opt.apply_gradients(g);
+  void apply_gradients(const std::vector<Tensor<T>>& grads) {
+    GRADUS_CHECK(shape_error, grads.size() == params_.size(), name_, ": apply_gradients: expected ", params_.size(),
+                 " gradients (one per parameter; an undefined tensor skips one), got ", grads.size());
+    for (size_t i = 0; i < params_.size(); ++i) check_gradient(i, grads[i]);
+    apply([&](size_t i) { return grads[i].defined() ? &grads[i] : nullptr; });
+  }
+  /// As above from (parameter, gradient) pairs: each parameter must be one of params(), at most
+  /// once; parameters not named are skipped.
+  ///   opt.apply_gradients({{w, gw}, {b, gb}});
+  void apply_gradients(const std::vector<std::pair<Var<T>, Tensor<T>>>& params_and_grads) {
+    std::vector<const Tensor<T>*> by_param(params_.size(), nullptr);
+    for (size_t k = 0; k < params_and_grads.size(); ++k) {
+      const auto& [var, grad] = params_and_grads[k];
+      size_t i = 0;
+      while (i < params_.size() && !(var.defined() && params_[i].node() == var.node())) ++i;
+      GRADUS_CHECK(value_error, i < params_.size(), name_, ": apply_gradients: pair ", k, " names a Var of shape ",
+                   var.defined() ? var.shape() : Shape{}, " that is not a parameter of this optimizer");
+      GRADUS_CHECK(value_error, by_param[i] == nullptr, name_, ": apply_gradients: parameter ", i,
+                   " is given twice (pair ", k, ")");
+      GRADUS_CHECK(value_error, grad.defined(), name_, ": apply_gradients: the gradient of pair ", k, " is undefined");
+      check_gradient(i, grad);
+      by_param[i] = &grad;
+    }
+    apply([&](size_t i) { return by_param[i]; });
+  }
+  /// The braced form of the pairs: chosen over the vector of gradients for `{{w, gw}}`.
+  void apply_gradients(std::initializer_list<std::pair<Var<T>, Tensor<T>>> params_and_grads) {
+    apply_gradients(std::vector<std::pair<Var<T>, Tensor<T>>>(params_and_grads));
   }
   /// Resets every parameter's gradient (see Var::zero_grad).
   void zero_grad() {
@@ -211,6 +242,27 @@ class Optimizer {
   void fit_slots(size_t i) {
     for (Slot& s : slots_)
       if (s.tensors[i].shape() != params_[i].shape()) s.tensors[i] = Tensor<T>::full(params_[i].shape(), s.init);
+  }
+  /// One step: parameter i is updated from `grad_of(i)` (a const Tensor<T>*), skipped when null.
+  template <class G>
+  void apply(G&& grad_of) {
+    const int64_t t = ++step_;
+    prepare(t);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (const Tensor<T>* g = grad_of(i)) {
+        fit_slots(i);
+        follow_device(i);
+        update(i, params_[i].value(), *g);
+      }
+  }
+  /// Checks a gradient given for parameter i (undefined: none): its shape and device.
+  void check_gradient(size_t i, const Tensor<T>& g) const {
+    if (!g.defined()) return;
+    GRADUS_CHECK(shape_error, g.shape() == params_[i].shape(), name_, ": apply_gradients: the gradient of parameter ",
+                 i, " has shape ", g.shape(), " but the parameter has shape ", params_[i].shape());
+    GRADUS_CHECK(device_error, g.device() == params_[i].value().device(), name_,
+                 ": apply_gradients: the gradient of parameter ", i, " is on ", g.device(), " but the parameter is on ",
+                 params_[i].value().device());
   }
   std::string slot_key(size_t k, size_t i) const { return "param" + std::to_string(i) + "/" + slots_[k].name; }
 

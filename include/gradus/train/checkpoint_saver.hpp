@@ -11,19 +11,8 @@
 
 namespace gradus::train {
 
-/// Options of CheckpointSaver. Only the schedules named are used: `{.every_steps = 1000}` saves
-/// every 1000 steps and never by time; with none of `every_steps`, `every_secs`, `every_epochs`
-/// given it saves every 600 s (TF's CheckpointSaverHook default); with all three 0, only at the end.
-struct CheckpointSaverOptions {
-  int64_t every_steps = 0;     ///< save when global_step % every_steps == 0 (0: not by steps)
-  /// save when this many seconds passed since the last save (0: not by time); unset: 600 when
-  /// every_steps and every_epochs are 0, else 0
-  std::optional<double> every_secs = std::nullopt;
-  int64_t every_epochs = 0;    ///< save after every this many epochs, validation and hooks done (0: not by epochs)
-  int max_to_keep = 5;         ///< older checkpoints are deleted (gd::io::SaverOptions)
-  std::filesystem::path dir = {};  ///< empty: the session's run_dir
-  std::string prefix = "model.ckpt";  ///< files "<dir>/<prefix>-<step>.safetensors"
-};
+// CheckpointSaverOptions (every_steps, every_secs, every_epochs, max_to_keep, dir, prefix) are
+// declared in train/session.hpp, since the options of a Session hold them.
 
 /// Saves a checkpoint (Session::checkpoint: model, optimizer, rng, loop and hook state) after a
 /// step when its timer fires, after every `every_epochs` epochs (then the checkpoint holds the
@@ -31,8 +20,8 @@ struct CheckpointSaverOptions {
 /// changed since the last save. A checkpoint written after a step in the middle of an epoch's end
 /// is not a problem either way: a run resumed from the epoch's last step finishes that epoch
 /// (validation, History, after_epoch hooks) before going on.
-/// fit adds one with default options when run_dir is set and no CheckpointSaver is given; restore
-/// at start always reads run_dir, so point `dir` elsewhere only for exports.
+/// fit and a user Session add one with default options when run_dir is set and no CheckpointSaver
+/// is given; restore at start always reads run_dir, so point `dir` elsewhere only for exports.
 ///   gd::train::CheckpointSaver saver({.every_steps = 1000, .max_to_keep = 3});
 class CheckpointSaver : public Hook {
  public:
@@ -50,7 +39,7 @@ class CheckpointSaver : public Hook {
 
   void begin(Session& s) override {
     const std::filesystem::path dir = o_.dir.empty() ? s.run_dir() : o_.dir;
-    GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set FitOptions::run_dir or .dir");
+    GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set the run_dir of fit or of the Session, or .dir");
     saver_ = std::make_unique<io::Saver>(dir, io::SaverOptions{.max_to_keep = o_.max_to_keep, .prefix = o_.prefix});
     timer_ = {o_.every_steps, every_secs_, detail::Clock::now()};
     unsaved_ = true;

@@ -93,7 +93,7 @@ class DatasetLoop final : public ModelLoop<M, L> {
 
  public:
   DatasetLoop(M& model, optim::Optimizer<T>& opt, const L& loss, const data::Dataset& data, const DatasetFitOptions& o)
-      : Base(model, opt, loss, o.unregistered), data_(data), o_(o) {
+      : Base(model, opt, loss), data_(data), o_(o) {
     GRADUS_CHECK(value_error, data.source() != nullptr, "fit: the dataset is empty (default-constructed)");
     GRADUS_CHECK(value_error, !o.validation || o.validation->source() != nullptr,
                  "fit: the validation dataset is empty (default-constructed)");
@@ -102,10 +102,10 @@ class DatasetLoop final : public ModelLoop<M, L> {
     this->batch_size_ = 0;
     this->shuffle_ = false;
     this->steps_per_epoch_ = 0;  // known once an epoch has ended
-    this->configure(o);
+    this->configure_fit(o);
   }
 
-  History start() { return this->run(); }
+  History start() { return this->fit_loop(); }
 
  protected:
   void open_epoch(int64_t epoch, int64_t consumed) override {
@@ -122,13 +122,10 @@ class DatasetLoop final : public ModelLoop<M, L> {
     n = batch_.first.dim(0);
     return true;
   }
-  double train_fetched() override { return this->step_on(batch_.first, batch_.second); }
+  bool train_fetched() override { return this->step_on(batch_.first, batch_.second); }
   void close_epoch() override {
     it_.reset();
     batch_ = {};
-  }
-  double train_step(const int64_t*, int64_t) override {
-    throw value_error("fit: a Dataset run steps on fetched batches");  // not called in streaming mode
   }
   void validate(EpochLogs& logs) override;
 
@@ -165,7 +162,7 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
     const auto [x, y] = detail::split_batch<T, Y>(*b, "evaluate");
     const int64_t nb = x.dim(0);
     const Var<T> pred = to_var(detail::forward_batch(model, x.to(dev)));
-    total += double(nb) * (detail::scalar_loss(to_var(loss(pred, y.to(dev))), "evaluate") + reg);
+    total += double(nb) * (detail::scalar_loss(to_var(detail::call_loss(loss, y.to(dev), pred)), "evaluate") + reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);
     n += nb;
   }

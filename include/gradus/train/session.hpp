@@ -1,8 +1,8 @@
-// gradus/train/session.hpp — what a training run looks like from the inside: the Session that
-// fit() drives (tf.train.MonitoredSession), the Hook interface (tf.train.SessionRunHook plus an
-// epoch-end call, as Keras callbacks), and the History fit returns.
+// gradus/train/session.hpp — a training run: the Session that fit() drives and that a user with
+// a step of their own drives directly (tf.train.MonitoredTrainingSession), the Hook interface
+// (tf.train.SessionRunHook plus an epoch-end call, as Keras callbacks), and the History fit returns.
 //
-// Lifecycle of one fit() call, as TF's MonitoredTrainingSession:
+// Lifecycle of one fit() call (a user's Session: see Session), as TF's MonitoredTrainingSession:
 //   hooks.begin → restore the latest checkpoint of run_dir (or keep the fresh initial state) →
 //   hooks.after_create_session → for each step { hooks.before_step → forward, loss, backward,
 //   optimizer step → hooks.after_step } with hooks.after_epoch after every full epoch (after
@@ -21,14 +21,20 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "gradus/autodiff/backward.hpp"
+#include "gradus/autodiff/materialize.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/io.hpp"
+#include "gradus/nn/module.hpp"
+#include "gradus/nn/registration.hpp"
+#include "gradus/optim/optimizer.hpp"
 
 namespace gradus::train {
 
@@ -162,28 +168,215 @@ class Hook {
 };
 inline Hook::~Hook() = default;
 
-/// The running training loop as hooks see it: progress counters, the last loss, the learning
-/// rate, the model's tensors, the History so far, stopping and checkpointing. Created by fit();
-/// the global step (optimizer steps taken by the loop, over every run in run_dir) is owned here.
+/// Options of CheckpointSaver (train/checkpoint_saver.hpp; declared here because Session options
+/// hold them). Only the schedules named are used: `{.every_steps = 1000}` saves every 1000 steps
+/// and never by time; with none of `every_steps`, `every_secs`, `every_epochs` given it saves
+/// every 600 s (TF's CheckpointSaverHook default); with all three 0, only at the end.
+struct CheckpointSaverOptions {
+  int64_t every_steps = 0;     ///< save when global_step % every_steps == 0 (0: not by steps)
+  /// save when this many seconds passed since the last save (0: not by time); unset: 600 when
+  /// every_steps and every_epochs are 0, else 0
+  std::optional<double> every_secs = std::nullopt;
+  int64_t every_epochs = 0;    ///< save after every this many epochs, validation and hooks done (0: not by epochs)
+  int max_to_keep = 5;         ///< older checkpoints are deleted (gd::io::SaverOptions)
+  std::filesystem::path dir = {};  ///< empty: the session's run_dir
+  std::string prefix = "model.ckpt";  ///< files "<dir>/<prefix>-<step>.safetensors"
+};
+
+/// Options of a Session a user drives. Designated initializers must follow this order:
+///   {.run_dir = "runs/lm", .hooks = {&stop, &bar}, .rng = &rng, .checkpoint = {.every_steps = 500}}
+struct SessionOptions {
+  std::filesystem::path run_dir = {};  ///< restore from / checkpoint into; empty: neither
+  std::vector<Hook*> hooks = {};       ///< not owned; must outlive the Session
+  /// A generator saved and restored with checkpoints as "rng" (the model's registered generators,
+  /// Dropout's, are saved as "rng/<path>" without it).
+  Rng* rng = nullptr;
+  CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver added when run_dir is set and hooks hold none
+  bool verbose = false;                    ///< adds a ProgressBar on std::cout
+  /// The first step checks that every trainable leaf the loss depends on is a parameter of the
+  /// model or of the optimizer (as FitOptions::unregistered).
+  nn::Unregistered unregistered = nn::Unregistered::error;
+  std::optional<Device> device = std::nullopt;  ///< moves the model there first (`module.to`); unset: where it is
+  /// What Session::epochs() tells hooks (Logging's "epoch 1/<epochs>"); a user Session never stops on it.
+  int64_t epochs = 1;
+};
+
+namespace detail {
+
+/// Tag of the Session constructor that fit's loops use (train/fit.hpp).
+struct FitDriven {};
+
+/// The model and optimizer a Session trains behind one interface, so Session is not a template.
+/// TypedTrainee<T> implements it over nn::Module<T> and optim::Optimizer<T>.
+class Trainee {
+ public:
+  virtual ~Trainee() = default;
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  virtual std::vector<NamedTensor> parameters() const = 0;
+  virtual std::vector<NamedTensor> buffers() const = 0;
+  /// The model's registered generators (Module::named_generators).
+  virtual std::vector<std::pair<std::string, Rng*>> generators() const = 0;
+  /// Adds the model ("model/...") and optimizer ("optimizer/...") entries of a checkpoint.
+  virtual void add_state(io::TensorList& out) const = 0;
+  /// Restores what add_state wrote; the io helpers validate before they modify.
+  virtual void restore_state(const io::Safetensors& ckpt) = 0;
+  virtual void set_training(bool on) = 0;
+  virtual bool is_training() const = 0;
+  virtual void to(Device device) = 0;
+  /// Resets the gradients of the optimizer's parameters.
+  virtual void zero_grad() = 0;
+  /// "float" or "double": the model's element type, for error messages.
+  virtual const char* element_type() const = 0;
+};
+
+template <Real T>
+class TypedTrainee final : public Trainee {
+ public:
+  TypedTrainee(nn::Module<T>& model, optim::Optimizer<T>& opt) : model_(model), opt_(opt) {}
+
+  double lr() const override { return opt_.lr(); }
+  void set_lr(double lr) override { opt_.set_lr(lr); }
+  std::vector<NamedTensor> parameters() const override {
+    std::vector<NamedTensor> out;
+    for (auto& [name, v] : model_.named_parameters()) {
+      NamedTensor t{name, v.value(), std::nullopt};
+      if (const Tensor<T>* g = v.grad_if_any()) t.grad = *g;
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  std::vector<NamedTensor> buffers() const override {
+    std::vector<NamedTensor> out;
+    for (auto& [name, b] : model_.named_buffers()) out.push_back({name, b, std::nullopt});
+    return out;
+  }
+  std::vector<std::pair<std::string, Rng*>> generators() const override { return model_.named_generators(); }
+  void add_state(io::TensorList& out) const override {
+    io::add_module(out, model_);
+    io::add_optimizer(out, opt_, model_);  // keyed by parameter name
+  }
+  void restore_state(const io::Safetensors& ckpt) override {
+    io::restore_module(ckpt, model_);
+    io::restore_optimizer(ckpt, opt_, model_);  // by name; checkpoints keyed by position load too
+  }
+  void set_training(bool on) override { model_.train(on); }
+  bool is_training() const override { return model_.is_training(); }
+  void to(Device device) override { model_.to(device); }
+  void zero_grad() override { opt_.zero_grad(); }
+  const char* element_type() const override { return std::is_same_v<T, float> ? "float" : "double"; }
+
+  /// Backward from `loss` (a scalar depending on a trainable parameter) and one optimizer step;
+  /// the first call also checks the registration of every leaf (`unregistered`). Returns the loss.
+  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered) {
+    GRADUS_CHECK(value_error, loss.size() == 1, who, ": the loss must be a scalar, got shape ", loss.shape());
+    GRADUS_CHECK(value_error, loss.requires_grad(), who, ": the loss does not depend on any trainable parameter");
+    if (!registration_checked_ && unregistered != nn::Unregistered::ignore)
+      nn::report_unregistered(who, nn::unregistered_leaves(static_cast<const nn::Module<T>&>(model_), loss, opt_.params()),
+                              {.action = unregistered});
+    registration_checked_ = true;
+    gradus::backward(loss);
+    opt_.step();
+    return double(loss.item());
+  }
+
+ private:
+  nn::Module<T>& model_;
+  optim::Optimizer<T>& opt_;
+  bool registration_checked_ = false;
+};
+
+template <class R>
+struct is_loss_pair : std::false_type {};
+template <class L, std::integral N>
+struct is_loss_pair<std::pair<L, N>> : std::true_type {};
+
+/// What a Session::run function returned, as (loss Var, batch size; 0 when not given).
+template <class R>
+auto loss_and_batch(const R& r) {
+  if constexpr (is_loss_pair<R>::value) {
+    static_assert(Expression<typename R::first_type>,
+                  "SESSION_RUN_FUNCTION_MUST_RETURN_A_LOSS_VAR_OR_A_PAIR_OF_LOSS_AND_BATCH_SIZE");
+    return std::pair{to_var(r.first), int64_t(r.second)};
+  } else {
+    static_assert(Expression<R>, "SESSION_RUN_FUNCTION_MUST_RETURN_A_LOSS_VAR_OR_A_PAIR_OF_LOSS_AND_BATCH_SIZE");
+    return std::pair{to_var(r), int64_t(0)};
+  }
+}
+
+}  // namespace detail
+
+/// A training run (tf.train.MonitoredTrainingSession): the model and its optimizer, the global
+/// step, hooks, and checkpoints in run_dir. fit() drives one; a user with a step of their own
+/// (seq2seq, truncated BPTT, several models) drives one directly and gets the same hooks,
+/// restore-or-init and checkpoints (same layout as fit's, see train/session_run.hpp):
+///   gd::train::StopAtStep stop({.last_step = 10000});
+///   gd::train::Session session(model, optimizer, {.run_dir = "runs/lm", .hooks = {&stop}, .rng = &rng});
+///   while (!session.should_stop())
+///     session.run([&] { auto [x, y] = next_batch(); return loss_of(model, x, y); });  // scalar Var<T>
+///   session.close();
+/// Construction: hooks.begin → restore the latest checkpoint of run_dir (model, optimizer, rng
+/// and the model's generators, global step, History, hook states) or keep the fresh state →
+/// hooks.after_create_session; the model is put in training mode. `run(fn)`: hooks.before_step
+/// → zero the optimizer's gradients → fn() → backward → optimizer step → hooks.after_step (CheckpointSavers
+/// last). `end_epoch()` optionally marks an epoch's end (hooks.after_epoch: EarlyStopping, epoch
+/// logs, every_epochs checkpoints). `close()` (or the destructor) runs hooks.end once and gives the
+/// model its previous mode back; after an exception from a step or a hook, end is not called.
+/// Needs <gradus/train.hpp> (the definitions are in train/session_run.hpp).
+///
+/// Hooks see the running session through the rest of this interface: progress counters, the last
+/// loss, the learning rate, the model's tensors, the History so far, stopping and checkpointing.
+/// The global step (optimizer steps taken by sessions, over every run in run_dir) is owned here.
 class Session {
  public:
-  virtual ~Session() = default;
+  /// A session over `model` (an nn::Module<T>) and `optimizer` (over the model's parameters),
+  /// opened at once (see above). Throws what a restore throws (a corrupt checkpoint, another model).
+  template <nn::ModuleType M>
+  Session(M& model, optim::Optimizer<typename M::value_type>& optimizer, const SessionOptions& options = {});
+  /// Closes the session (see close) unless it is closed, failed, or an exception is unwinding;
+  /// an error from the end hooks is then written to std::cerr: call close() to see it thrown.
+  virtual ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
+
+  /// True once a hook requested a stop (StopAtStep, EarlyStopping, NanGuard{.fail = false}), after
+  /// a failed step, and after close().
+  bool should_stop() const { return stop_ || failed_ || closed_; }
+  /// One training step: hooks.before_step, the optimizer's gradients zeroed, `fn()` — the loss
+  /// of the user's own batch: a scalar Var<T> (or differentiable expression), or a std::pair of it
+  /// and the batch's number of examples (StepResult::batch_size; 0 when not given) — then
+  /// backward, optimizer.step() and hooks.after_step. Returns false, doing nothing, when the
+  /// session should stop already or a before_step hook requested a stop. last_loss() is the
+  /// step's loss. An exception from fn or a hook marks the session failed and propagates.
+  ///   session.run([&] { return std::pair{loss_of(model, x, y), x.dim(0)}; });
+  template <class F>
+  bool run(F&& fn);
+  /// Ends the current epoch (epochs are the user's to define): appends to history() an entry
+  /// with the mean loss of the epoch's steps and the given validation values, then runs
+  /// hooks.after_epoch (EarlyStopping, Logging's epoch line, CheckpointSaver's every_epochs).
+  /// steps_per_epoch() becomes this epoch's number of steps. value_error when no step ran since
+  /// the last epoch end.
+  ///   session.end_epoch(val_loss, {{"val_accuracy", acc.result()}});
+  const EpochLogs& end_epoch(std::optional<double> val_loss = std::nullopt,
+                             std::vector<std::pair<std::string, double>> val_metrics = {});
+  /// Runs hooks.end (CheckpointSaver's final save, ProgressBar's last line) once, unless a step
+  /// failed, and gives the model its previous training mode back. Returns the History (with
+  /// global_step, stop_reason and nonfinite_step set). Later calls return it again.
+  const History& close();
 
   /// Steps completed, restored from the checkpoint on resume.
   int64_t global_step() const { return global_step_; }
   /// The 0-based epoch under way (== epochs() once every epoch is done).
   int64_t epoch() const { return epoch_; }
-  /// Epochs this fit call runs to (FitOptions::epochs).
+  /// Epochs this fit call runs to (FitOptions::epochs; SessionOptions::epochs for a user session).
   int64_t epochs() const { return epochs_; }
   /// Steps completed in the current epoch.
   int64_t step_in_epoch() const { return step_in_epoch_; }
-  /// Batches per epoch. Training on a gd::data::Dataset, 0 until the first epoch has ended (the
-  /// pipeline's length is not known before), then that epoch's number of batches.
+  /// Batches per epoch. Training on a gd::data::Dataset or in a user session, 0 until the first
+  /// epoch has ended (the length is not known before), then that epoch's number of batches.
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   /// Whether the batches come from a gd::data::Dataset (train/fit_dataset.hpp) rather than
-  /// in-memory Data.
+  /// in-memory Data or a user's step.
   bool streaming() const { return streaming_; }
   /// Global step at which the last epoch ends: the run's last step if nothing stops it.
   int64_t last_step() const { return global_step_ + (epochs_ - epoch_) * steps_per_epoch_ - step_in_epoch_; }
@@ -197,19 +390,19 @@ class Session {
   const std::optional<int64_t>& nonfinite_step() const { return nonfinite_step_; }
   /// The History so far (completed epochs, including those of restored runs).
   const History& history() const { return history_; }
-  /// FitOptions::run_dir (empty: no checkpoints).
+  /// FitOptions::run_dir / SessionOptions::run_dir (empty: no checkpoints).
   const std::filesystem::path& run_dir() const { return run_dir_; }
   /// The checkpoint this run was restored from, if any.
   const std::optional<std::filesystem::path>& restored_from() const { return restored_from_; }
 
   /// The optimizer's learning rate.
-  virtual double lr() const = 0;
+  double lr() const { return trainee_->lr(); }
   /// Sets the optimizer's learning rate (>= 0); it is saved with checkpoints.
-  virtual void set_lr(double lr) = 0;
+  void set_lr(double lr) { trainee_->set_lr(lr); }
   /// The model's parameters with their gradients, named as Module::named_parameters.
-  virtual std::vector<NamedTensor> parameters() const = 0;
+  std::vector<NamedTensor> parameters() const { return trainee_->parameters(); }
   /// The model's buffers (BatchNorm statistics), named as Module::named_buffers.
-  virtual std::vector<NamedTensor> buffers() const = 0;
+  std::vector<NamedTensor> buffers() const { return trainee_->buffers(); }
 
   /// Ends the run after the current step (or before the next one); the first reason is kept.
   void request_stop(std::string reason) {
@@ -220,9 +413,9 @@ class Session {
   const std::string& stop_reason() const { return stop_reason_; }
 
   /// Everything a checkpoint holds: model, optimizer, rng, loop state and hook states
-  /// (layout in train/fit.hpp).
+  /// (layout in train/session_run.hpp).
   void checkpoint(io::TensorList& tensors, io::Metadata& metadata) const {
-    add_model_state(tensors);
+    trainee_->add_state(tensors);
     if (rng_) io::add_rng(tensors, *rng_, "rng");
     for (const auto& [name, r] : generators_) io::add_rng(tensors, *r, name);
     add_loop_state(tensors, metadata);
@@ -238,40 +431,56 @@ class Session {
     checkpoint(tensors, metadata);
     return saver.save(global_step_, tensors, std::move(metadata));
   }
-  /// Saves a checkpoint now through the run's first CheckpointSaver (the one fit adds for run_dir
+  /// Saves a checkpoint now through the run's first CheckpointSaver (the one added for run_dir
   /// included); value_error when the run has none.
   std::filesystem::path save_checkpoint();
 
  protected:
-  Session() = default;
+  /// fit's session over `model` and `optimizer`; the loop (train/fit.hpp) configures and runs it.
+  template <nn::ModuleType M>
+  Session(detail::FitDriven, M& model, optim::Optimizer<typename M::value_type>& optimizer);
 
-  // --- what the typed loop (train/fit.hpp) provides
-  virtual void add_model_state(io::TensorList& out) const = 0;
-  virtual void restore_model_state(const io::Safetensors& ckpt) = 0;
-  /// One optimizer step on the batch of rows `index[0..n)`; returns its loss.
-  virtual double train_step(const int64_t* index, int64_t n) = 0;
+  // --- what fit's loops provide (train/fit.hpp, train/fit_dataset.hpp)
+  /// One step on the batch of rows `index[0..n)` through step(); false when it did not run.
+  virtual bool train_step(const int64_t* /*index*/, int64_t /*n*/) { return false; }
   // Streaming (a Dataset of batches): open_epoch starts epoch `epoch` with its first `consumed`
   // batches skipped; fetch_batch takes the next batch (false at the end of the epoch) and returns
   // its number of examples in `n`; train_fetched makes one step on it. close_epoch ends the pass.
   virtual void open_epoch(int64_t /*epoch*/, int64_t /*consumed*/) {}
   virtual bool fetch_batch(int64_t& /*n*/) { return false; }
-  virtual double train_fetched() { return 0; }
+  virtual bool train_fetched() { return false; }
   virtual void close_epoch() {}
   /// Fills the validation entries of `logs`.
-  virtual void validate(EpochLogs& logs) = 0;
-  virtual void set_training(bool on) = 0;
-  virtual bool is_training() const = 0;
+  virtual void validate(EpochLogs& /*logs*/) {}
 
-  // --- the run (defined in train/fit.hpp)
-  History run();
+  // --- the machinery every session shares (train/session_run.hpp)
+  /// Checks and applies the options shared by fit and user sessions.
+  void configure(const SessionOptions& o);
+  /// Orders the hooks, resets the state, enters training mode, hooks.begin, restore-or-init,
+  /// hooks.after_create_session.
+  void open();
+  /// One step (see run): `forward()` returns (loss, batch size). False when it did not run.
+  template <class F>
+  bool step(F&& forward);
+  /// Appends `logs` (its validation entries filled) as the epoch's History entry; after_epoch hooks.
+  const EpochLogs& finish_epoch(EpochLogs logs);
+  /// Fills the History's totals, hooks.end, the non-finite warning.
+  void finish();
+  /// Gives the model the training mode it had before open().
+  void restore_mode();
+  /// fit's loop: open, epochs of steps, validation, finish (train/fit.hpp).
+  History fit_loop();
   void restore(const std::filesystem::path& path);
   void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;
   void restore_hook_states(const io::Safetensors& ckpt);
   void add_loop_state(io::TensorList& out, io::Metadata& metadata) const;
 
-  // configuration, set by the typed loop before run()
-  int64_t epochs_ = 1, steps_per_epoch_ = 0, examples_ = 0, batch_size_ = 1;
-  bool shuffle_ = true, drop_remainder_ = false, verbose_ = false, streaming_ = false;
+  // configuration, set by configure() and fit's loops before open()
+  const char* who_ = "Session";  // the prefix of error messages: "fit" in fit's sessions
+  std::unique_ptr<detail::Trainee> trainee_;
+  nn::Unregistered unregistered_ = nn::Unregistered::error;
+  int64_t epochs_ = 1, steps_per_epoch_ = 0, examples_ = -1, batch_size_ = 0;
+  bool shuffle_ = false, drop_remainder_ = false, verbose_ = false, streaming_ = false;
   uint64_t seed_ = 0;
   std::filesystem::path run_dir_;
   Rng* rng_ = nullptr;
@@ -292,6 +501,9 @@ class Session {
   std::vector<Hook*> hooks_;  // user hooks and owned ones, CheckpointSavers last
   std::vector<int64_t> order_;
   int64_t order_epoch_ = -1;
+  // lifecycle
+  bool user_driven_ = false, opened_ = false, closed_ = false, failed_ = false, mode_before_ = true;
+  int uncaught_at_open_ = 0;
 };
 
 }  // namespace gradus::train
