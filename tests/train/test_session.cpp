@@ -244,6 +244,34 @@ TEST_CASE("Session: a step equals a hand-written optimizer step and a plain-loop
   for (size_t q = 0; q < 2; ++q) CHECK(kc.data()[q] == Approx(c[q]).epsilon(1e-12));
 }
 
+TEST_CASE("Session: clip_global_norm clips between backward and the optimizer step", "[train][session]") {
+  const Problem p;
+  gd::Rng drop_a(1), drop_b(1), data_a(2), data_b(2);
+  Net a(3, drop_a), b(3, drop_b);
+  gd::optim::SGD<double> opt_a(a.parameters(), {.lr = 0.5}), opt_b(b.parameters(), {.lr = 0.5});
+  {
+    gd::train::Session session(a, opt_a, {.clip_global_norm = 0.05});
+    for (int i = 0; i < 3; ++i) session.run([&] { return batch_loss(a, p.batch(data_a)); });
+  }
+  double norm_before = 0;
+  for (int i = 0; i < 3; ++i) {
+    opt_b.zero_grad();
+    gd::Var<double> loss = batch_loss(b, p.batch(data_b));
+    gd::backward(loss);
+    // the global norm by hand: it must exceed the clip for the test to mean anything
+    double sq = 0;
+    for (const auto& v : opt_b.params())
+      for (int64_t k = 0; k < v.grad().size(); ++k) sq += v.grad().data()[k] * v.grad().data()[k];
+    if (i == 0) norm_before = std::sqrt(sq);
+    gd::optim::clip_by_global_norm(opt_b.params(), 0.05);
+    opt_b.step();
+  }
+  CHECK(norm_before > 0.05);
+  CHECK(same_model(a, b));
+  CHECK_THROWS_WITH(gd::train::Session(a, opt_a, {.clip_global_norm = -1}),
+                    Catch::Contains("clip_global_norm must be >= 0"));
+}
+
 TEST_CASE("Session: a run stopped and restarted in the same run_dir is bit-identical to an uninterrupted one",
           "[train][session][resume]") {
   const Problem p;

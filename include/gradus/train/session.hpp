@@ -33,6 +33,7 @@
 #include "gradus/core/tensor.hpp"
 #include "gradus/io.hpp"
 #include "gradus/nn/module.hpp"
+#include "gradus/optim/clip.hpp"
 #include "gradus/nn/registration.hpp"
 #include "gradus/optim/optimizer.hpp"
 
@@ -199,6 +200,9 @@ struct SessionOptions {
   std::optional<Device> device = std::nullopt;  ///< moves the model there first (`module.to`); unset: where it is
   /// What Session::epochs() tells hooks (Logging's "epoch 1/<epochs>"); a user Session never stops on it.
   int64_t epochs = 1;
+  /// > 0: the gradients are clipped to this global norm (optim::clip_by_global_norm) between the
+  /// backward pass and the optimizer step of each run(); 0: not clipped.
+  double clip_global_norm = 0;
 };
 
 namespace detail {
@@ -268,7 +272,7 @@ class TypedTrainee final : public Trainee {
 
   /// Backward from `loss` (a scalar depending on a trainable parameter) and one optimizer step;
   /// the first call also checks the registration of every leaf (`unregistered`). Returns the loss.
-  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered) {
+  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered, double clip_global_norm = 0) {
     GRADUS_CHECK(value_error, loss.size() == 1, who, ": the loss must be a scalar, got shape ", loss.shape());
     GRADUS_CHECK(value_error, loss.requires_grad(), who, ": the loss does not depend on any trainable parameter");
     if (!registration_checked_ && unregistered != nn::Unregistered::ignore)
@@ -276,6 +280,7 @@ class TypedTrainee final : public Trainee {
                               {.action = unregistered});
     registration_checked_ = true;
     gradus::backward(loss);
+    if (clip_global_norm > 0) optim::clip_by_global_norm(opt_.params(), clip_global_norm);
     opt_.step();
     return double(loss.item());
   }
@@ -479,6 +484,7 @@ class Session {
   const char* who_ = "Session";  // the prefix of error messages: "fit" in fit's sessions
   std::unique_ptr<detail::Trainee> trainee_;
   nn::Unregistered unregistered_ = nn::Unregistered::error;
+  double clip_global_norm_ = 0;
   int64_t epochs_ = 1, steps_per_epoch_ = 0, examples_ = -1, batch_size_ = 0;
   bool shuffle_ = false, drop_remainder_ = false, verbose_ = false, streaming_ = false;
   uint64_t seed_ = 0;

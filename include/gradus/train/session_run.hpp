@@ -87,6 +87,9 @@ inline void Session::configure(const SessionOptions& o) {
   verbose_ = o.verbose;
   run_dir_ = o.run_dir;
   unregistered_ = o.unregistered;
+  GRADUS_CHECK(value_error, o.clip_global_norm >= 0, "Session: clip_global_norm must be >= 0 (0: off), got ",
+               o.clip_global_norm);
+  clip_global_norm_ = o.clip_global_norm;
   if (o.device) trainee_->to(*o.device);
   rng_ = o.rng;
   for (const auto& [path, r] : trainee_->generators())
@@ -328,7 +331,7 @@ bool Session::step(F&& forward) {
   auto* typed = dynamic_cast<detail::TypedTrainee<T>*>(trainee_.get());
   GRADUS_CHECK(value_error, typed != nullptr, who_, ": the loss is a Var<", std::is_same_v<T, float> ? "float" : "double",
                "> but the model's element type is ", trainee_->element_type());
-  const double loss = typed->apply(loss_var, who_, unregistered_);
+  const double loss = typed->apply(loss_var, who_, unregistered_, clip_global_norm_);
   ++global_step_;
   ++step_in_epoch_;
   last_loss_ = loss;
