@@ -17,3 +17,4 @@
 #include "gradus/nn/check.hpp"
 #include "gradus/nn/registration.hpp"
 #include "gradus/nn/recurrent.hpp"
+#include "gradus/nn/attention.hpp"
