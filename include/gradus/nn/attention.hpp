@@ -137,8 +137,7 @@ AttentionOutput<T> attend_memory(const Var<T>& scores, const Var<T>& memory, con
           gradus::reshape(alignments, {alignments.shape()[0], alignments.shape()[2]})};
 }
 
-template <Real T>
-void check_memory(const Shape& memory, const Shape& keys, int64_t batch, int64_t memory_units, const char* op) {
+inline void check_memory(const Shape& memory, const Shape& keys, int64_t batch, int64_t memory_units, const char* op) {
   GRADUS_CHECK(shape_error, memory.rank() == 3 && memory[0] == batch && memory[2] == memory_units, op,
                ": expected memory [N, Tm, memory_units] = [", batch, ",Tm,", memory_units, "], got ", memory);
   GRADUS_CHECK(shape_error, keys.rank() == 3 && keys[0] == memory[0] && keys[1] == memory[1], op,
@@ -219,7 +218,7 @@ class BahdanauAttention : public Module<T, BahdanauAttention<T>> {
     const Var<T> given = to_var(query);
     const Var<T> q = detail::query_as_sequence(given, op);
     detail::check_last_dim(given.shape(), query_layer_.in(), op, "query_units");
-    detail::check_memory<T>(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
+    detail::check_memory(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
     const int64_t n = q.shape()[0], tq = q.shape()[1], tm = keys.shape()[1], u = keys.shape()[2];
     const Var<T> pq = gradus::reshape(query_layer_.forward(q), {n, tq, 1, u});
     const Var<T> scores = gradus::sum(gradus::tanh(pq + gradus::reshape(keys, {n, 1, tm, u})) * v_, -1);
@@ -290,7 +289,7 @@ class LuongAttention : public Module<T, LuongAttention<T>> {
     const Var<T> given = to_var(query);
     const Var<T> q = detail::query_as_sequence(given, op);
     detail::check_last_dim(given.shape(), units_, op, "query depth = units");
-    detail::check_memory<T>(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
+    detail::check_memory(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
     Var<T> scores = gradus::matmul(q, keys, {.transpose_b = true});
     if (scale_) scores = scores * g_;
     return detail::attend_memory(scores, memory, mask, given.rank() == 2, op);
