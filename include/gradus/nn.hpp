@@ -17,4 +17,6 @@
 #include "gradus/nn/check.hpp"
 #include "gradus/nn/registration.hpp"
 #include "gradus/nn/recurrent.hpp"
+#include "gradus/nn/attention.hpp"
 #include "gradus/nn/bidirectional.hpp"
+#include "gradus/nn/tied_output.hpp"

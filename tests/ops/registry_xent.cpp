@@ -1,12 +1,39 @@
 // Registry entries of the classification losses of gd::losses (log_loss, hinge_loss,
-// sigmoid/softmax/sparse softmax cross-entropy): every reduction and weighting, label smoothing
-// and epsilon off their defaults, extreme logits. References: per-element or per-example losses
+// sigmoid/softmax/sparse softmax cross-entropy, sequence_loss, perplexity): every reduction and
+// weighting, label smoothing and epsilon off their defaults, every sequence_loss averaging
+// option, extreme logits. References: per-element or per-example losses
 // as formulas and loops in double (loss_reference.hpp).
 #include "loss_reference.hpp"
 
 namespace opreg {
 
 using namespace losses_ref;
+
+namespace {
+/// tf.contrib.seq2seq.sequence_loss from per-token cross-entropies ce [N, T] and weights w [N, T],
+/// its divisions written out (a zero denominator gives 0).
+TD sequence_loss_ref(const TD& ce, const TD& w, const gd::losses::SequenceLossOptions& o) {
+  const int64_t n = ce.shape()[0], t = ce.shape()[1];
+  auto ratio = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool by_sum) {
+    double s = 0, d = 0;
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = j0; j < j1; ++j) s += ce(i, j) * w(i, j), d += by_sum ? w(i, j) : double(w(i, j) != 0);
+    return d == 0 ? 0.0 : s / d;
+  };
+  if (o.average_across_timesteps && o.average_across_batch) return scalar(ratio(0, n, 0, t, true));
+  if (o.sum_over_timesteps && o.sum_over_batch) return scalar(ratio(0, n, 0, t, false));
+  std::vector<double> out;
+  if (o.average_across_batch || o.sum_over_batch) {
+    for (int64_t j = 0; j < t; ++j) out.push_back(ratio(0, n, j, j + 1, o.average_across_batch));
+    return values(out, {t});
+  }
+  if (o.average_across_timesteps || o.sum_over_timesteps) {
+    for (int64_t i = 0; i < n; ++i) out.push_back(ratio(i, i + 1, 0, t, o.average_across_timesteps));
+    return values(out, {n});
+  }
+  return map2(ce, w, [](double c, double x) { return c * x; });
+}
+}  // namespace
 
 void add_xent(std::vector<OpInfo>& r) {
   namespace L = gd::losses;
@@ -111,6 +138,53 @@ void add_xent(std::vector<OpInfo>& r) {
                                [labels](const Refs& t) {
                                  const TD x = map1(t[0], [](double a) { return a * 2 - 1; });
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(labels, 4), x, 0), Reduction::sum_by_nonzero_weights, {}, 1);
+                               }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "sequence_loss", .needs_fused = true};
+    const TI targets = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    const TD w = values({1, 0.5, 0, 2, 0, 0}, {2, 3});  // the last timestep has only zero weights
+    using SO = L::SequenceLossOptions;
+    const std::vector<std::pair<std::string, SO>> options{
+        {"average across both (default)", {}},
+        {"sum over both", {.average_across_timesteps = false, .average_across_batch = false, .sum_over_timesteps = true, .sum_over_batch = true}},
+        {"average across batch", {.average_across_timesteps = false}},
+        {"average across timesteps", {.average_across_batch = false}},
+        {"sum over batch", {.average_across_timesteps = false, .average_across_batch = false, .sum_over_batch = true}},
+        {"sum over timesteps", {.average_across_timesteps = false, .average_across_batch = false, .sum_over_timesteps = true}},
+        {"per token", {.average_across_timesteps = false, .average_across_batch = false}}};
+    uint64_t seed = 370;
+    for (const auto& [label, so] : options)
+      o.samples.push_back(sample(label, &so == &options[0].second ? gd::ops::kind::plain : gd::ops::kind::params,
+                                 {uniform({2, 3, 5}, seed++, -3, 3)},
+                                 [targets, w, so](const V& v) { return VD(L::sequence_loss(targets, v[0], w, so)); },
+                                 [targets, w, so](const Refs& t) {
+                                   return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0), w, so);
+                                 }));
+    o.samples.push_back(sample("logits of +-1000 (hand value (0 + 2000) / 2)", gd::ops::kind::edge,
+                               {values({1000, 0, -1000, 1000, 0, -1000}, {1, 2, 3})},
+                               [t = TI::from({0, 2}, {1, 2}), w1 = values({1, 1}, {1, 2})](const V& v) {
+                                 return VD(L::sequence_loss(t, v[0], w1));
+                               },
+                               [](const Refs&) { return scalar(1000); }));
+    o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({2, 3, 5}, seed++)},
+                               [targets, w](const V& v) { return VD(L::sequence_loss(targets, v[0] * 2.0 - 1.0, w)); },
+                               [targets, w](const Refs& t) {
+                                 const TD x = map1(t[0], [](double a) { return a * 2 - 1; });
+                                 return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), x, 0), w, {});
+                               }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "perplexity"};
+    const TI targets = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    const TD w = values({1, 0.5, 0, 2, 1, 0}, {2, 3});
+    o.samples.push_back(sample("weighted", gd::ops::kind::plain, {uniform({2, 3, 5}, 380, -3, 3)},
+                               [targets, w](const V& v) { return VD(L::perplexity(targets, v[0], w)); },
+                               [targets, w](const Refs& t) {
+                                 const TD ce = softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0);
+                                 return scalar(std::exp(sequence_loss_ref(ce, w, {}).item()));
                                }));
     r.push_back(std::move(o));
   }
