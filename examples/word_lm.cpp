@@ -118,7 +118,7 @@ std::vector<int64_t> read_ids(const fs::path& path, int64_t vocab) {
   return ids;
 }
 
-// Inputs and next-word targets of window `w` of `streams` rows laid out as ptb_batches does.
+// Inputs and next-word targets [streams, kSteps] of window `w`, laid out as ptb_batches does.
 void window(const std::vector<int64_t>& ids, int64_t streams, int64_t w, Ids& x, Ids& y) {
   const int64_t len = int64_t(ids.size()) / streams;
   for (int64_t s = 0; s < streams; ++s)
@@ -139,20 +139,20 @@ struct Model {
         lstm1({.in = hidden, .units = hidden, .return_sequences = true, .stateful = true}, rng),
         lstm2({.in = hidden, .units = hidden, .return_sequences = true, .stateful = true}, rng),
         drop({.rate = dropout}, rng),
-        bias(gd::Tensor<float>::zeros({vocab})) {}
+        out(embed) {}
 
-  // x [N, T] -> logits [N*T, vocab]
+  // x [N, T] -> logits [N, T, vocab]
   gd::Var<float> logits(const Ids& x) {
     gd::Var<float> h = drop.forward(embed.forward(x));
     h = drop.forward(lstm1.forward(h));
     h = drop.forward(lstm2.forward(h));
-    return gd::Var<float>(gd::matmul(gd::reshape(h, {-1, hidden}), embed.embeddings(), {.transpose_b = true}) + bias);
+    return out.forward(h);
   }
   std::vector<gd::Var<float>> parameters() const {
     std::vector<gd::Var<float>> p = embed.parameters();
     for (auto& v : lstm1.parameters()) p.push_back(v);
     for (auto& v : lstm2.parameters()) p.push_back(v);
-    p.push_back(bias);
+    for (auto& v : out.parameters()) p.push_back(v);  // the bias: the table is the embedding's
     return p;
   }
   void train(bool on) { drop.train(on); }
@@ -165,7 +165,7 @@ struct Model {
   nn::Embedding<float> embed;
   nn::LSTM<float> lstm1, lstm2;
   nn::Dropout<float> drop;
-  gd::Var<float> bias;
+  nn::TiedOutput<float> out;
 };
 
 // Mean per-token cross-entropy over every window of `ids` laid out in kEvalBatch streams.
@@ -173,12 +173,13 @@ double mean_nll(Model& m, const std::vector<int64_t>& ids) {
   gd::no_grad guard;
   m.train(false);
   m.reset_states();
-  Ids x({kEvalBatch, kSteps}), y({kEvalBatch * kSteps});
+  Ids x({kEvalBatch, kSteps}), y({kEvalBatch, kSteps});
+  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kEvalBatch, kSteps});
   double nll = 0;
   const int64_t n = windows(ids, kEvalBatch);
   for (int64_t w = 0; w < n; ++w) {
     window(ids, kEvalBatch, w, x, y);
-    nll += double(gd::losses::sparse_softmax_cross_entropy_with_logits(y, m.logits(x)).item());
+    nll += double(gd::losses::sequence_loss(y, m.logits(x), ones).item());  // mean over the tokens
   }
   m.train(true);
   m.reset_states();
@@ -244,7 +245,8 @@ int run(int argc, char** argv) {
               static_cast<long long>(hidden), static_cast<long long>(hidden), dropout,
               static_cast<long long>(per_epoch));
 
-  Ids x({kBatch, kSteps}), y({kBatch * kSteps});
+  Ids x({kBatch, kSteps}), y({kBatch, kSteps});
+  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kBatch, kSteps});
   const auto start = std::chrono::steady_clock::now();
   int64_t steps = 0;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -253,13 +255,14 @@ int run(int argc, char** argv) {
     double loss_sum = 0;
     for (int64_t w = 0; w < per_epoch; ++w, ++steps) {
       window(ids[0], kBatch, w, x, y);
-      // as the PTB tutorial: summed over the time steps, averaged over the batch
-      gd::Var<float> loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, model.logits(x));
+      // as the PTB tutorial: the per-step losses averaged over the batch ([35]), summed over the steps
+      gd::Var<float> loss =
+          gd::sum(gd::losses::sequence_loss(y, model.logits(x), ones, {.average_across_timesteps = false}));
       opt.zero_grad();
-      gd::backward(gd::Var<float>(loss * float(kSteps)));
+      gd::backward(loss);
       gd::optim::clip_by_global_norm(opt.params(), kClip);
       opt.step();
-      loss_sum += double(loss.item());
+      loss_sum += double(loss.item()) / double(kSteps);
     }
     std::printf("epoch %lld  lr %.3f  train perplexity %.1f  valid perplexity %.1f\n", static_cast<long long>(epoch + 1),
                 opt.lr(), std::exp(loss_sum / double(per_epoch)), std::exp(mean_nll(model, ids[1])));
