@@ -5,7 +5,9 @@ LeNet CNN on the first 4 batches of 128 Fashion-MNIST training images, and the c
 model (ids [32, 35] in [0, 256) -> embedding 64 -> LSTM 128 -> dense 256 at every step, gradients
 clipped to global norm 5), and the word-LM step of benchmarks/seq_steps.hpp (ids [20, 35] in
 [0, 10000) -> embedding 200 -> 2-layer LSTM 200 -> logits tied to the embedding, loss summed over the
-35 steps, clipped to 5, SGD with lr 1; model "word_lm"). Each step is zero_grad, forward,
+35 steps, clipped to 5, SGD with lr 1; model "word_lm"), and the translation step (model
+"translate": 64 words of 10 characters -> 12, embedding 48, LSTM 192 encoder, LSTMCell decoder with
+input feeding and scaled Luong attention, mean cross-entropy, Adam with lr 2e-3). Each step is zero_grad, forward,
 cross-entropy, backward, (clip,) SGD with learning rate 0.01 (1 for the word LM) — the same computation, shapes and layouts as gradus' steps (NCHW, as
 PyTorch users run convolutions).
 
@@ -30,6 +32,7 @@ BATCH, PIXELS, HIDDEN, CLASSES, BATCHES = 128, 784, 500, 10, 4
 SEQ_BATCH, SEQ_STEPS, SEQ_EMBED, SEQ_UNITS, SEQ_VOCAB, CLIP = 32, 35, 64, 128, 256, 5.0
 LR = 0.01
 WORDS, WORD_UNITS, WORD_BATCH, WORD_STEPS = 10000, 200, 20, 35
+SRC_CHARS, DST_CHARS, SRC_LEN, DST_LEN, PAIR_BATCH, CHAR_EMBED, CHAR_UNITS = 32, 40, 10, 12, 64, 48, 192
 
 
 def read_idx(path):
@@ -103,6 +106,50 @@ class WordLm(torch.nn.Module):
         return F.linear(h.reshape(-1, WORD_UNITS), self.embed.weight, self.bias)
 
 
+def pair_batches():
+    """Random source and target words of fixed length, as seq_steps.hpp draws them (another generator)."""
+    rng = np.random.default_rng(13)
+    srcs, tgts = [], []
+    for _ in range(BATCHES):
+        src = rng.integers(3, SRC_CHARS, (PAIR_BATCH, SRC_LEN))
+        out = rng.integers(3, DST_CHARS, (PAIR_BATCH, DST_LEN))
+        dec_in = np.concatenate([np.ones((PAIR_BATCH, 1), np.int64), out[:, :-1]], 1)
+        srcs.append((torch.from_numpy(src), torch.from_numpy(dec_in)))
+        tgts.append(torch.from_numpy(out.reshape(-1)))
+    return srcs, tgts
+
+
+class Translate(torch.nn.Module):
+    """LSTM encoder, LSTMCell decoder fed [embedding; previous attentional vector], scaled Luong attention."""
+
+    def __init__(self):
+        super().__init__()
+        self.src_embed = torch.nn.Embedding(SRC_CHARS, CHAR_EMBED)
+        self.dst_embed = torch.nn.Embedding(DST_CHARS, CHAR_EMBED)
+        self.encoder = torch.nn.LSTM(CHAR_EMBED, CHAR_UNITS, batch_first=True)
+        self.decoder = torch.nn.LSTMCell(CHAR_EMBED + CHAR_UNITS, CHAR_UNITS)
+        self.memory_layer = torch.nn.Linear(CHAR_UNITS, CHAR_UNITS, bias=False)
+        self.g = torch.nn.Parameter(torch.ones(()))
+        self.combine = torch.nn.Linear(2 * CHAR_UNITS, CHAR_UNITS, bias=False)
+        self.out = torch.nn.Linear(CHAR_UNITS, DST_CHARS)
+
+    def forward(self, batch):
+        src, dec_in = batch
+        memory, (h, c) = self.encoder(self.src_embed(src))
+        h, c = h[0], c[0]
+        keys = self.memory_layer(memory)
+        a = torch.zeros(src.shape[0], CHAR_UNITS)
+        emb = self.dst_embed(dec_in)
+        logits = []
+        for t in range(dec_in.shape[1]):
+            h, c = self.decoder(torch.cat([emb[:, t], a], 1), (h, c))
+            w = torch.softmax(torch.bmm(keys, h.unsqueeze(2)).squeeze(2) * self.g, 1)
+            context = torch.bmm(w.unsqueeze(1), memory).squeeze(1)
+            a = torch.tanh(self.combine(torch.cat([context, h], 1)))
+            logits.append(self.out(a))
+        return torch.stack(logits, 1).reshape(-1, DST_CHARS)
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -136,9 +183,9 @@ class CharLstm(torch.nn.Module):
         return self.head(h.reshape(-1, SEQ_UNITS))
 
 
-def make_step(model, clip, lr=LR, loss_scale=1.0):
+def make_step(model, clip, lr=LR, loss_scale=1.0, adam=False):
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.SGD(params, lr=lr)
+    opt = torch.optim.Adam(params, lr=lr) if adam else torch.optim.SGD(params, lr=lr)
 
     def step(x, y):
         opt.zero_grad()
@@ -199,11 +246,14 @@ def main():
     images = image_batches(a.data) if {"mlp", "cnn"} & set(a.models) else None
     sequences = sequence_batches() if "lstm" in a.models else None
     words = word_batches() if "word_lm" in a.models else None
+    pairs = pair_batches() if "translate" in a.models else None
     for threads in dict.fromkeys(a.threads):  # in order, without repeats
         torch.set_num_threads(threads)
         for model in a.models:
             if model == "word_lm":
                 step, (xs, ys) = make_step(WordLm(), True, lr=1.0, loss_scale=float(WORD_STEPS)), words
+            elif model == "translate":
+                step, (xs, ys) = make_step(Translate(), False, lr=2e-3, adam=True), pairs
             else:
                 net, clip, (xs, ys) = {"mlp": (Mlp, False, images), "cnn": (Cnn, False, images),
                                        "lstm": (CharLstm, True, sequences)}[model]
