@@ -28,7 +28,7 @@ inline train::History tiny_training(const std::filesystem::path& run_dir, const 
                                        Tensor<float>::random_normal({6, 2}, data_rng)};
   train::EarlyStopping early({.monitor = "loss", .patience = 5, .restore_best = true});
   train::CheckpointSaver saver({.every_secs = 0, .max_to_keep = 1, .dir = export_dir});
-  const auto mse = [](const Var<float>& pred, const Tensor<float>& y) { return losses::mean_squared_error(y, pred); };
+  const auto mse = [](const Tensor<float>& y, const Var<float>& pred) { return losses::mean_squared_error(y, pred); };
   return train::fit(net, opt, mse, data,
                     {.epochs = 2, .batch_size = 2, .seed = 4, .hooks = {&early, &saver}, .run_dir = run_dir, .rng = &noise});
 }
