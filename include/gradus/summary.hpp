@@ -1,11 +1,14 @@
 // gradus/summary.hpp — umbrella for gd::summary: TensorBoard event files (scalars, histograms,
-// images, labelled images, text) written by a background FileWriter, and a reader for them.
+// images, labelled images, audio, text) written by a background FileWriter, a reader for them, and
+// the embedding projector export (projector.hpp).
 // Not included by gradus/gradus.hpp: it needs libpng and threads (link gradus::io).
 #pragma once
 #include "gradus/image.hpp"
 #include "gradus/summary/crc32c.hpp"
 #include "gradus/summary/event.hpp"
 #include "gradus/summary/histogram.hpp"
+#include "gradus/summary/projector.hpp"
 #include "gradus/summary/protobuf.hpp"
 #include "gradus/summary/tfrecord.hpp"
+#include "gradus/summary/wav.hpp"
 #include "gradus/summary/writer.hpp"

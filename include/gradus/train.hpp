@@ -52,6 +52,7 @@
 #include "gradus/train/hooks.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
+#include "gradus/train/projector_hook.hpp"
 #include "gradus/train/session_run.hpp"
 #include "gradus/train/fit.hpp"
 #include "gradus/train/fit_dataset.hpp"

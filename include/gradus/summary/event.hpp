@@ -4,9 +4,11 @@
 // only the fields written here:
 //   Event            wall_time=1 double, step=2 int64, file_version=3 string, summary=5 Summary
 //   Summary          repeated Value value=1
-//   Value            tag=1, simple_value=2 float, image=4 Image, histo=5 HistogramProto,
+//   Value            tag=1, simple_value=2 float, image=4 Image, histo=5 HistogramProto, audio=6 Audio,
 //                    tensor=8 TensorProto, metadata=9 SummaryMetadata
 //   Image            height=1, width=2, colorspace=3 (1 gray, 3 RGB, 4 RGBA), encoded_image_string=4
+//   Audio            sample_rate=1 float, num_channels=2, length_frames=3, encoded_audio_string=4,
+//                    content_type=5 ("audio/wav")
 //   HistogramProto   min=1 max=2 num=3 sum=4 sum_squares=5 (double), bucket_limit=6, bucket=7 (packed double)
 //   TensorProto      dtype=1 (DT_STRING = 7), tensor_shape=2 {dim=2 {size=1}}, string_val=8
 //   SummaryMetadata  plugin_data=1 {plugin_name=1, content=2}
@@ -44,6 +46,28 @@ inline std::string encode_scalar_value(std::string_view tag, float value) {
   std::string v;
   detail::put_bytes(v, 1, tag);
   detail::put_float(v, 2, value);
+  return v;
+}
+
+/// Encoded audio as stored in an Audio summary.
+struct EncodedAudio {
+  float sample_rate = 0;
+  int64_t num_channels = 0, length_frames = 0;
+  std::string encoded;       // WAV bytes
+  std::string content_type;  // "audio/wav"
+};
+
+/// Summary.Value {tag, audio}.
+inline std::string encode_audio_value(std::string_view tag, const EncodedAudio& audio) {
+  std::string m;
+  detail::put_float(m, 1, audio.sample_rate);
+  detail::put_int(m, 2, audio.num_channels);
+  detail::put_int(m, 3, audio.length_frames);
+  detail::put_bytes(m, 4, audio.encoded);
+  detail::put_bytes(m, 5, audio.content_type);
+  std::string v;
+  detail::put_bytes(v, 1, tag);
+  detail::put_bytes(v, 6, m);
   return v;
 }
 
@@ -127,6 +151,7 @@ struct Value {
   std::optional<float> simple_value;
   std::optional<Histogram> histo;
   std::optional<EncodedImage> image;
+  std::optional<EncodedAudio> audio;
   std::optional<std::string> text;        // string_val[0] of a DT_STRING tensor
   std::vector<int64_t> tensor_shape;      // dims of the tensor, when there is one
 };
@@ -177,6 +202,22 @@ inline EncodedImage decode_image(std::string_view data) {
   return im;
 }
 
+inline EncodedAudio decode_audio(std::string_view data) {
+  EncodedAudio a;
+  ProtoReader r(data, "Audio");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: a.sample_rate = r.float_value(); break;
+      case 2: a.num_channels = r.int_value(); break;
+      case 3: a.length_frames = r.int_value(); break;
+      case 4: a.encoded = std::string(r.bytes_value()); break;
+      case 5: a.content_type = std::string(r.bytes_value()); break;
+      default: r.skip();
+    }
+  }
+  return a;
+}
+
 inline void decode_tensor(std::string_view data, Value& v) {
   int64_t dtype = 0;
   std::optional<std::string> first;
@@ -218,6 +259,7 @@ inline Value decode_value(std::string_view data) {
       case 2: v.simple_value = r.float_value(); break;
       case 4: v.image = decode_image(r.bytes_value()); break;
       case 5: v.histo = decode_histogram(r.bytes_value()); break;
+      case 6: v.audio = decode_audio(r.bytes_value()); break;
       case 8: decode_tensor(r.bytes_value(), v); break;
       case 9: {
         ProtoReader m(r.bytes_value(), "SummaryMetadata");

@@ -25,6 +25,8 @@
 //    neighbour by f = clamp(ceil(96 / min(H, W)), 1, 4) (28x28 -> 112x112, 32x32 -> 96x96),
 //    and its label drawn in white on a black box at the top-left corner, in the 5x7 font
 //    magnified max(1, min(H*f, W*f) / 128) times.
+//  - audio: 16-bit PCM WAV (wav.hpp), tags "<tag>/audio/<i>" ("<tag>/audio" if max_outputs == 1)
+//    as for images.
 //  - text: the text plugin's DT_STRING scalar tensor, metadata plugin_name "text".
 #pragma once
 #include <unistd.h>
@@ -54,6 +56,7 @@
 #include "gradus/summary/event.hpp"
 #include "gradus/summary/histogram.hpp"
 #include "gradus/summary/tfrecord.hpp"
+#include "gradus/summary/wav.hpp"
 
 namespace gradus::summary {
 
@@ -177,6 +180,33 @@ class FileWriter {
       values.push_back(image_value(tag, i, max_outputs, im));
     }
     if (!values.empty()) queue_values(step, values, "labelled_images");
+  }
+
+  /// The first min(N, max_outputs) clips of `audio` ([N, frames] or [N, frames, channels], values in
+  /// [-1, 1], clamped) at `sample_rate` Hz as WAVs tagged "<tag>/audio/<i>" ("<tag>/audio" if
+  /// max_outputs == 1), in one event (tf.summary.audio); nothing is written for an empty batch.
+  ///   w.audio("voice", clips /*[2, 16000]*/, 16000, step);
+  /// shape_error for another rank, value_error for NaN/inf samples or sample_rate <= 0.
+  void audio(std::string_view tag, const Tensor<float>& audio, double sample_rate, int64_t step, int max_outputs = 3) {
+    check_tag(tag, "audio");
+    const Shape& s = audio.shape();
+    GRADUS_CHECK(shape_error, s.rank() == 2 || s.rank() == 3,
+                 "FileWriter::audio: expected audio [N, frames] or [N, frames, channels], got shape ", s);
+    GRADUS_CHECK(value_error, std::isfinite(sample_rate) && sample_rate > 0,
+                 "FileWriter::audio: sample_rate must be > 0 and finite, got ", sample_rate);
+    GRADUS_CHECK(value_error, max_outputs >= 1, "FileWriter::audio: max_outputs must be >= 1, got ", max_outputs);
+    const int64_t frames = s[1], channels = s.rank() == 3 ? s[2] : 1;
+    const int64_t count = std::min<int64_t>(s[0], max_outputs);
+    std::vector<std::string> values;
+    for (int64_t i = 0; i < count; ++i) {
+      const Tensor<float> clip =
+          Tensor<float>::wrap(const_cast<float*>(audio.data()) + i * frames * channels, {frames, channels});
+      const std::string name =
+          max_outputs > 1 ? gradus::detail::str(tag, "/audio/", i) : gradus::detail::str(tag, "/audio");
+      values.push_back(encode_audio_value(
+          name, {float(sample_rate), channels, frames, encode_wav(clip, sample_rate), "audio/wav"}));
+    }
+    if (!values.empty()) queue_values(step, values, "audio");
   }
 
   /// `text` (UTF-8, shown as Markdown by TensorBoard's text plugin) at `step`.
