@@ -66,15 +66,19 @@ struct TorchWordLm {
   }
 };
 
+// Empty when LibTorch's loss lt agrees with gradus' lg at step i (relative 1e-3), else why not.
+std::string loss_mismatch(float lg, float lt, size_t i) {
+  if (std::abs(lg - lt) <= 1e-3f * std::max(1.f, std::abs(lg))) return {};
+  return "loss " + std::to_string(lt) + " differs from gradus' " + std::to_string(lg) + " at step " + std::to_string(i);
+}
+
 std::string check_against_gradus() try {
   const Windows& w = windows();
   GradusWordLm g;
   TorchWordLm t(g);
   for (size_t i = 0; i < 2; ++i) {
     const float lg = g.step(w.x[i], w.y[i]), lt = t.step(to_torch(w.x[i]), to_torch(w.y[i]));
-    if (!(std::abs(lg - lt) <= 1e-3f * std::max(1.f, std::abs(lg))))
-      return "loss " + std::to_string(lt) + " differs from gradus' " + std::to_string(lg) + " at step " +
-             std::to_string(i);
+    if (std::string err = loss_mismatch(lg, lt, i); !err.empty()) return err;
   }
   return {};
 } catch (const std::exception& ex) {
@@ -169,9 +173,7 @@ std::string check_translate() try {
   for (size_t i = 0; i < 2; ++i) {
     const float lg = g.step(p.src[i], p.dec_in[i], p.dec_out[i]);
     const float lt = t.step(to_torch(p.src[i]), to_torch(p.dec_in[i]), to_torch(p.dec_out[i]));
-    if (!(std::abs(lg - lt) <= 1e-3f * std::max(1.f, std::abs(lg))))
-      return "loss " + std::to_string(lt) + " differs from gradus' " + std::to_string(lg) + " at step " +
-             std::to_string(i);
+    if (std::string err = loss_mismatch(lg, lt, i); !err.empty()) return err;
   }
   return {};
 } catch (const std::exception& ex) {
