@@ -36,6 +36,25 @@ inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
   return order;
 }
 
+/// Runs one node's backward inside a profiler event that describes the node.
+inline void profiled_backward(NodeBase* n) {
+  OpScope prof(OpPhase::backward);
+  if (prof) {
+    OpDescription d;
+    d.op = n->name();
+    d.dtype = n->dtype_name();
+    d.element_bytes = n->element_bytes();
+    d.output = n->value_shape();
+    d.node = n->seq;
+    std::vector<NodeBase*> in;
+    n->inputs(in);
+    for (const NodeBase* x : in)  // the operands that receive a gradient
+      if (x->requires_grad) d.add_input(x->value_shape(), x->seq);
+    prof.observer()->describe(d);
+  }
+  n->backward();
+}
+
 template <class T>
 std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, const char* op, bool accumulate) {
   GRADUS_CHECK(value_error, y.defined(), op, ": the output is an undefined Var");
@@ -61,7 +80,12 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   const bool prev_mode = std::exchange(st.grad_enabled, false);
   try {
     for (NodeBase* n : order)
-      if (n->has_adjoint()) n->backward();
+      if (n->has_adjoint()) {
+        if (op_observer() && !n->is_leaf) [[unlikely]]  // a leaf's backward does nothing
+          profiled_backward(n);
+        else
+          n->backward();
+      }
   } catch (...) {
     st.in_backward = false;
     st.grad_enabled = prev_mode;

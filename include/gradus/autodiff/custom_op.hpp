@@ -39,6 +39,7 @@ class CustomOp {
  private:
   template <class T, class... Xs>
   auto call(const Xs&... xs) const {
+    gradus::detail::OpScope prof;
     constexpr size_t N = sizeof...(Xs);
     static_assert(std::is_invocable_v<const Forward&, decltype(detail::value_of(xs))...>,
                   "THE_FORWARD_MUST_TAKE_ONE_TENSOR_PER_INPUT: custom_op — forward(const Tensor<T>&...)");

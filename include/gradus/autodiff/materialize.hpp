@@ -15,6 +15,59 @@ namespace gradus {
 
 // ------------------------------------------------------------------ evaluation, no recording
 
+namespace detail {
+template <class T>
+uint64_t node_seq(const Tensor<T>&) {
+  return 0;
+}
+template <class T>
+uint64_t node_seq(const Var<T>& v) {
+  return v.node() ? v.node()->seq : 0;
+}
+template <class T>
+const Tensor<T>& value_of(const Tensor<T>& t) {
+  return t;
+}
+template <class T>
+const Tensor<T>& value_of(const Var<T>& v) {
+  return v.value();
+}
+
+/// Tells the profiler about an elementwise expression evaluated into a new value (`node`: the
+/// tape node made of it, 0 for none), or about op `op` over it with result shape `*output` (a
+/// reduction fused with the expression): its operands are the tensors and Vars at its leaves.
+template <class E>
+void describe_expression(OpObserver* obs, const E& e, uint64_t node, const char* op = "elementwise",
+                         const Shape* output = nullptr) {
+  using T = value_type_t<E>;
+  OpDescription d;
+  d.op = op;
+  d.dtype = dtype_name_of<T>();
+  d.element_bytes = int(sizeof(T));
+  d.output = output ? *output : e.shape();
+  d.node = node;
+  d.expr_ops = count_ops<std::remove_cvref_t<E>>();
+  for_each_leaf(e, [&](const auto& leaf, bool) {
+    using L = std::remove_cvref_t<decltype(leaf)>;
+    if constexpr (is_var_v<L> || std::same_as<L, Tensor<value_type_t<L>>>) d.add_input(value_of(leaf).shape(), node_seq(leaf));
+  });
+  obs->describe(d);
+}
+
+/// Tells the profiler about a kernel op's result and operands.
+template <class T, class R, class... In>
+void describe_op(OpObserver* obs, const char* op, const R& result, const In&... in) {
+  OpDescription d;
+  d.op = op;
+  d.dtype = dtype_name_of<T>();
+  d.element_bytes = int(sizeof(T));
+  d.output = value_of(result).shape();
+  d.node = node_seq(result);
+  (d.add_input(value_of(in).shape(), node_seq(in)), ...);
+  obs->describe(d);
+}
+}  // namespace detail
+
 /// Evaluates expression `e` into `t`: into new storage, or with `assign` into t's own storage
 /// (the shapes must match). The hook Tensor's converting constructor and `assign` reach by
 /// argument-dependent lookup (core/ names no function of a higher layer).
@@ -28,7 +81,10 @@ void evaluate_expression(Tensor<T>& t, const E& e, bool assign) {
       return;
     }
   }
+  detail::OpScope prof;
   const Device dev = backend::device_of(e);
+  if (prof) [[unlikely]]
+    detail::describe_expression(prof.observer(), e, 0);
   if (assign) {
     GRADUS_CHECK(shape_error, e.shape() == t.shape(), "assign: expression shape ", e.shape(),
                  " differs from tensor shape ", t.shape());
@@ -57,14 +113,6 @@ Tensor<value_type_t<E>> eval(const E& e) {
 
 namespace detail {
 
-template <class T>
-const Tensor<T>& value_of(const Tensor<T>& t) {
-  return t;
-}
-template <class T>
-const Tensor<T>& value_of(const Var<T>& v) {
-  return v.value();
-}
 template <class T>
 bool needs_grad(const Tensor<T>&) {
   return false;
@@ -149,16 +197,17 @@ template <class E>
 Var<T>::Var(const E& e) {
   static_assert(std::same_as<value_type_t<E>, T>,
                 "YOU_ASSIGNED_AN_EXPRESSION_TO_A_VAR_OF_ANOTHER_ELEMENT_TYPE: Var — use gd::cast<T>(e)");
-  Tensor<T> v(e);
+  detail::OpScope prof;
+  Tensor<T> v = Tensor<T>::empty(e.shape(), backend::device_of(e));
+  backend::evaluate_into(e, v.device_data(), v.shape(), v.device());
+  node_ = nullptr;
   if constexpr (is_differentiable_v<E>) {
-    if (grad_enabled() && detail::any_requires_grad(e)) {
-      node_ = detail::make_node<detail::ExprNode<E>>(std::move(v), e);
-      detail::retain(node_);
-      return;
-    }
+    if (grad_enabled() && detail::any_requires_grad(e)) node_ = detail::make_node<detail::ExprNode<E>>(std::move(v), e);
   }
-  node_ = detail::make_node<detail::LeafNode<T>>(std::move(v), false);
+  if (!node_) node_ = detail::make_node<detail::LeafNode<T>>(std::move(v), false);
   detail::retain(node_);
+  if (prof) [[unlikely]]
+    detail::describe_expression(prof.observer(), e, node_->seq);
 }
 
 /// An expression materialised for a kernel: itself for a Tensor or Var, else a new Var when it
@@ -193,10 +242,15 @@ Var<value_type_t<E>> to_var(const E& x) {
 template <class T, class F, class... In>
 auto make_result(const char* op, Tensor<T> out, F backward, const In&... in) {
   if constexpr ((is_var_v<In> || ...)) {
-    if (grad_enabled() && (detail::needs_grad(in) || ...))
-      return Var<T>::from_node(detail::make_node<detail::KernelNode<T, F, In...>>(op, std::move(out), std::move(backward), in...));
-    return Var<T>::constant(std::move(out));
+    Var<T> r = grad_enabled() && (detail::needs_grad(in) || ...)
+                   ? Var<T>::from_node(detail::make_node<detail::KernelNode<T, F, In...>>(op, std::move(out), std::move(backward), in...))
+                   : Var<T>::constant(std::move(out));
+    if (auto* obs = detail::op_observer()) [[unlikely]]
+      detail::describe_op<T>(obs, op, r, in...);
+    return r;
   } else {
+    if (auto* obs = detail::op_observer()) [[unlikely]]
+      detail::describe_op<T>(obs, op, out, in...);
     return out;
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gradus/core/eigen.hpp"
+#include "gradus/core/op_events.hpp"
 
 #include "gradus/backend/backend.hpp"
 #include "gradus/core/tensor.hpp"
@@ -107,6 +108,10 @@ struct NodeBase {
   /// Leaves: adds the adjoint of this pass into `grad()`.
   virtual void accumulate_grad() {}
   virtual const char* name() const { return "op"; }
+  /// For the profiler: the value's shape, element type name and size.
+  virtual const Shape& value_shape() const = 0;
+  virtual const char* dtype_name() const = 0;
+  virtual int element_bytes() const = 0;
 };
 
 inline void retain(NodeBase* n) {
@@ -157,6 +162,9 @@ struct Node : NodeBase {
   Tensor<T> grad;
 
   explicit Node(Tensor<T> v) : value(std::move(v)) {}
+  const Shape& value_shape() const override { return value.shape(); }
+  const char* dtype_name() const override { return dtype_name_of<T>(); }
+  int element_bytes() const override { return int(sizeof(T)); }
   bool has_adjoint() const override { return adj.defined(); }
   void clear_adjoint() override { adj = Tensor<T>(); }
   void begin_accumulate() override {

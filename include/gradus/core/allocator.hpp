@@ -6,6 +6,7 @@
 // Each block carries its own header (reference count, capacity) in its first 64 bytes, so a
 // tensor handle needs no separate control block.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "gradus/core/device.hpp"
@@ -27,6 +29,7 @@ struct MemoryStats {
   int64_t cache_hits = 0;          ///< requests served from the cache
   int64_t bytes_in_use = 0;        ///< held by live tensors
   int64_t bytes_cached = 0;        ///< free, waiting for reuse
+  int64_t peak_bytes_in_use = 0;   ///< the most bytes_in_use has been since the start or reset_peak()
 };
 
 namespace detail {
@@ -67,11 +70,13 @@ class CachingAllocator {
         stats_.cache_hits++;
         stats_.bytes_cached -= int64_t(cap);
         stats_.bytes_in_use += int64_t(cap);
+        stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
         b->refs.store(1, std::memory_order_relaxed);
         return b;
       }
       stats_.system_allocations++;
       stats_.bytes_in_use += int64_t(cap);
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
     }
     void* raw = ::operator new(cap + kAlign, std::align_val_t(kAlign));
     Block* b = new (raw) Block;
@@ -110,6 +115,12 @@ class CachingAllocator {
   MemoryStats stats() {
     std::lock_guard lock(mu_);
     return stats_;
+  }
+
+  /// Restarts the high-water mark at the bytes in use now; returns the mark it had.
+  int64_t reset_peak() {
+    std::lock_guard lock(mu_);
+    return std::exchange(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   }
 
   /// Returns every cached block to the system.

@@ -164,6 +164,21 @@ constexpr int count_leaves() {
   }
 }
 
+/// The operations (unary, binary and `where` nodes) in expression type `E`: what the profiler
+/// counts as floating-point operations per element of its result.
+template <class E>
+constexpr int count_ops() {
+  using C = node_children<E>;
+  if constexpr (C::arity == 0) {
+    return 0;
+  } else {
+    using Kids = decltype(C::get(std::declval<const E&>()));
+    return []<size_t... I>(std::index_sequence<I...>) {
+      return 1 + (count_ops<std::remove_cvref_t<std::tuple_element_t<I, Kids>>>() + ... + 0);
+    }(std::make_index_sequence<size_t(C::arity)>{});
+  }
+}
+
 namespace detail {
 
 /// How an operand is stored inside an expression: handles and nodes by value.

@@ -34,6 +34,7 @@ ImageGeom geom_of(const X& x, const char* who) {
 /// gradient is the same map with the transposed taps.
 template <class X>
 auto separable_op(const X& x, std::shared_ptr<const Taps> th, std::shared_ptr<const Taps> tw, const char* op) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<X>;
   const Tensor<T>& xv = gradus::detail::value_of(x);
   const ImageGeom g = geom(xv.shape(), op);
@@ -60,6 +61,7 @@ inline std::shared_ptr<const Taps> shift_taps(int64_t in, int64_t out, int64_t o
 /// `x` with each image whose flag is set reversed along H (`vertical`) or W.
 template <class X>
 auto flip_op(const X& x, std::vector<uint8_t> flags, bool vertical, const char* op) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<X>;
   const Tensor<T>& xv = gradus::detail::value_of(x);
   const ImageGeom g = geom(xv.shape(), op);
@@ -183,6 +185,7 @@ auto random_flip_up_down(const E& image, Rng& rng) {
 /// `image` with H and W swapped: [.., H, W, C] -> [.., W, H, C] (tf.image.transpose).
 template <Expression E>
 auto transpose(const E& image) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   auto x = materialize(image);
   const auto g = detail::geom_of(x, "transpose");

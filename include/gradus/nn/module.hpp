@@ -365,12 +365,14 @@ class Module<T, void> {
 
 /// Module<T> that is also callable: `m(args...)` is `m.forward(args...)`, with Derived the
 /// class being defined (`struct Block : gd::nn::Module<float, Block>`). Every layer of gd::nn
-/// derives from it. Everything else — registration, parameters(), ModuleType — is Module<T>'s.
+/// derives from it. A call through `m(...)` marks `m` as running for gd::profile, which files the
+/// ops it runs under its module path; calling `m.forward(...)` directly files them under the caller. Everything else — registration, parameters(), ModuleType — is Module<T>'s.
 template <Real T, class Derived>
 class Module : public Module<T, void> {
  public:
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
+    const gradus::detail::ModuleScope scope(static_cast<const Module<T, void>*>(this), typeid(Derived));  // for the profiler
     return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
   }
 

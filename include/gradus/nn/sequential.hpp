@@ -114,10 +114,18 @@ class Sequential : public Module<typename detail::sequential_value<Layers...>::t
   }
   template <size_t I, class X>
   auto chain(const X& x) {
-    if constexpr (I == sizeof...(Layers))
+    using L = std::tuple_element_t<I < sizeof...(Layers) ? I : 0, std::tuple<Layers...>>;
+    if constexpr (I == sizeof...(Layers)) {
       return x;
-    else
+    } else if constexpr (ModuleType<L>) {
+      auto y = [&] {  // the layer runs under its own module path (see gd::profile)
+        const gradus::detail::ModuleScope scope(static_cast<const Module<value_type, void>*>(&std::get<I>(layers_)), typeid(L));
+        return std::get<I>(layers_).forward(x);
+      }();
+      return chain<I + 1>(y);
+    } else {
       return chain<I + 1>(std::get<I>(layers_).forward(x));
+    }
   }
 
   std::tuple<Layers...> layers_;

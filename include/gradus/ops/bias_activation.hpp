@@ -126,6 +126,7 @@ Var<T> bias_activation_on_device(const Var<T>& h, const Var<T>& b, const Activat
 template <Real T>
 Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
   if (a.kind == ActivationKind::softmax) return gradus::softmax(bias_activation(h, b, Activation{}), -1);
+  gradus::detail::OpScope prof;
   const int64_t n = b.size();
   GRADUS_CHECK(shape_error, b.rank() == 1 && h.rank() >= 1 && h.shape().back() == n, "bias_activation: bias ",
                b.shape(), " does not match the last axis of ", h.shape());

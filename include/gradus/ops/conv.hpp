@@ -70,6 +70,7 @@ inline ConvPlan plan_conv2d(const Shape& x, const Shape& w, const Conv2dArgs& o)
 
 template <class XE, class WE, class... BE>
 auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, const BE&... b_expr) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<XE>;
   auto x = materialize(x_expr);
   auto w = materialize(w_expr);
@@ -114,6 +115,7 @@ auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, con
 /// neither direction makes an extra pass over the output. Operands on the CPU only.
 template <class XE, class WE, class BE>
 auto conv2d_bias_relu(const XE& x_expr, const WE& w_expr, const BE& b_expr, const Conv2dArgs& opts) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<XE>;
   auto x = materialize(x_expr);
   auto w = materialize(w_expr);

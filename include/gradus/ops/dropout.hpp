@@ -15,6 +15,7 @@ namespace gradus {
 ///   gd::Var<float> h = gd::dropout(gd::relu(z), 0.5, rng, model.training());
 template <Expression E>
 auto dropout(const E& x_expr, double rate, Rng& rng, bool training = true) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: dropout");
   GRADUS_CHECK(value_error, rate >= 0 && rate < 1, "dropout: rate must be in [0, 1), got ", rate);

@@ -62,6 +62,7 @@ struct MatmulOptions {
 ///   gd::matmul(x, g, {.transpose_a = true})   // xᵀ·g: [N,784]ᵀ x [N,10] -> [784,10]
 template <Expression A, Expression B>
 auto matmul(const A& a_expr, const B& b_expr, const MatmulOptions& options = {}) {
+  gradus::detail::OpScope prof;
   static_assert(detail::same_element_v<A, B>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: matmul — cast one operand first (gd::cast<T>(x))");
   using T = value_type_t<A>;
   static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: matmul");
@@ -75,6 +76,7 @@ auto matmul(const A& a_expr, const B& b_expr, const MatmulOptions& options = {})
                "; move them to one device with .to(device)");
   Tensor<T> out = Tensor<T>::empty(p.out, dev);
   const int64_t bn = p.batch.numel();
+  prof.flops(2.0 * double(bn) * double(p.m) * double(p.k) * double(p.n));
   // every batch entry of a (rows not transposed) against one matrix b: one [batch*m, k] GEMM
   const bool flat = p.b_batch.numel() == 1 && p.a_batch.rank() == p.batch.rank() && !p.ta;
   if (flat) {

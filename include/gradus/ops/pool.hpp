@@ -40,6 +40,7 @@ inline PoolPlan plan_pool2d(const Shape& x, const Pool2dOptions& o, const char* 
 
 template <class E>
 auto pool2d_impl(const E& e, const Pool2dOptions& opts, bool max) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   const char* op = max ? "max_pool2d" : "avg_pool2d";
   auto x = materialize(e);

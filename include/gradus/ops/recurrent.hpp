@@ -49,6 +49,7 @@ inline backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape&
 template <Real T>
 LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_kernel, const Var<T>& h0,
                                      const Var<T>& c0) {
+    gradus::detail::OpScope prof;
   const backend::LstmPlan p = detail::plan_lstm(xp.shape(), recurrent_kernel.shape(), h0.shape(), c0.shape());
   const Device dev = xp.value().device();
   for (const Var<T>* v : {&recurrent_kernel, &h0, &c0})

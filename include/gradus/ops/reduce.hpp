@@ -89,10 +89,9 @@ struct SumNode final : Node<value_type_t<E>> {
 };
 
 template <class E>
-auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bool mean) {
+auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   using T = value_type_t<E>;
   const char* op = mean ? "mean" : "sum";
-  const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, op);
   const T scale = mean ? T(1) / T(p.count) : T(1);
   const Device dev = backend::device_of(e);
   if constexpr (is_differentiable_v<E>) {
@@ -132,6 +131,18 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   }
 }
 
+template <class E>
+auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bool mean) {
+  OpScope prof;
+  const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, mean ? "mean" : "sum");
+  auto r = sum_run(e, p, mean);
+  if (prof) [[unlikely]] {  // one pass over the fused expression, one add per element
+    prof.flops(double(e.shape().numel()) * (1 + count_ops<std::remove_cvref_t<E>>()));
+    describe_expression(prof.observer(), e, node_seq(r), mean ? "mean" : "sum", &p.out);
+  }
+  return r;
+}
+
 using backend::AxisView;
 
 inline ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op) {
@@ -141,6 +152,7 @@ inline ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdi
 /// max/min along one axis; the gradient is shared equally among tied extrema (as TensorFlow).
 template <class E>
 auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_max) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   const char* op = is_max ? "max" : "min";
   auto x = materialize(e);
@@ -239,6 +251,7 @@ namespace detail {
 /// prod along one axis; the gradient uses products of the other elements (exact with zeros).
 template <class E>
 auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   auto x = materialize(e);
   const Tensor<T>& xv = value_of(x);
@@ -262,6 +275,7 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
 /// log(sum(exp(x))) along one axis, computed as m + log(sum(exp(x - m))): finite for any x.
 template <class E>
 auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   auto x = materialize(e);
   const Tensor<T>& xv = value_of(x);

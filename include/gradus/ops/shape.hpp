@@ -64,7 +64,28 @@ concept TensorOrVar = std::same_as<X, Tensor<value_type_t<X>>> || is_var_v<X>;
 
 /// concat and stack: `axis` splits each input's shape into outer (before) and inner (from) parts.
 template <class X>
+auto join_run(const char* op, const std::vector<X>& xs, int axis, Shape out_shape);
+
+template <class X>
 auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
+  using T = value_type_t<X>;
+  OpScope prof;
+  auto r = join_run(op, xs, axis, std::move(out_shape));
+  if (prof) [[unlikely]] {
+    OpDescription d;
+    d.op = op;
+    d.dtype = dtype_name_of<T>();
+    d.element_bytes = int(sizeof(T));
+    d.output = value_of(r).shape();
+    d.node = node_seq(r);
+    for (const X& x : xs) d.add_input(value_of(x).shape(), node_seq(x));
+    prof.observer()->describe(d);
+  }
+  return r;
+}
+
+template <class X>
+auto join_run(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
   using T = value_type_t<X>;
   const int64_t outer = dims_product(value_of(xs[0]).shape(), 0, axis);
   std::vector<const T*> parts;
@@ -118,6 +139,7 @@ struct CastNode final : Node<U> {
 ///   gd::reshape(x, {2, -1});   // [2,3,4] -> [2,12]
 template <Expression E>
 auto reshape(const E& e, const IntList& dims) {
+  gradus::detail::OpScope prof;
   auto x = materialize(e);
   return make_result("reshape", detail::value_of(x).reshape(std::span<const int64_t>(dims)),
                      [](const auto& g, const auto&, const auto& x) { detail::add_grad(x, g.reshape(x.shape())); }, x);
@@ -171,6 +193,7 @@ auto squeeze(const E& e, int64_t axis) {
 ///   gd::transpose(x);  gd::transpose(x, {0, 2, 1});
 template <Expression E>
 auto transpose(const E& e, const IntList& perm = {}) {
+  gradus::detail::OpScope prof;
   auto x = materialize(e);
   const Shape& s = detail::value_of(x).shape();
   const int r = s.rank();
@@ -249,6 +272,7 @@ auto stack(std::initializer_list<X> xs, int64_t axis = 0) {
 ///   gd::slice(x, {0, 1}, {2, -1});   // [2,3] -> [2,2]
 template <Expression E>
 auto slice(const E& e, const IntList& begin, const IntList& size) {
+  gradus::detail::OpScope prof;
   auto x = materialize(e);
   const auto& xv = detail::value_of(x);
   const Shape& s = xv.shape();
@@ -279,6 +303,7 @@ auto slice(const E& e, const IntList& begin, const IntList& size) {
 ///   gd::pad(x, {{1, 1}, {0, 2}});   // [2,3] -> [4,5]
 template <Expression E>
 auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
+  gradus::detail::OpScope prof;
   auto x = materialize(e);
   const auto& xv = detail::value_of(x);
   const Shape& s = xv.shape();
@@ -314,6 +339,7 @@ auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
 ///   gd::gather(embeddings, ids);   // [V,D] gathered by [B,T] -> [B,T,D]
 template <Expression E>
 auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
+  gradus::detail::OpScope prof;
   auto x = materialize(e);
   const auto& xv = detail::value_of(x);
   const Shape& s = xv.shape();
@@ -368,16 +394,22 @@ auto cast(const E& e) {
   if constexpr (std::same_as<T, U>) {
     return x;
   } else {
+    detail::OpScope prof;
     const Tensor<T>& xv = detail::value_of(x);
     Tensor<U> out(xv.shape());
     backend::cast(xv.data(), xv.size(), out.data(), false);
-    if constexpr (is_var_v<decltype(x)> && Real<U>) {
-      if (grad_enabled() && x.requires_grad())
-        return Var<U>::from_node(detail::make_node<detail::CastNode<U, T>>(std::move(out), x));
-      return Var<U>::constant(std::move(out));
-    } else {
-      return out;
-    }
+    auto r = [&] {
+      if constexpr (is_var_v<decltype(x)> && Real<U>) {
+        if (grad_enabled() && x.requires_grad())
+          return Var<U>::from_node(detail::make_node<detail::CastNode<U, T>>(std::move(out), x));
+        return Var<U>::constant(std::move(out));
+      } else {
+        return std::move(out);
+      }
+    }();
+    if (prof) [[unlikely]]
+      detail::describe_op<U>(prof.observer(), "cast", r, x);
+    return r;
   }
 }
 

@@ -8,6 +8,7 @@ namespace detail {
 
 template <class E>
 auto softmax_impl(const E& e, int64_t axis, bool log) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   const char* op = log ? "log_softmax" : "softmax";
   auto x = materialize(e);
@@ -30,6 +31,7 @@ auto softmax_impl(const E& e, int64_t axis, bool log) {
 /// it (gd::losses::sparse_softmax_cross_entropy_with_logits).
 template <class E>
 auto sparse_softmax_xent(const Tensor<int64_t>& labels, const E& e) {
+  gradus::detail::OpScope prof;
   using T = value_type_t<E>;
   auto x = materialize(e);
   const Tensor<T>& z = value_of(x);
