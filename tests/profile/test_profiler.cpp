@@ -126,6 +126,37 @@ TEST_CASE("profiler: FLOPs of each op kind match hand counts", "[profile]") {
     CHECK(f[0].flops == 2 * out * 3 * 3 * 3);
     CHECK(f[1].flops == 2 * out * 3 * 3 * 3 + out);
   }
+  SECTION("pooling n(x), dropout n(out), bias_activation 2·n(out) and backward 3·n(out)") {
+    gd::Tensor<float> img = ramp({2, 6, 6, 3});
+    gd::Rng rng(5);
+    gd::Var<float> bias(ramp({4}));
+    const auto ev = profile_run([&] {
+      (void)gd::max_pool2d(img, {});
+      (void)gd::avg_pool2d(img, {});
+      (void)gd::dropout(c, 0.5, rng);
+      gd::backward(gd::sum(gd::detail::bias_activation(c, bias, gd::Activation{gd::ActivationKind::relu})));
+    });
+    CHECK(named(ev, "max_pool2d").at(0).flops == 216.0);
+    CHECK(named(ev, "avg_pool2d").at(0).flops == 216.0);
+    CHECK(named(ev, "dropout").at(0).flops == 24.0);
+    CHECK(named(ev, "bias_activation").at(0).flops == 2.0 * 24);
+    CHECK(named(ev, "bias_activation", EventKind::backward).at(0).flops == 3.0 * 24);
+  }
+  SECTION("sparse softmax cross-entropy 5·n(logits); lstm_sequence T·(2·N·u·4u + 10·N·u)") {
+    gd::Tensor<int64_t> labels({6});
+    for (int64_t i = 0; i < 6; ++i) labels.data()[i] = i % 4;
+    const int64_t n = 2, t = 3, u = 5;
+    gd::Var<float> xp(ramp({n, t, 4 * u})), r(ramp({u, 4 * u})), h0(ramp({n, u})), c0(ramp({n, u}));
+    const auto ev = profile_run([&] {
+      (void)gd::losses::sparse_softmax_cross_entropy_with_logits(labels, c);
+      (void)gd::lstm_sequence(xp, r, h0, c0);
+    });
+    CHECK(named(ev, "sparse_softmax_cross_entropy_with_logits").at(0).flops == 5.0 * 24);
+    const auto lstm = named(ev, "lstm_sequence");
+    REQUIRE(!lstm.empty());
+    CHECK(lstm[0].flops == double(t) * (2.0 * n * u * 4 * u + 10.0 * n * u));
+    CHECK(lstm[0].output_shape == gd::Shape{n, t, u});
+  }
   SECTION("data movement counts no FLOPs") {
     const auto ev = profile_run([&] {
       (void)gd::transpose(c);
