@@ -3,11 +3,16 @@
 // events and the rules of profile/graph.hpp.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "gradus/profile/graph.hpp"
+#include "gradus/summary/writer.hpp"
 
 namespace gd = gradus;
 namespace gp = gradus::profile;
@@ -303,4 +308,68 @@ TEST_CASE("step_stats: one NodeExecStats per graph node run, times in µs since 
   const sm::GraphDef g = gp::graph_def(mlp_events(), mlp_parameters());
   for (const auto& n : st) CHECK_NOTHROW(node_named(g, n.node_name));
   CHECK(gp::step_stats({}).dev_stats.empty());
+}
+
+TEST_CASE("the MLP's graph and step stats in an event file, decoded by protoc", "[profile][graph]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = "graph_tmp/mlp";
+  fs::remove_all(dir);
+  fs::path path;
+  {
+    sm::FileWriter w(dir);
+    w.graph(gp::graph_def(mlp_events(), mlp_parameters()));
+    w.run_metadata("step_1", 1, gp::step_stats(mlp_events()));
+    path = w.path();
+  }
+  const auto ev = sm::read_events(path);
+  REQUIRE(ev.size() == 3);
+  REQUIRE(ev[1].graph_def);
+  REQUIRE(ev[2].run_metadata);
+  CHECK(ev[2].run_metadata_tag == "step_1");
+  if (std::system("protoc --version > /dev/null 2>&1") != 0) {
+    WARN("protoc not found: skipping the protoc checks");
+    return;
+  }
+  // protoc --decode=<type> with TensorFlow's field numbers, whitespace runs collapsed.
+  auto decode = [](const std::string& bytes, const std::string& type) {
+    {
+      std::ofstream f("graph_tmp/mlp.bin", std::ios::binary | std::ios::trunc);
+      f.write(bytes.data(), std::streamsize(bytes.size()));
+    }
+    const std::string cmd = "protoc --decode=" + type + " -I " GRADUS_TEST_DATA_DIR " " GRADUS_TEST_DATA_DIR
+                            "/graph_def.proto < graph_tmp/mlp.bin 2>&1";
+    std::string out, flat;
+    if (std::FILE* p = popen(cmd.c_str(), "r")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+      pclose(p);
+    }
+    for (char c : out) {
+      if (c != ' ' && c != '\n') flat.push_back(c);
+      else if (!flat.empty() && flat.back() != ' ') flat.push_back(' ');
+    }
+    return flat;
+  };
+  const std::string graph = decode(*ev[1].graph_def, "tensorflow.GraphDef");
+  INFO("GraphDef:\n" << graph);
+  // (protoc prints map entries sorted by key)
+  CHECK(graph.find(R"~(node { name: "dense1/kernel" op: "VariableV2" attr { key: "_output_shapes" )~") !=
+        std::string::npos);
+  CHECK(graph.find(R"~(attr { key: "dtype" value { type: DT_FLOAT } } )~"
+                   R"~(attr { key: "shape" value { shape { dim { size: 3 } dim { size: 5 } } } } })~") !=
+        std::string::npos);
+  CHECK(graph.find(R"~(node { name: "dense1/matmul_0" op: "matmul" input: "input_0" input: "dense1/kernel" )~"
+                   R"~(attr { key: "T" value { type: DT_FLOAT } } attr { key: "_output_shapes" value { list { )~"
+                   R"~(shape { dim { size: 4 } dim { size: 5 } } } } } })~") != std::string::npos);
+  CHECK(graph.find(R"~(name: "gradients/dense1/matmul_0" op: "matmul_grad" input: "dense1/matmul_0" )~"
+                   R"~(input: "gradients/dense1/elementwise_0")~") != std::string::npos);
+  const std::string stats = decode(*ev[2].run_metadata, "tensorflow.RunMetadata");
+  INFO("RunMetadata:\n" << stats);
+  CHECK(stats.find(R"~(step_stats { dev_stats { device: "/job:localhost/replica:0/task:0/device:CPU:0" node_stats { )~"
+                   R"~(node_name: "dense1/matmul_0" all_start_micros: 1 op_end_rel_micros: 2 all_end_rel_micros: 2 )~"
+                   R"~(memory { allocator_name: "cpu" total_bytes: 80 peak_bytes: 80 live_bytes: 80 } )~"
+                   R"~(timeline_label: "matmul([4,3], [3,5])" })~") != std::string::npos);
+  CHECK(stats.find(R"~(node_name: "gradients/dense1/matmul_0" all_start_micros: 11 op_end_rel_micros: 1 )~"
+                   R"~(all_end_rel_micros: 1 timeline_label: "matmul()" thread_id: 1 })~") != std::string::npos);
 }

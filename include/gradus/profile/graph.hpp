@@ -134,6 +134,7 @@ inline NamedGraph build_graph(const std::vector<Event>& events, const std::vecto
   std::vector<int64_t> grad_of(n, -1);      // backward event -> the forward event of its node
   std::vector<size_t> forward_order;        // graph forward events, in order
   std::vector<size_t> grad_order;           // forward events with a gradient node, by first backward
+  std::vector<bool> has_grad(n, false);     // forward event -> in grad_order
   std::vector<uint64_t> leaf_order;         // leaves read, by first read
   std::unordered_map<uint64_t, size_t> producer;   // tape node -> latest forward event creating it
   std::set<uint64_t> leaves_seen;
@@ -174,8 +175,8 @@ inline NamedGraph build_graph(const std::vector<Event>& events, const std::vecto
       forward_order.push_back(i);
     } else if (e.kind == EventKind::backward) {
       if (auto p = producer.find(e.node); p != producer.end()) {
-        if (std::none_of(grad_order.begin(), grad_order.end(), [&](size_t f) { return f == p->second; }))
-          grad_order.push_back(p->second);
+        if (!has_grad[p->second]) grad_order.push_back(p->second);
+        has_grad[p->second] = true;
         grad_of[i] = int64_t(p->second);
       }
     }
@@ -224,19 +225,19 @@ inline NamedGraph build_graph(const std::vector<Event>& events, const std::vecto
         node.inputs.push_back(l->second);
         continue;
       }
-      auto& name = placeholder.at(in.leaf);
+      // First read of a leaf that is no parameter: its placeholder goes just before this node,
+      // with this node's dtype and the operand's shape.
+      const std::string& name = placeholder.at(in.leaf);
       node.inputs.push_back(name);
-      if (!leaf_name.count(in.leaf)) {  // first read: the placeholder goes before its reader
-        GraphNode ph{.name = name, .op = "Placeholder"};
-        typed(ph, "dtype", e.dtype);
-        if (in.slot < e.input_shapes.size()) {
-          const TensorShape s = graph_shape(e.input_shapes[in.slot]);
-          ph.attrs.emplace_back("shape", AttrValue{s});
-          ph.attrs.emplace_back("_output_shapes", AttrValue{std::vector<TensorShape>{s}});
-        }
-        leaf_name.emplace(in.leaf, name);
-        nodes.push_back(std::move(ph));
+      GraphNode ph{.name = name, .op = "Placeholder"};
+      typed(ph, "dtype", e.dtype);
+      if (in.slot < e.input_shapes.size()) {
+        const TensorShape s = graph_shape(e.input_shapes[in.slot]);
+        ph.attrs.emplace_back("shape", AttrValue{s});
+        ph.attrs.emplace_back("_output_shapes", AttrValue{std::vector<TensorShape>{s}});
       }
+      leaf_name.emplace(in.leaf, name);
+      nodes.push_back(std::move(ph));
     }
     typed(node, "T", e.dtype);
     node.attrs.emplace_back("_output_shapes", AttrValue{std::vector<TensorShape>{graph_shape(e.output_shape)}});
