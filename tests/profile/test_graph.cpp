@@ -7,10 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "gradus/gradus.hpp"
+#include "gradus/nn.hpp"
+#include "gradus/profile.hpp"
 #include "gradus/profile/graph.hpp"
 #include "gradus/summary/writer.hpp"
 
@@ -238,6 +242,17 @@ TEST_CASE("graph_def: name rules — sanitised scopes, clashes, reused tape node
   CHECK(node_named(g, "add_0").inputs == std::vector<std::string>{"relu_2", "relu_1"});
   CHECK(node_named(g, "enc_oder/lstm/conv_2d_0").op == "conv 2d");
   CHECK(gp::graph_def({}).nodes.empty());
+
+  // A parameter sits with its module's ops: "<scope>/<own name>"; without a scope its dotted
+  // name is read as a path.
+  const sm::GraphDef p = gp::graph_def(
+      {}, {{.name = "0.kernel", .scope = "net/0", .shape = {2}, .dtype = "float32", .count = 2, .bytes = 8, .node = 1},
+           {.name = "dense1.bias", .scope = "", .shape = {2}, .dtype = "float32", .count = 2, .bytes = 8, .node = 2},
+           {.name = "w", .scope = "top", .shape = {2}, .dtype = "float32", .count = 2, .bytes = 8, .node = 3}});
+  REQUIRE(p.nodes.size() == 3);
+  CHECK(p.nodes[0].name == "net/0/kernel");
+  CHECK(p.nodes[1].name == "dense1/bias");
+  CHECK(p.nodes[2].name == "top/w");
 }
 
 TEST_CASE("graph_def and step_stats reject malformed events", "[profile][graph]") {
@@ -372,4 +387,62 @@ TEST_CASE("the MLP's graph and step stats in an event file, decoded by protoc", 
                    R"~(timeline_label: "matmul([4,3], [3,5])" })~") != std::string::npos);
   CHECK(stats.find(R"~(node_name: "gradients/dense1/matmul_0" all_start_micros: 11 op_end_rel_micros: 1 )~"
                    R"~(all_end_rel_micros: 1 timeline_label: "matmul()" thread_id: 1 })~") != std::string::npos);
+}
+
+TEST_CASE("graph_def and step_stats of a real profiled MLP step", "[profile][graph]") {
+  namespace nn = gradus::nn;
+  gd::Rng rng(3);
+  auto net = nn::Sequential(nn::Dense<float>({.in = 5, .out = 7}, rng), nn::ReLU{},
+                            nn::Dense<float>({.in = 7, .out = 3}, rng));
+  const gd::Tensor<float> x = gd::Tensor<float>::ones({4, 5});
+  gp::Profiler prof;
+  prof.attach(net, "net");
+  prof.start();
+  gd::backward(gd::mean(net(x)));
+  prof.stop();
+  const sm::GraphDef g = gp::graph_def(prof.events(), prof.parameters());
+  std::string listing;
+  for (const auto& n : g.nodes) {
+    listing += n.name + " [" + n.op + "] <-";
+    for (const auto& in : n.inputs) listing += " " + in;
+    listing += "\n";
+  }
+  INFO("graph:\n" << listing);
+
+  const auto shape_of = [&](const std::string& name) {
+    return std::get<sm::TensorShape>(attr(node_named(g, name), "shape")->value);
+  };
+  CHECK(node_named(g, "net/0/kernel").op == "VariableV2");
+  CHECK(shape_of("net/0/kernel") == sm::TensorShape{5, 7});
+  CHECK(shape_of("net/0/bias") == sm::TensorShape{7});
+  CHECK(shape_of("net/2/kernel") == sm::TensorShape{7, 3});
+  CHECK(shape_of("net/2/bias") == sm::TensorShape{3});
+  CHECK(node_named(g, "input_0").op == "Placeholder");
+  CHECK(shape_of("input_0") == sm::TensorShape{4, 5});
+  CHECK(node_named(g, "net/0/matmul_0").inputs == std::vector<std::string>{"input_0", "net/0/kernel"});
+  const auto& mm2 = node_named(g, "net/2/matmul_0").inputs;
+  REQUIRE(mm2.size() == 2);
+  CHECK(mm2[1] == "net/2/kernel");
+  CHECK(node_named(g, "mean_0").op == "mean");
+  CHECK(node_named(g, "gradients/net/0/matmul_0").inputs.at(0) == "net/0/matmul_0");
+  CHECK(node_named(g, "gradients/mean_0").inputs == std::vector<std::string>{"mean_0"});
+
+  // Names are unique, every edge comes from a node of the graph, and the step statistics name
+  // every op and gradient node (nothing else) in the order they started.
+  std::set<std::string> names;
+  for (const auto& n : g.nodes) CHECK(names.insert(n.name).second);
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs) CHECK(names.count(in) == 1);
+  const sm::StepStats s = gp::step_stats(prof.events());
+  REQUIRE(s.dev_stats.size() == 1);
+  std::set<std::string> timed;
+  int64_t last = 0;
+  for (const auto& n : s.dev_stats[0].node_stats) {
+    CHECK(names.count(n.node_name) == 1);
+    CHECK(n.all_start_micros >= last);
+    last = n.all_start_micros;
+    timed.insert(n.node_name);
+  }
+  for (const auto& n : g.nodes)
+    CHECK(timed.count(n.name) == size_t(n.op != "VariableV2" && n.op != "Placeholder"));
 }

@@ -25,7 +25,9 @@
 //    <op> is the event's name and k counts the earlier nodes of the same scope and op from 0:
 //    "dense1/matmul_0", "dense1/add_0", "relu_0", "relu_1";
 //  - gradient node: "gradients/" + its forward node's name: "gradients/dense1/matmul_0";
-//  - parameter: its dotted name with '.' read as '/': "block.dense1.kernel" -> "block/dense1/kernel";
+//  - parameter: "<scope>/<last part of its dotted name>", so it sits with its module's ops:
+//    {name "0.kernel", scope "net/0"} -> "net/0/kernel"; with no scope, the dotted name with '.'
+//    read as '/': "dense1.kernel" -> "dense1/kernel";
 //  - placeholder: "input_<n>", n counting from 0 in the order the graph first reads them.
 // Characters outside [A-Za-z0-9_.>] become '_' (and empty scope parts are dropped), as TensorFlow
 // allows no others in a node name. Should a name be taken already, "_1", "_2", ... is appended;
@@ -194,9 +196,10 @@ inline NamedGraph build_graph(const std::vector<Event>& events, const std::vecto
   auto& nodes = out.graph.nodes;
   std::unordered_map<uint64_t, std::string> leaf_name;
   for (const ParameterInfo& p : params) {
-    std::string dotted = p.name;
-    std::replace(dotted.begin(), dotted.end(), '.', '/');
-    GraphNode node{.name = unique(graph_name_part(dotted, true)), .op = "VariableV2"};
+    std::string path = p.name;
+    if (p.scope.empty()) std::replace(path.begin(), path.end(), '.', '/');
+    else path = p.scope + "/" + p.name.substr(p.name.rfind('.') + 1);  // npos + 1 == 0: the whole name
+    GraphNode node{.name = unique(graph_name_part(path, true)), .op = "VariableV2"};
     typed(node, "dtype", p.dtype);
     node.attrs.emplace_back("shape", AttrValue{graph_shape(p.shape)});
     node.attrs.emplace_back("_output_shapes", AttrValue{std::vector<TensorShape>{graph_shape(p.shape)}});
