@@ -98,7 +98,7 @@ TEST_CASE("decode_event rejects malformed messages", "[summary]") {
   CHECK_THROWS_AS(sm::decode_event(hex_bytes("09 00 00 00")), gd::io_error);      // truncated double
   CHECK_THROWS_AS(sm::decode_event(hex_bytes("0a 00")), gd::io_error);            // wall_time with wire type 2
   CHECK_THROWS_AS(sm::decode_event(hex_bytes("2a 03 0a 01 0b")), gd::io_error);   // group wire type
-  CHECK(sm::decode_event(hex_bytes("38 05 42 01 00 1a 00")).file_version.empty());  // unknown fields skipped
+  CHECK(sm::decode_event(hex_bytes("38 05 62 01 00 1a 00")).file_version.empty());  // unknown fields (7, 12) skipped
 }
 
 TEST_CASE("histogram: TF default limits, collapsed empty runs, statistics, non-finite rejected", "[summary]") {

@@ -2,7 +2,9 @@
 //
 // The messages (tensorflow/core/util/event.proto, framework/summary.proto, tensor.proto),
 // only the fields written here:
-//   Event            wall_time=1 double, step=2 int64, file_version=3 string, summary=5 Summary
+//   Event            wall_time=1 double, step=2 int64, file_version=3 string, graph_def=4 bytes,
+//                    summary=5 Summary, tagged_run_metadata=8 {tag=1 string, run_metadata=2 bytes}
+//                    (graph.hpp encodes the GraphDef and RunMetadata messages)
 //   Summary          repeated Value value=1
 //   Value            tag=1, simple_value=2 float, image=4 Image, histo=5 HistogramProto, audio=6 Audio,
 //                    tensor=8 TensorProto, metadata=9 SummaryMetadata
@@ -163,6 +165,9 @@ struct Event {
   std::string file_version;               // "" unless this is the file_version event
   bool has_summary = false;
   std::vector<Value> values;
+  std::optional<std::string> graph_def;     // the encoded GraphDef of a graph event
+  std::optional<std::string> run_metadata;  // the encoded RunMetadata of a tagged_run_metadata event
+  std::string run_metadata_tag;             // its tag
 };
 
 namespace detail {
@@ -294,6 +299,19 @@ inline Event decode_event(std::string_view data) {
         e.has_summary = true;
         detail::ProtoReader s(r.bytes_value(), "Summary");
         while (s.next()) s.field() == 1 ? e.values.push_back(detail::decode_value(s.bytes_value())) : s.skip();
+        break;
+      }
+      case 4: e.graph_def = std::string(r.bytes_value()); break;
+      case 8: {
+        detail::ProtoReader t(r.bytes_value(), "TaggedRunMetadata");
+        e.run_metadata.emplace();
+        while (t.next()) {
+          switch (t.field()) {
+            case 1: e.run_metadata_tag = std::string(t.bytes_value()); break;
+            case 2: e.run_metadata = std::string(t.bytes_value()); break;
+            default: t.skip();
+          }
+        }
         break;
       }
       default: r.skip();

@@ -28,6 +28,8 @@
 //  - audio: 16-bit PCM WAV (wav.hpp), tags "<tag>/audio/<i>" ("<tag>/audio" if max_outputs == 1)
 //    as for images.
 //  - text: the text plugin's DT_STRING scalar tensor, metadata plugin_name "text".
+// And the Graphs tab's two events (graph.hpp): graph() (Event.graph_def) and run_metadata()
+// (Event.tagged_run_metadata: per-node compute time and memory of one step).
 #pragma once
 #include <unistd.h>
 
@@ -54,6 +56,7 @@
 #include "gradus/image/draw.hpp"
 #include "gradus/image/png.hpp"
 #include "gradus/summary/event.hpp"
+#include "gradus/summary/graph.hpp"
 #include "gradus/summary/histogram.hpp"
 #include "gradus/summary/tfrecord.hpp"
 #include "gradus/summary/wav.hpp"
@@ -213,6 +216,20 @@ class FileWriter {
   void text(std::string_view tag, std::string_view text, int64_t step) {
     check_tag(tag, "text");
     queue_values(step, {encode_text_value(tag, text)}, "text");
+  }
+
+  /// The graph TensorBoard's Graphs tab draws (Event{wall_time = now, graph_def}); a later call
+  /// replaces it there.
+  ///   w.graph(gd::profile::graph_def(profiler.events(), profiler.parameters()));
+  void graph(const GraphDef& g) { enqueue(frame_record(encode_graph_event(detail::wall_time_now(), g)), "graph"); }
+
+  /// Per-node compute time and memory of one step, joined by TensorBoard to the graph's nodes by
+  /// name; the Graphs tab offers each `tag` as a run to colour the graph by
+  /// (Event{wall_time = now, step, tagged_run_metadata{tag, RunMetadata{step_stats}}}).
+  ///   w.run_metadata("step_100", 100, gd::profile::step_stats(profiler.events()));
+  void run_metadata(std::string_view tag, int64_t step, const StepStats& stats) {
+    check_tag(tag, "run_metadata");
+    enqueue(frame_record(encode_run_metadata_event(detail::wall_time_now(), step, tag, stats)), "run_metadata");
   }
 
   /// Queues Event{wall_time = now, step, summary{values}}; `values` are encoded Summary.Values
