@@ -49,7 +49,9 @@ struct SumNode final : Node<value_type_t<E>> {
   E expr;
   ReducePlan plan;
   T scale;
-  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s, bool pending) : Node<T>(std::move(v)), expr(e), plan(p), scale(s) {
+  const char* op;  ///< "sum" or "mean"
+  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s, bool pending, const char* name)
+      : Node<T>(std::move(v)), expr(e), plan(p), scale(s), op(name) {
     this->requires_grad = true;
     this->value_pending = pending;
   }
@@ -85,7 +87,7 @@ struct SumNode final : Node<value_type_t<E>> {
     }
   }
   void inputs(std::vector<NodeBase*>& out) const override { collect_var_inputs(expr, out); }
-  const char* name() const override { return "sum"; }
+  const char* name() const override { return op; }
 };
 
 template <class E>
@@ -97,7 +99,7 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   if constexpr (is_differentiable_v<E>) {
     if (p.keep.numel() == 1 && grad_enabled() && any_requires_grad(e))
       return Var<T>::from_node(
-          make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true));
+          make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true, op));
   }
   Tensor<T> out;
   if (dev.is_cpu()) {
@@ -124,7 +126,7 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   }
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && any_requires_grad(e))
-      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false));
+      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false, op));
     return Var<T>::constant(std::move(out));
   } else {
     return out;
