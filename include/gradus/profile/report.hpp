@@ -1,0 +1,325 @@
+// gradus/profile/report.hpp — tables of where a profiled run spent its time, FLOPs and memory
+// (tfprof's `op`, `scope` and parameter views), computed from the profiler's events alone.
+//
+//   auto rows = gd::profile::report(profiler.events(), {.group_by = gd::profile::GroupBy::op, .top = 10});
+//   std::cout << gd::profile::format_report(rows, "ops by self time");
+//   std::cout << gd::profile::format_parameters(profiler.parameters());
+//
+// prints, for example:
+//
+//   ops by self time
+//   key      calls  self ms  fwd ms  bwd ms      %  GFLOP  GFLOP/s  peak MiB
+//   -------  -----  -------  ------  ------  -----  -----  -------  --------
+//   matmul       4    0.850   0.700   0.150   70.8  0.002     2.59      0.00
+//   softmax      1    0.150   0.150   0.000   12.5  0.000     0.00      0.00
+//   total        5    1.000   0.850   0.150   83.3  0.002     2.20      0.00
+//
+// Times are SELF times (Event::self_ns: an event's duration less the events nested in it), so
+// the rows of a report add up to the time its events cover and nothing is counted twice.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gradus/core/error.hpp"
+#include "gradus/profile/event.hpp"
+
+namespace gradus::profile {
+
+/// What a report row aggregates.
+enum class GroupBy {
+  op,            ///< the event's name: "matmul"
+  scope,         ///< the module path that ran it: "encoder/lstm"; "(top)" outside any module
+  op_and_scope,  ///< both: "encoder/lstm/matmul"; just "matmul" outside any module
+};
+
+/// Options of `report`: `{.group_by = GroupBy::scope, .top = 10, .nested_scopes = true}`.
+struct ReportOptions {
+  GroupBy group_by = GroupBy::op;
+  int top = 0;                  ///< keep only the first `top` rows (by self time); 0 keeps all
+  bool include_scopes = false;  ///< also user Scope events (kind scope); under op grouping their key is "scope:<label>"
+  /// Only with GroupBy::scope: a row "a" also counts the events of "a/b", "a/b/c", ... (tfprof's
+  /// accumulated scope view), and every prefix of a scope gets a row. Rows then overlap.
+  bool nested_scopes = false;
+};
+
+/// One row of a report: the events of one key, summed.
+struct ReportRow {
+  std::string key;
+  int64_t calls = 0;        ///< events
+  int64_t forward_ns = 0;   ///< self time of its forward events
+  int64_t backward_ns = 0;  ///< self time of its backward events
+  int64_t self_ns = 0;      ///< self time of all its events (forward + backward, + scope events if included)
+  /// Inclusive time (duration) of its events that are not nested in another event of the same
+  /// row on their thread: a matmul run inside a matmul's backward is not counted twice.
+  int64_t total_ns = 0;
+  double flops = 0;         ///< sum of Event::flops
+  double bytes = 0;         ///< sum of Event::bytes
+  double gflops_per_s = 0;  ///< flops / self time (0 when the self time is 0)
+  int64_t peak_bytes = 0;   ///< max of Event::peak_bytes
+  int64_t alloc_bytes = 0;  ///< sum of Event::alloc_bytes
+  double percent = 0;       ///< self_ns as a percentage of the self time of all the events reported (before `top`)
+};
+
+namespace detail {
+
+/// The events in `events` ordered per thread as they nest: by (thread, start_ns, depth); for each,
+/// the index of the event directly enclosing it (-1 for none). value_error naming `who` when an
+/// event ends before it starts, its child time is not within its duration, or two events of a
+/// thread overlap without one containing the other.
+struct Nesting {
+  std::vector<size_t> order;
+  std::vector<ptrdiff_t> parent;  ///< indexed like `events`
+};
+
+inline Nesting nest_events(const std::vector<Event>& events, const char* who) {
+  Nesting n;
+  n.order.resize(events.size());
+  n.parent.assign(events.size(), -1);
+  std::iota(n.order.begin(), n.order.end(), size_t(0));
+  for (const Event& e : events) {
+    GRADUS_CHECK(value_error, e.end_ns >= e.start_ns, who, ": event '", e.name, "' ends (", e.end_ns,
+                 " ns) before it starts (", e.start_ns, " ns)");
+    GRADUS_CHECK(value_error, e.child_ns >= 0 && e.child_ns <= e.duration_ns(), who, ": event '", e.name,
+                 "' has child time ", e.child_ns, " ns, expected 0 to its duration ", e.duration_ns(), " ns");
+  }
+  std::stable_sort(n.order.begin(), n.order.end(), [&](size_t a, size_t b) {
+    const Event &x = events[a], &y = events[b];
+    if (x.thread != y.thread) return x.thread < y.thread;
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    return x.depth < y.depth;
+  });
+  std::vector<size_t> stack;
+  int thread = 0;
+  for (size_t i : n.order) {
+    const Event& e = events[i];
+    if (stack.empty() || e.thread != thread) stack.clear(), thread = e.thread;
+    // An event that ends where another starts encloses it only if it is less deep.
+    while (!stack.empty() && (events[stack.back()].end_ns < e.start_ns ||
+                              (events[stack.back()].end_ns == e.start_ns && events[stack.back()].depth >= e.depth)))
+      stack.pop_back();
+    if (!stack.empty()) {
+      const Event& p = events[stack.back()];
+      GRADUS_CHECK(value_error, e.end_ns <= p.end_ns, who, ": events '", p.name, "' [", p.start_ns, ", ", p.end_ns,
+                   "] ns and '", e.name, "' [", e.start_ns, ", ", e.end_ns, "] ns on thread ", e.thread,
+                   " overlap without one containing the other");
+      n.parent[i] = ptrdiff_t(stack.back());
+    }
+    stack.push_back(i);
+  }
+  return n;
+}
+
+/// The keys of the rows event `e` counts in (none when it is not reported).
+inline std::vector<std::string> report_keys(const Event& e, const ReportOptions& o) {
+  if (e.kind == EventKind::scope && !o.include_scopes) return {};
+  const std::string label = e.kind == EventKind::scope ? "scope:" + e.name : e.name;
+  switch (o.group_by) {
+    case GroupBy::op:
+      return {label};
+    case GroupBy::op_and_scope:
+      return {e.scope.empty() ? label : e.scope + "/" + label};
+    case GroupBy::scope:
+      break;
+  }
+  if (e.scope.empty()) return {"(top)"};
+  if (!o.nested_scopes) return {e.scope};
+  std::vector<std::string> keys;
+  for (size_t at = e.scope.find('/'); at != std::string::npos; at = e.scope.find('/', at + 1))
+    if (at > 0) keys.push_back(e.scope.substr(0, at));
+  keys.push_back(e.scope);
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());  // "a//b" has the prefix "a" once
+  return keys;
+}
+
+}  // namespace detail
+
+/// The events grouped into rows by `o.group_by`, sorted by self time, largest first (ties by key),
+/// cut to the first `o.top` rows. Rows count the forward and backward events (and the user
+/// Scope events when `o.include_scopes`); a Scope's own self time is never an op's.
+/// value_error when `o.top` is negative or the events are not well formed (see Event).
+///   report(events, {.group_by = GroupBy::scope})  // rows "net/dense1", "(top)", "net"
+inline std::vector<ReportRow> report(const std::vector<Event>& events, const ReportOptions& o = {}) {
+  GRADUS_CHECK(value_error, o.top >= 0, "report: top must be >= 0 (0 for all rows), got ", o.top);
+  const detail::Nesting nesting = detail::nest_events(events, "report");
+  std::vector<std::vector<std::string>> keys(events.size());
+  for (size_t i = 0; i < events.size(); ++i) keys[i] = detail::report_keys(events[i], o);
+
+  std::map<std::string, ReportRow> rows;
+  int64_t all_self = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    if (keys[i].empty()) continue;
+    all_self += e.self_ns();
+    for (const std::string& key : keys[i]) {
+      ReportRow& r = rows[key];
+      r.key = key;
+      ++r.calls;
+      if (e.kind == EventKind::forward) r.forward_ns += e.self_ns();
+      if (e.kind == EventKind::backward) r.backward_ns += e.self_ns();
+      r.self_ns += e.self_ns();
+      r.flops += e.flops;
+      r.bytes += e.bytes;
+      r.peak_bytes = std::max(r.peak_bytes, e.peak_bytes);
+      r.alloc_bytes += e.alloc_bytes;
+      bool nested_in_same_row = false;
+      for (ptrdiff_t p = nesting.parent[i]; p >= 0 && !nested_in_same_row; p = nesting.parent[size_t(p)])
+        nested_in_same_row = std::find(keys[size_t(p)].begin(), keys[size_t(p)].end(), key) != keys[size_t(p)].end();
+      if (!nested_in_same_row) r.total_ns += e.duration_ns();
+    }
+  }
+  std::vector<ReportRow> out;
+  out.reserve(rows.size());
+  for (auto& [key, r] : rows) {
+    r.gflops_per_s = r.self_ns > 0 ? r.flops / double(r.self_ns) : 0.0;
+    r.percent = all_self > 0 ? 100.0 * double(r.self_ns) / double(all_self) : 0.0;
+    out.push_back(std::move(r));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ReportRow& a, const ReportRow& b) { return a.self_ns > b.self_ns; });
+  if (o.top > 0 && out.size() > size_t(o.top)) out.resize(size_t(o.top));
+  return out;
+}
+
+namespace detail {
+
+inline std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+/// `cells` (the first row the header) as columns two spaces apart: the first `left` columns
+/// left-aligned, the others right-aligned; a dashed line under the header and above the last
+/// row when `total_line`.
+inline std::string format_table(const std::vector<std::vector<std::string>>& cells, size_t left, bool total_line) {
+  std::vector<size_t> width;
+  for (const auto& row : cells) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string dashes;
+  for (size_t c = 0; c < width.size(); ++c) dashes += (c ? "  " : "") + std::string(width[c], '-');
+  dashes += '\n';
+  std::string out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    if (r == 1 || (total_line && r + 1 == cells.size() && r > 1)) out += dashes;
+    std::string line;
+    for (size_t c = 0; c < cells[r].size(); ++c) {
+      const std::string& s = cells[r][c];
+      const std::string pad(width[c] - s.size(), ' ');
+      line += (c ? "  " : "") + (c < left ? s + pad : pad + s);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + '\n';
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// `rows` as an aligned text table under `title`: key, calls, self ms, fwd ms, bwd ms, %, GFLOP,
+/// GFLOP/s, peak MiB (times to the microsecond), then a total line (sums of the rows shown,
+/// max of peak; rows of nested scopes overlap, so their total counts nested time more than once).
+/// Column widths follow the contents. See the example at the top of this file.
+inline std::string format_report(const std::vector<ReportRow>& rows, std::string_view title) {
+  using detail::fixed;
+  auto ms = [](int64_t ns) { return fixed(double(ns) / 1e6, 3); };
+  std::vector<std::vector<std::string>> cells = {
+      {"key", "calls", "self ms", "fwd ms", "bwd ms", "%", "GFLOP", "GFLOP/s", "peak MiB"}};
+  ReportRow total;
+  total.key = "total";
+  for (const ReportRow& r : rows) {
+    cells.push_back({r.key, std::to_string(r.calls), ms(r.self_ns), ms(r.forward_ns), ms(r.backward_ns),
+                     fixed(r.percent, 1), fixed(r.flops / 1e9, 3), fixed(r.gflops_per_s, 2),
+                     fixed(double(r.peak_bytes) / (1024.0 * 1024.0), 2)});
+    total.calls += r.calls;
+    total.self_ns += r.self_ns;
+    total.forward_ns += r.forward_ns;
+    total.backward_ns += r.backward_ns;
+    total.percent += r.percent;
+    total.flops += r.flops;
+    total.peak_bytes = std::max(total.peak_bytes, r.peak_bytes);
+  }
+  total.gflops_per_s = total.self_ns > 0 ? total.flops / double(total.self_ns) : 0.0;
+  cells.push_back({total.key, std::to_string(total.calls), ms(total.self_ns), ms(total.forward_ns),
+                   ms(total.backward_ns), fixed(total.percent, 1), fixed(total.flops / 1e9, 3),
+                   fixed(total.gflops_per_s, 2), fixed(double(total.peak_bytes) / (1024.0 * 1024.0), 2)});
+  return std::string(title) + '\n' + detail::format_table(cells, 1, true);
+}
+
+/// tfprof's parameter view: one line per parameter (name, shape, dtype, count, bytes), grouped by
+/// module scope in the order the scopes first appear, each group closed by a "subtotal <scope>"
+/// line ("(top)" for parameters outside any module), then a "total (<n> parameters)" line.
+///   name           shape     dtype    count  bytes
+///   -------------  --------  -------  -----  -----
+///   dense1.kernel  [784,10]  float32   7840  31360
+///   dense1.bias    [10]      float32     10     40
+///   subtotal dense1                    7850  31400
+///   -------------  --------  -------  -----  -----
+///   total (2 parameters)               7850  31400
+inline std::string format_parameters(const std::vector<ParameterInfo>& params) {
+  std::vector<std::string> scopes;
+  for (const ParameterInfo& p : params)
+    if (std::find(scopes.begin(), scopes.end(), p.scope) == scopes.end()) scopes.push_back(p.scope);
+  std::vector<std::vector<std::string>> cells = {{"name", "shape", "dtype", "count", "bytes"}};
+  int64_t count = 0, bytes = 0;
+  for (const std::string& scope : scopes) {
+    int64_t scope_count = 0, scope_bytes = 0;
+    for (const ParameterInfo& p : params) {
+      if (p.scope != scope) continue;
+      cells.push_back({p.name, p.shape.str(), p.dtype, std::to_string(p.count), std::to_string(p.bytes)});
+      scope_count += p.count;
+      scope_bytes += p.bytes;
+    }
+    cells.push_back({"subtotal " + (scope.empty() ? std::string("(top)") : scope), "", "",
+                     std::to_string(scope_count), std::to_string(scope_bytes)});
+    count += scope_count;
+    bytes += scope_bytes;
+  }
+  cells.push_back({"total (" + std::to_string(params.size()) + " parameters)", "", "", std::to_string(count),
+                   std::to_string(bytes)});
+  return detail::format_table(cells, 3, true);
+}
+
+/// The totals of one profiled step.
+struct StepSummary {
+  /// Wall time covered: per thread, the length of the union of its events' intervals (which is
+  /// the union of its outermost events'), summed over threads. Two threads busy at the same time
+  /// both count, so this is busy thread time, the sum of all events' self times.
+  int64_t wall_ns = 0;
+  int64_t op_self_ns = 0;  ///< self time of the forward and backward events (what Scope events enclose but no op ran is left out)
+  double flops = 0;        ///< sum over forward and backward events
+  double bytes = 0;        ///< sum over forward and backward events
+  int64_t peak_bytes = 0;  ///< max of Event::peak_bytes over all events: the largest rise of memory in use within one event
+};
+
+/// The totals of `events` (see StepSummary); value_error when they are not well formed.
+///   summarize(profiler.events()).wall_ns / 1e6  // milliseconds the step's threads were busy
+inline StepSummary summarize(const std::vector<Event>& events) {
+  const detail::Nesting nesting = detail::nest_events(events, "summarize");
+  StepSummary s;
+  int thread = 0;
+  bool open = false;
+  int64_t end = 0;
+  for (size_t i : nesting.order) {
+    const Event& e = events[i];
+    if (!open || e.thread != thread || e.start_ns > end) {
+      open = true, thread = e.thread, end = e.start_ns;
+    }
+    if (e.end_ns > end) s.wall_ns += e.end_ns - end, end = e.end_ns;
+    if (e.kind != EventKind::scope) {
+      s.op_self_ns += e.self_ns();
+      s.flops += e.flops;
+      s.bytes += e.bytes;
+    }
+    s.peak_bytes = std::max(s.peak_bytes, e.peak_bytes);
+  }
+  return s;
+}
+
+}  // namespace gradus::profile
