@@ -2,6 +2,7 @@
 // and compared field by field with the hand-made events it was written from.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <unistd.h>
@@ -9,12 +10,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gradus/gradus.hpp"
 #include "gradus/io/file.hpp"
-#include "gradus/profile/event.hpp"
+#include "gradus/nn.hpp"
+#include "gradus/profile.hpp"
+#include "gradus/profile/report.hpp"
 #include "gradus/profile/trace.hpp"
 #include "../support/trace_check.hpp"
 
 namespace gd = gradus;
+namespace nn = gradus::nn;
 namespace gp = gradus::profile;
 using nlohmann::json;
 
@@ -213,4 +218,51 @@ TEST_CASE("write_chrome_trace writes the JSON atomically to a file", "[profile][
   CHECK(files == 1);  // no temporary left behind
   CHECK_THROWS_AS(gp::write_chrome_trace(dir / "missing" / "t.json", sample()), gd::io_error);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a profiled MLP step: its trace nests, its report adds up", "[profile][trace][report]") {
+  gd::Rng rng(5);
+  auto net = nn::Sequential(nn::Dense<float>({.in = 5, .out = 7}, rng), nn::ReLU{}, nn::Dense<float>({.in = 7, .out = 3}, rng));
+  gd::Tensor<float> x({4, 5});
+  for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = 0.1f * float(i % 7) - 0.3f;
+  gp::Profiler prof;
+  prof.attach(net, "net");
+  prof.start();
+  {
+    gp::Scope step("step");
+    gd::backward(gd::mean(net(x)));
+  }
+  prof.stop();
+  const auto& events = prof.events();
+  REQUIRE(events.size() >= 8);
+
+  const json trace = json::parse(gp::chrome_trace_json(events));
+  CHECK(gradus_test::trace_nesting_problem(trace) == "");
+  std::size_t complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X";
+  CHECK(complete == events.size());
+
+  // Every op event counted once: the rows' self times add up to the summary's, and with the
+  // Scope to the wall time of the one thread.
+  const auto summary = gp::summarize(events);
+  int64_t self = 0, all_self = 0, calls = 0;
+  for (const auto& r : gp::report(events)) self += r.self_ns, calls += r.calls;
+  for (const auto& r : gp::report(events, {.include_scopes = true})) all_self += r.self_ns;
+  CHECK(self == summary.op_self_ns);
+  CHECK(all_self == summary.wall_ns);
+  CHECK(calls == int64_t(events.size()) - 1);
+
+  // The layers' rows sum into "net" when scopes nest.
+  const auto flat = gp::report(events, {.group_by = gp::GroupBy::scope});
+  const auto nested = gp::report(events, {.group_by = gp::GroupBy::scope, .nested_scopes = true});
+  int64_t under_net = 0;
+  for (const auto& r : flat)
+    if (r.key == "net" || r.key.rfind("net/", 0) == 0) under_net += r.self_ns;
+  const auto net_row = std::find_if(nested.begin(), nested.end(), [](const gp::ReportRow& r) { return r.key == "net"; });
+  REQUIRE(net_row != nested.end());
+  CHECK(net_row->self_ns == under_net);
+
+  // 5*7 + 7 + 7*3 + 3 = 66 parameters of 4 bytes.
+  CHECK(gp::format_parameters(prof.parameters()).find("total (4 parameters)") != std::string::npos);
+  CHECK(gp::format_parameters(prof.parameters()).find("66    264\n") != std::string::npos);
 }

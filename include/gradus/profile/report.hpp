@@ -8,16 +8,27 @@
 // prints, for example:
 //
 //   ops by self time
-//   key      calls  self ms  fwd ms  bwd ms      %  GFLOP  GFLOP/s  peak MiB
-//   -------  -----  -------  ------  ------  -----  -----  -------  --------
-//   matmul       4    0.850   0.700   0.150   70.8  0.002     2.59      0.00
-//   softmax      1    0.150   0.150   0.000   12.5  0.000     0.00      0.00
-//   total        5    1.000   0.850   0.150   83.3  0.002     2.20      0.00
+//   key     calls  self ms  fwd ms  bwd ms      %  GFLOP  GFLOP/s  peak MiB
+//   ------  -----  -------  ------  ------  -----  -----  -------  --------
+//   matmul      2    5.500   2.000   3.500   90.2  0.013     2.29      2.00
+//   add         2    0.400   0.300   0.100    6.6  0.000     0.03      0.00
+//   relu        1    0.200   0.200   0.000    3.3  0.000     0.05      0.00
+//   ------  -----  -------  ------  ------  -----  -----  -------  --------
+//   total       5    6.100   2.500   3.600  100.0  0.013     2.07      2.00
+//
+//   name                  shape     dtype    count  bytes
+//   --------------------  --------  -------  -----  -----
+//   dense1.kernel         [784,10]  float32   7840  31360
+//   dense1.bias           [10]      float32     10     40
+//   subtotal dense1                           7850  31400
+//   --------------------  --------  -------  -----  -----
+//   total (2 parameters)                      7850  31400
 //
 // Times are SELF times (Event::self_ns: an event's duration less the events nested in it), so
 // the rows of a report add up to the time its events cover and nothing is counted twice.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -131,9 +142,8 @@ inline std::vector<std::string> report_keys(const Event& e, const ReportOptions&
   if (!o.nested_scopes) return {e.scope};
   std::vector<std::string> keys;
   for (size_t at = e.scope.find('/'); at != std::string::npos; at = e.scope.find('/', at + 1))
-    if (at > 0) keys.push_back(e.scope.substr(0, at));
+    if (at > 0 && e.scope[at - 1] != '/') keys.push_back(e.scope.substr(0, at));  // "a//b": the prefix "a" once
   keys.push_back(e.scope);
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());  // "a//b" has the prefix "a" once
   return keys;
 }
 
@@ -255,13 +265,7 @@ inline std::string format_report(const std::vector<ReportRow>& rows, std::string
 /// tfprof's parameter view: one line per parameter (name, shape, dtype, count, bytes), grouped by
 /// module scope in the order the scopes first appear, each group closed by a "subtotal <scope>"
 /// line ("(top)" for parameters outside any module), then a "total (<n> parameters)" line.
-///   name           shape     dtype    count  bytes
-///   -------------  --------  -------  -----  -----
-///   dense1.kernel  [784,10]  float32   7840  31360
-///   dense1.bias    [10]      float32     10     40
-///   subtotal dense1                    7850  31400
-///   -------------  --------  -------  -----  -----
-///   total (2 parameters)               7850  31400
+/// (See the example at the top of this file.)
 inline std::string format_parameters(const std::vector<ParameterInfo>& params) {
   std::vector<std::string> scopes;
   for (const ParameterInfo& p : params)
