@@ -109,7 +109,10 @@ inline Nesting nest_events(const std::vector<Event>& events, const char* who) {
   int thread = 0;
   for (size_t i : n.order) {
     const Event& e = events[i];
-    if (stack.empty() || e.thread != thread) stack.clear(), thread = e.thread;
+    if (e.thread != thread) {
+      stack.clear();
+      thread = e.thread;
+    }
     // An event that ends where another starts encloses it only if it is less deep.
     while (!stack.empty() && (events[stack.back()].end_ns < e.start_ns ||
                               (events[stack.back()].end_ns == e.start_ns && events[stack.back()].depth >= e.depth)))
@@ -312,10 +315,15 @@ inline StepSummary summarize(const std::vector<Event>& events) {
   int64_t end = 0;
   for (size_t i : nesting.order) {
     const Event& e = events[i];
-    if (!open || e.thread != thread || e.start_ns > end) {
-      open = true, thread = e.thread, end = e.start_ns;
+    if (!open || e.thread != thread || e.start_ns > end) {  // a new stretch of busy time
+      open = true;
+      thread = e.thread;
+      end = e.start_ns;
     }
-    if (e.end_ns > end) s.wall_ns += e.end_ns - end, end = e.end_ns;
+    if (e.end_ns > end) {
+      s.wall_ns += e.end_ns - end;
+      end = e.end_ns;
+    }
     if (e.kind != EventKind::scope) {
       s.op_self_ns += e.self_ns();
       s.flops += e.flops;
