@@ -53,6 +53,7 @@
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
 #include "gradus/train/projector_hook.hpp"
+#include "gradus/train/profiler_hook.hpp"
 #include "gradus/train/session_run.hpp"
 #include "gradus/train/fit.hpp"
 #include "gradus/train/fit_dataset.hpp"
