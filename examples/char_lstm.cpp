@@ -4,7 +4,14 @@
 // backpropagation through time (the stateful layer carries its state, detached, from one window
 // to the next), Adam with gradient clipping by global norm 5. Prints the validation perplexity
 // against the unigram baseline, the speed and a sampled continuation; exits 1 unless the model
-// beats 0.6 × the unigram perplexity.
+// beats 0.6 × the unigram perplexity. At the end of training the character embedding goes to
+// --logdir (default runs/char_lstm) for TensorBoard's projector: chars/tensors.tsv (one 32-value
+// row per character), chars/metadata.tsv (header "char<TAB>count", then per character its
+// readable form — "<space>", "<newline>", "<tab>", "\xNN" for other control and non-ASCII
+// bytes — and its count in the training text) and projector_config.pbtxt. See them with
+// `tensorboard --logdir runs/char_lstm`, tab Projector.
+//
+//   build/examples/char_lstm --logdir runs/char_lstm
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -22,6 +29,9 @@
 #include <gradus/losses.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/optim.hpp>
+#include <gradus/summary/projector.hpp>
+
+#include "flags.hpp"
 
 namespace gd = gradus;
 namespace nn = gradus::nn;
@@ -57,7 +67,19 @@ void window(const std::vector<int64_t>& ids, int64_t len, int64_t w, Ids& x, Ids
     }
 }
 
-static int run() {
+// The projector's label of byte `c`: the character itself when printable ASCII, else a name.
+std::string char_label(unsigned char c) {
+  if (c == ' ') return "<space>";
+  if (c == '\n') return "<newline>";
+  if (c == '\t') return "<tab>";
+  if (c >= 0x21 && c < 0x7f) return std::string(1, char(c));
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "\\x%02X", unsigned(c));  // control and non-ASCII bytes
+  return hex;
+}
+
+static int run(int argc, char** argv) {
+  const fs::path logdir = flag(argc, argv, "--logdir", std::string("runs/char_lstm"));
   const std::string text = read_corpus("/usr/share/common-licenses");
   if (text.size() < 10000) {
     std::fprintf(stderr, "char_lstm: need the licence texts in /usr/share/common-licenses, found %zu bytes\n",
@@ -119,6 +141,18 @@ static int run() {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
+  // The trained character embedding for TensorBoard's projector: one row per character.
+  std::vector<int64_t> count(size_t(vocab), 0);
+  for (int64_t c : train) ++count[size_t(c)];
+  std::vector<std::vector<std::string>> rows;
+  for (int64_t c = 0; c < vocab; ++c) rows.push_back({char_label(byte_of[size_t(c)]), std::to_string(count[size_t(c)])});
+  gd::summary::write_projector(logdir, {{.tensor_name = "chars",
+                                         .tensor = embed.embeddings().value(),
+                                         .metadata_header = {"char", "count"},
+                                         .metadata_rows = rows}});
+  std::printf("projector: %lld characters in %s (tensorboard --logdir %s, tab Projector)\n",
+              static_cast<long long>(vocab), logdir.c_str(), logdir.c_str());
+
   // Validation: the same 32-stream layout over the held-out text, carrying the state throughout.
   gd::no_grad guard;
   lstm.reset_states();
@@ -157,4 +191,6 @@ static int run() {
 }
 
 // A gd::error that escapes prints its message and exits with status 1.
-int main() { return gd::guard_main(run); }
+int main(int argc, char** argv) {
+  return gd::guard_main([&] { return run(argc, argv); });
+}

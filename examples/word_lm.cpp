@@ -18,6 +18,11 @@
 //   report:  validation perplexity after each epoch; test perplexity against the add-one
 //            smoothed unigram model of the training words. Exits 1 unless the model's test
 //            perplexity is below --bar × the unigram's (default 0.6).
+//   export:  at the end of training the tied word embedding goes to --dir for TensorBoard's
+//            projector: words/tensors.tsv (one row per vocabulary word), words/metadata.tsv
+//            (header "word<TAB>count", then each word and its count in the training words;
+//            <unk> counts the words left out) and projector_config.pbtxt. See them with
+//            `tensorboard --logdir runs/word_lm`, tab Projector.
 //
 //   build/examples/word_lm                                      # 3 epochs, V 10000, H 200
 //   build/examples/word_lm --vocab 2000 --hidden 64 --epochs 1 --max-steps 150 --bar 0.8
@@ -38,6 +43,7 @@
 #include <gradus/losses.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/optim.hpp>
+#include <gradus/summary/projector.hpp>
 
 #include "flags.hpp"
 
@@ -269,6 +275,19 @@ int run(int argc, char** argv) {
     std::fflush(stdout);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // The trained word embedding (the table tied to the output) for TensorBoard's projector.
+  std::vector<int64_t> count(size_t(V), 0);
+  for (const int64_t w : ids[0]) ++count[size_t(w)];
+  std::vector<std::vector<std::string>> rows;
+  for (int64_t w = 0; w < V; ++w) rows.push_back({vocab.word(w), std::to_string(count[size_t(w)])});
+  gd::summary::write_projector(dir, {{.tensor_name = "words",
+                                      .tensor = model.embed.embeddings().value(),
+                                      .metadata_header = {"word", "count"},
+                                      .metadata_rows = rows}});
+  std::printf("projector: %lld words in %s (tensorboard --logdir %s, tab Projector)\n", static_cast<long long>(V),
+              dir.c_str(), dir.c_str());
+
   const double test_ppl = std::exp(mean_nll(model, ids[2]));
   std::printf("training: %lld steps in %.1f s (%.0f words/s)\n", static_cast<long long>(steps), seconds,
               double(steps * kBatch * kSteps) / seconds);
