@@ -2,10 +2,11 @@
 // training step of mlp_step.cpp (784-500(ReLU)-10, batch 128, SGD) built twice from
 // profile_overhead_step.cpp, once as the library is (every op's hook: one relaxed atomic load
 // and a branch) and once with -DGRADUS_NO_PROFILER (no hooks at all), each in a shared library
-// of its own so the two builds of the same inline headers never mix. Registers, for 1 and 2
-// threads (and every core on a machine of more), the two steps one after the other,
-//   profile_overhead/hooks/threads:N   profile_overhead/nohooks/threads:N
-// and prints after the runs, for each thread count, hooks / nohooks of the wall-clock times
+// of its own so the two builds of the same inline headers never mix, and the hooks build with a
+// Profiler recording. Registers, for 1 and 2 threads (and every core on a machine of more), the
+// three steps one after the other,
+//   profile_overhead/hooks/threads:N   profile_overhead/nohooks/threads:N   profile_overhead/profiled/threads:N
+// and prints after the runs, for each thread count, hooks / nohooks and profiled / nohooks of the wall-clock times
 // (medians when run with --benchmark_repetitions). Refuses to time anything unless the first
 // three losses of the two builds agree. This file includes no gradus header: the steps live in
 // the libraries.
@@ -26,6 +27,7 @@
 
 float run_mlp_step_hooks(int64_t n);    // profile_overhead_step.cpp, hooks compiled in
 float run_mlp_step_nohooks(int64_t n);  // profile_overhead_step.cpp, -DGRADUS_NO_PROFILER
+float run_mlp_step_profiled(int64_t n);  // the hooks build with a Profiler recording
 
 namespace {
 
@@ -90,7 +92,8 @@ int main(int argc, char** argv) {
   if (omp_get_num_procs() > 2) threads.push_back(omp_get_num_procs());
   for (int t : threads)  // interleaved: hooks then nohooks at each thread count
     for (auto [name, fn] : {std::pair{"profile_overhead/hooks", &BM_step<run_mlp_step_hooks>},
-                            std::pair{"profile_overhead/nohooks", &BM_step<run_mlp_step_nohooks>}})
+                            std::pair{"profile_overhead/nohooks", &BM_step<run_mlp_step_nohooks>},
+                            std::pair{"profile_overhead/profiled", &BM_step<run_mlp_step_profiled>}})
       benchmark::RegisterBenchmark(name, fn)
           ->ArgName("threads")
           ->Arg(t)
@@ -98,13 +101,15 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond);
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  std::printf("\nprofiler hooks, no profiler running: wall-clock time of hooks / nohooks\n");
+  std::printf("\nwall-clock time per step: hooks (no profiler running), nohooks (GRADUS_NO_PROFILER), profiled\n");
   for (int t : threads) {
     const std::string suffix = "/threads:" + std::to_string(t);
     const double hooks = reporter.time("profile_overhead/hooks" + suffix),
-                 none = reporter.time("profile_overhead/nohooks" + suffix);
+                 none = reporter.time("profile_overhead/nohooks" + suffix),
+                 on = reporter.time("profile_overhead/profiled" + suffix);
     if (std::isnan(hooks) || std::isnan(none)) continue;  // filtered out
-    std::printf("threads:%-3d %9.3f ms  %9.3f ms  ratio %.4f\n", t, hooks, none, hooks / none);
+    std::printf("threads:%-3d hooks %8.3f ms  nohooks %8.3f ms  hooks/nohooks %.4f  profiled %8.3f ms  profiled/nohooks %.4f\n",
+                t, hooks, none, hooks / none, on, on / none);
   }
   benchmark::Shutdown();
   return 0;

@@ -5,12 +5,15 @@
 //                                         exports run_mlp_step_hooks
 //   libbench_profile_overhead_nohooks.so  compiled with -DGRADUS_NO_PROFILER: exports
 //                                         run_mlp_step_nohooks
-// GRADUS_OVERHEAD_STEP_FN names the exported function. Each library is built with hidden
+// GRADUS_OVERHEAD_STEP_FN names the exported function; the hooks build also exports
+// run_mlp_step_profiled (GRADUS_OVERHEAD_PROFILED_FN): the same steps with a Profiler recording. Each library is built with hidden
 // visibility, so its inline gradus functions stay its own: the two builds of the same headers
 // are never merged into one by the linker.
 #include "steps.hpp"
 
 #include <cstdint>
+
+#include <gradus/profile/profiler.hpp>
 
 #ifndef GRADUS_OVERHEAD_STEP_FN
 #error "profile_overhead_step.cpp: define GRADUS_OVERHEAD_STEP_FN (the name of the exported function)"
@@ -31,3 +34,16 @@ extern "C++" __attribute__((visibility("default"))) float GRADUS_OVERHEAD_STEP_F
   }
   return loss;
 }
+
+#ifdef GRADUS_OVERHEAD_PROFILED_FN
+/// As above, with a gd::profile::Profiler (memory counters on) recording each step; the events
+/// are dropped after each call, so the cost measured is recording, not accumulating.
+extern "C++" __attribute__((visibility("default"))) float GRADUS_OVERHEAD_PROFILED_FN(int64_t n) {
+  static gradus::profile::Profiler profiler;
+  profiler.start();
+  const float loss = GRADUS_OVERHEAD_STEP_FN(n);
+  profiler.stop();
+  profiler.clear();
+  return loss;
+}
+#endif
