@@ -54,15 +54,22 @@ void describe_expression(OpObserver* obs, const E& e, uint64_t node, const char*
   obs->describe(d);
 }
 
-/// Tells the profiler about a kernel op's result and operands.
-template <class T, class R, class... In>
-void describe_op(OpObserver* obs, const char* op, const R& result, const In&... in) {
+/// The description of op `op` that made `result` (a Tensor<T> or Var<T>), operands to be added.
+template <class T, class R>
+OpDescription describe_result(const char* op, const R& result) {
   OpDescription d;
   d.op = op;
   d.dtype = dtype_name_of<T>();
   d.element_bytes = int(sizeof(T));
   d.output = value_of(result).shape();
   d.node = node_seq(result);
+  return d;
+}
+
+/// Tells the profiler about a kernel op's result and operands.
+template <class T, class R, class... In>
+void describe_op(OpObserver* obs, const char* op, const R& result, const In&... in) {
+  OpDescription d = describe_result<T>(op, result);
   (d.add_input(value_of(in).shape(), node_seq(in)), ...);
   obs->describe(d);
 }

@@ -72,12 +72,7 @@ auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
   OpScope prof;
   auto r = join_run(op, xs, axis, std::move(out_shape));
   if (prof) [[unlikely]] {
-    OpDescription d;
-    d.op = op;
-    d.dtype = dtype_name_of<T>();
-    d.element_bytes = int(sizeof(T));
-    d.output = value_of(r).shape();
-    d.node = node_seq(r);
+    OpDescription d = describe_result<T>(op, r);
     for (const X& x : xs) d.add_input(value_of(x).shape(), node_seq(x));
     prof.observer()->describe(d);
   }
