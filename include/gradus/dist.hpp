@@ -1,0 +1,3 @@
+// gradus/dist.hpp — data-parallel training over MPI (gd::dist): link gradus::dist, launch with mpirun.
+#pragma once
+#include "gradus/dist/mpi.hpp"
