@@ -1,7 +1,10 @@
 // gradus/autodiff/backward.hpp — running the tape backwards: gd::backward and gd::gradients.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <initializer_list>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
@@ -35,6 +38,62 @@ inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
   std::sort(order.begin(), order.end(), [](const NodeBase* a, const NodeBase* b) { return a->seq > b->seq; });
   return order;
 }
+
+}  // namespace detail
+
+/// Callbacks run by gd::backward (not gd::gradients) on this thread, in registration order, once
+/// for each trainable leaf as soon as its gradient for this pass is complete: right after the
+/// last node that feeds the leaf's adjoint has run its backward, with the adjoint already added
+/// into the leaf's `.grad()`. A leaf that is itself the output gets no call. What gd::dist's
+/// DistributedOptimizer uses to start communicating a gradient while backward goes on. Costs
+/// nothing while the list is empty. A callback must not run a backward pass.
+///   int id = gd::add_leaf_ready_hook([&](const gd::detail::NodeBase* leaf) { ... });
+///   gd::remove_leaf_ready_hook(id);
+using LeafReadyHook = std::function<void(const detail::NodeBase* leaf)>;
+namespace detail {
+inline std::vector<std::pair<int, LeafReadyHook>>& leaf_ready_hooks() {
+  thread_local std::vector<std::pair<int, LeafReadyHook>> hooks;
+  return hooks;
+}
+/// For each trainable leaf fed by a node of `order`, the (last consumer, leaf) pair: the consumer
+/// with the smallest seq runs last. Sorted as `order` runs (descending consumer seq).
+inline std::vector<std::pair<NodeBase*, NodeBase*>> plan_leaf_ready(const std::vector<NodeBase*>& order) {
+  std::vector<std::pair<NodeBase*, NodeBase*>> plan;
+  std::unordered_set<const NodeBase*> seen;
+  std::vector<NodeBase*> in;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // ascending seq: first seen = last to run
+    if ((*it)->is_leaf) continue;
+    in.clear();
+    (*it)->inputs(in);
+    for (NodeBase* x : in)
+      if (x->is_leaf && x->requires_grad && seen.insert(x).second) plan.emplace_back(*it, x);
+  }
+  std::stable_sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first->seq > b.first->seq; });
+  return plan;
+}
+/// Runs the hooks for the leaves whose last consumer is `n` (plan[*next..] in order).
+inline void fire_leaf_ready(NodeBase* n, const std::vector<std::pair<NodeBase*, NodeBase*>>& plan, size_t* next) {
+  for (; *next < plan.size() && plan[*next].first == n; ++*next) {
+    NodeBase* leaf = plan[*next].second;
+    leaf->accumulate_grad();  // the same as the end of gd::backward does, done early
+    leaf->clear_adjoint();
+    for (auto& [id, hook] : leaf_ready_hooks()) hook(leaf);
+  }
+}
+}  // namespace detail
+/// Registers a leaf-ready callback on this thread; returns its id for remove_leaf_ready_hook.
+inline int add_leaf_ready_hook(LeafReadyHook hook) {
+  static thread_local int next_id = 0;
+  detail::leaf_ready_hooks().emplace_back(++next_id, std::move(hook));
+  return next_id;
+}
+/// Removes the callback `id` registered on this thread (no-op when it is not there).
+inline void remove_leaf_ready_hook(int id) {
+  auto& h = detail::leaf_ready_hooks();
+  std::erase_if(h, [id](const auto& e) { return e.first == id; });
+}
+
+namespace detail {
 
 /// Runs one node's backward inside a profiler event that describes the node.
 inline void profiled_backward(NodeBase* n) {
@@ -76,16 +135,21 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
     T* g = root->adjoint_buffer(&add);
     backend::fill(g, root->value.size(), T(1), root->value.device());
   }
+  std::vector<std::pair<NodeBase*, NodeBase*>> ready_plan;  // leaf-ready hooks: empty unless registered
+  if (accumulate && !leaf_ready_hooks().empty()) [[unlikely]] ready_plan = plan_leaf_ready(order);
+  size_t ready_next = 0;
   st.in_backward = true;
   const bool prev_mode = std::exchange(st.grad_enabled, false);
   try {
-    for (NodeBase* n : order)
+    for (NodeBase* n : order) {
       if (n->has_adjoint()) {
         if (op_observer() && !n->is_leaf) [[unlikely]]  // a leaf's backward does nothing
           profiled_backward(n);
         else
           n->backward();
       }
+      if (!ready_plan.empty()) [[unlikely]] fire_leaf_ready(n, ready_plan, &ready_next);
+    }
   } catch (...) {
     st.in_backward = false;
     st.grad_enabled = prev_mode;

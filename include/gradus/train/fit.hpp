@@ -62,6 +62,14 @@ struct FitOptions {
   /// step; losses, metrics, summaries and checkpoints are read back to the host.
   ///   gd::train::fit(net, opt, loss, train, {.epochs = 5, .device = gd::cuda(0)});
   std::optional<Device> device = std::nullopt;
+  /// Data parallelism (gd::dist: num_shards = ctx.size(), shard_index = ctx.rank(), the same seed
+  /// on every rank): this process trains on its own disjoint slice of each epoch's order. Step s
+  /// of the epoch covers positions [s·S·b, (s+1)·S·b) of the order (S = num_shards, b = this
+  /// step's batch_size), as one process with batch_size S·b would, and shard k takes the k-th
+  /// b of them: the global batch is S × batch_size. Each epoch uses floor(n / S) · S examples
+  /// (fewer than S are left out) so every shard runs the same number of steps. 1: no sharding.
+  int64_t num_shards = 1;
+  int64_t shard_index = 0;  ///< this process's shard, in [0, num_shards)
 };
 
 /// Options of evaluate.
@@ -390,7 +398,12 @@ class Loop final : public ModelLoop<M, L> {
     if (o.validation) check_data(*o.validation, "fit", "validation");
     GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
                  o.validation_batch_size);
-    this->examples_ = data.size();
+    GRADUS_CHECK(value_error, o.num_shards >= 1 && o.shard_index >= 0 && o.shard_index < o.num_shards,
+                 "fit: expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards ", o.num_shards,
+                 ", shard_index ", o.shard_index);
+    GRADUS_CHECK(value_error, data.size() >= o.num_shards, "fit: ", data.size(), " examples cannot be split into ",
+                 o.num_shards, " shards");
+    this->examples_ = data.size() / o.num_shards;  // this shard's examples per epoch
     this->batch_size_ = o.batch_size;
     this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
     GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
@@ -405,7 +418,22 @@ class Loop final : public ModelLoop<M, L> {
 
  protected:
   bool train_step(const int64_t* index, int64_t n) override {
+    if (o_.num_shards > 1) index = shard_rows(n);
     return this->step_on(gather_rows(data_.x, index, n), gather_rows(data_.y, index, n));
+  }
+  // This shard's n rows of the step: the epoch's order over all examples, sliced (FitOptions::num_shards).
+  const int64_t* shard_rows(int64_t n) {
+    if (global_epoch_ != this->epoch()) {
+      if (o_.shuffle) {
+        global_order_ = epoch_permutation(data_.size(), o_.seed, this->epoch());
+      } else {
+        global_order_.resize(size_t(data_.size()));
+        std::iota(global_order_.begin(), global_order_.end(), int64_t(0));
+      }
+      global_epoch_ = this->epoch();
+    }
+    const int64_t first = this->step_in_epoch() * o_.batch_size * o_.num_shards + o_.shard_index * n;
+    return global_order_.data() + first;
   }
   void validate(EpochLogs& logs) override {
     if (!o_.validation) return;
@@ -417,6 +445,8 @@ class Loop final : public ModelLoop<M, L> {
  private:
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
+  std::vector<int64_t> global_order_;  // with num_shards > 1: the epoch's order over all examples
+  int64_t global_epoch_ = -1;
 };
 
 }  // namespace detail
