@@ -188,6 +188,11 @@ class Context {
   std::terminate_handler previous_terminate_ = nullptr;
 };
 
+/// Starts MPI for this process (DESIGN.md's `gd::dist::init`): the Context it returns finalises it
+/// when it goes out of scope. The same as constructing the Context.
+///   int main(int argc, char** argv) { auto ctx = gd::dist::init(argc, argv); ... }
+[[nodiscard]] inline Context init(int& argc, char**& argv) { return Context(argc, argv); }
+
 /// Runs `body` and ends the whole job when it throws: prints "gradus::dist: rank R: error: <what()>"
 /// and calls MPI_Abort(1), so the other ranks do not wait for this one. Returns body's status.
 ///   gd::dist::Context ctx(argc, argv);

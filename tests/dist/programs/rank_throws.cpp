@@ -5,7 +5,7 @@
 #include "gradus/dist.hpp"
 
 int main(int argc, char** argv) {
-  gradus::dist::Context ctx(argc, argv);
+  auto ctx = gradus::dist::init(argc, argv);  // the Context: MPI init now, finalize at scope exit
   if (ctx.rank() == 1) throw std::runtime_error("rank 1 fails on purpose");
   auto t = gradus::Tensor<float>::ones({4});
   gradus::dist::all_reduce_sum(t);  // rank 0 would wait here forever
