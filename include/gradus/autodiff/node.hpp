@@ -26,7 +26,7 @@ namespace gradus::detail {
 /// Free lists of node memory by 64-byte size class; one per thread.
 class NodePool {
  public:
-  static constexpr size_t kGranule = 64, kClasses = 32;
+  static constexpr size_t kGranule = 64, kClasses = 64;  // nodes up to 4 KiB (a fused loss over a long expression is ~2 KiB)
   static NodePool& local() {
     thread_local NodePool pool;
     return pool;

@@ -49,9 +49,9 @@ struct SumNode final : Node<value_type_t<E>> {
   E expr;
   ReducePlan plan;
   T scale;
-  const char* op;  ///< "sum" or "mean"
-  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s, bool pending, const char* name)
-      : Node<T>(std::move(v)), expr(e), plan(p), scale(s), op(name) {
+  bool mean;  ///< named "mean" (else "sum") for the profiler; a flag, so the node does not grow
+  SumNode(Tensor<T> v, const E& e, ReducePlan p, T s, bool pending, bool is_mean)
+      : Node<T>(std::move(v)), expr(e), plan(p), scale(s), mean(is_mean) {
     this->requires_grad = true;
     this->value_pending = pending;
   }
@@ -87,7 +87,7 @@ struct SumNode final : Node<value_type_t<E>> {
     }
   }
   void inputs(std::vector<NodeBase*>& out) const override { collect_var_inputs(expr, out); }
-  const char* name() const override { return op; }
+  const char* name() const override { return mean ? "mean" : "sum"; }
 };
 
 template <class E>
@@ -99,7 +99,7 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   if constexpr (is_differentiable_v<E>) {
     if (p.keep.numel() == 1 && grad_enabled() && any_requires_grad(e))
       return Var<T>::from_node(
-          make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true, op));
+          make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true, mean));
   }
   Tensor<T> out;
   if (dev.is_cpu()) {
@@ -126,7 +126,7 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   }
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && any_requires_grad(e))
-      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false, op));
+      return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false, mean));
     return Var<T>::constant(std::move(out));
   } else {
     return out;
