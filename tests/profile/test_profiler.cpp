@@ -126,6 +126,26 @@ TEST_CASE("profiler: FLOPs of each op kind match hand counts", "[profile]") {
     CHECK(f[0].flops == 2 * out * 3 * 3 * 3);
     CHECK(f[1].flops == 2 * out * 3 * 3 * 3 + out);
   }
+  SECTION("conv2d backward: the product per operand x, w that receives a gradient, n(out) for the bias") {
+    // A first layer: the input is a constant Tensor, so its backward event lists only w and the
+    // bias; the count must still be the product for w (2·out·27), not one derived from the bias.
+    gd::Tensor<float> x = ramp({2, 7, 7, 3});
+    gd::Var<float> xv(ramp({2, 7, 7, 3})), w(ramp({3, 3, 3, 8})), bias(ramp({8}));
+    const double out = 2 * 5 * 5 * 8, product = 2 * out * 3 * 3 * 3;
+    const auto ev = profile_run([&] {
+      gd::backward(gd::sum(gd::conv2d(x, w, bias, {})));
+      gd::backward(gd::sum(gd::conv2d(xv, w, bias, {})));
+      gd::backward(gd::sum(gd::conv2d(x, w, {})));
+    });
+    const auto g = named(ev, "conv2d", EventKind::backward);
+    REQUIRE(g.size() == 3);
+    CHECK(g[0].input_shapes.size() == 2);    // w, bias
+    CHECK(g[0].flops == product + out);
+    CHECK(g[1].input_shapes.size() == 3);    // x, w, bias
+    CHECK(g[1].flops == 2 * product + out);
+    CHECK(g[2].input_shapes.size() == 1);    // w alone
+    CHECK(g[2].flops == product);
+  }
   SECTION("pooling n(x), dropout n(out), bias_activation 2·n(out) and backward 3·n(out)") {
     gd::Tensor<float> img = ramp({2, 6, 6, 3});
     gd::Rng rng(5);

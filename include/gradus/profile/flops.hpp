@@ -32,6 +32,16 @@ inline double numel(const Shape& s) { return double(s.numel()); }
 
 /// The FLOPs of a forward event, by the table above; `expr_ops` is an elementwise expression's
 /// operation count per element.
+/// A convolution's product, 2·n(out)·n(w)/out_channels, from its forward event (operands x, w[, b]);
+/// 0 for any other event. A backward event cannot give it: it lists only the operands that
+/// receive a gradient, so the profiler keeps it with the node.
+inline double conv_product_flops(const Event& e) {
+  const std::string_view op = e.name;
+  if (op != "conv2d" && op != "conv2d_bias_relu") return 0;
+  if (e.input_shapes.size() < 2 || e.output_shape.rank() == 0 || e.output_shape.back() == 0) return 0;
+  return 2 * numel(e.output_shape) * numel(e.input_shapes[1]) / double(e.output_shape.back());
+}
+
 inline double forward_flops(const Event& e, int expr_ops) {
   const std::string_view op = e.name;
   const double out = numel(e.output_shape);
@@ -39,7 +49,7 @@ inline double forward_flops(const Event& e, int expr_ops) {
   if (op == "elementwise") return out * expr_ops;
   if (op == "conv2d" || op == "conv2d_bias_relu") {
     if (e.input_shapes.size() < 2 || e.output_shape.rank() == 0 || e.output_shape.back() == 0) return 0;
-    double f = 2 * out * numel(e.input_shapes[1]) / double(e.output_shape.back());
+    double f = conv_product_flops(e);
     if (e.input_shapes.size() > 2) f += out;
     if (op == "conv2d_bias_relu") f += out;  // the ReLU
     return f;
@@ -57,21 +67,17 @@ inline double forward_flops(const Event& e, int expr_ops) {
   return 0;
 }
 
-/// The FLOPs of a backward event, given its node's forward count (0 when unknown) and the
-/// number of operands that receive a gradient (Event::input_shapes of a backward event).
-inline double backward_flops(const Event& e, double forward) {
+/// The FLOPs of a backward event, given its node's forward count and, for a convolution, its
+/// forward product (conv_product_flops of the forward event; both 0 when unknown), and the
+/// operands that receive a gradient (Event::input_shapes of a backward event).
+inline double backward_flops(const Event& e, double forward, double conv_product = 0) {
   const std::string_view op = e.name;
   const double out = numel(e.output_shape);
   if (op == "matmul") return forward * double(e.input_shapes.size());
   if (op == "conv2d" || op == "conv2d_bias_relu") {
     // a product for each of x and w that receives a gradient; the bias (rank 1) a sum over out
     double f = op == "conv2d_bias_relu" ? out : 0;  // the ReLU mask
-    for (const Shape& s : e.input_shapes) {
-      if (s.rank() == 1)
-        f += out;
-      else if (e.input_shapes.size() >= 2 && e.output_shape.rank() > 0 && e.output_shape.back() > 0)
-        f += 2 * out * numel(e.input_shapes[e.input_shapes.size() > 1 ? 1 : 0]) / double(e.output_shape.back());
-    }
+    for (const Shape& s : e.input_shapes) f += s.rank() == 1 ? out : conv_product;
     return f;
   }
   if (op == "logsumexp" || op == "softmax" || op == "log_softmax" || op == "sparse_softmax_cross_entropy_with_logits")

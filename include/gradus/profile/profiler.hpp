@@ -184,10 +184,12 @@ class Profiler final : public ::gradus::detail::OpObserver {
     std::lock_guard lock(mu_);  // nodes_ and done are read by events() from other threads
     if (e.kind == EventKind::forward) {
       e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
-      if (e.node) nodes_[key(e.thread, e.node)] = {e.flops, e.scope};
+      if (e.node) nodes_[key(e.thread, e.node)] = {e.flops, detail::conv_product_flops(e), e.scope};
     } else if (f.node_backward) {
       const auto it = nodes_.find(key(e.thread, e.node));
-      e.flops = f.flops >= 0 ? f.flops : detail::backward_flops(e, it == nodes_.end() ? 0.0 : it->second.flops);
+      const bool known = it != nodes_.end();
+      e.flops = f.flops >= 0 ? f.flops
+                             : detail::backward_flops(e, known ? it->second.flops : 0.0, known ? it->second.conv_product : 0.0);
     } else if (e.kind == EventKind::backward) {  // an op run inside a node's backward function
       e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
     }
@@ -275,8 +277,9 @@ class Profiler final : public ::gradus::detail::OpObserver {
   std::unordered_map<std::thread::id, ThreadState*> lanes_;
   std::unordered_map<const void*, std::string> paths_;
   struct NodeInfo {
-    double flops;       ///< of its forward event
-    std::string scope;  ///< of its forward event
+    double flops;         ///< of its forward event
+    double conv_product;  ///< a convolution's product (detail::conv_product_flops), else 0
+    std::string scope;    ///< of its forward event
   };
   std::unordered_map<uint64_t, NodeInfo> nodes_;  ///< tape nodes made while recording, by key(lane, seq)
   std::vector<ParameterInfo> parameters_;
