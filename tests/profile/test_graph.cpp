@@ -329,6 +329,9 @@ TEST_CASE("the MLP's graph and step stats in an event file, decoded by protoc", 
   namespace fs = std::filesystem;
   const fs::path dir = "graph_tmp/mlp";
   fs::remove_all(dir);
+  struct Cleanup {
+    ~Cleanup() { std::filesystem::remove_all("graph_tmp"); }
+  } cleanup;  // also when a REQUIRE ends the test early
   fs::path path;
   {
     sm::FileWriter w(dir);

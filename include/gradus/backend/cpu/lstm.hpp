@@ -31,44 +31,57 @@ namespace gradus::backend::cpu {
 namespace lstm_detail {
 
 #if defined(GRADUS_SGEMM_X86)
-/// C rows [R x n] = or += A rows [R x k] · B [k x n], B row-major and unpacked, n a multiple of 64,
-/// over B's rows [p0, p1): R rows x 64 columns of C in AVX-512 accumulators.
+#if defined(__clang__)
+#define GRADUS_LSTM_UNROLL _Pragma("unroll")
+#else
+#define GRADUS_LSTM_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+/// C rows [R x 64] = or += A rows [R x k] · B [k x 64], over B's rows [p0, p1): B row-major with
+/// row stride ldb, unpacked; C row stride ldc; R rows x 64 columns of C in AVX-512 accumulators
+/// (the loops over them unrolled, so that the accumulators stay in registers).
 template <int R>
-[[gnu::target("avx512f")]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t n, float* c,
-                                                  int64_t p0, int64_t p1, bool load) {
-  for (int64_t j = 0; j < n; j += 64) {
-    __m512 acc[R][4];
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < 4; ++q)
-        acc[r][q] = load ? _mm512_loadu_ps(c + r * n + j + 16 * q) : _mm512_setzero_ps();
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* bp = b + p * n + j;
-      const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), b2 = _mm512_loadu_ps(bp + 32),
-                   b3 = _mm512_loadu_ps(bp + 48);
-      for (int r = 0; r < R; ++r) {
-        const __m512 av = _mm512_set1_ps(a[r * lda + p]);
-        acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-        acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
-        acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
-      }
+[[gnu::target("avx512f")]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                                  int64_t ldc, int64_t p0, int64_t p1, bool load) {
+  __m512 acc[R][4];
+  GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q) acc[r][q] = load ? _mm512_loadu_ps(c + r * ldc + 16 * q) : _mm512_setzero_ps();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* bp = b + p * ldb;
+    __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), b2 = _mm512_loadu_ps(bp + 32),
+           b3 = _mm512_loadu_ps(bp + 48);
+    // keeps b0..b3 in registers: otherwise -march builds fold each load into the R FMAs that use
+    // it, reading B R times (load-bound, about half the speed)
+    __asm__("" : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3));
+    GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+      acc[r][2] = _mm512_fmadd_ps(av, b2, acc[r][2]);
+      acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
     }
-    for (int r = 0; r < R; ++r)
-      for (int q = 0; q < 4; ++q) _mm512_storeu_ps(c + r * n + j + 16 * q, acc[r][q]);
   }
+  GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
 }
 
-/// c (m x n) = or += a (m x k) · b (k x n), row-major, n a multiple of 64 (see step_gemm).
-inline void step_gemm_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n, bool add) {
-  constexpr int64_t kc = 128;  // 128 rows x 64 columns of B: 32 KiB, held in L1 over all rows of A
+/// c (m x n) = or += a (m x k) · b (k x n), row-major, n a multiple of 64 (see step_gemm). B is
+/// walked in panels of kc rows x 64 columns (32 KiB, held in L1) and every row of A runs over a
+/// panel before the next panel is read, so B crosses from L2 once per call, not once per 4 rows.
+[[gnu::target("avx512f")]] inline void step_gemm_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k,
+                                                       int64_t n, bool add) {
+  constexpr int64_t kc = 128;
   for (int64_t p0 = 0; p0 < k; p0 += kc) {
     const int64_t p1 = std::min(k, p0 + kc);
     const bool load = add || p0 > 0;
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4) rows_avx512<4>(a + i * k, k, b, n, c + i * n, p0, p1, load);
-    for (; i < m; ++i) rows_avx512<1>(a + i * k, k, b, n, c + i * n, p0, p1, load);
+    for (int64_t j = 0; j < n; j += 64) {
+      int64_t i = 0;
+      for (; i + 4 <= m; i += 4) rows_avx512<4>(a + i * k, k, b + j, n, c + i * n + j, n, p0, p1, load);
+      for (; i < m; ++i) rows_avx512<1>(a + i * k, k, b + j, n, c + i * n + j, n, p0, p1, load);
+    }
   }
 }
+#undef GRADUS_LSTM_UNROLL
 #endif
 
 /// c (m x n) = or += a (m x k) · b (k x n), all row-major: the per-step products of an LSTM,

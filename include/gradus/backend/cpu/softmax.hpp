@@ -88,14 +88,18 @@ void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_
   for_each_line(v, [&](int64_t base) {
     const int64_t r = base / classes;
     const T* in = z + base;
-    T m = in[0], s = 0;
+    T line_lse = 0;
     with_isa([&] {
+      // m and s are locals of this lambda: as captured references GCC -O2 left the reductions
+      // scalar (an exp call per element)
+      T m = in[0], s = 0;
       GRADUS_SIMD_REDUCTION(max, m)
       for (int64_t k = 1; k < classes; ++k) m = in[k] > m ? in[k] : m;
       GRADUS_SIMD_REDUCTION(+, s)
       for (int64_t k = 0; k < classes; ++k) s += vm::exp(in[k] - m);
+      line_lse = m + std::log(s);
     });
-    lse[r] = m + std::log(s);
+    lse[r] = line_lse;
     loss[r] = lse[r] - in[labels[r]];
   });
 }
