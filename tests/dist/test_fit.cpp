@@ -42,15 +42,17 @@ struct Mlp : gd::nn::Module<float> {
 
 const auto mse = [](const gd::Tensor<float>& y, const gd::Var<float>& p) { return gd::losses::mean_squared_error(y, p); };
 
-// n examples: x [n, 5], y [n, 3], smooth functions of the row index.
-gd::train::Data<float, float> make_data(int64_t n, double salt) {
+// Rows [first, first + n): x [n, 5], y [n, 3], smooth functions of the row index.
+gd::train::Data<float, float> make_rows(int64_t first, int64_t n, double salt) {
   gd::Tensor<float> x = gd::Tensor<float>::empty({n, 5}), y = gd::Tensor<float>::empty({n, 3});
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < 5; ++j) x.data()[i * 5 + j] = float(std::sin(0.7 * double(i) + 1.3 * double(j) + salt));
-    for (int64_t j = 0; j < 3; ++j) y.data()[i * 3 + j] = float(std::cos(0.4 * double(i) - 0.9 * double(j) + salt));
+  for (int64_t k = 0; k < n; ++k) {
+    const double i = double(first + k);
+    for (int64_t j = 0; j < 5; ++j) x.data()[k * 5 + j] = float(std::sin(0.7 * i + 1.3 * double(j) + salt));
+    for (int64_t j = 0; j < 3; ++j) y.data()[k * 3 + j] = float(std::cos(0.4 * i - 0.9 * double(j) + salt));
   }
   return {x, y};
 }
+gd::train::Data<float, float> make_data(int64_t n, double salt) { return make_rows(0, n, salt); }
 
 std::vector<gd::Tensor<float>> snapshot(Mlp& net) {
   std::vector<gd::Tensor<float>> out;
@@ -278,4 +280,54 @@ TEST_CASE("dist fit: a NaN loss on one rank stops both after the same step", "[d
     const int mine = r;
     CHECK(rank0_copy(std::vector<int>{mine})[0] == 0);  // both ranks are still in step with each other
   }
+}
+
+TEST_CASE("dist Session: a user's loop on 2 ranks = one process on the concatenated batch, and reopens from the chief's checkpoint",
+          "[dist][session]") {
+  REQUIRE(gd::dist::size() == 2);
+  const int r = gd::dist::rank();
+  SharedDir dir;
+  // step s: global rows [8s, 8s + 8); rank r its 4 rows from 8s + 4r
+  auto run = [&](Mlp& net, gd::optim::Adam<float>& adam, const gd::train::SessionOptions& o, int64_t last, int64_t per,
+                 int64_t offset) {
+    gd::train::Session session(net, adam, o);
+    while (!session.should_stop() && session.global_step() < last)
+      session.run([&] {
+        const auto b = make_rows(8 * session.global_step() + offset, per, 1.5);
+        return std::pair{gd::losses::mean_squared_error(b.y, net.forward(b.x)), per};
+      });
+    return session.close();
+  };
+  Mlp net(300 + uint64_t(r));
+  gd::optim::Adam<float> adam(net.parameters(), {.lr = 0.05});
+  Record record;
+  const gd::train::History h =
+      run(net, adam, {.run_dir = dir.path / "session", .hooks = {&record}, .collective = gd::dist::collective()}, 4,
+          kBatch, kBatch * r);
+  const auto params = snapshot(net);
+  CHECK(h.global_step == 4);
+  CHECK(bit_identical(params, rank0_copy(params)));
+  CHECK(record.losses == rank0_copy(record.losses));
+
+  Mlp ref(300);
+  gd::optim::Adam<float> ref_adam(ref.parameters(), {.lr = 0.05});
+  Record ref_record;
+  run(ref, ref_adam, {.hooks = {&ref_record}}, 4, 2 * kBatch, 0);
+  const auto want = snapshot(ref);
+  for (size_t k = 0; k < want.size(); ++k)
+    for (int64_t i = 0; i < want[k].size(); ++i) {
+      INFO("parameter " << k << " element " << i);
+      REQUIRE(params[k].data()[i] == Approx(want[k].data()[i]).epsilon(1e-5).margin(1e-6));
+    }
+  for (size_t s = 0; s < 4; ++s) CHECK(record.losses[s] == Approx(ref_record.losses[s]).epsilon(1e-5));
+
+  // reopened with other initial weights: every rank holds the chief's step-4 state
+  Mlp again(900 + uint64_t(r));
+  gd::optim::Adam<float> again_adam(again.parameters(), {.lr = 0.05});
+  gd::train::Session reopened(again, again_adam, {.run_dir = dir.path / "session", .collective = gd::dist::collective()});
+  CHECK(reopened.global_step() == 4);
+  CHECK(reopened.restored_from().has_value());
+  CHECK(bit_identical(snapshot(again), params));
+  CHECK(again_adam.iterations() == 4);
+  reopened.close();
 }
