@@ -155,6 +155,9 @@ inline void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata)
 inline std::filesystem::path Session::save_checkpoint() {
   for (Hook* h : hooks_)
     if (const auto* c = dynamic_cast<const CheckpointSaver*>(h); c && c->saver()) return save_checkpoint(*c->saver());
+  if (!collective_.is_chief())
+    throw value_error(::gradus::detail::str("Session::save_checkpoint: rank ", collective_.rank,
+                                            " has no CheckpointSaver: with a Collective only the chief (rank 0) saves"));
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set run_dir or add one)");
 }
 
