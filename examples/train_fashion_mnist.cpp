@@ -153,9 +153,10 @@ static int run(int argc, char** argv, const gd::train::Collective& collective) {
     constexpr int64_t kShown = 12;
     chief_hooks.push_back(std::make_unique<Announce>());
     chief_hooks.push_back(std::make_unique<gd::train::ProgressBar>(gd::train::ProgressBarOptions{.every_steps = 100}));
-    chief_hooks.push_back(std::make_unique<gd::train::SummarySaver>(*writer, gd::train::SummarySaverOptions{.every_steps = 50}));
+    using Summaries = gd::train::SummarySaverOptions;
+    chief_hooks.push_back(std::make_unique<gd::train::SummarySaver>(*writer, Summaries{.every_steps = 50}));
     chief_hooks.push_back(std::make_unique<gd::train::SummarySaver>(
-        *writer, gd::train::SummarySaverOptions{.every_steps = 200, .scalars = false, .histograms = true, .epochs = false}));
+        *writer, Summaries{.every_steps = 200, .scalars = false, .histograms = true, .epochs = false}));
     chief_hooks.push_back(std::make_unique<PredictionImages<decltype(net)>>(
         net, *writer, gd::slice(test.x, {0, 0, 0, 0}, {kShown, 28, 28, 1}),
         gd::slice(test_pictures, {0, 0, 0, 0}, {kShown, 28, 28, 1}), gd::slice(test.y, {0}, {kShown})));

@@ -40,7 +40,9 @@ struct Mlp : gd::nn::Module<float> {
   gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
 };
 
-const auto mse = [](const gd::Tensor<float>& y, const gd::Var<float>& p) { return gd::losses::mean_squared_error(y, p); };
+const auto mse = [](const gd::Tensor<float>& y, const gd::Var<float>& p) {
+  return gd::losses::mean_squared_error(y, p);
+};
 
 // Rows [first, first + n): x [n, 5], y [n, 3], smooth functions of the row index.
 gd::train::Data<float, float> make_rows(int64_t first, int64_t n, double salt) {
@@ -195,8 +197,9 @@ TEST_CASE("dist fit: 2 ranks = one process on the concatenated batch; the chief 
   Mlp ref(1000);
   gd::optim::Adam<float> ref_adam(ref.parameters(), {.lr = 0.05});
   Record ref_record;
-  const gd::train::History ref_h = gd::train::fit(
-      ref, ref_adam, mse, train, {.epochs = 2, .batch_size = 2 * kBatch, .seed = 3, .validation = &val, .hooks = {&ref_record}});
+  const gd::train::History ref_h =
+      gd::train::fit(ref, ref_adam, mse, train,
+                     {.epochs = 2, .batch_size = 2 * kBatch, .seed = 3, .validation = &val, .hooks = {&ref_record}});
   const auto want = snapshot(ref);
   REQUIRE(want.size() == params.size());
   for (size_t k = 0; k < want.size(); ++k)
@@ -282,7 +285,8 @@ TEST_CASE("dist fit: a NaN loss on one rank stops both after the same step", "[d
   }
 }
 
-TEST_CASE("dist Session: a user's loop on 2 ranks = one process on the concatenated batch, and reopens from the chief's checkpoint",
+TEST_CASE("dist Session: a user's loop on 2 ranks = one process on the concatenated batch; reopened, the "
+          "chief's checkpoint on every rank",
           "[dist][session]") {
   REQUIRE(gd::dist::size() == 2);
   const int r = gd::dist::rank();
@@ -324,7 +328,8 @@ TEST_CASE("dist Session: a user's loop on 2 ranks = one process on the concatena
   // reopened with other initial weights: every rank holds the chief's step-4 state
   Mlp again(900 + uint64_t(r));
   gd::optim::Adam<float> again_adam(again.parameters(), {.lr = 0.05});
-  gd::train::Session reopened(again, again_adam, {.run_dir = dir.path / "session", .collective = gd::dist::collective()});
+  gd::train::Session reopened(again, again_adam,
+                              {.run_dir = dir.path / "session", .collective = gd::dist::collective()});
   CHECK(reopened.global_step() == 4);
   CHECK(reopened.restored_from().has_value());
   CHECK(bit_identical(snapshot(again), params));

@@ -156,8 +156,8 @@ inline std::filesystem::path Session::save_checkpoint() {
   for (Hook* h : hooks_)
     if (const auto* c = dynamic_cast<const CheckpointSaver*>(h); c && c->saver()) return save_checkpoint(*c->saver());
   if (!collective_.is_chief())
-    throw value_error(::gradus::detail::str("Session::save_checkpoint: rank ", collective_.rank,
-                                            " has no CheckpointSaver: with a Collective only the chief (rank 0) saves"));
+    throw value_error(::gradus::detail::str("Session::save_checkpoint: rank ", collective_.rank, " has no ",
+                                            "CheckpointSaver: with a Collective only the chief (rank 0) saves"));
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set run_dir or add one)");
 }
 
@@ -404,8 +404,9 @@ inline const EpochLogs& Session::finish_epoch(EpochLogs logs) {
     std::string bytes(v.size() * sizeof(double), '\0');
     if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
     collective_.broadcast(bytes);
-    GRADUS_CHECK(value_error, bytes.size() == v.size() * sizeof(double), who_, ": the ranks' validation logs differ: rank 0 has ",
-                 bytes.size() / sizeof(double), " values, this rank ", v.size());
+    GRADUS_CHECK(value_error, bytes.size() == v.size() * sizeof(double), who_,
+                 ": the ranks' validation logs differ: rank 0 has ", bytes.size() / sizeof(double), " values, this rank ",
+                 v.size());
     if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
     size_t i = 0;
     if (logs.val_loss) logs.val_loss = v[i++];
