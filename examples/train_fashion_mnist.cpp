@@ -9,8 +9,14 @@
 //     the first test images with the predicted and true class drawn on them.
 // Look at the run with `tensorboard --logdir runs`; load a checkpoint in Python as README.md shows.
 //
+// Data-parallel on several processes (built with gradus::dist, i.e. where CMake found MPI):
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/examples/train_fashion_mnist --distributed
+// Each rank trains on its own half of every epoch's order, 128 examples a step (a global batch
+// of 2 x 128), and the gradients are averaged over the ranks before each Adam step
+// (gd::dist::collective()); rank 0 alone prints, restores and writes checkpoints and summaries.
+//
 // Usage: train_fashion_mnist [--epochs N] [--run-dir DIR] [--max-steps N] [--test-examples N] [--data DIR]
-//                           [--device D]
+//                           [--device D] [--distributed]
 //   --epochs N         epochs to train to, counting those already in the run directory (default 3)
 //   --run-dir DIR      where checkpoints and summaries go (default runs/fashion_mnist)
 //   --max-steps N      stop at global step N (gd::train::StopAtStep), for a quick try
@@ -18,6 +24,8 @@
 //   --data DIR         the Fashion-MNIST files (default /usr/share/datasets/fashion-mnist)
 //   --device D         cpu (default) or cuda: train on the first CUDA GPU (an error naming what is
 //                      missing where there is none)
+//   --distributed      train on the ranks of an MPI job (launch with mpirun); an error in a build
+//                      without gradus::dist
 // Exits 1 when it trained all of 3 or more epochs and the test accuracy is below 0.89.
 #include <algorithm>
 #include <cmath>
@@ -31,6 +39,11 @@
 #include <gradus/data/fashion_mnist.hpp>
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
+
+#ifdef GRADUS_HAVE_DIST
+#include <gradus/dist.hpp>
+#include <gradus/dist/collective.hpp>
+#endif
 
 #include "flags.hpp"
 
@@ -83,7 +96,9 @@ class PredictionImages : public gd::train::Hook {
 
 }  // namespace
 
-static int run(int argc, char** argv) {
+// `collective`: empty for one process; with --distributed, the MPI job's.
+static int run(int argc, char** argv, const gd::train::Collective& collective) {
+  const bool chief = collective.is_chief();  // prints, and writes the summaries (rank 0)
   const int64_t epochs = flag(argc, argv, "--epochs", int64_t{3});
   const std::string run_dir = flag(argc, argv, "--run-dir", std::string("runs/fashion_mnist"));
   const int64_t max_steps = flag(argc, argv, "--max-steps", int64_t{-1});
@@ -126,27 +141,40 @@ static int run(int argc, char** argv) {
   accuracy.set_name("accuracy");  // the History's "val_accuracy"
 
   constexpr int64_t kBatch = 128;
-  const int64_t steps_per_epoch = gd::train::batches_per_epoch(train.x.dim(0), kBatch, /*drop_remainder=*/false);
-  gd::summary::FileWriter writer(std::filesystem::path(run_dir) / "train", {.flush_secs = 10});
-  constexpr int64_t kShown = 12;
-  PredictionImages shown(net, writer, gd::slice(test.x, {0, 0, 0, 0}, {kShown, 28, 28, 1}),
-                         gd::slice(test_pictures, {0, 0, 0, 0}, {kShown, 28, 28, 1}),
-                         gd::slice(test.y, {0}, {kShown}));
-  Announce announce;
-  gd::train::ProgressBar progress({.every_steps = 100});
-  gd::train::SummarySaver scalars(writer, {.every_steps = 50});
-  gd::train::SummarySaver histograms(writer, {.every_steps = 200, .scalars = false, .histograms = true, .epochs = false});
+  const int64_t ranks = collective ? collective.size : 1;  // each rank takes 1/ranks of an epoch
+  const int64_t steps_per_epoch =
+      gd::train::batches_per_epoch(train.x.dim(0) / ranks, kBatch, /*drop_remainder=*/false);
+  // The event file is made when the writer is: on the chief only. The hooks that write files run on
+  // the chief only anyway (CheckpointSaver, SummarySaver), and so do those that print, here.
+  std::optional<gd::summary::FileWriter> writer;
+  std::vector<std::unique_ptr<gd::train::Hook>> chief_hooks;
+  if (chief) {
+    writer.emplace(std::filesystem::path(run_dir) / "train", gd::summary::WriterOptions{.flush_secs = 10});
+    constexpr int64_t kShown = 12;
+    chief_hooks.push_back(std::make_unique<Announce>());
+    chief_hooks.push_back(std::make_unique<gd::train::ProgressBar>(gd::train::ProgressBarOptions{.every_steps = 100}));
+    using Summaries = gd::train::SummarySaverOptions;
+    chief_hooks.push_back(std::make_unique<gd::train::SummarySaver>(*writer, Summaries{.every_steps = 50}));
+    chief_hooks.push_back(std::make_unique<gd::train::SummarySaver>(
+        *writer, Summaries{.every_steps = 200, .scalars = false, .histograms = true, .epochs = false}));
+    chief_hooks.push_back(std::make_unique<PredictionImages<decltype(net)>>(
+        net, *writer, gd::slice(test.x, {0, 0, 0, 0}, {kShown, 28, 28, 1}),
+        gd::slice(test_pictures, {0, 0, 0, 0}, {kShown, 28, 28, 1}), gd::slice(test.y, {0}, {kShown})));
+  }
   gd::train::CheckpointSaver checkpoints({.every_secs = 0, .every_epochs = 1, .max_to_keep = 3});
-  std::vector<gd::train::Hook*> hooks = {&announce, &progress, &scalars, &histograms, &shown, &checkpoints};
+  std::vector<gd::train::Hook*> hooks;
+  for (const auto& h : chief_hooks) hooks.push_back(h.get());
+  hooks.push_back(&checkpoints);
   std::unique_ptr<gd::train::StopAtStep> stop;
   if (max_steps >= 0) {
     stop = std::make_unique<gd::train::StopAtStep>(gd::train::StopAtStepOptions{.last_step = max_steps});
     hooks.push_back(stop.get());
   }
 
-  std::printf("CNN: %lld parameters, %lld steps per epoch of %lld examples\n",
-              static_cast<long long>(net.parameter_count()), static_cast<long long>(steps_per_epoch),
-              static_cast<long long>(kBatch));
+  if (chief)
+    std::printf("CNN: %lld parameters, %lld steps per epoch of %lld examples x %lld rank%s\n",
+                static_cast<long long>(net.parameter_count()), static_cast<long long>(steps_per_epoch),
+                static_cast<long long>(kBatch), static_cast<long long>(ranks), ranks > 1 ? "s" : "");
   const gd::train::History history = gd::train::fit(net, opt, loss, train,
                                                     {.epochs = epochs,
                                                      .batch_size = kBatch,
@@ -156,7 +184,8 @@ static int run(int argc, char** argv) {
                                                      .hooks = hooks,
                                                      .run_dir = run_dir,
                                                      .rng = &rng,
-                                                     .device = device});
+                                                     .device = device,
+                                                     .collective = collective});
 
   // The test set is fit's validation data: after a finished epoch its numbers are in the History;
   // a run stopped mid-epoch evaluates the weights it stopped with.
@@ -169,13 +198,29 @@ static int run(int argc, char** argv) {
     test_loss = result.loss;
     test_accuracy = result.get("accuracy");
   }
-  std::printf("step %lld: test loss %.4f, test accuracy %.4f%s%s\n", static_cast<long long>(history.global_step),
-              test_loss, test_accuracy, history.stop_reason.empty() ? "" : " — ", history.stop_reason.c_str());
-  std::printf("checkpoints in %s, summaries in %s (tensorboard --logdir %s)\n", run_dir.c_str(),
-              writer.path().string().c_str(), run_dir.c_str());
+  if (chief) {
+    std::printf("step %lld: test loss %.4f, test accuracy %.4f%s%s\n", static_cast<long long>(history.global_step),
+                test_loss, test_accuracy, history.stop_reason.empty() ? "" : " — ", history.stop_reason.c_str());
+    std::printf("checkpoints in %s, summaries in %s (tensorboard --logdir %s)\n", run_dir.c_str(),
+                writer->path().string().c_str(), run_dir.c_str());
+  }
   const bool trained_all = history.stop_reason.empty() && epochs >= 3 && n_test == data.test_images.dim(0);
   return !trained_all || test_accuracy >= 0.89 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
-// A gd::error that escapes prints its message and exits with status 1.
-int main(int argc, char** argv) { return gd::guard_main([&] { return run(argc, argv); }); }
+// A gd::error that escapes prints its message and exits with status 1 (with --distributed: and
+// ends every rank of the job).
+int main(int argc, char** argv) {
+  const bool distributed = std::find(argv + 1, argv + argc, std::string("--distributed")) != argv + argc;
+  if (!distributed) return gd::guard_main([&] { return run(argc, argv, {}); });
+#ifdef GRADUS_HAVE_DIST
+  gd::dist::Context ctx(argc, argv);
+  return gd::dist::guard_main(ctx, [&] { return run(argc, argv, gd::dist::collective()); });
+#else
+  return gd::guard_main([&]() -> int {
+    throw gd::value_error(
+        "train_fashion_mnist: --distributed needs gradus::dist, which this build does not have (CMake did not find "
+        "MPI: install libopenmpi-dev and configure again)");
+  });
+#endif
+}

@@ -3,3 +3,5 @@
 #include "gradus/dist/mpi.hpp"
 #include "gradus/dist/broadcast.hpp"
 #include "gradus/dist/optimizer.hpp"
+// fit and Session on many ranks: #include <gradus/dist/collective.hpp> (gd::dist::collective();
+// not included here: it needs gradus/train and gradus/io, link gradus::io).

@@ -25,6 +25,8 @@ namespace gradus::train {
 ///   gd::train::CheckpointSaver saver({.every_steps = 1000, .max_to_keep = 3});
 class CheckpointSaver : public Hook {
  public:
+  /// Writes files: with a Collective, the chief (rank 0) alone runs it.
+  bool chief_only() const override { return true; }
   explicit CheckpointSaver(CheckpointSaverOptions o = {})
       : o_(std::move(o)),
         every_secs_(o_.every_secs.value_or(o_.every_steps == 0 && o_.every_epochs == 0 ? 600.0 : 0.0)) {

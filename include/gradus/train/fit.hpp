@@ -70,6 +70,13 @@ struct FitOptions {
   /// (fewer than S are left out) so every shard runs the same number of steps. 1: no sharding.
   int64_t num_shards = 1;
   int64_t shard_index = 0;  ///< this process's shard, in [0, num_shards)
+  /// Data-parallel training over the processes of a job (see Collective; gd::dist::collective()):
+  /// rank 0 alone restores and writes checkpoints and summaries, gradients are averaged over the
+  /// ranks before each optimizer step, losses are averaged, stops are shared. With num_shards left
+  /// at 1, the data is sharded by the collective (num_shards = size, shard_index = rank): the
+  /// global batch is size × batch_size. Every rank passes the same data, options and seed.
+  ///   gd::train::fit(net, opt, loss, train, {.batch_size = 64, .collective = gd::dist::collective()});
+  Collective collective = {};
 };
 
 /// Options of evaluate.
@@ -358,7 +365,16 @@ class ModelLoop : public Session {
                .checkpoint = o.checkpoint,
                .verbose = o.verbose,
                .unregistered = o.unregistered,
-               .device = o.device});
+               .device = o.device,
+               .collective = collective_of(o)});
+  }
+
+  template <class O>
+  static Collective collective_of(const O& o) {
+    if constexpr (requires { o.collective; })
+      return o.collective;
+    else
+      return {};
   }
 
   /// One optimizer step on the host batch (x, y) through Session::step; false when it did not run.
@@ -401,9 +417,16 @@ class Loop final : public ModelLoop<M, L> {
     GRADUS_CHECK(value_error, o.num_shards >= 1 && o.shard_index >= 0 && o.shard_index < o.num_shards,
                  "fit: expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards ", o.num_shards,
                  ", shard_index ", o.shard_index);
-    GRADUS_CHECK(value_error, data.size() >= o.num_shards, "fit: ", data.size(), " examples cannot be split into ",
-                 o.num_shards, " shards");
-    this->examples_ = data.size() / o.num_shards;  // this shard's examples per epoch
+    if (o.collective && o.num_shards == 1) {  // sharded by the job's ranks
+      num_shards_ = o.collective.size;
+      shard_index_ = o.collective.rank;
+    } else {
+      num_shards_ = o.num_shards;
+      shard_index_ = o.shard_index;
+    }
+    GRADUS_CHECK(value_error, data.size() >= num_shards_, "fit: ", data.size(), " examples cannot be split into ",
+                 num_shards_, " shards");
+    this->examples_ = data.size() / num_shards_;  // this shard's examples per epoch
     this->batch_size_ = o.batch_size;
     this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
     GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
@@ -418,7 +441,7 @@ class Loop final : public ModelLoop<M, L> {
 
  protected:
   bool train_step(const int64_t* index, int64_t n) override {
-    if (o_.num_shards > 1) index = shard_rows(n);
+    if (num_shards_ > 1) index = shard_rows(n);
     return this->step_on(gather_rows(data_.x, index, n), gather_rows(data_.y, index, n));
   }
   // This shard's n rows of the step: the epoch's order over all examples, sliced (FitOptions::num_shards).
@@ -432,7 +455,7 @@ class Loop final : public ModelLoop<M, L> {
       }
       global_epoch_ = this->epoch();
     }
-    const int64_t first = this->step_in_epoch() * o_.batch_size * o_.num_shards + o_.shard_index * n;
+    const int64_t first = this->step_in_epoch() * o_.batch_size * num_shards_ + shard_index_ * n;
     return global_order_.data() + first;
   }
   void validate(EpochLogs& logs) override {
@@ -445,6 +468,7 @@ class Loop final : public ModelLoop<M, L> {
  private:
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
+  int64_t num_shards_ = 1, shard_index_ = 0;  // FitOptions' or the collective's
   std::vector<int64_t> global_order_;  // with num_shards > 1: the epoch's order over all examples
   int64_t global_epoch_ = -1;
 };

@@ -49,6 +49,9 @@ struct DatasetFitOptions {
   bool verbose = false;                        ///< adds a ProgressBar on std::cout
   nn::Unregistered unregistered = nn::Unregistered::error;  ///< see FitOptions
   std::optional<Device> device = std::nullopt;              ///< see FitOptions
+  /// Data-parallel training (see FitOptions::collective); each rank's pipeline gives its own
+  /// shard (Dataset::shard(size, rank)) with the same number of batches per epoch.
+  Collective collective = {};
 };
 
 namespace detail {

@@ -43,6 +43,8 @@ struct ProfilerHookOptions {
 /// The hook owns a gd::profile::Profiler; only one profiler runs at a time (value_error otherwise).
 class ProfilerHook : public Hook {
  public:
+  /// Writes files: with a Collective, the chief (rank 0) alone runs it.
+  bool chief_only() const override { return true; }
   template <Real T>
   explicit ProfilerHook(nn::Module<T>& model, ProfilerHookOptions o = {}) : o_(std::move(o)) {
     GRADUS_CHECK(value_error, o_.every_steps > 0, "ProfilerHook: every_steps must be > 0, got ", o_.every_steps);

@@ -31,6 +31,8 @@ struct ProjectorHookOptions {
 ///   gd::train::Session session(model, opt, {.run_dir = "runs/lm", .hooks = {&proj}});
 class ProjectorHook : public Hook {
  public:
+  /// Writes files: with a Collective, the chief (rank 0) alone runs it.
+  bool chief_only() const override { return true; }
   ProjectorHook(std::variant<Var<float>, Var<double>> table, ProjectorHookOptions o = {})
       : table_(std::move(table)), o_(std::move(o)) {
     const Shape s = std::visit([](const auto& v) { return v.value().shape(); }, table_);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -65,6 +66,41 @@ inline bool all_finite(const AnyTensor& t) {
       },
       t);
 }
+
+/// How the training processes of a data-parallel job talk to each other, for fit and a Session
+/// (train/ does not depend on MPI: gd::dist::collective() fills one from the live gd::dist::Context,
+/// <gradus/dist/collective.hpp>). Default-constructed (`sum` empty): a single process, nothing
+/// changes. With one set, on every rank of the job:
+/// - rank 0 (the chief) alone restores the latest checkpoint of run_dir, then its whole state
+///   (model, optimizer, generators, loop counters, History, hook states; fresh or restored) is
+///   broadcast, so every rank starts from the same state and a stopped run resumes exactly;
+/// - hooks that write files (CheckpointSaver, SummarySaver, ProjectorHook, ProfilerHook: Hook::chief_only)
+///   run on the chief only, and fit adds its default CheckpointSaver on the chief only;
+/// - after backward each gradient is replaced by its mean over the ranks (`average`), before
+///   clipping and optimizer.step(), so every rank applies the same update;
+/// - the step's loss is the mean over ranks weighted by each rank's batch size, and validation
+///   values are the chief's, so hooks and the History see the same numbers on every rank (and a
+///   NaN on one rank is a NaN on all);
+/// - a stop requested on any rank (NanGuard, EarlyStopping, StopAtStep...) stops every rank after
+///   the same step.
+/// Every function must be called by every rank in the same order (they are collectives).
+///   gd::dist::Context ctx(argc, argv);
+///   gd::train::fit(net, opt, loss, train, {.epochs = 5, .collective = gd::dist::collective()});
+struct Collective {
+  int rank = 0;  ///< this process, in [0, size); 0 is the chief
+  int size = 1;  ///< processes in the job
+  std::function<void(std::vector<double>&)> sum;  ///< in place: elementwise sum over the ranks
+  std::function<void(std::vector<double>&)> max;  ///< in place: elementwise maximum over the ranks
+  std::function<void(std::string&)> broadcast;    ///< in place: rank 0's bytes on every rank
+  /// In place: each tensor (float or double, on the cpu, the same shapes on every rank) replaced by
+  /// a tensor holding its elementwise mean over the ranks.
+  std::function<void(std::vector<AnyTensor>&)> average;
+
+  /// Whether this is a data-parallel run (`sum` is set).
+  explicit operator bool() const { return bool(sum); }
+  /// Whether this process writes checkpoints and summaries: rank 0, or any single process.
+  bool is_chief() const { return rank == 0; }
+};
 
 namespace detail {
 struct LoopState;
@@ -154,6 +190,10 @@ class Hook {
   /// At the end of a run that was not ended by an exception.
   virtual void end(Session&) {}
 
+  /// True for a hook that writes files (checkpoints, summaries): with a Collective it runs on the
+  /// chief (rank 0) only.
+  virtual bool chief_only() const { return false; }
+
   /// Non-empty for a hook with checkpointed state: its entries go under "hooks/<key>/".
   virtual std::string state_key() const { return {}; }
   /// Adds this hook's state; every tensor and metadata name starts with `prefix`.
@@ -203,6 +243,9 @@ struct SessionOptions {
   /// > 0: the gradients are clipped to this global norm (optim::clip_by_global_norm) between the
   /// backward pass and the optimizer step of each run(); 0: not clipped.
   double clip_global_norm = 0;
+  /// Data-parallel training over several processes (see Collective); empty: one process.
+  ///   {.run_dir = "runs/lm", .hooks = {&stop}, .collective = gd::dist::collective()}
+  Collective collective = {};
 };
 
 namespace detail {
@@ -272,7 +315,9 @@ class TypedTrainee final : public Trainee {
 
   /// Backward from `loss` (a scalar depending on a trainable parameter) and one optimizer step;
   /// the first call also checks the registration of every leaf (`unregistered`). Returns the loss.
-  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered, double clip_global_norm = 0) {
+  /// With a Collective, the gradients are averaged over the ranks after backward.
+  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered, double clip_global_norm = 0,
+               const Collective* collective = nullptr) {
     GRADUS_CHECK(value_error, loss.size() == 1, who, ": the loss must be a scalar, got shape ", loss.shape());
     GRADUS_CHECK(value_error, loss.requires_grad(), who, ": the loss does not depend on any trainable parameter");
     if (!registration_checked_ && unregistered != nn::Unregistered::ignore)
@@ -280,9 +325,30 @@ class TypedTrainee final : public Trainee {
                               {.action = unregistered});
     registration_checked_ = true;
     gradus::backward(loss);
+    if (collective && *collective) average_gradients(*collective);
     if (clip_global_norm > 0) optim::clip_by_global_norm(opt_.params(), clip_global_norm);
     opt_.step();
     return double(loss.item());
+  }
+
+  /// Replaces the gradient of every optimizer parameter by its mean over the ranks. A parameter
+  /// with a gradient on no rank keeps none (the optimizer skips it, as in one process); one with
+  /// a gradient on some ranks only counts zeros for the others.
+  void average_gradients(const Collective& c) {
+    const auto& params = opt_.params();
+    std::vector<double> has(params.size());
+    for (size_t i = 0; i < params.size(); ++i) has[i] = params[i].grad_if_any() ? 1 : 0;
+    c.max(has);
+    std::vector<AnyTensor> grads;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (has[i] == 0) continue;
+      const Tensor<T>* g = params[i].grad_if_any();
+      grads.emplace_back(g ? *g : Tensor<T>::zeros(params[i].shape()));
+    }
+    c.average(grads);
+    size_t k = 0;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (has[i] != 0) params[i].grad() = std::get<Tensor<T>>(grads[k++]);
   }
 
  private:
@@ -397,6 +463,10 @@ class Session {
   const History& history() const { return history_; }
   /// FitOptions::run_dir / SessionOptions::run_dir (empty: no checkpoints).
   const std::filesystem::path& run_dir() const { return run_dir_; }
+  /// The Collective of a data-parallel run (empty for one process).
+  const Collective& collective() const { return collective_; }
+  /// Whether this process writes checkpoints and summaries (always, without a Collective).
+  bool is_chief() const { return collective_.is_chief(); }
   /// The checkpoint this run was restored from, if any.
   const std::optional<std::filesystem::path>& restored_from() const { return restored_from_; }
 
@@ -476,6 +546,12 @@ class Session {
   /// fit's loop: open, epochs of steps, validation, finish (train/fit.hpp).
   History fit_loop();
   void restore(const std::filesystem::path& path);
+  /// Restores from a decoded checkpoint; `path` names it in error messages.
+  void restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path);
+  /// With a Collective: the chief's whole state (checkpoint()) to every other rank.
+  void sync_state();
+  /// With a Collective: a stop requested on any rank is requested on every rank.
+  void sync_stop();
   void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;
   void restore_hook_states(const io::Safetensors& ckpt);
   void add_loop_state(io::TensorList& out, io::Metadata& metadata) const;
@@ -494,6 +570,7 @@ class Session {
   std::vector<std::pair<std::string, Rng*>> generators_;
   std::vector<Hook*> user_hooks_;
   std::vector<std::unique_ptr<Hook>> owned_hooks_;  // verbose's ProgressBar, the default CheckpointSaver
+  Collective collective_;  // empty: one process
 
  private:
   // state

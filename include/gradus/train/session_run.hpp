@@ -94,11 +94,19 @@ inline void Session::configure(const SessionOptions& o) {
   rng_ = o.rng;
   for (const auto& [path, r] : trainee_->generators())
     if (r != rng_) generators_.emplace_back("rng/" + path, r);
+  collective_ = o.collective;
+  if (collective_) {
+    GRADUS_CHECK(value_error, collective_.max && collective_.broadcast && collective_.average, who_,
+                 ": a Collective needs sum, max, broadcast and average");
+    GRADUS_CHECK(value_error, collective_.size >= 1 && collective_.rank >= 0 && collective_.rank < collective_.size,
+                 who_, ": Collective rank must be in [0, size), got rank ", collective_.rank, " of ", collective_.size);
+  }
   user_hooks_ = o.hooks;
   bool has_saver = false;
   for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
   if (o.verbose) owned_hooks_.push_back(std::make_unique<ProgressBar>());
-  if (!o.run_dir.empty() && !has_saver) owned_hooks_.push_back(std::make_unique<CheckpointSaver>(o.checkpoint));
+  if (!o.run_dir.empty() && !has_saver && collective_.is_chief())
+    owned_hooks_.push_back(std::make_unique<CheckpointSaver>(o.checkpoint));
 }
 
 // ----------------------------------------------------------------------- checkpoints, restore
@@ -147,6 +155,9 @@ inline void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata)
 inline std::filesystem::path Session::save_checkpoint() {
   for (Hook* h : hooks_)
     if (const auto* c = dynamic_cast<const CheckpointSaver*>(h); c && c->saver()) return save_checkpoint(*c->saver());
+  if (!collective_.is_chief())
+    throw value_error(::gradus::detail::str("Session::save_checkpoint: rank ", collective_.rank, " has no ",
+                                            "CheckpointSaver: with a Collective only the chief (rank 0) saves"));
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set run_dir or add one)");
 }
 
@@ -262,8 +273,9 @@ inline void Session::restore_hook_states(const io::Safetensors& ckpt) {
 // Reads and checks everything before it changes anything that is not checked again later:
 // loop state, batching, History; then model and optimizer (validated before they are modified),
 // Rng, hook states; the loop counters last.
-inline void Session::restore(const std::filesystem::path& path) {
-  const io::Safetensors ckpt = io::load_safetensors(path);
+inline void Session::restore(const std::filesystem::path& path) { restore_from(io::load_safetensors(path), path); }
+
+inline void Session::restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path) {
   const detail::LoopState st = detail::read_loop_state(ckpt, path, who_);
   if (!user_driven_) check_resumable(st, path);  // a user's own steps have no batching to check
   History history = detail::read_history(ckpt, path, who_);
@@ -287,10 +299,41 @@ inline void Session::restore(const std::filesystem::path& path) {
 
 // ---------------------------------------------------------------------------------- lifecycle
 
+// The chief's state goes to the others as one in-memory checkpoint (the layout above, metadata
+// "global_step" and, when the chief restored one, "dist/restored_from").
+inline void Session::sync_state() {
+  if (!collective_) return;
+  std::string bytes;
+  if (collective_.is_chief()) {
+    io::TensorList tensors;
+    io::Metadata metadata;
+    checkpoint(tensors, metadata);
+    metadata["global_step"] = std::to_string(global_step_);
+    if (restored_from_) metadata["dist/restored_from"] = restored_from_->string();
+    bytes = io::encode_safetensors(tensors, metadata);
+  }
+  collective_.broadcast(bytes);
+  if (collective_.is_chief()) return;
+  const io::Safetensors ckpt = io::decode_safetensors(bytes, "<rank 0's state>");
+  restore_from(ckpt, "<rank 0's state>");
+  restored_from_.reset();
+  if (auto it = ckpt.metadata.find("dist/restored_from"); it != ckpt.metadata.end()) restored_from_ = it->second;
+}
+
+inline void Session::sync_stop() {
+  if (!collective_) return;
+  std::vector<double> flag{stop_ ? 1.0 : 0.0};
+  collective_.max(flag);
+  if (flag[0] != 0 && !stop_) request_stop("a hook on another rank requested a stop");
+}
+
 inline void Session::open() {
   hooks_.clear();
   std::vector<Hook*> savers;
-  auto place = [&](Hook* h) { (dynamic_cast<CheckpointSaver*>(h) ? savers : hooks_).push_back(h); };
+  auto place = [&](Hook* h) {
+    if (h->chief_only() && !collective_.is_chief()) return;  // files are the chief's
+    (dynamic_cast<CheckpointSaver*>(h) ? savers : hooks_).push_back(h);
+  };
   for (Hook* h : user_hooks_) place(h);
   for (const auto& h : owned_hooks_) place(h.get());
   hooks_.insert(hooks_.end(), savers.begin(), savers.end());
@@ -311,9 +354,11 @@ inline void Session::open() {
   uncaught_at_open_ = std::uncaught_exceptions();
 
   for (Hook* h : hooks_) h->begin(*this);
-  if (!run_dir_.empty())
+  if (!run_dir_.empty() && collective_.is_chief())  // with a Collective, the chief restores for all
     if (const auto latest = io::latest_checkpoint(run_dir_)) restore(*latest);
+  sync_state();
   for (Hook* h : hooks_) h->after_create_session(*this);
+  sync_stop();
 }
 
 inline void Session::restore_mode() {
@@ -324,6 +369,7 @@ template <class F>
 bool Session::step(F&& forward) {
   if (stop_) return false;
   for (Hook* h : hooks_) h->before_step(*this);
+  sync_stop();
   if (stop_) return false;
   trainee_->zero_grad();
   const auto [loss_var, n] = forward();
@@ -331,7 +377,13 @@ bool Session::step(F&& forward) {
   auto* typed = dynamic_cast<detail::TypedTrainee<T>*>(trainee_.get());
   GRADUS_CHECK(value_error, typed != nullptr, who_, ": the loss is a Var<", std::is_same_v<T, float> ? "float" : "double",
                "> but the model's element type is ", trainee_->element_type());
-  const double loss = typed->apply(loss_var, who_, unregistered_, clip_global_norm_);
+  double loss = typed->apply(loss_var, who_, unregistered_, clip_global_norm_, &collective_);
+  if (collective_) {  // the mean over ranks, weighted by batch size (1 each when not given)
+    const double w = n > 0 ? double(n) : 1.0;
+    std::vector<double> v{loss * w, w};
+    collective_.sum(v);
+    loss = v[0] / v[1];
+  }
   ++global_step_;
   ++step_in_epoch_;
   last_loss_ = loss;
@@ -340,10 +392,26 @@ bool Session::step(F&& forward) {
   ++loss_count_;
   const StepResult r{global_step_, epoch_, step_in_epoch_, n, loss};
   for (Hook* h : hooks_) h->after_step(*this, r);
+  sync_stop();
   return true;
 }
 
 inline const EpochLogs& Session::finish_epoch(EpochLogs logs) {
+  if (collective_) {  // the chief's validation values, so every rank logs and decides the same
+    std::vector<double> v;
+    if (logs.val_loss) v.push_back(*logs.val_loss);
+    for (const auto& [k, x] : logs.val_metrics) v.push_back(x);
+    std::string bytes(v.size() * sizeof(double), '\0');
+    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+    collective_.broadcast(bytes);
+    GRADUS_CHECK(value_error, bytes.size() == v.size() * sizeof(double), who_,
+                 ": the ranks' validation logs differ: rank 0 has ", bytes.size() / sizeof(double), " values, this rank ",
+                 v.size());
+    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+    size_t i = 0;
+    if (logs.val_loss) logs.val_loss = v[i++];
+    for (auto& [k, x] : logs.val_metrics) x = v[i++];
+  }
   logs.epoch = epoch_;
   logs.global_step = global_step_;
   logs.loss = loss_count_ > 0 ? loss_sum_ / double(loss_count_) : std::numeric_limits<double>::quiet_NaN();
@@ -352,6 +420,7 @@ inline const EpochLogs& Session::finish_epoch(EpochLogs logs) {
   step_in_epoch_ = loss_count_ = 0;
   loss_sum_ = 0;
   for (Hook* h : hooks_) h->after_epoch(*this, history_.epochs.back());
+  sync_stop();
   return history_.epochs.back();
 }
 

@@ -27,6 +27,8 @@ struct SummarySaverOptions {
 ///   gd::train::SummarySaver summaries(writer, {.every_steps = 50, .histograms = true});
 class SummarySaver : public Hook {
  public:
+  /// Writes files: with a Collective, the chief (rank 0) alone runs it.
+  bool chief_only() const override { return true; }
   explicit SummarySaver(summary::FileWriter& writer, SummarySaverOptions o = {}) : writer_(&writer), o_(o) {
     GRADUS_CHECK(value_error, o.every_steps > 0, "SummarySaver: every_steps must be > 0, got ", o.every_steps);
   }
