@@ -16,6 +16,7 @@
 #include "gradus/backend/cpu/bias_activation.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
 #include "gradus/backend/cpu/isa.hpp"
+#include "gradus/backend/cpu/vecmath.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
@@ -56,7 +57,8 @@ void zero_short(T* dst, int64_t n) {
   for (int64_t e = 0; e < n; ++e) dst[e] = T(0);
 }
 template <class T>
-void add_short(const T* src, int64_t n, T* dst) {
+void add_short(const T* __restrict src, int64_t n, T* __restrict dst) {
+  GRADUS_SIMD
   for (int64_t e = 0; e < n; ++e) dst[e] += src[e];
 }
 
@@ -178,12 +180,16 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
   if (!bias && !relu) return;
   with_isa([&] {
     for (int64_t r = 0; r < rows; ++r, o += F) {
-      if (bias && relu)
+      if (bias && relu) {
+        GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f] + bias[f], T(0));
-      else if (bias)
+      } else if (bias) {
+        GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) o[f] += bias[f];
-      else
+      } else {
+        GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f], T(0));
+      }
     }
   });
 }
@@ -195,9 +201,12 @@ void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, 
                     T* __restrict sums) {
   with_isa([&] {
     for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
+      GRADUS_SIMD
       for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
-      if (sums)
+      if (sums) {
+        GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
+      }
     }
   });
 }

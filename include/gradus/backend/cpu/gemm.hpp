@@ -164,19 +164,26 @@ template <int64_t MR>
         for (int64_t g0 = 0; g0 < h; g0 += 8) {
           const int64_t rows = std::min<int64_t>(8, h - g0);
           __m256 r[8], o[8];
-          for (int q = 0; q < 8; ++q)
+          GRADUS_UNROLL for (int q = 0; q < 8; ++q)
             r[q] = q < rows ? _mm256_loadu_ps(a + (i0 + g0 + q) * ra + p0) : _mm256_setzero_ps();
           transpose8(r, o);
           if (rows == 8) {
-            for (int q = 0; q < 8; ++q) _mm256_storeu_ps(ap + (p0 + q) * MR + g0, o[q]);
+            GRADUS_UNROLL for (int q = 0; q < 8; ++q) _mm256_storeu_ps(ap + (p0 + q) * MR + g0, o[q]);
           } else {
             const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(ap + (p0 + q) * MR + g0, mask, o[q]);
+            GRADUS_UNROLL for (int q = 0; q < 8; ++q) _mm256_maskstore_ps(ap + (p0 + q) * MR + g0, mask, o[q]);
           }
         }
       for (int64_t i = 0; i < h; ++i) {
         const float* src = a + (i0 + i) * ra;
         for (int64_t p = p0; p < kc; ++p) ap[p * MR + i] = src[p];
+      }
+      continue;
+    }
+    if (h == MR) {  // a full block (A stored transposed: MR contiguous floats a step), unrolled
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = a + i0 * ra + p * ca;
+        GRADUS_UNROLL for (int64_t i = 0; i < MR; ++i) ap[p * MR + i] = src[i];
       }
       continue;
     }

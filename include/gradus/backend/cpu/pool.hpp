@@ -11,6 +11,7 @@
 
 #include "gradus/backend/cpu/conv.hpp"
 #include "gradus/backend/cpu/isa.hpp"
+#include "gradus/backend/cpu/vecmath.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
@@ -32,6 +33,7 @@ inline bool is_pool2x2(const PoolPlan& p) {
 /// general kernel's).
 template <class T>
 inline void max_pool2x2_max(const T* __restrict t, const T* __restrict b, T* __restrict y, int64_t C) {
+  GRADUS_SIMD
   for (int64_t c = 0; c < C; ++c) y[c] = std::max(std::max(std::max(t[c], t[C + c]), b[c]), b[C + c]);
 }
 
@@ -57,6 +59,7 @@ void max_pool2x2_forward(const PoolPlan& p, const T* x, T* y) {
 template <bool Add, class T>
 inline void max_pool2x2_window(const T* __restrict t, const T* __restrict b, const T* __restrict y,
                                const T* __restrict g, T* __restrict dt, T* __restrict db, int64_t C) {
+  GRADUS_SIMD
   for (int64_t c = 0; c < C; ++c) {
     const T m = y[c];
     T left = g[c];
