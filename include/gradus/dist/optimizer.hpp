@@ -53,6 +53,11 @@ class DistributedOptimizer {
     size_t bucket;                                ///< bucket index (bucket 0 holds the last parameters)
     bool during_backward;                         ///< started from the leaf-ready hook, inside backward
     std::chrono::steady_clock::time_point time;   ///< when MPI_Iallreduce was called
+    /// Whether the all-reduce was seen complete inside backward (by the MPI_Test the leaf-ready
+    /// hook runs on the buckets under way, which is also what lets MPI progress them), and when it
+    /// was seen complete (for the others: when step()'s MPI_Waitall returned).
+    bool finished_during_backward = false;
+    std::chrono::steady_clock::time_point finished{};
   };
 
   explicit DistributedOptimizer(optim::Optimizer<T>& inner, DistributedOptions options = {})
@@ -93,6 +98,9 @@ class DistributedOptimizer {
     for (auto& b : buckets_) b.request = MPI_REQUEST_NULL;
     requests_.clear();
     detail::check_mpi(rc, "MPI_Waitall");
+    const auto waited = std::chrono::steady_clock::now();
+    for (auto& s : starts_)
+      if (!s.finished_during_backward) s.finished = waited;
     const T inv = T(1) / T(size());
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor<T>* g = params[i].grad_if_any();
@@ -190,10 +198,15 @@ class DistributedOptimizer {
     pack(i);
     if (++buckets_[where_[i].bucket].filled == buckets_[where_[i].bucket].params.size()) start_ready_buckets(true);
     if (next_start_ > 0) {  // let MPI progress the all-reduces already under way
-      int done = 0;
-      for (size_t b = 0; b < next_start_; ++b)
-        if (buckets_[b].request != MPI_REQUEST_NULL)
-          detail::check_mpi(MPI_Test(&buckets_[b].request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      for (size_t b = 0; b < next_start_; ++b) {
+        if (buckets_[b].request == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        detail::check_mpi(MPI_Test(&buckets_[b].request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done && b < starts_.size()) {  // (a completed request is now MPI_REQUEST_NULL)
+          starts_[b].finished_during_backward = true;
+          starts_[b].finished = std::chrono::steady_clock::now();
+        }
+      }
     }
   }
 
@@ -221,7 +234,7 @@ class DistributedOptimizer {
                                        MPI_SUM, MPI_COMM_WORLD, &b.request),
                         "MPI_Iallreduce");
       b.started = true;
-      starts_.push_back({next_start_, during_backward, std::chrono::steady_clock::now()});
+      starts_.push_back({next_start_, during_backward, std::chrono::steady_clock::now(), false, {}});
       ++next_start_;
     }
   }
