@@ -45,7 +45,8 @@ template <int R>
                                                   int64_t ldc, int64_t p0, int64_t p1, bool load) {
   __m512 acc[R][4];
   GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q) acc[r][q] = load ? _mm512_loadu_ps(c + r * ldc + 16 * q) : _mm512_setzero_ps();
+    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q)
+      acc[r][q] = load ? _mm512_loadu_ps(c + r * ldc + 16 * q) : _mm512_setzero_ps();
   for (int64_t p = p0; p < p1; ++p) {
     const float* bp = b + p * ldb;
     __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16), b2 = _mm512_loadu_ps(bp + 32),
