@@ -34,6 +34,7 @@
 
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/cpu/thread_pool.hpp"
+#include "gradus/backend/cpu/vecmath.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -85,12 +86,6 @@ inline GemmKernel gemm_kernel() {
 
 #if defined(GRADUS_SGEMM_X86)
 namespace sgemm {
-
-#if defined(__clang__)
-#define GRADUS_UNROLL _Pragma("unroll")
-#else
-#define GRADUS_UNROLL _Pragma("GCC unroll 16")
-#endif
 
 /// Depth of a k-block, rows of A per packed block (it stays in L2), columns of B per packed
 /// block (it stays in L3).
@@ -434,7 +429,6 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
   }
 }
 
-#undef GRADUS_UNROLL
 
 /// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage.
 /// A product with fewer columns than 3/4 of a register block and more rows than columns runs as

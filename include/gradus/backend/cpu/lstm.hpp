@@ -31,12 +31,6 @@ namespace gradus::backend::cpu {
 namespace lstm_detail {
 
 #if defined(GRADUS_SGEMM_X86)
-#if defined(__clang__)
-#define GRADUS_LSTM_UNROLL _Pragma("unroll")
-#else
-#define GRADUS_LSTM_UNROLL _Pragma("GCC unroll 16")
-#endif
-
 /// C rows [R x 64] = or += A rows [R x k] · B [k x 64], over B's rows [p0, p1): B row-major with
 /// row stride ldb, unpacked; C row stride ldc; R rows x 64 columns of C in AVX-512 accumulators
 /// (the loops over them unrolled, so that the accumulators stay in registers).
@@ -44,8 +38,8 @@ template <int R>
 [[gnu::target("avx512f")]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                                                   int64_t ldc, int64_t p0, int64_t p1, bool load) {
   __m512 acc[R][4];
-  GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q)
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < 4; ++q)
       acc[r][q] = load ? _mm512_loadu_ps(c + r * ldc + 16 * q) : _mm512_setzero_ps();
   for (int64_t p = p0; p < p1; ++p) {
     const float* bp = b + p * ldb;
@@ -54,7 +48,7 @@ template <int R>
     // keeps b0..b3 in registers: otherwise -march builds fold each load into the R FMAs that use
     // it, reading B R times (load-bound, about half the speed)
     __asm__("" : "+v"(b0), "+v"(b1), "+v"(b2), "+v"(b3));
-    GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r) {
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + p]);
       acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
@@ -62,8 +56,8 @@ template <int R>
       acc[r][3] = _mm512_fmadd_ps(av, b3, acc[r][3]);
     }
   }
-  GRADUS_LSTM_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_LSTM_UNROLL for (int q = 0; q < 4; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < 4; ++q) _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
 }
 
 /// c (m x n) = or += a (m x k) · b (k x n), row-major, n a multiple of 64 (see step_gemm). B is
@@ -82,7 +76,6 @@ template <int R>
     }
   }
 }
-#undef GRADUS_LSTM_UNROLL
 #endif
 
 /// c (m x n) = or += a (m x k) · b (k x n), all row-major: the per-step products of an LSTM,

@@ -29,6 +29,14 @@
 #define GRADUS_SIMD
 #define GRADUS_SIMD_REDUCTION(op, var)
 #endif
+/// `GRADUS_UNROLL` before a loop of a few iterations over an array of vector registers (a
+/// kernel's accumulators) unrolls it completely, so that the array lives in registers: GCC -O2
+/// does not unroll such loops by itself and keeps the array on the stack.
+#if defined(__clang__)
+#define GRADUS_UNROLL GRADUS_PRAGMA(unroll)
+#else
+#define GRADUS_UNROLL GRADUS_PRAGMA(GCC unroll 16)
+#endif
 
 /// Forces inlining where the function is called: the loops above them vectorise only when the
 /// whole body is in the loop, and a -march=native build (whose with_isa has no flatten copy)
