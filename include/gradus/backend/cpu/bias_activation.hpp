@@ -12,6 +12,23 @@
 
 namespace gradus::backend::cpu {
 
+/// gm = g where y > 0, else 0, over `rows` rows of F; adds the column sums of gm to `sums` when
+/// it is not null.
+template <class T>
+void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, int64_t F, T* __restrict gm,
+                    T* __restrict sums) {
+  with_isa([&] {
+    for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
+      GRADUS_SIMD
+      for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
+      if (sums) {
+        GRADUS_SIMD
+        for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
+      }
+    }
+  });
+}
+
 /// Whether Op is the ReLU of ops/elementwise_math.hpp (named "relu").
 template <class Op>
 constexpr bool is_relu() {
@@ -46,16 +63,10 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   if constexpr (is_relu<Op>()) {
     // Eigen evaluates relu's gradient (a select) one element at a time, which only -O3's
-    // vectoriser widens; a plain loop marked for vectorising is as fast at -O2
+    // vectoriser widens; the convolution's mask loop is vectorised at -O2 too. It reads y:
+    // y = max(h + b, 0) > 0 exactly where h + b > 0 (a NaN h + b gives 0 either way).
     parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-      with_isa([&] {
-        for (int64_t r = r0; r < r1; ++r) {
-          const T *hr = h + r * n, *gr = g + r * n;
-          T* d = dz + r * n;
-          GRADUS_SIMD
-          for (int64_t j = 0; j < n; ++j) d[j] = hr[j] + b[j] > T(0) ? gr[j] : T(0);
-        }
-      });
+      relu_mask_rows(g + r0 * n, y + r0 * n, r1 - r0, n, dz + r0 * n, static_cast<T*>(nullptr));
     }, row_threshold(n));
     return;
   }

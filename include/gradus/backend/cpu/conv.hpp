@@ -194,23 +194,6 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
   });
 }
 
-/// gm = g where y > 0, else 0, over `rows` rows of F; adds the column sums of gm to `sums` when
-/// it is not null.
-template <class T>
-void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, int64_t F, T* __restrict gm,
-                    T* __restrict sums) {
-  with_isa([&] {
-    for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
-      GRADUS_SIMD
-      for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
-      if (sums) {
-        GRADUS_SIMD
-        for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];
-      }
-    }
-  });
-}
-
 /// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`:
 /// bias and activation are applied tile by tile right after the tile's GEMM, while it is in
 /// cache. The filter is packed for the GEMM once, not once per tile.
