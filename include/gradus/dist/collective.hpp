@@ -20,9 +20,8 @@ namespace detail {
 
 inline void all_reduce_doubles(std::vector<double>& v, MPI_Op op, const char* who) {
   check_context(who);
-  long long n = (long long)v.size(), lo = 0, hi = 0;
-  check_mpi(MPI_Allreduce(&n, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(&n, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  const long long n = (long long)v.size();
+  const auto [lo, hi] = count_range(n);
   GRADUS_CHECK(shape_error, lo == hi, who, ": the ranks reduce vectors of different sizes (from ", lo, " to ", hi,
                "); this rank has ", n);
   if (n > 0) check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(n), MPI_DOUBLE, op, MPI_COMM_WORLD), "MPI_Allreduce");

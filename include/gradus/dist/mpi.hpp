@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <utility>
 
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
@@ -99,6 +100,14 @@ template <class T>
 void check_cpu_tensor(const Tensor<T>& t, const char* who) {
   GRADUS_CHECK(value_error, t.defined(), who, ": the tensor is undefined");
   GRADUS_CHECK(device_error, t.device().is_cpu(), who, ": expected a tensor on the cpu, got one on ", t.device());
+}
+
+/// The smallest and the largest of `n` over the ranks, in one all-reduce (of n and -n, by
+/// minimum): what a collective checks before it reduces n elements on every rank.
+inline std::pair<long long, long long> count_range(long long n) {
+  long long v[2] = {n, -n}, r[2] = {0, 0};
+  check_mpi(MPI_Allreduce(v, r, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  return {r[0], -r[1]};
 }
 
 }  // namespace detail
@@ -239,9 +248,8 @@ template <class T>
 void all_reduce_sum(Tensor<T>& t) {
   detail::check_context("dist::all_reduce_sum");
   detail::check_cpu_tensor(t, "dist::all_reduce_sum");
-  long long n = t.size(), lo = 0, hi = 0;
-  detail::check_mpi(MPI_Allreduce(&n, &lo, 1, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
-  detail::check_mpi(MPI_Allreduce(&n, &hi, 1, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  const long long n = t.size();
+  const auto [lo, hi] = detail::count_range(n);
   GRADUS_CHECK(shape_error, lo == hi, "dist::all_reduce_sum: ranks hold tensors of different sizes (from ", lo, " to ",
                hi, " elements); this rank has ", t.shape());
   if (t.use_count() > 1) t = t.clone();  // the result belongs to this handle only
