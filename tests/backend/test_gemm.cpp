@@ -136,3 +136,35 @@ TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") 
     CHECK(cpu::gemm_kernel() == widest);
   }
 }
+
+#if defined(GRADUS_SGEMM_X86)
+TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from either storage", "[ops][matmul]") {
+  // pack_a needs only AVX2, so the AVX-512 kernel's 12-row panels are checked here on any AVX2
+  // CPU too: ap[(i / MR) * kc * MR + p * MR + i % MR] = A(i, p), for every i < mc and p < kc.
+  if (!cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) {
+    WARN("this CPU has no AVX2: pack_a not tested");
+    return;
+  }
+  auto check = [](auto mr) {
+    constexpr int64_t MR = decltype(mr)::value;
+    for (int64_t mc : {1, 2, 3, 5, 6, 7, 8, 11, 12, 13, 17, 25})
+      for (int64_t kc : {1, 7, 8, 9, 16, 23})
+        for (bool transposed : {false, true}) {
+          std::vector<float> a(size_t(mc * kc));
+          for (size_t q = 0; q < a.size(); ++q) a[q] = float(q) + 0.5f;
+          const int64_t ra = transposed ? 1 : kc, ca = transposed ? mc : 1;
+          const int64_t panels = (mc + MR - 1) / MR;
+          std::vector<float> ap(size_t(panels * kc * MR), -1.f);
+          cpu::sgemm::pack_a<MR>(a.data(), ra, ca, mc, kc, ap.data());
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < mc; ++i)
+            for (int64_t p = 0; p < kc; ++p)
+              wrong += ap[size_t((i / MR) * kc * MR + p * MR + i % MR)] != a[size_t(i * ra + p * ca)];
+          INFO("MR " << MR << ", mc " << mc << ", kc " << kc << ", A stored transposed " << transposed);
+          CHECK(wrong == 0);
+        }
+  };
+  check(std::integral_constant<int64_t, 6>{});
+  check(std::integral_constant<int64_t, 12>{});
+}
+#endif
