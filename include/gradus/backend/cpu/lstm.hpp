@@ -173,17 +173,26 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
           const T* dhb = dh + b * u;
           T* dcb = dc + b * u;
           T* d = dzt + b * g4;
-          GRADUS_SIMD
-          for (int64_t j = 0; j < u; ++j) {
-            const T i = a[j], f = a[u + j], g = a[2 * u + j], o = a[3 * u + j], tcj = tc[j];
-            const T dhj = gs ? dhb[j] + gs[j] : dhb[j];
-            const T dcj = dcb[j] + dhj * o * (T(1) - tcj * tcj);
-            d[j] = dcj * g * i * (T(1) - i);
-            d[u + j] = dcj * cp[j] * f * (T(1) - f);
-            d[2 * u + j] = dcj * i * (T(1) - g * g);
-            d[3 * u + j] = dhj * tcj * o * (T(1) - o);
-            dcb[j] = dcj * f;
-          }
+          // one loop with the sequence's gradient and one without, so that neither loads
+          // conditionally (GCC -O2 keeps such a loop scalar for SSE)
+          auto pass = [&](auto with_gs) {
+            GRADUS_SIMD
+            for (int64_t j = 0; j < u; ++j) {
+              const T i = a[j], f = a[u + j], g = a[2 * u + j], o = a[3 * u + j], tcj = tc[j];
+              T dhj = dhb[j];
+              if constexpr (decltype(with_gs)::value) dhj += gs[j];
+              const T dcj = dcb[j] + dhj * o * (T(1) - tcj * tcj);
+              d[j] = dcj * g * i * (T(1) - i);
+              d[u + j] = dcj * cp[j] * f * (T(1) - f);
+              d[2 * u + j] = dcj * i * (T(1) - g * g);
+              d[3 * u + j] = dhj * tcj * o * (T(1) - o);
+              dcb[j] = dcj * f;
+            }
+          };
+          if (gs)
+            pass(std::true_type{});
+          else
+            pass(std::false_type{});
           if (dxp) {
             T* dx = dxp + (b * steps + t) * g4;
             if (add_xp) {

@@ -49,13 +49,22 @@
 
 namespace gradus::backend::cpu::vm {
 
+// These functions contain no branch and no conditional operation, so that the loops that call
+// them vectorise with SSE and AVX2 too. GCC keeps the branches of a ternary whose arms lead to
+// arithmetic that may raise a floating-point exception (it specialises the code after a clamp
+// like x < lo ? lo : x for the constant), and then vectorises the loop only with AVX-512's
+// masks: exp ran one element at a time in the AVX2 copy of the softmax and LSTM loops. So
+// nothing is clamped, the out-of-range results are computed as garbage, and integer masks made
+// from comparisons of x pick the answer at the end.
+
 GRADUS_VM_INLINE float exp(float x) {
-  constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;
-  const float xc = x < lo ? lo : (x > hi ? hi : x);
-  // n = round(x / ln 2) by the 1.5·2^23 trick (round to nearest in the default mode)
+  constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;  // below: 0, above: +inf
+  // n = round(x / ln 2) by the 1.5·2^23 trick (round to nearest in the default mode); for
+  // |x / ln 2| < 2^22 the low bits of `shifted` hold n as an integer
   const float shifter = 12582912.0f;
-  const float n = (xc * 1.44269504088896341f + shifter) - shifter;
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 = 0.693359375 − 2.12194440e-4
+  const float shifted = x * 1.44269504088896341f + shifter;
+  const float n = shifted - shifter;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln 2 = 0.693359375 − 2.12194440e-4
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -63,14 +72,20 @@ GRADUS_VM_INLINE float exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float y = p * r * r + r + 1.0f;
-  const int32_t k = int32_t(n == n ? n : 0.0f), k1 = k >> 1, k2 = k - k1;  // 2^n = 2^k1 · 2^k2, each a normal
-  const float s1 = std::bit_cast<float>((k1 + 127) << 23), s2 = std::bit_cast<float>((k2 + 127) << 23);
+  // 2^n = 2^k1 · 2^k2, each a normal float, for n in [-150, 128]; unsigned arithmetic, so that
+  // the garbage n of an x out of range is defined behaviour too (its result is replaced below)
+  const int32_t k = int32_t(std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(shifter));
+  const int32_t k1 = k >> 1, k2 = k - k1;
+  const float s1 = std::bit_cast<float>(int32_t(uint32_t(k1 + 127) << 23));
+  const float s2 = std::bit_cast<float>(int32_t(uint32_t(k2 + 127) << 23));
   const float v = y * s1 * s2;
-  return x < lo ? 0.0f : (x > hi ? std::numeric_limits<float>::infinity() : v);
+  const int32_t below = -int32_t(x < lo), above = -int32_t(x > hi);  // all ones or zero; NaN: neither
+  return std::bit_cast<float>((std::bit_cast<int32_t>(v) & ~(below | above)) | (above & 0x7f800000));
 }
 
 GRADUS_VM_INLINE float tanh(float x) {
-  const float a = x < 0 ? -x : x;
+  const int32_t sign = std::bit_cast<int32_t>(x) & int32_t(0x80000000u);
+  const float a = std::bit_cast<float>(std::bit_cast<int32_t>(x) ^ sign);  // |x|
   const float z = x * x;
   float p = -5.70498872745e-3f;
   p = p * z + 2.06390887954e-2f;
@@ -78,8 +93,9 @@ GRADUS_VM_INLINE float tanh(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   const float small = x + x * z * p;
-  const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);
-  return a < 0.625f ? small : (x < 0 ? -big : big);
+  const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);  // tanh |x|
+  const int32_t near0 = -int32_t(a < 0.625f);
+  return std::bit_cast<float>((std::bit_cast<int32_t>(small) & near0) | ((std::bit_cast<int32_t>(big) | sign) & ~near0));
 }
 
 GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
