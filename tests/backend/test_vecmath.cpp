@@ -5,7 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <gradus/backend/cpu/isa.hpp>
@@ -90,4 +92,56 @@ TEST_CASE("vecmath: each ISA copy of a loop gives the scalar results", "[backend
     INFO("function " << i / n << " at x = " << x[i % n]);
     REQUIRE(ulps(got[i], double(want[i])) <= 4.0);
   }
+}
+
+TEST_CASE("vecmath: out-of-range and special inputs in a vectorised loop give the scalar answers", "[backend][vecmath][isa]") {
+  // exp computes garbage for |x| out of range and replaces it with 0 or inf by masks at the
+  // end; the lanes of a vector must not leak into each other
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x;
+  for (float v : {-inf, -1e30f, -200.0f, -103.98f, -103.97f, -88.0f, -1.0f, -0.0f, 0.0f, 0.5f, 0.625f, 88.72f, 88.73f,
+                  200.0f, 1e30f, inf, nan})
+    for (int rep = 0; rep < 5; ++rep) x.push_back(v);  // each value in several lane positions
+  const size_t n = x.size();
+  std::vector<float> got(2 * n);
+  cpu::with_isa([&] {
+    for (size_t i = 0; i < n; ++i) got[i] = vm::exp(x[i]);
+    for (size_t i = 0; i < n; ++i) got[n + i] = vm::tanh(x[i]);
+  });
+  for (size_t i = 0; i < n; ++i) {
+    INFO("x = " << x[i]);
+    const double e = std::exp(double(x[i])), t = std::tanh(double(x[i]));
+    if (std::isnan(x[i])) {
+      CHECK(std::isnan(got[i]));
+      CHECK(std::isnan(got[n + i]));
+      continue;
+    }
+    if (x[i] < -103.972084f) CHECK(got[i] == 0.0f);
+    else if (x[i] > 88.7228394f) CHECK(got[i] == inf);
+    else CHECK(ulps(got[i], e) <= 4.0);
+    CHECK(ulps(got[n + i], t) <= 4.0);
+    CHECK(std::signbit(got[n + i]) == std::signbit(x[i]));  // tanh(-0) = -0
+  }
+}
+
+TEST_CASE("vecmath: where_positive and relu are the ternaries they replace, bit for bit", "[backend][vecmath]") {
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    const T values[] = {-inf, T(-2.5), -std::numeric_limits<T>::denorm_min(), T(-0.0), T(0), std::numeric_limits<T>::denorm_min(),
+                        T(3), inf, nan};
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    for (T y : values)
+      for (T v : values) {
+        INFO("y = " << y << ", v = " << v);
+        const T want = y > T(0) ? v : T(0);
+        CHECK(std::bit_cast<Bits>(vm::where_positive(y, v)) == std::bit_cast<Bits>(want));
+      }
+    for (T x : values) {
+      INFO("x = " << x);
+      CHECK(std::bit_cast<Bits>(vm::relu(x)) == std::bit_cast<Bits>(std::max(x, T(0))));  // a NaN stays NaN
+    }
+  };
+  check(0.0f);
+  check(0.0);
 }

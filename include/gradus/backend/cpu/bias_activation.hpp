@@ -20,7 +20,7 @@ void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, 
   with_isa([&] {
     for (int64_t r = 0; r < rows; ++r, g += F, y += F, gm += F) {
       GRADUS_SIMD
-      for (int64_t f = 0; f < F; ++f) gm[f] = y[f] > T(0) ? g[f] : T(0);
+      for (int64_t f = 0; f < F; ++f) gm[f] = vm::where_positive(y[f], g[f]);
       if (sums) {
         GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) sums[f] += gm[f];

@@ -182,13 +182,13 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
     for (int64_t r = 0; r < rows; ++r, o += F) {
       if (bias && relu) {
         GRADUS_SIMD
-        for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f] + bias[f], T(0));
+        for (int64_t f = 0; f < F; ++f) o[f] = vm::relu(o[f] + bias[f]);
       } else if (bias) {
         GRADUS_SIMD
         for (int64_t f = 0; f < F; ++f) o[f] += bias[f];
       } else {
         GRADUS_SIMD
-        for (int64_t f = 0; f < F; ++f) o[f] = std::max(o[f], T(0));
+        for (int64_t f = 0; f < F; ++f) o[f] = vm::relu(o[f]);
       }
     }
   });
@@ -229,7 +229,7 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
   if (relu_y && (p.pointwise() || M == 0 || K == 0 || F == 0)) {  // rare: mask all of g first
     Tensor<T> masked(Shape{M * F});
-    for (int64_t i = 0; i < M * F; ++i) masked.data()[i] = relu_y[i] > T(0) ? g[i] : T(0);
+    for (int64_t i = 0; i < M * F; ++i) masked.data()[i] = vm::where_positive(relu_y[i], g[i]);
     return cpu::conv2d_backward<T>(p, masked.data(), x, w, dx, add_dx, dw, add_dw, db, add_db, nullptr);
   }
   if (db && !relu_y) {  // column sums of g

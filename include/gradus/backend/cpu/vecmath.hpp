@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 /// `GRADUS_SIMD` before a loop asks for it to be vectorised even where the optimiser's cost
 /// model would not (GCC's -O2); `GRADUS_SIMD_REDUCTION(+, s)` for a loop that accumulates s.
@@ -95,10 +96,30 @@ GRADUS_VM_INLINE float tanh(float x) {
   const float small = x + x * z * p;
   const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);  // tanh |x|
   const int32_t near0 = -int32_t(a < 0.625f);
-  return std::bit_cast<float>((std::bit_cast<int32_t>(small) & near0) | ((std::bit_cast<int32_t>(big) | sign) & ~near0));
+  // small has x's sign already, except for x = -0 (tanh(-0) = -0): both take it from x
+  return std::bit_cast<float>(((std::bit_cast<int32_t>(small) & near0) | (std::bit_cast<int32_t>(big) & ~near0)) | sign);
 }
 
 GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
+
+/// The signed integer as wide as T, for the masks below.
+template <class T>
+using MaskInt = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+/// y > 0 ? v : 0 (a ReLU's gradient mask). Written with an integer mask because GCC -O2 keeps
+/// `y > 0 ? v[f] : 0` in a loop as a branch around the load of v[f], which vectorises only
+/// with AVX-512's masked loads.
+template <class T>
+GRADUS_VM_INLINE T where_positive(T y, T v) {
+  return std::bit_cast<T>(std::bit_cast<MaskInt<T>>(v) & -MaskInt<T>(y > T(0)));
+}
+
+/// std::max(x, T(0)) (x < 0 ? 0 : x, so a NaN stays), without the reference std::max returns,
+/// through which GCC -O2 loads conditionally (as above).
+template <class T>
+GRADUS_VM_INLINE T relu(T x) {
+  return std::bit_cast<T>(std::bit_cast<MaskInt<T>>(x) & ~-MaskInt<T>(x < T(0)));
+}
 
 inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
