@@ -115,7 +115,10 @@ inline void json_number(std::string& out, double v) {
 
 inline void json_shape(std::string& out, const Shape& s) {
   out += '[';
-  for (int i = 0; i < s.rank(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  for (int i = 0; i < s.rank(); ++i) {  // appended piece by piece: GCC 12 -O2 warns (-Wrestrict,
+    if (i) out += ',';                  // a false positive) on "," + std::to_string(...)
+    out += std::to_string(s[i]);
+  }
   out += ']';
 }
 
