@@ -17,7 +17,9 @@
 // Measured on a 2-vCPU AMD EPYC (Zen 5), one thread, on 1024^3 and the MLP's and LeNet CNN's
 // products (README, Performance; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
 // 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
-// and without -march=native.
+// and without -march=native. On an AVX2-only Zen 3 (benchmarks/gemm_interleaved.cpp, README "On
+// an AVX2 machine"): 0.84-1.48x OpenBLAS 0.3.21's Zen kernels, level on the large products within
+// that machine's noise.
 #pragma once
 #include "gradus/core/eigen.hpp"
 #include <algorithm>
