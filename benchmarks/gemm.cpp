@@ -3,8 +3,8 @@
 //   gemm/gradus    the kernel gradus picks for this CPU (what matmul and conv2d run);
 //   gemm/avx2, gemm/eigen, ...  each other kernel the CPU supports, forced;
 //   gemm/openblas  the peer (DESIGN.md section 4: gradus >= 0.95x its throughput).
-// Shapes: 1024^3 and the GEMMs of one training step of the MLP 784-500-10 and of the LeNet CNN
-// at batch 128, as backend::gemm receives them (ta/tb: a/b stored transposed).
+// Shapes: gemm_shapes.hpp (1024^3 and the GEMMs of one training step of the MLP 784-500-10 and of the LeNet CNN
+// at batch 128, as backend::gemm receives them; ta/tb: a/b stored transposed).
 // OpenBLAS' pthreads spin for a while after each call, which slows whatever runs next on a
 // 2-core machine: benchmarks/gemm-vs-openblas runs each implementation in its own process.
 #include <benchmark/benchmark.h>
@@ -18,6 +18,8 @@
 
 #include <gradus/gradus.hpp>
 
+#include "gemm_shapes.hpp"
+
 #if defined(GRADUS_BENCH_OPENBLAS)
 #include <cblas.h>
 #endif
@@ -27,17 +29,6 @@ namespace cpu = gd::backend::cpu;
 using Tensor = gd::Tensor<float>;
 
 namespace {
-
-/// {m, k, n, a transposed, b transposed}: c = a · b as backend::gemm receives it.
-const std::vector<std::array<int64_t, 5>> shapes = {
-    {1024, 1024, 1024, 0, 0},
-    // MLP 784-500-10: forward of each layer, then dW1 = x^T g1, dW2 = h^T g2, dh = g2 W2^T
-    {128, 784, 500, 0, 0}, {128, 500, 10, 0, 0}, {784, 128, 500, 1, 0}, {500, 128, 10, 1, 0}, {128, 10, 500, 0, 1},
-    // LeNet CNN: conv2d runs im2col tiles of about 256 KiB (2621 rows of 25 for conv1, 81 rows of
-    // 800 for conv2): forward, dfilter = patches^T g, dpatches = g W^T (conv2 only)
-    {2621, 25, 32, 0, 0}, {25, 2621, 32, 1, 0}, {81, 800, 64, 0, 0}, {800, 81, 64, 1, 0}, {81, 64, 800, 0, 1},
-    // and its dense layers 1024-500-10 (the 500-10 ones are the MLP's)
-    {128, 1024, 500, 0, 0}, {1024, 128, 500, 1, 0}, {128, 500, 1024, 0, 1}};
 
 /// c = a · b by one implementation: (a, ta, b, tb, c, m, k, n).
 using Gemm = std::function<void(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t)>;
@@ -63,7 +54,7 @@ void register_gemm(const std::string& impl, Gemm gemm, std::function<void(int)> 
   });
   b->ArgNames({"m", "k", "n", "ta", "tb", "threads"})->UseRealTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
   for (int t : {1, 2})
-    for (const auto& s : shapes) b->Args({s[0], s[1], s[2], s[3], s[4], t});
+    for (const auto& s : gemm_shapes) b->Args({s[0], s[1], s[2], s[3], s[4], t});
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // waiting for a core does not inflate). Prints GFLOP/s and gradus / OpenBLAS per product, and
 // the largest difference between gradus' and OpenBLAS' results.
 //   bench_gemm_interleaved [rounds=21] [product index]
-// Products: those of benchmarks/gemm.cpp (1024^3, the MLP's, the LeNet CNN's; aT, bT: stored
-// transposed). Built only where CMake finds OpenBLAS.
+// Products: gemm_shapes.hpp's, as bench_gemm's (1024^3, the MLP's, the LeNet CNN's; aT, bT:
+// stored transposed). Built only where CMake finds OpenBLAS.
 #include <cblas.h>
 #include <omp.h>
 #include <time.h>
@@ -20,6 +20,8 @@
 
 #include <gradus/gradus.hpp>
 
+#include "gemm_shapes.hpp"
+
 namespace gd = gradus;
 namespace cpu = gd::backend::cpu;
 
@@ -30,17 +32,6 @@ double thread_seconds() {
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
-
-struct Product {
-  int64_t m, k, n;
-  bool ta, tb;
-};
-
-const Product products[] = {{1024, 1024, 1024, false, false}, {128, 784, 500, false, false}, {128, 500, 10, false, false},
-                            {784, 128, 500, true, false},     {500, 128, 10, true, false},   {128, 10, 500, false, true},
-                            {2621, 25, 32, false, false},     {25, 2621, 32, true, false},   {81, 800, 64, false, false},
-                            {800, 81, 64, true, false},       {81, 64, 800, false, true},    {128, 1024, 500, false, false},
-                            {1024, 128, 500, true, false},    {128, 500, 1024, false, true}};
 
 }  // namespace
 
@@ -55,9 +46,13 @@ int main(int argc, char** argv) {
   std::printf("%-20s", "product");
   for (cpu::GemmKernel k : kernels) std::printf(" %9s", std::string(cpu::gemm_kernel_name(k)).c_str());
   std::printf(" %9s %8s %9s\n", "openblas", "ratio", "max diff");
-  for (int idx = 0; idx < int(std::size(products)); ++idx) {
+  for (int idx = 0; idx < int(gemm_shapes.size()); ++idx) {
     if (only >= 0 && idx != only) continue;
-    const Product& p = products[idx];
+    const auto& shape = gemm_shapes[size_t(idx)];
+    const struct {
+      int64_t m, k, n;
+      bool ta, tb;
+    } p{shape[0], shape[1], shape[2], shape[3] != 0, shape[4] != 0};
     gd::Rng rng(3);
     const auto a = gd::Tensor<float>::random_uniform({p.m, p.k}, rng, -1, 1);
     const auto b = gd::Tensor<float>::random_uniform({p.k, p.n}, rng, -1, 1);
