@@ -106,6 +106,39 @@ TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {
   }
 }
 
+TEST_CASE("nn: the fused leaky ReLU and ELU in float, rows wider than a vector, against double loops",
+          "[nn][layers]") {
+  // Their CPU rules are loops of branch-free vm:: arithmetic (backend/cpu/bias_activation.hpp);
+  // 29 columns run each row through the vector body and the remainder at every ISA.
+  gd::Rng rng(12);
+  const int64_t rows = 37, n = 29;
+  const Td hd = Td::random_normal({rows, n}, rng, 0.0, 2.0), bd = Td::random_normal({n}, rng);
+  const Td gd_ = Td::random_normal({rows, n}, rng);
+  gd::Tensor<float> h = gd::cast<float>(hd);
+  const gd::Tensor<float> b = gd::cast<float>(bd), g = gd::cast<float>(gd_);
+  h(0, 0) = -b(0);  // z = 0 exactly: the negative side's rule (value 0, slope alpha)
+  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::leaky_relu(0.1), nn::elu(0.5)}) {
+    INFO(a);
+    gd::Var<float> hv(h), bv(b);
+    const gd::Var<float> y = gd::detail::bias_activation(hv, bv, a);
+    const std::vector<gd::Tensor<float>> grads = gd::gradients(y, {hv, bv}, &g);
+    std::vector<double> db(size_t(n), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t f = 0; f < n; ++f) {
+        INFO("row " << r << " column " << f);
+        const double zf = double(float(h(r, f) + b(f)));  // z as the float kernel adds it
+        const bool elu = a.kind == nn::ActivationKind::elu;
+        const double want = zf > 0 ? zf : elu ? a.alpha * std::expm1(zf) : a.alpha * zf;
+        const double slope = zf > 0 ? 1.0 : elu ? a.alpha * std::exp(zf) : a.alpha;
+        const double dh = double(g(r, f)) * slope;
+        db[size_t(f)] += dh;
+        CHECK(double(y.value()(r, f)) == Approx(want).epsilon(4e-7).margin(1e-7));
+        CHECK(double(grads[0](r, f)) == Approx(dh).epsilon(4e-7).margin(1e-6));
+      }
+    for (int64_t f = 0; f < n; ++f) CHECK(double(grads[1](f)) == Approx(db[size_t(f)]).margin(1e-5));
+  }
+}
+
 TEST_CASE("nn: default kernel initializers follow the activation", "[nn][layers]") {
   gd::Rng rng(2);
   const double he = std::sqrt(6.0 / 400), glorot = std::sqrt(6.0 / 500);  // limits for [400, 100]

@@ -29,17 +29,41 @@ void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, 
   });
 }
 
-/// Whether Op is the ReLU of ops/elementwise_math.hpp (named "relu").
+/// Rows per parallel chunk threshold: rows of n elements, split only when the whole is large.
+inline int64_t row_threshold(int64_t n) { return std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)); }
+
+/// Whether Op is the elementwise op of ops/elementwise_math.hpp named `name`.
 template <class Op>
-constexpr bool is_relu() {
+constexpr bool op_named(std::string_view name) {
   if constexpr (requires { Op::name; })
-    return std::string_view(Op::name) == "relu";
+    return std::string_view(Op::name) == name;
   else
     return false;
 }
 
-/// Rows per parallel chunk threshold: rows of n elements, split only when the whole is large.
-inline int64_t row_threshold(int64_t n) { return std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)); }
+/// The activations whose rules below are loops of vm:: arithmetic rather than the op's Eigen
+/// expression: their select() runs one element at a time in Eigen (no packet path), which only
+/// -O3's vectoriser widens, and for ELU the exp inside it is then scalar too.
+template <class Op>
+constexpr bool has_select_loop() {
+  return op_named<Op>("leaky_relu") || op_named<Op>("elu");
+}
+
+/// For each row r < rows and f < n: out[r][f] = rule(z, i), z = h[r][f] + b[f] and i = r n + f (the
+/// element's index, for the rules that read y or g too).
+template <class T, class Rule>
+void rows_of_z(const T* h, const T* b, int64_t rows, int64_t n, T* out, const Rule& rule) {
+  parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
+    with_isa([&] {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* __restrict hr = h + r * n;
+        T* __restrict o = out + r * n;
+        GRADUS_SIMD
+        for (int64_t f = 0; f < n; ++f) o[f] = rule(hr[f] + b[f], r * n + f);
+      }
+    });
+  }, row_threshold(n));
+}
 
 /// y[r] = op.forward(h[r] + b) for rows r < rows of n elements; `op` is an elementwise op
 /// struct of ops/elementwise.hpp.
@@ -47,6 +71,14 @@ template <class T, class Op>
 void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+  if constexpr (has_select_loop<Op>()) {
+    const T alpha = T(op.alpha);
+    if constexpr (op_named<Op>("elu"))
+      rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, alpha * (vm::exp(z) - T(1))); });
+    else
+      rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, z * alpha); });
+    return;
+  }
   const CRow bias(b, n);
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
     with_isa([&] {
@@ -61,13 +93,21 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
                               T* dz) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  if constexpr (is_relu<Op>()) {
+  if constexpr (op_named<Op>("relu")) {
     // Eigen evaluates relu's gradient (a select) one element at a time, which only -O3's
     // vectoriser widens; the convolution's mask loop is vectorised at -O2 too. It reads y:
     // y = max(h + b, 0) > 0 exactly where h + b > 0 (a NaN h + b gives 0 either way).
     parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
       relu_mask_rows(g + r0 * n, y + r0 * n, r1 - r0, n, dz + r0 * n, static_cast<T*>(nullptr));
     }, row_threshold(n));
+    return;
+  }
+  if constexpr (has_select_loop<Op>()) {
+    const T alpha = T(op.alpha);
+    if constexpr (op_named<Op>("elu"))  // y = alpha (e^z - 1), so d/dz = y + alpha where z <= 0
+      rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * (y[i] + alpha)); });
+    else
+      rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * alpha); });
     return;
   }
   const CRow bias(b, n);

@@ -58,6 +58,30 @@ namespace gradus::backend::cpu::vm {
 // nothing is clamped, the out-of-range results are computed as garbage, and integer masks made
 // from comparisons of x pick the answer at the end.
 
+/// The signed integer as wide as T, for the masks below.
+template <class T>
+using MaskInt = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+/// c ? a : b, both computed, chosen through an all-ones or all-zero integer mask: the select
+/// these functions and the kernels' loops use instead of a ternary (GCC -O2 keeps
+/// `c ? v[f] : 0` in a loop as a branch around the load of v[f], which vectorises only with
+/// AVX-512's masked loads). NaN is an ordinary value here: c decides, and c is false for NaN
+/// comparisons.
+template <class T>
+GRADUS_VM_INLINE T pick(bool c, T a, T b) {
+  const MaskInt<T> m = -MaskInt<T>(c);
+  return std::bit_cast<T>((std::bit_cast<MaskInt<T>>(a) & m) | (std::bit_cast<MaskInt<T>>(b) & ~m));
+}
+
+/// y > 0 ? v : 0 (a ReLU's gradient mask).
+template <class T>
+GRADUS_VM_INLINE T where_positive(T y, T v) { return vm::pick(y > T(0), v, T(0)); }
+
+/// std::max(x, T(0)) (x < 0 ? 0 : x, so a NaN stays), without the reference std::max returns,
+/// through which GCC -O2 loads conditionally (as above).
+template <class T>
+GRADUS_VM_INLINE T relu(T x) { return vm::pick(x < T(0), T(0), x); }
+
 GRADUS_VM_INLINE float exp(float x) {
   constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;  // below: 0, above: +inf
   // n = round(x / ln 2) by the 1.5·2^23 trick (round to nearest in the default mode); for
@@ -95,31 +119,12 @@ GRADUS_VM_INLINE float tanh(float x) {
   p = p * z - 3.33332819422e-1f;
   const float small = x + x * z * p;
   const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);  // tanh |x|
-  const int32_t near0 = -int32_t(a < 0.625f);
   // small has x's sign already, except for x = -0 (tanh(-0) = -0): both take it from x
-  return std::bit_cast<float>(((std::bit_cast<int32_t>(small) & near0) | (std::bit_cast<int32_t>(big) & ~near0)) | sign);
+  return std::bit_cast<float>(std::bit_cast<int32_t>(vm::pick(a < 0.625f, small, big)) | sign);
 }
 
 GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
 
-/// The signed integer as wide as T, for the masks below.
-template <class T>
-using MaskInt = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
-
-/// y > 0 ? v : 0 (a ReLU's gradient mask). Written with an integer mask because GCC -O2 keeps
-/// `y > 0 ? v[f] : 0` in a loop as a branch around the load of v[f], which vectorises only
-/// with AVX-512's masked loads.
-template <class T>
-GRADUS_VM_INLINE T where_positive(T y, T v) {
-  return std::bit_cast<T>(std::bit_cast<MaskInt<T>>(v) & -MaskInt<T>(y > T(0)));
-}
-
-/// std::max(x, T(0)) (x < 0 ? 0 : x, so a NaN stays), without the reference std::max returns,
-/// through which GCC -O2 loads conditionally (as above).
-template <class T>
-GRADUS_VM_INLINE T relu(T x) {
-  return std::bit_cast<T>(std::bit_cast<MaskInt<T>>(x) & ~-MaskInt<T>(x < T(0)));
-}
 
 inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
