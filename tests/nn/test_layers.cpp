@@ -106,7 +106,7 @@ TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {
   }
 }
 
-TEST_CASE("nn: the fused leaky ReLU and ELU in float, rows wider than a vector, against double loops",
+TEST_CASE("nn: the fused leaky ReLU, ELU and SELU in float, rows wider than a vector, against double loops",
           "[nn][layers]") {
   // Their CPU rules are loops of branch-free vm:: arithmetic (backend/cpu/bias_activation.hpp);
   // 29 columns run each row through the vector body and the remainder at every ISA.
@@ -117,7 +117,8 @@ TEST_CASE("nn: the fused leaky ReLU and ELU in float, rows wider than a vector, 
   gd::Tensor<float> h = gd::cast<float>(hd);
   const gd::Tensor<float> b = gd::cast<float>(bd), g = gd::cast<float>(gd_);
   h(0, 0) = -b(0);  // z = 0 exactly: the negative side's rule (value 0, slope alpha)
-  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::leaky_relu(0.1), nn::elu(0.5)}) {
+  constexpr double selu_scale = 1.0507009873554804934, selu_alpha = 1.6732632423543772848;
+  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::leaky_relu(0.1), nn::elu(0.5), nn::selu}) {
     INFO(a);
     gd::Var<float> hv(h), bv(b);
     const gd::Var<float> y = gd::detail::bias_activation(hv, bv, a);
@@ -127,9 +128,14 @@ TEST_CASE("nn: the fused leaky ReLU and ELU in float, rows wider than a vector, 
       for (int64_t f = 0; f < n; ++f) {
         INFO("row " << r << " column " << f);
         const double zf = double(float(h(r, f) + b(f)));  // z as the float kernel adds it
-        const bool elu = a.kind == nn::ActivationKind::elu;
-        const double want = zf > 0 ? zf : elu ? a.alpha * std::expm1(zf) : a.alpha * zf;
-        const double slope = zf > 0 ? 1.0 : elu ? a.alpha * std::exp(zf) : a.alpha;
+        double want = zf > 0 ? zf : a.alpha * zf, slope = zf > 0 ? 1.0 : a.alpha;  // leaky ReLU
+        if (a.kind == nn::ActivationKind::elu) {
+          want = zf > 0 ? zf : a.alpha * std::expm1(zf);
+          slope = zf > 0 ? 1.0 : a.alpha * std::exp(zf);
+        } else if (a.kind == nn::ActivationKind::selu) {
+          want = selu_scale * (zf > 0 ? zf : selu_alpha * std::expm1(zf));
+          slope = selu_scale * (zf > 0 ? 1.0 : selu_alpha * std::exp(zf));
+        }
         const double dh = double(g(r, f)) * slope;
         db[size_t(f)] += dh;
         CHECK(double(y.value()(r, f)) == Approx(want).epsilon(4e-7).margin(1e-7));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
@@ -43,10 +44,20 @@ constexpr bool op_named(std::string_view name) {
 
 /// The activations whose rules below are loops of vm:: arithmetic rather than the op's Eigen
 /// expression: their select() runs one element at a time in Eigen (no packet path), which only
-/// -O3's vectoriser widens, and for ELU the exp inside it is then scalar too.
+/// -O3's vectoriser widens, and for ELU and SELU the exp inside it is then scalar too.
 template <class Op>
 constexpr bool has_select_loop() {
-  return op_named<Op>("leaky_relu") || op_named<Op>("elu");
+  return op_named<Op>("leaky_relu") || op_named<Op>("elu") || op_named<Op>("selu");
+}
+
+/// ELU and SELU as s·z for z > 0, else sa·(e^z − 1): {s, sa} = {1, alpha} and {scale, scale·alpha}
+/// (the products ops/elementwise_math.hpp's Eigen forms compute, so the results are the same).
+template <class T, class Op>
+std::pair<T, T> elu_factors(const Op& op) {
+  if constexpr (op_named<Op>("selu"))
+    return {T(Op::scale), T(Op::scale * Op::alpha)};
+  else
+    return {T(1), T(op.alpha)};
 }
 
 /// For each row r < rows and f < n: out[r][f] = rule(z, i), z = h[r][f] + b[f] and i = r n + f (the
@@ -71,12 +82,14 @@ template <class T, class Op>
 void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  if constexpr (has_select_loop<Op>()) {
+  if constexpr (op_named<Op>("leaky_relu")) {
     const T alpha = T(op.alpha);
-    if constexpr (op_named<Op>("elu"))
-      rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, alpha * (vm::exp(z) - T(1))); });
-    else
-      rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, z * alpha); });
+    rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, z * alpha); });
+    return;
+  } else if constexpr (has_select_loop<Op>()) {
+    const std::pair<T, T> f = elu_factors<T>(op);
+    const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
+    rows_of_z(h, b, rows, n, y, [s, sa](T z, int64_t) { return vm::pick(z > T(0), s * z, sa * (vm::exp(z) - T(1))); });
     return;
   }
   const CRow bias(b, n);
@@ -102,12 +115,14 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
     }, row_threshold(n));
     return;
   }
-  if constexpr (has_select_loop<Op>()) {
+  if constexpr (op_named<Op>("leaky_relu")) {
     const T alpha = T(op.alpha);
-    if constexpr (op_named<Op>("elu"))  // y = alpha (e^z - 1), so d/dz = y + alpha where z <= 0
-      rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * (y[i] + alpha)); });
-    else
-      rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * alpha); });
+    rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * alpha); });
+    return;
+  } else if constexpr (has_select_loop<Op>()) {  // y = sa (e^z - 1), so dy/dz = y + sa where z <= 0
+    const std::pair<T, T> f = elu_factors<T>(op);
+    const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
+    rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
     return;
   }
   const CRow bias(b, n);
