@@ -125,6 +125,17 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
     rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
     return;
   }
+  if constexpr (requires { requires Op::ignores_input; }) {  // linear, tanh, sigmoid: from y and g alone
+    parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
+      with_isa([&] {
+        for (int64_t r = r0; r < r1; ++r) {
+          const CRow yr(y + r * n, n);
+          Row(dz + r * n, n) = op.backward(yr, yr, CRow(g + r * n, n));  // the first argument is not read
+        }
+      });
+    }, row_threshold(n));
+    return;
+  }
   const CRow bias(b, n);
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
     with_isa([&] {
