@@ -125,7 +125,6 @@ GRADUS_VM_INLINE float tanh(float x) {
 
 GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
 
-
 inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
