@@ -42,12 +42,14 @@ constexpr bool op_named(std::string_view name) {
     return false;
 }
 
-/// The activations whose rules below are loops of vm:: arithmetic rather than the op's Eigen
-/// expression: their select() runs one element at a time in Eigen (no packet path), which only
-/// -O3's vectoriser widens, and for ELU and SELU the exp inside it is then scalar too.
+// Leaky ReLU, ELU and SELU have rules below written as loops of vm:: arithmetic rather than the
+// op's Eigen expression: their select() runs one element at a time in Eigen (no packet path),
+// which only -O3's vectoriser widens, and for ELU and SELU the exp inside it is then scalar too.
+
+/// Whether Op is ELU or SELU (the two with the same rule, elu_factors apart).
 template <class Op>
-constexpr bool has_select_loop() {
-  return op_named<Op>("leaky_relu") || op_named<Op>("elu") || op_named<Op>("selu");
+constexpr bool is_elu_like() {
+  return op_named<Op>("elu") || op_named<Op>("selu");
 }
 
 /// ELU and SELU as s·z for z > 0, else sa·(e^z − 1): {s, sa} = {1, alpha} and {scale, scale·alpha}
@@ -86,7 +88,7 @@ void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows,
     const T alpha = T(op.alpha);
     rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, z * alpha); });
     return;
-  } else if constexpr (has_select_loop<Op>()) {
+  } else if constexpr (is_elu_like<Op>()) {
     const std::pair<T, T> f = elu_factors<T>(op);
     const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
     rows_of_z(h, b, rows, n, y, [s, sa](T z, int64_t) { return vm::pick(z > T(0), s * z, sa * (vm::exp(z) - T(1))); });
@@ -119,21 +121,10 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
     const T alpha = T(op.alpha);
     rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * alpha); });
     return;
-  } else if constexpr (has_select_loop<Op>()) {  // y = sa (e^z - 1), so dy/dz = y + sa where z <= 0
+  } else if constexpr (is_elu_like<Op>()) {  // y = sa (e^z - 1), so dy/dz = y + sa where z <= 0
     const std::pair<T, T> f = elu_factors<T>(op);
     const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
     rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
-    return;
-  }
-  if constexpr (requires { requires Op::ignores_input; }) {  // linear, tanh, sigmoid: from y and g alone
-    parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
-      with_isa([&] {
-        for (int64_t r = r0; r < r1; ++r) {
-          const CRow yr(y + r * n, n);
-          Row(dz + r * n, n) = op.backward(yr, yr, CRow(g + r * n, n));  // the first argument is not read
-        }
-      });
-    }, row_threshold(n));
     return;
   }
   const CRow bias(b, n);
@@ -141,8 +132,13 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
     with_isa([&] {
       for (int64_t r = r0; r < r1; ++r) {
         Row d(dz + r * n, n);
-        d = CRow(h + r * n, n) + bias;  // z, read in place by the op's gradient rule
-        d = op.backward(d, CRow(y + r * n, n), CRow(g + r * n, n));
+        const CRow yr(y + r * n, n), gr(g + r * n, n);
+        if constexpr (requires { requires Op::ignores_input; }) {  // linear, tanh, sigmoid: y and g alone
+          d = op.backward(yr, yr, gr);                               // (the first argument is not read)
+        } else {
+          d = CRow(h + r * n, n) + bias;  // z, read in place by the op's gradient rule
+          d = op.backward(d, yr, gr);
+        }
       }
     });
   }, row_threshold(n));
