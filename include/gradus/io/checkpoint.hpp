@@ -71,46 +71,86 @@ void add_module(TensorList& out, const nn::Module<T>& m, const std::string& pref
   for (auto& [name, b] : m.named_buffers()) out.emplace_back(prefix + name, b);
 }
 
-/// Copies the checkpoint's "<prefix><path>" entries into the parameters and buffers of `m`.
-/// io_error listing every problem — a missing entry, an entry under `prefix` that `m` does not
-/// have, another dtype or shape — before anything is changed. With an empty prefix every entry
-/// of the checkpoint must belong to `m`.
+namespace detail {
+
+/// restore_module, returning the lazy layers it built (see restore_module) so that a caller whose
+/// later step fails can unbuild them.
 template <Real T>
-void restore_module(const Safetensors& ckpt, nn::Module<T>& m, const std::string& prefix = "model/") {
+std::vector<nn::Module<T>*> restore_module_building(const Safetensors& ckpt, nn::Module<T>& m,
+                                                    const std::string& prefix) {
   auto params = m.named_parameters();
   auto buffers = m.named_buffers();
   std::unordered_map<std::string_view, const AnyTensor*> index;
   for (const auto& [name, t] : ckpt.tensors) index.emplace(name, &t);
 
-  detail::Problems problems;
+  // The module that owns each parameter path and its own name for it, for the lazy layers; made
+  // only when a shape differs.
+  std::unordered_map<std::string, std::pair<nn::Module<T>*, std::string>> owners;
+  auto owner_of = [&](const std::string& path) -> std::pair<nn::Module<T>*, std::string> {
+    if (owners.empty())
+      for (auto& [mpath, mod] : m.named_modules())
+        for (auto& [own, v] : mod->named_parameters())
+          if (own.find('.') == std::string::npos)
+            owners.try_emplace(mpath.empty() ? own : mpath + "." + own, mod, own);
+    const auto it = owners.find(path);
+    return it == owners.end() ? std::pair<nn::Module<T>*, std::string>{nullptr, {}} : it->second;
+  };
+
+  Problems problems;
   std::unordered_set<std::string> expected;
   std::vector<const Tensor<T>*> sources;
-  auto check = [&](const std::string& path, const Shape& shape) {
+  std::vector<std::pair<nn::Module<T>*, int64_t>> builds;  // lazy layers to build, and their input size
+  auto check = [&](const std::string& path, const Shape& shape, bool parameter) {
     std::string full = prefix + path;
     const auto it = index.find(full);
     const Tensor<T>* t = nullptr;
     if (it == index.end()) {
       problems.add("missing '", full, "'");
     } else if (t = std::get_if<Tensor<T>>(it->second); t == nullptr) {
-      problems.add("'", full, "' is ", detail::safetensors_dtype(*it->second), " in the checkpoint but ",
-                   detail::safetensors_dtype<T>(), " in the module");
+      problems.add("'", full, "' is ", safetensors_dtype(*it->second), " in the checkpoint but ",
+                   safetensors_dtype<T>(), " in the module");
     } else if (t->shape() != shape) {
-      problems.add("'", full, "' has shape ", t->shape(), " in the checkpoint but ", shape, " in the module");
-      t = nullptr;
+      const auto [owner, own] = parameter ? owner_of(path) : std::pair<nn::Module<T>*, std::string>{nullptr, {}};
+      const int64_t in = owner ? owner->lazy_input_size(own, t->shape()) : 0;
+      if (in > 0) {
+        builds.emplace_back(owner, in);  // a lazy layer that has seen no input: built from the checkpoint
+      } else {
+        problems.add("'", full, "' has shape ", t->shape(), " in the checkpoint but ", shape, " in the module");
+        t = nullptr;
+      }
     }
     sources.push_back(t);
     expected.insert(std::move(full));
   };
-  for (auto& [path, v] : params) check(path, v.shape());
-  for (auto& [path, b] : buffers) check(path, b.shape());
+  for (auto& [path, v] : params) check(path, v.shape(), true);
+  for (auto& [path, b] : buffers) check(path, b.shape(), false);
   for (const auto& [name, t] : ckpt.tensors)
     if (name.starts_with(prefix) && !expected.count(name)) problems.add("unexpected '", name, "'");
   GRADUS_CHECK(io_error, problems.empty(), "restore_module: '", ckpt.source, "' does not fit the module (prefix '",
                prefix, "'): ", problems.text());
 
+  std::vector<nn::Module<T>*> built;
+  for (auto& [layer, in] : builds) {
+    layer->build_unfilled(in);  // its parameter Var keeps its identity: params[k] sees the new shape
+    built.push_back(layer);
+  }
   size_t k = 0;
   for (auto& [path, v] : params) v.value().copy_(*sources[k++]);
   for (auto& [path, b] : buffers) b.copy_(*sources[k++]);
+  return built;
+}
+
+}  // namespace detail
+
+/// Copies the checkpoint's "<prefix><path>" entries into the parameters and buffers of `m`.
+/// io_error listing every problem — a missing entry, an entry under `prefix` that `m` does not
+/// have, another dtype or shape — before anything is changed. With an empty prefix every entry
+/// of the checkpoint must belong to `m`. A lazy layer that has not seen an input yet (Dense,
+/// Conv2d, LSTM without `.in`) is built from the checkpoint's shape for its kernel, so a model
+/// restores into a freshly constructed twin of itself.
+template <Real T>
+void restore_module(const Safetensors& ckpt, nn::Module<T>& m, const std::string& prefix = "model/") {
+  detail::restore_module_building(ckpt, m, prefix);
 }
 
 /// Appends the optimizer's state_dict() (a snapshot) as "<prefix><state name>".
@@ -302,15 +342,16 @@ void save(const std::filesystem::path& path, const nn::Module<T>& model, int64_t
 ///   const int64_t step = gd::io::load("net.safetensors", net, opt);
 template <Real T>
 int64_t load(const std::filesystem::path& path, nn::Module<T>& model, optim::Optimizer<T>& optimizer) {
-  const Safetensors ckpt = load_safetensors(path);
+  const Safetensors ckpt = load_safetensors(path, "load");
   const int64_t step = ckpt.metadata.count("global_step") ? checkpoint_step(ckpt) : 0;
   TensorList before;  // to put the model back if the optimizer's state does not fit
   for (auto& [name, v] : model.named_parameters()) before.emplace_back(name, v.value().clone());
   for (auto& [name, b] : model.named_buffers()) before.emplace_back(name, b.clone());
-  restore_module(ckpt, model);
+  const std::vector<nn::Module<T>*> built = detail::restore_module_building(ckpt, model, "model/");
   try {
     restore_optimizer(ckpt, optimizer, model);
   } catch (...) {
+    for (nn::Module<T>* layer : built) layer->unbuild();
     size_t k = 0;
     for (auto& [name, v] : model.named_parameters()) v.value().copy_(std::get<Tensor<T>>(before[k++].second));
     for (auto& [name, b] : model.named_buffers()) b.copy_(std::get<Tensor<T>>(before[k++].second));
@@ -322,7 +363,7 @@ int64_t load(const std::filesystem::path& path, nn::Module<T>& model, optim::Opt
 ///   gd::io::load("net.safetensors", net);
 template <Real T>
 int64_t load(const std::filesystem::path& path, nn::Module<T>& model) {
-  const Safetensors ckpt = load_safetensors(path);
+  const Safetensors ckpt = load_safetensors(path, "load");
   const int64_t step = ckpt.metadata.count("global_step") ? checkpoint_step(ckpt) : 0;
   restore_module(ckpt, model);
   return step;

@@ -91,9 +91,10 @@ inline std::string read_file_limited(const std::filesystem::path& path, uint64_t
 
 }  // namespace detail
 
-/// The whole content of the file at `path`; io_error naming the path when it cannot be read.
-inline std::string read_file(const std::filesystem::path& path) {
-  return detail::read_file_limited(path, UINT64_MAX, "read_file");
+/// The whole content of the file at `path`; io_error naming the path (and `who`, the call the user
+/// made) when it cannot be read.
+inline std::string read_file(const std::filesystem::path& path, const char* who = "read_file") {
+  return detail::read_file_limited(path, UINT64_MAX, who);
 }
 
 namespace detail {

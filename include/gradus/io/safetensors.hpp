@@ -453,9 +453,10 @@ inline void save_safetensors(const std::filesystem::path& path, const TensorList
   write_file_atomic(path, encode_safetensors(tensors, metadata));
 }
 
-/// Reads and checks the safetensors file at `path`; io_error naming the path on any problem.
-inline Safetensors load_safetensors(const std::filesystem::path& path) {
-  const std::string bytes = read_file(path);
+/// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
+/// the user made: "load" for io::load) on any problem.
+inline Safetensors load_safetensors(const std::filesystem::path& path, const char* who = "load_safetensors") {
+  const std::string bytes = read_file(path, who);
   return decode_safetensors(bytes, path.string());
 }
 

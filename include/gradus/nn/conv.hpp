@@ -38,7 +38,8 @@ struct Conv2dOptions {
 /// [N, OH, OW, filters]; kernel [KH, KW, in, filters], bias [filters].
 ///   gd::nn::Conv2d<float> conv({.in = 1, .filters = 32, .kernel_size = {5, 5}, .activation = gd::nn::relu}, rng);
 /// Without `.in` the layer is lazy as Dense is: the kernel [KH, KW, 0, filters] is drawn at the
-/// first forward, with the same values as `.in` set to the input's channels.
+/// first forward, with the same values as `.in` set to the input's channels; a checkpoint restored
+/// before then builds it from its kernel's shape.
 template <Real T = float>
 class Conv2d : public Module<T, Conv2d<T>> {
  public:
@@ -88,7 +89,15 @@ class Conv2d : public Module<T, Conv2d<T>> {
   /// Input channels; 0 while a lazy layer has seen no input.
   int64_t in() const { return in_; }
   /// False while a lazy layer (no `.in`) waits for its first input.
-  bool built() const { return rng_ == nullptr; }
+  bool built() const { return built_; }
+  /// A lazy layer not yet built: `saved` [KH, KW, in, filters] for "kernel" gives in (see Module).
+  int64_t lazy_input_size(std::string_view name, const Shape& saved) const override {
+    const bool fits = !built_ && name == "kernel" && saved.rank() == 4 && saved[0] == kernel_size_[0] &&
+                      saved[1] == kernel_size_[1] && saved[2] > 0 && saved[3] == filters_;
+    return fits ? saved[2] : 0;
+  }
+  void build_unfilled(int64_t in) override { set_kernel_shape(in, true); }
+  void unbuild() override { set_kernel_shape(0, false); }
   /// The kernel [KH, KW, in, filters].
   Var<T> kernel() const { return kernel_; }
   /// The bias [filters] (a constant of zeros when use_bias is false).
@@ -100,7 +109,13 @@ class Conv2d : public Module<T, Conv2d<T>> {
     kernel_.value() = kernel_init_.template operator()<T>({kernel_size_[0], kernel_size_[1], in, filters_}, *rng_);
     if (use_bias_ && bias_init_) bias_.value() = bias_init_.template operator()<T>({filters_}, *rng_);
     in_ = in;
-    rng_ = nullptr;
+    built_ = true;
+  }
+  void set_kernel_shape(int64_t in, bool built) {
+    kernel_.value() =
+        Tensor<T>::zeros({kernel_size_[0], kernel_size_[1], in, filters_}).to(kernel_.value().device());
+    in_ = in;
+    built_ = built;
   }
 
   int64_t in_, filters_;
@@ -109,7 +124,8 @@ class Conv2d : public Module<T, Conv2d<T>> {
   Activation activation_;
   gradus::Conv2dArgs conv_;
   init::Initializer kernel_init_, bias_init_;
-  Rng* rng_ = nullptr;  ///< until built
+  Rng* rng_ = nullptr;  ///< draws the kernel when a lazy layer is built
+  bool built_ = false;
   Var<T> kernel_, bias_;
 };
 

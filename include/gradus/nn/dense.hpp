@@ -47,8 +47,9 @@ struct DenseOptions {
 /// Without `.in` the layer is lazy (Keras, LibTorch's LazyLinear): the kernel is registered at
 /// once with shape [0, out] and drawn, from `rng` (which must live until then), at the first
 /// forward with in = the input's last axis, giving the same values as `.in` set to it. Optimizers
-/// built before then see the parameter (their state takes its shape at the first step); load a
-/// checkpoint only after that forward.
+/// built before then see the parameter (their state takes its shape at the first step). Restoring
+/// a checkpoint (io::load, io::restore_module, fit and Session resuming) into a layer that has not
+/// seen an input builds it from the checkpoint's kernel [in, out], drawing nothing.
 template <Real T = float>
 class Dense : public Module<T, Dense<T>> {
  public:
@@ -91,7 +92,23 @@ class Dense : public Module<T, Dense<T>> {
   int64_t out() const { return out_; }
   const Activation& activation() const { return activation_; }
   /// False while a lazy layer waits for its first input.
-  bool built() const { return rng_ == nullptr; }
+  bool built() const { return built_; }
+
+  /// A lazy layer not yet built: `saved` [in, out] for "kernel" gives in (see Module).
+  int64_t lazy_input_size(std::string_view name, const Shape& saved) const override {
+    const bool fits = !built_ && name == "kernel" && saved.rank() == 2 && saved[0] > 0 && saved[1] == out_;
+    return fits ? saved[0] : 0;
+  }
+  void build_unfilled(int64_t in) override {
+    kernel_.value() = Tensor<T>::zeros({in, out_}).to(kernel_.value().device());
+    in_ = in;
+    built_ = true;
+  }
+  void unbuild() override {
+    kernel_.value() = Tensor<T>::zeros({0, out_}).to(kernel_.value().device());
+    in_ = 0;
+    built_ = false;
+  }
 
  private:
   /// Draws the kernel [in, out] and then the bias, as an eager layer does in its constructor.
@@ -99,14 +116,15 @@ class Dense : public Module<T, Dense<T>> {
     kernel_.value() = kernel_init_.template operator()<T>({in, out_}, *rng_);
     if (use_bias_ && bias_init_) bias_.value() = bias_init_.template operator()<T>({out_}, *rng_);
     in_ = in;
-    rng_ = nullptr;
+    built_ = true;
   }
 
   int64_t in_, out_;
   bool use_bias_;
   Activation activation_;
   init::Initializer kernel_init_, bias_init_;
-  Rng* rng_ = nullptr;  ///< until built
+  Rng* rng_ = nullptr;  ///< draws the kernel when a lazy layer is built
+  bool built_ = false;
   Var<T> kernel_, bias_;
 };
 

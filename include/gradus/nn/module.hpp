@@ -146,6 +146,13 @@ class Module<T, void> {
     for (const Child& c : children_) out.emplace_back(c.name, child(c));
     return out;
   }
+  /// (path, module) for this module (path "") and every descendant, depth first, in registration
+  /// order: the paths `named_parameters()` prefixes its names with ("block.inner").
+  std::vector<std::pair<std::string, Module*>> named_modules() {
+    std::vector<std::pair<std::string, Module*>> out;
+    collect_modules("", out);
+    return out;
+  }
   /// Number of trainable scalars (each shared parameter counted once).
   int64_t parameter_count() const {
     int64_t n = 0;
@@ -159,6 +166,20 @@ class Module<T, void> {
     rows.push_back(own_summary_row(path));
     for (const Child& c : children_) child(c)->summary_rows(detail::child_path(path, c.name), rows);
   }
+
+  /// Lazy layers (Dense, Conv2d, LSTM without `.in`) and loaders. A layer that has not yet seen an
+  /// input returns the input size at which its own parameter `name` would have shape `saved` (a
+  /// checkpoint's): Dense's kernel [0, out] takes [in, out]. 0 for a built layer, another
+  /// parameter, a shape no input size gives, and every module that is not lazy.
+  /// `io::restore_module` asks it where a checkpoint's shape differs from the module's.
+  virtual int64_t lazy_input_size(std::string_view /*name*/, const Shape& /*saved*/) const { return 0; }
+  /// Builds a lazy layer for input size `in` (one that lazy_input_size returned) as its first
+  /// forward would, except that it draws nothing from its Rng: the new parameter is zeros, about to
+  /// be overwritten by the restore that called it.
+  virtual void build_unfilled(int64_t /*in*/) {}
+  /// Undoes build_unfilled: the layer waits for its first input again (for a load that fails
+  /// after the model was restored, and puts the model back as it was).
+  virtual void unbuild() {}
 
   /// Sets training mode (`on`) or inference mode on this module and all its descendants; it
   /// changes what Dropout and BatchNorm do. Modules start in training mode.
@@ -328,6 +349,10 @@ class Module<T, void> {
     for (const Param& p : params_)
       if (seen.insert(p.var.node()).second) out.emplace_back(prefix + p.name, p.var);
     for (const Child& c : children_) child(c)->collect_parameters(prefix + c.name + ".", out, seen);
+  }
+  void collect_modules(const std::string& path, std::vector<std::pair<std::string, Module*>>& out) {
+    out.emplace_back(path, this);
+    for (const Child& c : children_) child(c)->collect_modules(detail::child_path(path, c.name), out);
   }
   void collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Rng*>>& out,
                           std::unordered_set<const void*>& seen) const {

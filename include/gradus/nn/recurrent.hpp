@@ -339,10 +339,18 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
     kernel_.value() = init::make<T>(init::glorot_uniform{}, {in, 4 * units_}, *rng_);
     recurrent_kernel_.value() = init::make<T>(init::orthogonal{}, {units_, 4 * units_}, *rng_);
     in_ = in;
-    rng_ = nullptr;
+    built_ = true;
   }
   /// False while a lazy cell (no `.in`) waits for build.
-  bool built() const { return rng_ == nullptr; }
+  bool built() const { return built_; }
+  /// A lazy cell not yet built: `saved` [in, 4 units] for "kernel" gives in (see Module); a
+  /// checkpoint restored into an LSTM layer that has seen no input builds it so.
+  int64_t lazy_input_size(std::string_view name, const Shape& saved) const override {
+    const bool fits = !built_ && name == "kernel" && saved.rank() == 2 && saved[0] > 0 && saved[1] == 4 * units_;
+    return fits ? saved[0] : 0;
+  }
+  void build_unfilled(int64_t in) override { set_kernel_rows(in, true); }
+  void unbuild() override { set_kernel_rows(0, false); }
 
   /// One step: x_t [N, in], {h, c} [N, units] each -> {h', c'}.
   template <Expression X>
@@ -395,8 +403,15 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
   Var<T> bias() const { return bias_; }
 
  private:
+  void set_kernel_rows(int64_t in, bool built) {
+    kernel_.value() = Tensor<T>::zeros({in, 4 * units_}).to(kernel_.value().device());
+    in_ = in;
+    built_ = built;
+  }
+
   int64_t in_, units_;
-  Rng* rng_ = nullptr;  ///< until built
+  Rng* rng_ = nullptr;  ///< draws the kernels when a lazy cell is built
+  bool built_ = false;
   Var<T> kernel_, recurrent_kernel_, bias_;
   detail::CellDropout<T> drop_;
 };
