@@ -1,13 +1,15 @@
 # Install test, run as:
-#   cmake -DBUILD_DIR=<gradus build> -DSOURCE_DIR=<consumer source> -DWORK_DIR=<scratch>
+#   cmake -DPROJECT_DIR=<gradus source> -DSOURCE_DIR=<consumer source> -DWORK_DIR=<scratch>
 #         -DGENERATOR=<generator> -DCXX=<compiler> -DWITH_XTENSOR=<ON|OFF> -P InstallConsumer.cmake
-# Installs gradus from BUILD_DIR into WORK_DIR/prefix, then configures, builds and runs the
-# consumer project against that prefix with find_package(gradus CONFIG REQUIRED):
+# Installs gradus with the very commands of the README's install block (the ```sh block after the
+# line "<!-- install -->"), their build folder and prefix moved into WORK_DIR, then configures,
+# builds and runs the consumer project against that prefix with find_package(gradus CONFIG REQUIRED):
 #   1. with xtensor hidden (CMAKE_DISABLE_FIND_PACKAGE_xtensor): gradus is found all the same;
 #   2. when gradus was built with xtensor interop: with COMPONENTS xtensor, using gradus::xtensor;
-#      and with the component required but xtensor hidden, configuring fails and says why.
+#      and with the component required but xtensor hidden, configuring fails and says why;
+#   3. configured without a build type, the package config warns that the code would build at -O0.
 
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR GENERATOR CXX WITH_XTENSOR)
+foreach(var PROJECT_DIR SOURCE_DIR WORK_DIR GENERATOR CXX WITH_XTENSOR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "InstallConsumer.cmake: ${var} is not set")
   endif()
@@ -26,29 +28,63 @@ endfunction()
 
 # configure(<binary dir> <extra cache arguments>...) with the common arguments.
 set(configure_args -S ${SOURCE_DIR} -G ${GENERATOR}
-  -DCMAKE_BUILD_TYPE=Release
   -DCMAKE_CXX_COMPILER=${CXX}
   -DCMAKE_PREFIX_PATH=${prefix}
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 
-run_step("install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# The README's install commands, one shell line each, run from the project's folder.
+file(READ ${PROJECT_DIR}/README.md readme)
+string(FIND "${readme}" "\n<!-- install -->\n```sh\n" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "install_consumer: README.md has no \"<!-- install -->\" line followed by a ```sh block")
+endif()
+math(EXPR at "${at} + 24")
+string(SUBSTRING "${readme}" ${at} -1 readme)
+string(FIND "${readme}" "\n```\n" end)
+string(SUBSTRING "${readme}" 0 ${end} commands)
+string(REPLACE "build-install" "${WORK_DIR}/build-install" commands "${commands}")
+string(REPLACE "/opt/gradus" "${prefix}" commands "${commands}")
+string(REPLACE "\n" ";" commands "${commands}")
+list(LENGTH commands count)
+if(count LESS 3)
+  message(FATAL_ERROR "install_consumer: the README's install block should configure, build and install; got: ${commands}")
+endif()
+foreach(command IN LISTS commands)
+  message(STATUS "install_consumer: ${command}")
+  run_step("README install command '${command}'" sh -c "${command}" WORKING_DIRECTORY ${PROJECT_DIR})
+endforeach()
+if(NOT EXISTS ${prefix}/include/gradus/gradus.hpp)
+  message(FATAL_ERROR "install_consumer: the README's install commands put no gradus/gradus.hpp under ${prefix}/include")
+endif()
 
 set(binary ${WORK_DIR}/build)
 run_step("configure without xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}
-  -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON)
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON)
 run_step("build" ${CMAKE_COMMAND} --build ${binary})
 run_step("run" ${binary}/consumer)
 run_step("run with the precompiled umbrella (gradus::pch)" ${binary}/consumer_pch)
+run_step("run with the compiled kernels (gradus::kernels)" ${binary}/consumer_kernels)
+
+# No build type: configuring succeeds and the package config says what it costs.
+execute_process(COMMAND ${CMAKE_COMMAND} ${configure_args} -B ${WORK_DIR}/build-no-type
+    -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(expected "gradus: CMAKE_BUILD_TYPE is not set")
+string(FIND "${out}${err}" "${expected}" at)
+if(NOT rc EQUAL 0 OR at EQUAL -1)
+  message(FATAL_ERROR "install_consumer: configuring without a build type should succeed and warn "
+                      "\"${expected}\"; got (${rc}):\n${out}${err}")
+endif()
 
 if(WITH_XTENSOR)
   set(binary ${WORK_DIR}/build-xtensor)
   run_step("configure with COMPONENTS xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}
-    -DGRADUS_CONSUMER_XTENSOR=ON)
+    -DCMAKE_BUILD_TYPE=Release -DGRADUS_CONSUMER_XTENSOR=ON)
   run_step("build with xtensor" ${CMAKE_COMMAND} --build ${binary} --target consumer_xtensor)
   run_step("run with xtensor" ${binary}/consumer_xtensor)
 
   execute_process(COMMAND ${CMAKE_COMMAND} ${configure_args} -B ${WORK_DIR}/build-missing
-      -DGRADUS_CONSUMER_XTENSOR=ON -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON
+      -DCMAKE_BUILD_TYPE=Release -DGRADUS_CONSUMER_XTENSOR=ON -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   set(expected "gradus: component xtensor: xtensor (libxtensor-dev) was not found")
   string(FIND "${out}${err}" "${expected}" at)

@@ -30,6 +30,7 @@ TEST_CASE("cuda(i) checks the driver and the ordinal", "[cuda][device]") {
       const std::string what = e.what();
       CHECK(what.rfind("cuda(0): ", 0) == 0);
       CHECK(what.find(gd::cuda::unavailable_reason()) != std::string::npos);
+      CHECK(what.find("check gd::cuda::is_available() first and fall back to gd::cpu") != std::string::npos);
     }
     return;
   }

@@ -479,4 +479,29 @@ bn (BatchNorm)   gamma [2]  beta [2]           4
 ================================================
 Total params: 11
 Buffers (not trained): 4)");
+
+  // Once the model has run, each layer's output shape in the last call (Keras' model.summary()).
+  (void)seq.forward(Td::ones({5, 4}));
+  (void)net(V::constant(Td::ones({7, 2})));
+  std::ostringstream c, d;
+  c << seq;
+  d << net;
+  CHECK(c.str() == R"(Model: Sequential
+Layer (type)  Output shape  Parameters              Param #
+===========================================================
+0 (Dense)     [5,3]         kernel [4,3]  bias [3]       15
+1 (ReLU)      [5,3]                                       0
+2 (Dense)     [5,2]         kernel [3,2]  bias [2]        8
+===========================================================
+Total params: 23
+Buffers (not trained): 0)");
+  CHECK(d.str() == R"(Model: Summed
+Layer (type)     Output shape  Parameters              Param #
+==============================================================
+(self) (Summed)  [7,2]         scale [1]                    11
+d (Dense)        [7,2]         kernel [2,2]  bias [2]        6
+bn (BatchNorm)   [7,2]         gamma [2]  beta [2]           4
+==============================================================
+Total params: 11
+Buffers (not trained): 4)");
 }

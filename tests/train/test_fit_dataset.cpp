@@ -145,6 +145,29 @@ TEST_CASE("fit on a Dataset equals fit on the same in-memory batches", "[train][
                     Catch::Contains("gave no batch"));
 }
 
+TEST_CASE("fit on a Dataset takes its validation set as in-memory Data too", "[train][dataset]") {
+  const Data train = make_data(44, 1), val = make_data(20, 2);
+  const Tensor<float> xf = gd::eval(gd::cast<float>(train.x));
+  const Dataset train_ds = Dataset::from_tensor_slices({xf, train.y}).batch(8);  // braces, mixed element types
+  const Dataset val_ds = Dataset::from_tensor_slices(val.x, val.y).batch(8);
+
+  Net a(1, 0.25), b(1, 0.25);
+  gd::optim::Adam<double> opt_a(a.parameters(), {.lr = 0.01}), opt_b(b.parameters(), {.lr = 0.01});
+  gd::metrics::SparseCategoricalAccuracy acc_a, acc_b;
+  const gd::train::History ha =
+      gd::train::fit(a, opt_a, xent, train_ds, {.epochs = 2, .validation = &val_ds, .metrics = {&acc_a}});
+  const gd::train::History hb = gd::train::fit(
+      b, opt_b, xent, train_ds, {.epochs = 2, .validation = &val, .metrics = {&acc_b}, .validation_batch_size = 8});
+  REQUIRE(hb.epochs.size() == 2);
+  for (size_t e = 0; e < 2; ++e) {
+    CHECK(hb.epochs[e].get("val_loss") == ha.epochs[e].get("val_loss"));
+    CHECK(hb.epochs[e].get("val_sparse_categorical_accuracy") == ha.epochs[e].get("val_sparse_categorical_accuracy"));
+  }
+  const Data empty{Tensor<double>({0, 4}), Tensor<int64_t>({0})};
+  CHECK_THROWS_WITH(gd::train::fit(b, opt_b, xent, train_ds, {.validation = &empty}),
+                    Catch::Contains("fit: the validation Data must hold x [n, ...] and y [n, ...] with the same n > 0"));
+}
+
 TEST_CASE("fit on a shuffled Dataset: a run stopped and resumed is bit-identical", "[train][dataset][resume]") {
   const Data train = make_data(44, 3);
   // Shuffled, mapped on two threads, prefetched: deterministic, so exactly resumable.

@@ -66,6 +66,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -209,6 +210,14 @@ class Dataset {
     requires(sizeof...(T) >= 1)
   static Dataset from_tensor_slices(const Tensor<T>&... columns) {
     return from_tensor_slices(Example::tuple(columns...));
+  }
+  /// The same with the tensors in braces, as TensorFlow's from_tensor_slices((x, y)); their
+  /// element types may differ (float images, int64 labels). Fields are unnamed, numbered from 0.
+  ///   Dataset::from_tensor_slices({images, labels})   // element i: (images[i], labels[i])
+  static Dataset from_tensor_slices(std::initializer_list<Value> columns) {
+    Example e;
+    for (const Value& v : columns) e.add("", v);
+    return from_tensor_slices(std::move(e));
   }
   /// One string per element.
   static Dataset from_strings(Strings values) { return from_tensor_slices(Example::tuple(std::move(values))); }

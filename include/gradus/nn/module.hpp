@@ -21,10 +21,10 @@
 // handed over as std::unique_ptr and owned by the parent.
 //
 // `std::cout << net` prints a summary as Keras' `model.summary()` does, one row per layer of the
-// tree, depth first: its dotted path and class, the names and shapes of its own parameters, and
-// the parameter count of the layer with its sub-layers. Output shapes are not shown: a module has
-// no input shape before its first forward pass (layers are lazy and forward may take anything),
-// so the parameter shapes stand in for them; a lazy layer not yet built shows 0 for its input size.
+// tree, depth first: its dotted path and class, the shape of its output in the last call (once
+// the model has run: a module has no input shape before, since layers are lazy and forward may
+// take anything), the names and shapes of its own parameters, and the parameter count of the
+// layer with its sub-layers. A lazy layer not yet built shows 0 for its input size.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -55,6 +55,7 @@ struct SummaryRow {
   std::string type;        ///< the class name without namespaces and template arguments: "Dense"
   std::string parameters;  ///< its own parameters: "kernel [128,10]  bias [10]"
   int64_t count = 0;       ///< trainable scalars of the layer and its sub-layers
+  std::string output;      ///< the shape of its output in the last call ("[128,10]"); empty before
 };
 
 namespace detail {
@@ -181,6 +182,13 @@ class Module<T, void> {
   /// after the model was restored, and puts the model back as it was).
   virtual void unbuild() {}
 
+  /// Notes the shape of this module's output, for the summary (`os << module`): `m(x)` notes it
+  /// for every module called so, and Sequential for its layers.
+  void record_output_shape(const Shape& s) {
+    output_shape_ = s;
+    has_output_shape_ = true;
+  }
+
   /// Sets training mode (`on`) or inference mode on this module and all its descendants; it
   /// changes what Dropout and BatchNorm do. Modules start in training mode.
   void train(bool on = true) {
@@ -227,7 +235,8 @@ class Module<T, void> {
  protected:
   /// This module's row alone: path, class, own parameters, parameter count of its subtree.
   SummaryRow own_summary_row(const std::string& path) const {
-    SummaryRow row{path, detail::short_type_name(typeid(*this)), "", parameter_count()};
+    SummaryRow row{path, detail::short_type_name(typeid(*this)), "", parameter_count(),
+                   has_output_shape_ ? output_shape_.str() : std::string()};
     for (const Param& p : params_)
       row.parameters += (row.parameters.empty() ? "" : "  ") + p.name + " " + p.var.shape().str();
     return row;
@@ -291,6 +300,19 @@ class Module<T, void> {
                  "module that lives elsewhere");
     children_.push_back({std::move(name), std::ptrdiff_t(at - self), nullptr});
     return child;
+  }
+  /// A layer that is not a Module<T> cannot be registered: a stateless layer (MaxPool2d, AvgPool2d,
+  /// GlobalAvgPool, Flatten, an activation) has nothing to save or train, so it stays a plain
+  /// member called in forward; a module of the other element type cannot join this tree.
+  template <class M>
+    requires(!std::derived_from<M, Module>)
+  void register_module(std::string, M&) {
+    static_assert(std::derived_from<M, Module<float>> || std::derived_from<M, Module<double>>,
+                  "STATELESS_LAYERS_NEED_NO_REGISTRATION: MaxPool2d, AvgPool2d, GlobalAvgPool, Flatten and the "
+                  "activation layers hold no parameters; keep them as members and call them in forward without "
+                  "register_module");
+    static_assert(!(std::derived_from<M, Module<float>> || std::derived_from<M, Module<double>>),
+                  "A_CHILD_MODULE_MUST_HAVE_THE_ELEMENT_TYPE_OF_ITS_PARENT: register_module");
   }
   /// Registers a sub-module that this module owns (for children kept outside the object, such as
   /// a variable number of blocks); returns a reference to it.
@@ -386,6 +408,8 @@ class Module<T, void> {
   std::vector<Child> children_;
   std::vector<std::pair<std::string, Rng*>> generators_;
   bool training_ = true;
+  bool has_output_shape_ = false;
+  Shape output_shape_;
 };
 
 /// Module<T> that is also callable: `m(args...)` is `m.forward(args...)`, with Derived the
@@ -398,7 +422,14 @@ class Module : public Module<T, void> {
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
     const gradus::detail::ModuleScope scope(static_cast<const Module<T, void>*>(this), typeid(Derived));  // for the profiler
-    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+    using R = decltype(static_cast<Derived&>(*this).forward(std::forward<Args>(args)...));
+    if constexpr (requires(const std::remove_reference_t<R>& r) { this->record_output_shape(r.shape()); }) {
+      R out = static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+      this->record_output_shape(out.shape());  // for the summary
+      return out;
+    } else {
+      return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+    }
   }
 
  protected:
@@ -425,24 +456,30 @@ std::ostream& operator<<(std::ostream& os, const Module<T>& m) {
   const SummaryRow top = rows.front();
   if (top.parameters.empty()) rows.erase(rows.begin());
   std::vector<std::string> names, counts;
-  const std::string head_name = "Layer (type)", head_params = "Parameters", head_count = "Param #";
-  size_t w_name = head_name.size(), w_params = head_params.size(), w_count = head_count.size();
+  const std::string head_name = "Layer (type)", head_output = "Output shape", head_params = "Parameters",
+                    head_count = "Param #";
+  size_t w_name = head_name.size(), w_output = 0, w_params = head_params.size(), w_count = head_count.size();
   for (const SummaryRow& r : rows) {
     names.push_back((r.path.empty() ? std::string("(self)") : r.path) + " (" + r.type + ")");
     counts.push_back(std::to_string(r.count));
     w_name = std::max(w_name, names.back().size());
+    if (!r.output.empty()) w_output = std::max(w_output, std::max(head_output.size(), r.output.size()));
     w_params = std::max(w_params, r.parameters.size());
     w_count = std::max(w_count, counts.back().size());
   }
-  const std::string ruler(w_name + 2 + w_params + 2 + w_count, '=');
-  auto line = [&](const std::string& name, const std::string& params, const std::string& count) {
-    os << name << std::string(w_name - name.size() + 2, ' ') << params
-       << std::string(w_params - params.size() + 2 + w_count - count.size(), ' ') << count << '\n';
+  // The output column only once the model has run (see the file comment).
+  const size_t w_out_col = w_output > 0 ? w_output + 2 : 0;
+  const std::string ruler(w_name + 2 + w_out_col + w_params + 2 + w_count, '=');
+  auto line = [&](const std::string& name, const std::string& output, const std::string& params,
+                  const std::string& count) {
+    os << name << std::string(w_name - name.size() + 2, ' ');
+    if (w_output > 0) os << output << std::string(w_output - output.size() + 2, ' ');
+    os << params << std::string(w_params - params.size() + 2 + w_count - count.size(), ' ') << count << '\n';
   };
   os << "Model: " << top.type << '\n';
-  line(head_name, head_params, head_count);
+  line(head_name, head_output, head_params, head_count);
   os << ruler << '\n';
-  for (size_t i = 0; i < rows.size(); ++i) line(names[i], rows[i].parameters, counts[i]);
+  for (size_t i = 0; i < rows.size(); ++i) line(names[i], rows[i].output, rows[i].parameters, counts[i]);
   os << ruler << '\n';
   int64_t buffered = 0;
   for (const auto& [name, b] : m.named_buffers()) buffered += b.size();

@@ -1,6 +1,8 @@
 // gradus/nn/sequential.hpp — Sequential: layers chained at compile time.
 #pragma once
+#include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -110,7 +112,8 @@ class Sequential : public Module<typename detail::sequential_value<Layers...>::t
     if constexpr (ModuleType<L>)
       std::get<I>(layers_).summary_rows(path, rows);
     else
-      rows.push_back({path, detail::short_type_name(typeid(L)), "", 0});
+      rows.push_back({path, detail::short_type_name(typeid(L)), "", 0,
+                      stateless_outputs_[I] ? stateless_outputs_[I]->str() : std::string()});
   }
   template <size_t I, class X>
   auto chain(const X& x) {
@@ -122,13 +125,17 @@ class Sequential : public Module<typename detail::sequential_value<Layers...>::t
         const gradus::detail::ModuleScope scope(static_cast<const Module<value_type, void>*>(&std::get<I>(layers_)), typeid(L));
         return std::get<I>(layers_).forward(x);
       }();
+      if constexpr (requires { y.shape(); }) std::get<I>(layers_).record_output_shape(y.shape());  // for the summary
       return chain<I + 1>(y);
     } else {
-      return chain<I + 1>(std::get<I>(layers_).forward(x));
+      auto y = std::get<I>(layers_).forward(x);
+      if constexpr (requires { y.shape(); }) stateless_outputs_[I] = y.shape();  // for the summary
+      return chain<I + 1>(y);
     }
   }
 
   std::tuple<Layers...> layers_;
+  std::array<std::optional<Shape>, sizeof...(Layers)> stateless_outputs_{};  ///< of the layers that are not modules
 };
 
 template <class... Layers>

@@ -35,12 +35,47 @@
 
 namespace gradus::train {
 
+/// The validation set of fit on a Dataset, given either way:
+///   .validation = &test_batches   a Dataset of (x, y) batches, as the training data
+///   .validation = &test           in-memory Data (gd::train::Data{x, y}), evaluated in batches of
+///                                 DatasetFitOptions::validation_batch_size
+/// It holds a pointer to a Dataset (which must outlive fit) or a handle to the Data's tensors.
+class ValidationSet {
+ public:
+  ValidationSet() = default;
+  ValidationSet(std::nullptr_t) {}
+  ValidationSet(const data::Dataset* batches) : batches_(batches) {}
+  template <Element X, Element Y>
+  ValidationSet(const Data<X, Y>* examples) {
+    if (!examples) return;
+    GRADUS_CHECK(value_error, examples->size() > 0 && examples->y.defined() && examples->y.rank() >= 1 &&
+                                  examples->y.dim(0) == examples->size(),
+                 "fit: the validation Data must hold x [n, ...] and y [n, ...] with the same n > 0, got x ",
+                 examples->x.defined() ? examples->x.shape() : Shape{}, " and y ",
+                 examples->y.defined() ? examples->y.shape() : Shape{});
+    slices_ = data::Dataset::from_tensor_slices(examples->x, examples->y);
+  }
+
+  explicit operator bool() const { return batches_ != nullptr || slices_.has_value(); }
+  /// The (x, y) batches: the Dataset given, or the Data in batches of `batch_size` (the last one
+  /// may be smaller).
+  data::Dataset batches(int64_t batch_size) const {
+    return batches_ ? *batches_ : slices_->batch(batch_size);
+  }
+  /// False for a default-constructed Dataset (a pointer to one that holds no source).
+  bool has_source() const { return !batches_ || batches_->source() != nullptr; }
+
+ private:
+  const data::Dataset* batches_ = nullptr;
+  std::optional<data::Dataset> slices_;
+};
+
 /// Options of fit on a Dataset, as FitOptions without the batching (the pipeline batches and
 /// shuffles). Designated initializers must follow this order:
 ///   {.epochs = 5, .validation = &val, .metrics = {&acc}, .hooks = {&log}, .run_dir = "runs/cnn"}
 struct DatasetFitOptions {
   int64_t epochs = 1;                          ///< epochs to run to, counting those of a restored run
-  const data::Dataset* validation = nullptr;   ///< a Dataset of (x, y) batches, evaluated after every epoch
+  ValidationSet validation = {};               ///< evaluated after every epoch: a Dataset* or a Data* (above)
   std::vector<metrics::Metric*> metrics = {};  ///< computed on the validation data: "val_<name>"
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
   std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
@@ -52,6 +87,7 @@ struct DatasetFitOptions {
   /// Data-parallel training (see FitOptions::collective); each rank's pipeline gives its own
   /// shard (Dataset::shard(size, rank)) with the same number of batches per epoch.
   Collective collective = {};
+  int64_t validation_batch_size = 256;  ///< the batch size for in-memory validation Data
 };
 
 namespace detail {
@@ -98,8 +134,9 @@ class DatasetLoop final : public ModelLoop<M, L> {
   DatasetLoop(M& model, optim::Optimizer<T>& opt, const L& loss, const data::Dataset& data, const DatasetFitOptions& o)
       : Base(model, opt, loss), data_(data), o_(o) {
     GRADUS_CHECK(value_error, data.source() != nullptr, "fit: the dataset is empty (default-constructed)");
-    GRADUS_CHECK(value_error, !o.validation || o.validation->source() != nullptr,
-                 "fit: the validation dataset is empty (default-constructed)");
+    GRADUS_CHECK(value_error, o.validation.has_source(), "fit: the validation dataset is empty (default-constructed)");
+    GRADUS_CHECK(value_error, o.validation_batch_size > 0, "fit: validation_batch_size must be positive, got ",
+                 o.validation_batch_size);
     this->streaming_ = true;
     this->examples_ = -1;  // recorded in train/config: a Dataset run
     this->batch_size_ = 0;
@@ -217,7 +254,8 @@ Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
 template <class M, class L, Element Y>
 void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
   if (!o_.validation) return;
-  Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, *o_.validation, {.metrics = o_.metrics}));
+  Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, o_.validation.batches(o_.validation_batch_size),
+                                         {.metrics = o_.metrics}));
 }
 
 /// Trains `model` on a Dataset of (x, y) batches (see the top of this header); otherwise as fit

@@ -3,7 +3,8 @@
 //
 //   if (gd::cuda::is_available()) { gd::Device d = gd::cuda(0); ... }
 //   gd::cuda(0);   // without a driver or GPU: gd::device_error
-//                  // "cuda(0): no CUDA driver (libcuda.so.1, libcuda.so not found)"
+//                  // "cuda(0): no CUDA driver (libcuda.so.1, libcuda.so not found); check
+//                  //  gd::cuda::is_available() first and fall back to gd::cpu"
 #pragma once
 #include <string>
 
@@ -22,7 +23,8 @@ struct cuda {
 
   explicit cuda(int i = 0) : index(i) {
     const auto& d = backend::cuda::Driver::get();
-    GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem);
+    GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem,
+                 "; check gd::cuda::is_available() first and fall back to gd::cpu");
     GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
                  " (ordinals 0 to ", d.devices - 1, ")");
     backend::cuda::register_memory_hooks();
