@@ -2,7 +2,7 @@
 // cblas_sgemm (built when CMake finds OpenBLAS), fixed-seed random inputs:
 //   gemm/gradus    the kernel gradus picks for this CPU (what matmul and conv2d run);
 //   gemm/avx2, gemm/eigen, ...  each other kernel the CPU supports, forced;
-//   gemm/openblas  the peer (DESIGN.md section 4: gradus >= 0.95x its throughput).
+//   gemm/openblas  the peer (docs/performance.md: gradus >= 0.95x its throughput).
 // Shapes: gemm_shapes.hpp (1024^3 and the GEMMs of one training step of the MLP 784-500-10 and of the LeNet CNN
 // at batch 128, as backend::gemm receives them; ta/tb: a/b stored transposed).
 // OpenBLAS' pthreads spin for a while after each call, which slows whatever runs next on a

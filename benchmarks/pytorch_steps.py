@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """benchmarks/pytorch_steps.py — the three training steps of benchmarks/steps.hpp in PyTorch (eager,
-the way its users write them), for the CPU peer table of the README: the MLP 784-500-10 and the
+the way its users write them), for the CPU peer table of docs/performance.md: the MLP 784-500-10 and the
 LeNet CNN on the first 4 batches of 128 Fashion-MNIST training images, and the char-LSTM language
 model (ids [32, 35] in [0, 256) -> embedding 64 -> LSTM 128 -> dense 256 at every step, gradients
 clipped to global norm 5), and the word-LM step of benchmarks/seq_steps.hpp (ids [20, 35] in

@@ -1,4 +1,4 @@
-# Checks the layering of include/gradus/ (DESIGN.md section 2b), run by ctest as `layering`:
+# Checks the layering of include/gradus/ (docs/architecture.md), run by ctest as `layering`:
 #   core/ → expr/ → backend/ → autodiff/ → ops/ → nn/ losses/ metrics/ init/ optim/
 #         → data/ io/ summary/ image/ → train/
 # - a header includes headers of its own layer or lower ones only;

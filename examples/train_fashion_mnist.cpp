@@ -7,7 +7,7 @@
 //   - TensorBoard summaries in <run-dir>/train: loss and learning rate every 50 steps, weight and
 //     gradient histograms every 200, validation loss and accuracy per epoch, and after each epoch
 //     the first test images with the predicted and true class drawn on them.
-// Look at the run with `tensorboard --logdir runs`; load a checkpoint in Python as README.md shows.
+// Look at the run with `tensorboard --logdir runs`; load a checkpoint in Python as docs/training.md shows.
 //
 // Data-parallel on several processes (built with gradus::dist, i.e. where CMake found MPI):
 //   mpirun --allow-run-as-root --oversubscribe -np 2 build/examples/train_fashion_mnist --distributed

@@ -5,8 +5,8 @@
 // new; a sample its entry marks as allocating must still allocate, so the mark goes once the op
 // is fixed).
 // Each op must have the fused-chain and broadcast samples its entry asks for. Then the names: the
-// README's function list, the public op functions declared in include/gradus/ops/ and
-// include/gradus/losses/, and the registry must name the same ops, so an op without an entry
+// documented function list (docs/tensors-and-autodiff.md), the public op functions declared in
+// include/gradus/ops/ and include/gradus/losses/, and the registry must name the same ops, so an op without an entry
 // (or an entry without an op) fails here.
 #include <catch2/catch.hpp>
 
@@ -61,11 +61,11 @@ std::string read_file(const std::string& path) {
 
 const std::string kRoot = GRADUS_TEST_DATA_DIR "/../..";
 
-/// The names in backticks of the README's function list: the bullets ("- kind: `names`",
-/// continued on indented lines) after the line that starts with "Functions (", up to the next
-/// blank line; in each, the text after the first ": ".
+/// The names in backticks of the documented function list (docs/tensors-and-autodiff.md): the
+/// bullets ("- kind: `names`", continued on indented lines) after the line that starts with
+/// "Functions (", up to the next blank line; in each, the text after the first ": ".
 std::set<std::string> readme_functions() {
-  std::istringstream in(read_file(kRoot + "/README.md"));
+  std::istringstream in(read_file(kRoot + "/docs/tensors-and-autodiff.md"));
   std::vector<std::string> bullets;
   std::string line;
   bool inside = false;
@@ -298,7 +298,7 @@ TEST_CASE("registry: each op has the samples its entry asks for", "[registry]") 
   }
 }
 
-TEST_CASE("registry: the README's function list and the registry name the same ops", "[registry]") {
+TEST_CASE("registry: the documented function list and the registry name the same ops", "[registry]") {
   std::set<std::string> reg;
   for (const OpInfo& op : registry()) reg.insert(op.name);
   const std::set<std::string> readme = readme_functions();
@@ -306,7 +306,7 @@ TEST_CASE("registry: the README's function list and the registry name the same o
   std::set<std::string> only_readme, only_registry;
   std::set_difference(readme.begin(), readme.end(), reg.begin(), reg.end(), std::inserter(only_readme, only_readme.end()));
   std::set_difference(reg.begin(), reg.end(), readme.begin(), readme.end(), std::inserter(only_registry, only_registry.end()));
-  INFO("in the README only: " << join(only_readme));
+  INFO("in the documentation only: " << join(only_readme));
   INFO("in the registry only: " << join(only_registry));
   CHECK(only_readme.empty());
   CHECK(only_registry.empty());

@@ -1,10 +1,12 @@
-// The README's examples compile as written. A ```cpp block right after the line
+// The examples of the README and of every page of docs/ compile as written, and every page is
+// linked from the README. A ```cpp block right after the line
 // "<!-- compile -->" is a complete program, compiled as it stands; one after
 // "<!-- compile: snippet -->" is statements (and local classes) as a reader writes them in main:
 // its #include lines go first, the rest into `int main() { ... }`. Each is compiled with
 // -fsyntax-only against include/ (GRADUS_README_COMPILE, set by tests/CMakeLists.txt).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -114,15 +116,50 @@ TEST_CASE("readme: the compile check fails on code that does not compile", "[rea
   CHECK(compile("int main() { return undeclared_name; }\n", dir / "bad.cpp") != 0);
 }
 
-TEST_CASE("readme: the README's marked examples compile as written", "[readme]") {
-  std::ifstream readme(GRADUS_README_PATH);
-  REQUIRE(readme);
-  const std::vector<MarkedBlock> blocks = marked_blocks(readme);
-  REQUIRE(blocks.size() >= 3);  // "A first model", printing results, "Using gradus from CMake"
+namespace {
+
+// README.md and every page of docs/, in that order (the pages by name).
+std::vector<fs::path> documentation_pages() {
+  const fs::path readme = GRADUS_README_PATH;
+  std::vector<fs::path> pages;
+  for (const auto& e : fs::directory_iterator(readme.parent_path() / "docs"))
+    if (e.path().extension() == ".md") pages.push_back(e.path());
+  std::sort(pages.begin(), pages.end());
+  pages.insert(pages.begin(), readme);
+  return pages;
+}
+
+}  // namespace
+
+TEST_CASE("readme: the marked examples of the README and of every docs/ page compile as written", "[readme]") {
+  const std::vector<fs::path> pages = documentation_pages();
+  REQUIRE(pages.size() >= 10);  // the README and its guides
   const fs::path dir = fs::current_path() / "readme_blocks";
   fs::create_directories(dir);
-  for (const MarkedBlock& b : blocks) {
-    INFO("README.md block at line " << b.line << (b.snippet ? " (snippet)" : " (program)"));
-    CHECK(compile(source_of(b), dir / ("readme_" + std::to_string(b.line) + ".cpp")) == 0);
+  size_t total = 0;
+  for (const fs::path& page : pages) {
+    std::ifstream in(page);
+    REQUIRE(in);
+    const std::vector<MarkedBlock> blocks = marked_blocks(in);
+    total += blocks.size();
+    for (const MarkedBlock& b : blocks) {
+      INFO(page.filename().string() << " block at line " << b.line << (b.snippet ? " (snippet)" : " (program)"));
+      const std::string file = page.stem().string() + "_" + std::to_string(b.line) + ".cpp";
+      CHECK(compile(source_of(b), dir / file) == 0);
+    }
+  }
+  CHECK(total >= 10);
+}
+
+TEST_CASE("readme: every docs/ page is reachable from the README's map", "[readme]") {
+  std::ifstream in(GRADUS_README_PATH);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  for (const fs::path& page : documentation_pages()) {
+    if (page.filename() == "README.md") continue;
+    INFO("docs/" << page.filename().string() << " is not linked from README.md");
+    CHECK(readme.find("(docs/" + page.filename().string() + ")") != std::string::npos);
   }
 }

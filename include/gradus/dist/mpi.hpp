@@ -197,7 +197,7 @@ class Context {
   std::terminate_handler previous_terminate_ = nullptr;
 };
 
-/// Starts MPI for this process (DESIGN.md's `gd::dist::init`): the Context it returns finalises it
+/// Starts MPI for this process (`gd::dist::init`, docs/distributed.md): the Context it returns finalises it
 /// when it goes out of scope. The same as constructing the Context.
 ///   int main(int argc, char** argv) { auto ctx = gd::dist::init(argc, argv); ... }
 [[nodiscard]] inline Context init(int& argc, char**& argv) { return Context(argc, argv); }

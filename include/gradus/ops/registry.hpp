@@ -41,7 +41,7 @@ struct OpSample {
   bool steady_state = true;          ///< a warm forward + backward allocates nothing; false: known to allocate
 };
 
-/// One public op: its name as user code writes it (the README's function list) and its samples.
+/// One public op: its name as user code writes it (the function list of docs/tensors-and-autodiff.md) and its samples.
 struct OpInfo {
   std::string name;
   std::vector<OpSample> samples = {};

@@ -1,7 +1,7 @@
 // tests/dist/programs/mlp_throughput.cpp — training throughput of the MLP (784→500→10, relu,
 // batch 128 per rank, Adam) or, with `cnn` as the fourth argument, of the LeNet CNN of
 // benchmarks/steps.hpp (5×5×32 VALID, pool, 5×5×64 VALID, pool, 1024→500→10) under gd::dist, for
-// the README's scaling numbers:
+// the scaling numbers of docs/distributed.md:
 //   OMP_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np 2 dist_mlp_throughput [steps] [overlap 0|1] [bucket_mb] [mlp|cnn]
 //   OMP_NUM_THREADS=2 mpirun --allow-run-as-root -np 1 dist_mlp_throughput
 // Prints on rank 0: ranks, steps, seconds, examples per second (all ranks together).

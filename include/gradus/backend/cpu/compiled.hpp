@@ -7,7 +7,7 @@
 // GRADUS_COMPILED_KERNELS defined by CMake and sees only the declarations below; the library
 // holds their float and double instantiations, built from the same headers (the same code and
 // results). It saves about a second per translation unit that includes gradus.hpp and several
-// per one that trains a model (README, Performance).
+// per one that trains a model (docs/performance.md).
 #pragma once
 #include <cstdint>
 

@@ -15,9 +15,9 @@
 // (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, each task packs
 // its own rows of A (columns of B), and a thread that loses its core only runs fewer tasks.
 // Measured on a 2-vCPU AMD EPYC (Zen 5), one thread, on 1024^3 and the MLP's and LeNet CNN's
-// products (README, Performance; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
+// products (docs/performance.md; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
 // 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
-// and without -march=native. On an AVX2-only Zen 3 (benchmarks/gemm_interleaved.cpp, README "On
+// and without -march=native. On an AVX2-only Zen 3 (benchmarks/gemm_interleaved.cpp, docs/performance.md "On
 // an AVX2 machine"): 0.84-1.48x OpenBLAS 0.3.21's Zen kernels, level on the large products within
 // that machine's noise.
 #pragma once
