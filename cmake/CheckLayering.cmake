@@ -5,7 +5,9 @@
 # - ops/ and nn/ hold no kernel code (no OpenMP pragmas, intrinsics, Eigen maps or parallel
 #   loops): they reach kernels through backend/backend.hpp;
 # - expr/ and backend/ know nothing of the tape (no Var, no Node);
-# - optim/ and train/ use no other area's detail namespace.
+# - optim/ and train/ use no other area's detail namespace;
+# - testing/ (test-only code) sits above every area, and no umbrella header (gradus/*.hpp)
+#   includes it.
 # Usage: cmake -DINCLUDE_DIR=<repo>/include -P CheckLayering.cmake
 set(rank_core 0)
 set(rank_detail 0)
@@ -22,6 +24,7 @@ endforeach()
 foreach(a train dist)
   set(rank_${a} 7)
 endforeach()
+set(rank_testing 8)
 
 set(failures "")
 file(GLOB_RECURSE headers RELATIVE ${INCLUDE_DIR}/gradus ${INCLUDE_DIR}/gradus/*/*.hpp)
@@ -62,6 +65,14 @@ foreach(h IN LISTS headers)
         list(APPEND failures "${h}: uses another area's ${u} (give it a public accessor)")
       endif()
     endforeach()
+  endif()
+endforeach()
+
+file(GLOB umbrellas RELATIVE ${INCLUDE_DIR}/gradus ${INCLUDE_DIR}/gradus/*.hpp)
+foreach(h IN LISTS umbrellas)
+  file(READ ${INCLUDE_DIR}/gradus/${h} text)
+  if(text MATCHES "#include \"gradus/testing/")
+    list(APPEND failures "${h}: the umbrella header includes test-only code (gradus/testing/)")
   endif()
 endforeach()
 

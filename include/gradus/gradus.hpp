@@ -18,7 +18,6 @@
 #include "gradus/ops/reduce.hpp"
 #include "gradus/ops/softmax.hpp"
 #include "gradus/ops/linalg.hpp"
-#include "gradus/ops/registry.hpp"
 #include "gradus/ops/shape.hpp"
 #include "gradus/init.hpp"
 #include "gradus/losses.hpp"

@@ -1,5 +1,5 @@
-// gradus/nn.hpp — the layers area (gd::nn): Module, layers, Sequential, regularizers and the
-// generic gradient check of a module.
+// gradus/nn.hpp — the layers area (gd::nn): Module, layers, Sequential and regularizers. The
+// generic gradient check of a module, check_module_gradient, is test-only: <gradus/testing/module_check.hpp>.
 //   gd::Rng rng(42);
 //   gd::nn::Sequential net(gd::nn::Dense<float>({.in = 784, .out = 500, .activation = gd::nn::relu}, rng),
 //                          gd::nn::Dense<float>({.in = 500, .out = 10}, rng));
@@ -14,7 +14,6 @@
 #include "gradus/nn/normalization.hpp"
 #include "gradus/nn/conv.hpp"
 #include "gradus/nn/sequential.hpp"
-#include "gradus/nn/check.hpp"
 #include "gradus/nn/registration.hpp"
 #include "gradus/nn/recurrent.hpp"
 #include "gradus/nn/attention.hpp"

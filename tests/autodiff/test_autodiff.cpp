@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <sstream>
-#include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/testing/catch_matchers.hpp>
 #include <gradus/gradus.hpp>
 
 namespace gd = gradus;

@@ -12,6 +12,7 @@
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/nn/attention.hpp>
+#include <gradus/testing/module_check.hpp>
 
 namespace gd = gradus;
 namespace nn = gradus::nn;

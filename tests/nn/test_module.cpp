@@ -13,6 +13,7 @@
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/optim.hpp>
+#include <gradus/testing/module_check.hpp>
 
 namespace gd = gradus;
 namespace nn = gradus::nn;

@@ -14,6 +14,7 @@
 #include <gradus/nn.hpp>
 #include <gradus/nn/bidirectional.hpp>
 #include <gradus/nn/recurrent.hpp>
+#include <gradus/testing/module_check.hpp>
 
 namespace gd = gradus;
 namespace nn = gradus::nn;

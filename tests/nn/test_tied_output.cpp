@@ -6,6 +6,7 @@
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/nn/tied_output.hpp>
+#include <gradus/testing/module_check.hpp>
 
 namespace gd = gradus;
 namespace nn = gradus::nn;

@@ -1,4 +1,4 @@
-// The op registry: one gd::ops::OpInfo per public op (include/gradus/ops/registry.hpp for the
+// The op registry: one gd::ops::OpInfo per public op (include/gradus/testing/op_info.hpp for the
 // form). The entries are split by area over registry_*.cpp so that each file compiles in
 // reasonable time; test_registry.cpp walks them all. The references below are naive loops in
 // double written here, independently of the library: they use Tensor only as storage (shape,
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <gradus/gradus.hpp>
+#include <gradus/testing/op_info.hpp>
 
 namespace opreg {
 

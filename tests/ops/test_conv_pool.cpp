@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <gradus/gradus.hpp>
-#include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/testing/catch_matchers.hpp>
 #include <gradus/nn.hpp>
 #include "gradus/ops/conv.hpp"
 #include "gradus/ops/pool.hpp"

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include <gradus/gradus.hpp>
-#include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/testing/catch_matchers.hpp>
 #include "gradus/ops/dropout.hpp"
 
 namespace gd = gradus;

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <gradus/autodiff/catch_matchers.hpp>
+#include <gradus/testing/catch_matchers.hpp>
 #include <gradus/gradus.hpp>
 #include "gradus/ops/shape.hpp"
 

@@ -3,7 +3,7 @@
 //
 // The one numerical gradient checker of gradus: `detail::central_differences` is the only
 // central-difference loop; `gradient_error` (compute_gradient_error) and the rtol/atol rule of
-// `check_gradient` (and the Catch2 matcher, autodiff/catch_matchers.hpp) judge its results;
+// `check_gradient` (and the Catch2 matcher, testing/catch_matchers.hpp) judge its results;
 // `nn::check_module_gradient` and the op registry test use the same loop.
 #pragma once
 #include <algorithm>

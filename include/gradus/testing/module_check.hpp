@@ -1,4 +1,4 @@
-// gradus/nn/check.hpp — check_module_gradient: one numerical gradient test for any module
+// gradus/testing/module_check.hpp — check_module_gradient: one numerical gradient test for any module
 // (dlib's test_layer). It differentiates sum(w * module.forward(x)), w a fixed random tensor,
 // with respect to the input and every parameter, by backward pass and by central differences
 // (the one loop and error measure of autodiff/gradient_check.hpp).

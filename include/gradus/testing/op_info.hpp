@@ -1,4 +1,5 @@
-// gradus/ops/registry.hpp — the form of an op registry entry (PyTorch's OpInfo).
+// gradus/testing/op_info.hpp — the form of an op registry entry (PyTorch's OpInfo). Test-only:
+// no library header includes gradus/testing/, nor does the umbrella header.
 //
 // Every public differentiable op has one `OpInfo`: its public name, and samples, each with
 // inputs, the call with its parameter values, tolerances and an independent forward reference

@@ -1,6 +1,7 @@
-// gradus/autodiff/catch_matchers.hpp — a Catch2 (v2) matcher that makes a gradient check one line.
+// gradus/testing/catch_matchers.hpp — a Catch2 (v2) matcher that makes a gradient check one line.
+// Test-only: include it from a test file (no gradus header includes gradus/testing/).
 //   #include <catch2/catch.hpp>
-//   #include <gradus/autodiff/catch_matchers.hpp>
+//   #include <gradus/testing/catch_matchers.hpp>
 //   CHECK_THAT(f, gd::testing::GradientIsCorrect(x0));                      // rtol 1e-5, atol 1e-8, automatic step
 //   CHECK_THAT(f, gd::testing::GradientIsCorrect({a0, b0}, {.rtol = 1e-4}));  // two inputs: f(a, b)
 //   CHECK_THAT(g, gd::testing::GradientIsCorrect(inputs));                  // g(const std::vector<Var>&)
