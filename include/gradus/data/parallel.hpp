@@ -1,0 +1,208 @@
+// gradus/data/parallel.hpp — the transformations of a Dataset that run background threads: parallel_map
+// (order kept) and prefetch.
+// Part of the input pipelines of gradus/data/dataset.hpp (include that one): the Source and
+// Stream classes behind Dataset's factory functions and transformations.
+#pragma once
+#include <glob.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gradus/core/error.hpp"
+#include "gradus/core/rng.hpp"
+#include "gradus/core/shape.hpp"
+#include "gradus/core/tensor.hpp"
+#include "gradus/data/example.hpp"
+#include "gradus/data/idx.hpp"
+#include "gradus/data/pipeline.hpp"
+#include "gradus/data/queue.hpp"
+
+namespace gradus::data::detail {
+
+/// An element or the exception raised while producing it.
+struct ElementOrError {
+  std::optional<Example> value;
+  std::exception_ptr error;
+};
+
+/// Workers take input elements in order (one at a time, numbered), apply fn outside any lock,
+/// and file the result under its number; the consumer waits for the numbers in order. At most
+/// `window` numbers are handed out beyond the one the consumer waits for.
+class ParallelMapStream final : public Stream {
+ public:
+  ParallelMapStream(std::unique_ptr<Stream> in, std::shared_ptr<const Dataset::MapFn> fn, int threads, int64_t window)
+      : in_(std::move(in)), fn_(std::move(fn)), window_(window) {
+    workers_.reserve(size_t(threads));
+    try {
+      for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+    } catch (...) {
+      shutdown();
+      throw;
+    }
+  }
+  ~ParallelMapStream() override { shutdown(); }
+
+  std::optional<Example> next() override {
+    std::unique_lock lock(m_);
+    ready_.wait(lock, [&] { return stop_ || done_.count(next_out_) || next_out_ >= end_; });
+    auto it = done_.find(next_out_);
+    if (it == done_.end()) return std::nullopt;
+    ElementOrError p = std::move(it->second);
+    done_.erase(it);
+    ++next_out_;
+    room_.notify_all();
+    lock.unlock();
+    if (p.error) std::rethrow_exception(p.error);
+    return std::move(p.value);
+  }
+  void cancel() override {
+    {
+      std::lock_guard lock(m_);
+      stop_ = true;
+    }
+    room_.notify_all();
+    ready_.notify_all();
+    in_->cancel();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::unique_lock in_lock(in_m_);  // input elements are taken in order, one worker at a time
+      int64_t seq;
+      {
+        std::unique_lock lock(m_);
+        room_.wait(lock, [&] { return stop_ || next_take_ >= end_ || next_take_ < next_out_ + window_; });
+        if (stop_ || next_take_ >= end_) return;
+        seq = next_take_++;
+      }
+      ElementOrError p;
+      bool at_end = false;
+      try {
+        std::optional<Example> e = in_->next();
+        in_lock.unlock();
+        if (e)
+          p.value = (*fn_)(std::move(*e));
+        else
+          at_end = true;
+      } catch (...) {
+        p.error = std::current_exception();
+        if (in_lock.owns_lock()) at_end = true;  // the input failed: it ends after this error
+      }
+      {
+        std::lock_guard lock(m_);
+        if (at_end) end_ = std::min(end_, p.error ? seq + 1 : seq);
+        if (!at_end || p.error) done_.emplace(seq, std::move(p));
+      }
+      ready_.notify_all();
+      room_.notify_all();
+    }
+  }
+  void shutdown() {
+    cancel();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+  }
+
+  std::unique_ptr<Stream> in_;
+  std::shared_ptr<const Dataset::MapFn> fn_;
+  const int64_t window_;
+  std::mutex in_m_, m_;
+  std::condition_variable room_, ready_;
+  int64_t next_take_ = 0, next_out_ = 0, end_ = std::numeric_limits<int64_t>::max();
+  std::map<int64_t, ElementOrError> done_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+class ParallelMapSource final : public UnarySource {
+ public:
+  ParallelMapSource(std::shared_ptr<const Source> in, Dataset::MapFn fn, int threads, int buffer)
+      : UnarySource(std::move(in)), fn_(std::make_shared<Dataset::MapFn>(std::move(fn))), threads_(threads),
+        window_(buffer > 0 ? buffer : 2 * int64_t(threads)) {
+    GRADUS_CHECK(value_error, threads >= 1, "parallel_map: threads must be >= 1, got ", threads);
+    GRADUS_CHECK(value_error, buffer >= 0, "parallel_map: buffer must be >= 0, got ", buffer);
+  }
+  std::unique_ptr<Stream> open(uint64_t key) const override {
+    return std::make_unique<ParallelMapStream>(in_->open(key), fn_, threads_, window_);
+  }
+
+ private:
+  std::shared_ptr<const Dataset::MapFn> fn_;
+  int threads_;
+  int64_t window_;
+};
+
+// --- prefetch --------------------------------------------------------------------------------------
+
+class PrefetchStream final : public UnaryStream {
+ public:
+  PrefetchStream(std::unique_ptr<Stream> in, size_t n) : UnaryStream(std::move(in)), q_(n) {
+    thread_ = std::thread([this] { produce(); });
+  }
+  ~PrefetchStream() override {
+    cancel();
+    thread_.join();
+  }
+  std::optional<Example> next() override {
+    std::optional<ElementOrError> p = q_.pop();
+    if (!p) return std::nullopt;
+    if (p->error) std::rethrow_exception(p->error);
+    return std::move(p->value);
+  }
+  void cancel() override {
+    q_.cancel();
+    in_->cancel();
+  }
+
+ private:
+  void produce() {
+    std::exception_ptr error;
+    try {
+      while (std::optional<Example> e = in_->next())
+        if (!q_.push(ElementOrError{std::move(e), nullptr})) return;
+    } catch (...) {
+      error = std::current_exception();
+    }
+    // Queued only once the handler is left, so the consumer holds the last reference to it.
+    if (error) q_.push(ElementOrError{std::nullopt, std::move(error)});
+    q_.close();
+  }
+  BoundedQueue<ElementOrError> q_;
+  std::thread thread_;
+};
+
+class PrefetchSource final : public UnarySource {
+ public:
+  PrefetchSource(std::shared_ptr<const Source> in, int64_t n) : UnarySource(std::move(in)), n_(n) {
+    GRADUS_CHECK(value_error, n >= 1, "prefetch: buffer size must be >= 1, got ", n);
+  }
+  std::unique_ptr<Stream> open(uint64_t key) const override {
+    return std::make_unique<PrefetchStream>(in_->open(key), size_t(n_));
+  }
+
+ private:
+  int64_t n_;
+};
+
+}  // namespace gradus::data::detail
