@@ -7,8 +7,8 @@
 struct Scale : gradus::ops::UnaryOp {
   static constexpr std::string_view name = "scale";
   double factor = 2;
-  auto forward(const auto& x) const { return x * gradus::ops::S<decltype(x)>(factor); }
-  auto backward(const auto&, const auto&, const auto& g) const { return g * gradus::ops::S<decltype(g)>(factor); }
+  auto forward(const auto& x) const { return x * gradus::ops::ScalarOf<decltype(x)>(factor); }
+  auto backward(const auto&, const auto&, const auto& g) const { return g * gradus::ops::ScalarOf<decltype(g)>(factor); }
 };
 
 int main() {

@@ -28,9 +28,10 @@
 namespace gradus {
 namespace ops {
 
-
+/// The scalar type of an operand (float for a float block, double for a double one): the type
+/// an op's constants take (`ScalarOf<decltype(g)>(0.5)`).
 template <class X>
-using S = typename std::remove_cvref_t<X>::Scalar;
+using ScalarOf = typename std::remove_cvref_t<X>::Scalar;
 
 /// Interval the registry test samples an op's inputs from, and points it keeps away from.
 struct Domain {
@@ -58,7 +59,7 @@ struct Sign : UnaryOp {
   static constexpr std::string_view name = "sign";
   static constexpr bool differentiable = false;
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.sign(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto&, const auto& g) { return g * S<decltype(g)>(0); }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto&, const auto& g) { return g * ScalarOf<decltype(g)>(0); }
 };
 struct Exp : UnaryOp {
   static constexpr std::string_view name = "exp";
@@ -76,26 +77,26 @@ struct Log1p : UnaryOp {
   static constexpr std::string_view name = "log1p";
   static constexpr Domain domain{-0.9, 3};
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.log1p(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return g / (S<decltype(x)>(1) + x); }
+  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return g / (ScalarOf<decltype(x)>(1) + x); }
 };
 struct Sqrt : UnaryOp {
   static constexpr std::string_view name = "sqrt";
   static constexpr bool ignores_input = true;
   static constexpr Domain domain{0.1, 3};
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.sqrt(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * S<decltype(g)>(0.5) / y; }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * ScalarOf<decltype(g)>(0.5) / y; }
 };
 struct Rsqrt : UnaryOp {
   static constexpr std::string_view name = "rsqrt";
   static constexpr bool ignores_input = true;
   static constexpr Domain domain{0.2, 3};
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.rsqrt(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * S<decltype(g)>(-0.5) * y.cube(); }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * ScalarOf<decltype(g)>(-0.5) * y.cube(); }
 };
 struct Square : UnaryOp {
   static constexpr std::string_view name = "square";
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.square(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return g * S<decltype(g)>(2) * x; }
+  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return g * ScalarOf<decltype(g)>(2) * x; }
 };
 struct Sin : UnaryOp {
   static constexpr std::string_view name = "sin";
@@ -111,18 +112,18 @@ struct Tanh : UnaryOp {
   static constexpr std::string_view name = "tanh";
   static constexpr bool ignores_input = true;
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.tanh(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * (S<decltype(y)>(1) - y.square()); }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * (ScalarOf<decltype(y)>(1) - y.square()); }
 };
 struct Sigmoid : UnaryOp {
   static constexpr std::string_view name = "sigmoid";
   static constexpr bool ignores_input = true;
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.logistic(); }
-  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * y * (S<decltype(y)>(1) - y); }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto& y, const auto& g) { return g * y * (ScalarOf<decltype(y)>(1) - y); }
 };
 struct Relu : UnaryOp {
   static constexpr std::string_view name = "relu";
-  GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.max(S<decltype(x)>(0)); }
-  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return (x > S<decltype(x)>(0)).select(g, S<decltype(x)>(0)); }
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x.max(ScalarOf<decltype(x)>(0)); }
+  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return (x > ScalarOf<decltype(x)>(0)).select(g, ScalarOf<decltype(x)>(0)); }
 };
 struct LeakyRelu : UnaryOp {
   static constexpr std::string_view name = "leaky_relu";
@@ -131,8 +132,8 @@ struct LeakyRelu : UnaryOp {
   LeakyRelu() = default;
   explicit LeakyRelu(double a) : alpha(a) {}
   constexpr double param(int) const { return alpha; }
-  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = S<decltype(x)>; return (x > T(0)).select(x, x * T(alpha)); }
-  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return (x > T(0)).select(g, g * T(alpha)); }
+  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(x, x * T(alpha)); }
+  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(g, g * T(alpha)); }
 };
 struct Elu : UnaryOp {
   static constexpr std::string_view name = "elu";
@@ -141,33 +142,33 @@ struct Elu : UnaryOp {
   Elu() = default;
   explicit Elu(double a) : alpha(a) {}
   constexpr double param(int) const { return alpha; }
-  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = S<decltype(x)>; return (x > T(0)).select(x, T(alpha) * (x.exp() - T(1))); }
-  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto& y, const auto& g) const { using T = S<decltype(x)>; return (x > T(0)).select(g, g * (y + T(alpha))); }
+  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(x, T(alpha) * (x.exp() - T(1))); }
+  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto& y, const auto& g) const { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(g, g * (y + T(alpha))); }
 };
 struct Selu : UnaryOp {
   static constexpr std::string_view name = "selu";
   static constexpr double alpha = 1.6732632423543772848170429916717, scale = 1.0507009873554804934193349852946;
-  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = S<decltype(x)>; return (x > T(0)).select(T(scale) * x, T(scale * alpha) * (x.exp() - T(1))); }
-  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto& y, const auto& g) { using T = S<decltype(x)>; return (x > T(0)).select(g * T(scale), g * (y + T(scale * alpha))); }
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(T(scale) * x, T(scale * alpha) * (x.exp() - T(1))); }
+  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto& y, const auto& g) { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(g * T(scale), g * (y + T(scale * alpha))); }
 };
 struct Gelu : UnaryOp {  // exact form: x * Phi(x)
   static constexpr std::string_view name = "gelu";
-  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = S<decltype(x)>; return T(0.5) * x * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf()); }
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = ScalarOf<decltype(x)>; return T(0.5) * x * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf()); }
   GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) {
-    using T = S<decltype(x)>;
+    using T = ScalarOf<decltype(x)>;
     return g * (T(0.5) * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf()) +
                 x * (T(-0.5) * x.square()).exp() * T(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2));
   }
 };
 struct Softplus : UnaryOp {  // log(1 + e^x), stable for any x
   static constexpr std::string_view name = "softplus";
-  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = S<decltype(x)>; return x.max(T(0)) + (-x.abs()).exp().log1p(); }
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = ScalarOf<decltype(x)>; return x.max(T(0)) + (-x.abs()).exp().log1p(); }
   GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { return g * x.logistic(); }
 };
 struct Softsign : UnaryOp {
   static constexpr std::string_view name = "softsign";
-  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = S<decltype(x)>; return x / (T(1) + x.abs()); }
-  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { using T = S<decltype(x)>; return g / (T(1) + x.abs()).square(); }
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { using T = ScalarOf<decltype(x)>; return x / (T(1) + x.abs()); }
+  GRADUS_HOST_DEVICE static auto backward(const auto& x, const auto&, const auto& g) { using T = ScalarOf<decltype(x)>; return g / (T(1) + x.abs()).square(); }
 };
 struct Clamp : UnaryOp {  // gradient passes where lo <= x <= hi, as tf.clip_by_value
   static constexpr std::string_view name = "clamp";
@@ -177,8 +178,8 @@ struct Clamp : UnaryOp {  // gradient passes where lo <= x <= hi, as tf.clip_by_
   Clamp() = default;
   Clamp(double l, double h) : lo(l), hi(h) {}
   constexpr double param(int i) const { return i == 0 ? lo : hi; }
-  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = S<decltype(x)>; return x.max(T(lo)).min(T(hi)); }
-  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return (x >= T(lo) && x <= T(hi)).select(g, T(0)); }
+  GRADUS_HOST_DEVICE auto forward(const auto& x) const { using T = ScalarOf<decltype(x)>; return x.max(T(lo)).min(T(hi)); }
+  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = ScalarOf<decltype(x)>; return (x >= T(lo) && x <= T(hi)).select(g, T(0)); }
 };
 struct PowScalar : UnaryOp {
   static constexpr std::string_view name = "pow_scalar";
@@ -188,8 +189,8 @@ struct PowScalar : UnaryOp {
   PowScalar() = default;
   explicit PowScalar(double e) : p(e) {}
   constexpr double param(int) const { return p; }
-  GRADUS_HOST_DEVICE auto forward(const auto& x) const { return x.pow(S<decltype(x)>(p)); }
-  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = S<decltype(x)>; return g * T(p) * x.pow(T(p - 1)); }
+  GRADUS_HOST_DEVICE auto forward(const auto& x) const { return x.pow(ScalarOf<decltype(x)>(p)); }
+  GRADUS_HOST_DEVICE auto backward(const auto& x, const auto&, const auto& g) const { using T = ScalarOf<decltype(x)>; return g * T(p) * x.pow(T(p - 1)); }
 };
 
 struct BinaryOp {
@@ -229,22 +230,22 @@ struct Pow : BinaryOp {  // d/dy is taken as 0 where x <= 0, as TensorFlow does
   static constexpr std::string_view name = "pow";
   static constexpr Domain domain{0.2, 2};
   GRADUS_HOST_DEVICE static auto forward(const auto& x, const auto& y) { return x.pow(y); }
-  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return g * y * x.pow(y - S<decltype(x)>(1)); }
-  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto&, const auto& z, const auto& g) { using T = S<decltype(x)>; return (x > T(0)).select(g * z * x.log(), T(0)); }
+  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return g * y * x.pow(y - ScalarOf<decltype(x)>(1)); }
+  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto&, const auto& z, const auto& g) { using T = ScalarOf<decltype(x)>; return (x > T(0)).select(g * z * x.log(), T(0)); }
 };
 struct Minimum : BinaryOp {  // ties send the gradient to x
   static constexpr std::string_view name = "minimum";
   static constexpr bool ignores_output = true;
   GRADUS_HOST_DEVICE static auto forward(const auto& x, const auto& y) { return x.min(y); }
-  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(g, S<decltype(x)>(0)); }
-  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(S<decltype(x)>(0), g); }
+  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(g, ScalarOf<decltype(x)>(0)); }
+  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x <= y).select(ScalarOf<decltype(x)>(0), g); }
 };
 struct Maximum : BinaryOp {  // ties send the gradient to x
   static constexpr std::string_view name = "maximum";
   static constexpr bool ignores_output = true;
   GRADUS_HOST_DEVICE static auto forward(const auto& x, const auto& y) { return x.max(y); }
-  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(g, S<decltype(x)>(0)); }
-  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(S<decltype(x)>(0), g); }
+  GRADUS_HOST_DEVICE static auto dx(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(g, ScalarOf<decltype(x)>(0)); }
+  GRADUS_HOST_DEVICE static auto dy(const auto& x, const auto& y, const auto&, const auto& g) { return (x >= y).select(ScalarOf<decltype(x)>(0), g); }
 };
 
 /// Comparisons give 0/1 masks of the operands' type and pass no gradient.
@@ -253,7 +254,7 @@ struct Maximum : BinaryOp {  // ties send the gradient to x
     static constexpr std::string_view name = str;                                                 \
     static constexpr bool ignores_output = true;                                                  \
     static constexpr bool differentiable = false;                                                 \
-    GRADUS_HOST_DEVICE static auto forward(const auto& x, const auto& y) { return (x OP y).template cast<S<decltype(x)>>(); } \
+    GRADUS_HOST_DEVICE static auto forward(const auto& x, const auto& y) { return (x OP y).template cast<ScalarOf<decltype(x)>>(); } \
     GRADUS_HOST_DEVICE static auto dx(const auto&, const auto&, const auto&, const auto& g) { return g; }           \
     GRADUS_HOST_DEVICE static auto dy(const auto&, const auto&, const auto&, const auto& g) { return g; }           \
   };

@@ -348,7 +348,7 @@ class ModelLoop : public Session {
  public:
   using T = typename M::value_type;
 
-  ModelLoop(M& model, optim::Optimizer<T>& opt, const L& loss) : Session(FitDriven{}, model, opt), model_(model), loss_(loss) {}
+  ModelLoop(M& model, optim::Optimizer<T>& opt, const L& loss) : Session(ForFit{}, model, opt), model_(model), loss_(loss) {}
 
  protected:
   /// Configuration shared by every feed: epochs, run_dir, device, rng, hooks, the default savers.

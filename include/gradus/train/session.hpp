@@ -251,7 +251,7 @@ struct SessionOptions {
 namespace detail {
 
 /// Tag of the Session constructor that fit's loops use (train/fit.hpp).
-struct FitDriven {};
+struct ForFit {};
 
 /// The model and optimizer a Session trains behind one interface, so Session is not a template.
 /// TypedTrainee<T> implements it over nn::Module<T> and optim::Optimizer<T>.
@@ -513,7 +513,7 @@ class Session {
  protected:
   /// fit's session over `model` and `optimizer`; the loop (train/fit.hpp) configures and runs it.
   template <nn::ModuleType M>
-  Session(detail::FitDriven, M& model, optim::Optimizer<typename M::value_type>& optimizer);
+  Session(detail::ForFit, M& model, optim::Optimizer<typename M::value_type>& optimizer);
 
   // --- what fit's loops provide (train/fit.hpp, train/fit_dataset.hpp)
   /// One step on the batch of rows `index[0..n)` through step(); false when it did not run.

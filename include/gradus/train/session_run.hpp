@@ -50,7 +50,7 @@ namespace gradus::train {
 // ----------------------------------------------------------------------------- construction
 
 template <nn::ModuleType M>
-Session::Session(detail::FitDriven, M& model, optim::Optimizer<typename M::value_type>& optimizer)
+Session::Session(detail::ForFit, M& model, optim::Optimizer<typename M::value_type>& optimizer)
     : who_("fit"),
       trainee_(std::make_unique<detail::TypedTrainee<typename M::value_type>>(model, optimizer)) {}
 

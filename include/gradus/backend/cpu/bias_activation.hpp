@@ -65,7 +65,7 @@ std::pair<T, T> elu_factors(const Op& op) {
 /// For each row r < rows and f < n: out[r][f] = rule(z, i), z = h[r][f] + b[f] and i = r n + f (the
 /// element's index, for the rules that read y or g too).
 template <class T, class Rule>
-void rows_of_z(const T* h, const T* b, int64_t rows, int64_t n, T* out, const Rule& rule) {
+void map_biased(const T* h, const T* b, int64_t rows, int64_t n, T* out, const Rule& rule) {
   parallel_chunks(rows, 1, [&](int, int64_t r0, int64_t r1) {
     with_isa([&] {
       for (int64_t r = r0; r < r1; ++r) {
@@ -86,12 +86,12 @@ void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows,
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   if constexpr (op_named<Op>("leaky_relu")) {
     const T alpha = T(op.alpha);
-    rows_of_z(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::pick(z > T(0), z, z * alpha); });
+    map_biased(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::select(z > T(0), z, z * alpha); });
     return;
   } else if constexpr (is_elu_like<Op>()) {
     const std::pair<T, T> f = elu_factors<T>(op);
     const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
-    rows_of_z(h, b, rows, n, y, [s, sa](T z, int64_t) { return vm::pick(z > T(0), s * z, sa * (vm::exp(z) - T(1))); });
+    map_biased(h, b, rows, n, y, [s, sa](T z, int64_t) { return vm::select(z > T(0), s * z, sa * (vm::exp(z) - T(1))); });
     return;
   }
   const CRow bias(b, n);
@@ -119,12 +119,12 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
   }
   if constexpr (op_named<Op>("leaky_relu")) {
     const T alpha = T(op.alpha);
-    rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i], g[i] * alpha); });
+    map_biased(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::select(z > T(0), g[i], g[i] * alpha); });
     return;
   } else if constexpr (is_elu_like<Op>()) {  // y = sa (e^z - 1), so dy/dz = y + sa where z <= 0
     const std::pair<T, T> f = elu_factors<T>(op);
     const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
-    rows_of_z(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::pick(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
+    map_biased(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::select(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
     return;
   }
   const CRow bias(b, n);

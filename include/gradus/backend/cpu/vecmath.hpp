@@ -68,19 +68,19 @@ using MaskInt = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
 /// AVX-512's masked loads). NaN is an ordinary value here: c decides, and c is false for NaN
 /// comparisons.
 template <class T>
-GRADUS_VM_INLINE T pick(bool c, T a, T b) {
+GRADUS_VM_INLINE T select(bool c, T a, T b) {
   const MaskInt<T> m = -MaskInt<T>(c);
   return std::bit_cast<T>((std::bit_cast<MaskInt<T>>(a) & m) | (std::bit_cast<MaskInt<T>>(b) & ~m));
 }
 
 /// y > 0 ? v : 0 (a ReLU's gradient mask).
 template <class T>
-GRADUS_VM_INLINE T where_positive(T y, T v) { return vm::pick(y > T(0), v, T(0)); }
+GRADUS_VM_INLINE T where_positive(T y, T v) { return vm::select(y > T(0), v, T(0)); }
 
 /// std::max(x, T(0)) (x < 0 ? 0 : x, so a NaN stays), without the reference std::max returns,
 /// through which GCC -O2 loads conditionally (as above).
 template <class T>
-GRADUS_VM_INLINE T relu(T x) { return vm::pick(x < T(0), T(0), x); }
+GRADUS_VM_INLINE T relu(T x) { return vm::select(x < T(0), T(0), x); }
 
 GRADUS_VM_INLINE float exp(float x) {
   constexpr float lo = -103.972084045410f, hi = 88.7228393554688f;  // below: 0, above: +inf
@@ -120,7 +120,7 @@ GRADUS_VM_INLINE float tanh(float x) {
   const float small = x + x * z * p;
   const float big = 1.0f - 2.0f / (vm::exp(2.0f * a) + 1.0f);  // tanh |x|
   // small has x's sign already, except for x = -0 (tanh(-0) = -0): both take it from x
-  return std::bit_cast<float>(std::bit_cast<int32_t>(vm::pick(a < 0.625f, small, big)) | sign);
+  return std::bit_cast<float>(std::bit_cast<int32_t>(vm::select(a < 0.625f, small, big)) | sign);
 }
 
 GRADUS_VM_INLINE float logistic(float x) { return 1.0f / (1.0f + vm::exp(-x)); }
