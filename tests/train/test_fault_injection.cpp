@@ -43,9 +43,18 @@ struct Mlp : gd::nn::Module<double> {
 constexpr int kMaxToKeep = 3;
 constexpr int64_t kEpochs = 40;  // of 8 steps: long enough for about 20 kills
 
+/// Sleeps after every step (after the step's checkpoint), so that a run lasts long enough to be
+/// killed several times on a machine of any speed: 320 steps take at least 320 ms.
+struct Pace : gd::train::Hook {
+  void after_step(gd::train::Session&, const gd::train::StepResult&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
 /// `epochs` epochs of 8 steps with a checkpoint after every step into `dir` (resuming from it), so a
-/// kill at any moment is likely to land inside a checkpoint write. Returns the final model.
-gd::io::TensorList train(const fs::path& dir, int64_t epochs = kEpochs) {
+/// kill at any moment is likely to land inside a checkpoint write (or, `paced`, in the sleep after
+/// it). Returns the final model.
+gd::io::TensorList train(const fs::path& dir, int64_t epochs = kEpochs, bool paced = false) {
   gd::Rng init(1), data_rng(2);
   Mlp net(init);
   gd::optim::Adam<double> opt(net.parameters(), {.lr = 0.01});
@@ -56,8 +65,11 @@ gd::io::TensorList train(const fs::path& dir, int64_t epochs = kEpochs) {
     return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
   };
   gd::train::CheckpointSaver saver({.every_steps = 1, .every_secs = 0, .max_to_keep = kMaxToKeep});
+  Pace pace;
+  std::vector<gd::train::Hook*> hooks{&saver};
+  if (paced) hooks.push_back(&pace);
   gd::train::fit(net, opt, xent, gd::train::Data<double, int64_t>{x, y},
-                 {.epochs = epochs, .batch_size = 4, .seed = 3, .hooks = {&saver}, .run_dir = dir});
+                 {.epochs = epochs, .batch_size = 4, .seed = 3, .hooks = hooks, .run_dir = dir});
   gd::io::TensorList model;
   gd::io::add_module(model, net);
   return model;
@@ -106,7 +118,7 @@ pid_t spawn_child(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("fault injection child: checkpointed training in $GRADUS_FAULT_RUN_DIR", "[.fault_child]") {
-  if (const char* dir = std::getenv("GRADUS_FAULT_RUN_DIR")) train(dir);
+  if (const char* dir = std::getenv("GRADUS_FAULT_RUN_DIR")) train(dir, kEpochs, /*paced=*/true);
 }
 
 TEST_CASE("fault injection: a training process killed at random points always resumes to the same model",
@@ -120,7 +132,7 @@ TEST_CASE("fault injection: a training process killed at random points always re
   int kills = 0;
   for (int i = 0; i < 20; ++i) {
     const pid_t child = spawn_child(dir);
-    // Process start-up takes some tens of milliseconds, a step a few.
+    // Process start-up takes some milliseconds; a paced step (Pace) at least one.
     std::this_thread::sleep_for(std::chrono::microseconds(20'000 + int64_t(rng.uniform(0, 1) * 130'000)));
     const bool killed = ::kill(child, SIGKILL) == 0;
     int status = 0;
