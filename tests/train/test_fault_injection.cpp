@@ -44,10 +44,11 @@ constexpr int kMaxToKeep = 3;
 constexpr int64_t kEpochs = 40;  // of 8 steps: long enough for about 20 kills
 
 /// Sleeps after every step (after the step's checkpoint), so that a run lasts long enough to be
-/// killed several times on a machine of any speed: 320 steps take at least 320 ms.
+/// killed several times on a machine of any speed: 320 steps take at least 640 ms, more than
+/// three kills at most 150 ms apart (the loop below) can leave undone.
 struct Pace : gd::train::Hook {
   void after_step(gd::train::Session&, const gd::train::StepResult&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 };
 
@@ -132,7 +133,7 @@ TEST_CASE("fault injection: a training process killed at random points always re
   int kills = 0;
   for (int i = 0; i < 20; ++i) {
     const pid_t child = spawn_child(dir);
-    // Process start-up takes some milliseconds; a paced step (Pace) at least one.
+    // Process start-up takes some milliseconds; a paced step (Pace) at least two.
     std::this_thread::sleep_for(std::chrono::microseconds(20'000 + int64_t(rng.uniform(0, 1) * 130'000)));
     const bool killed = ::kill(child, SIGKILL) == 0;
     int status = 0;
