@@ -6,7 +6,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in = gradus::fuzz::bytes(data, size);
   try {
-    for (const std::string& record : gradus::summary::parse_records(in, "fuzz.tfevents"))
+    for (const std::string& record : gradus::io::decode_tfrecords(in, gradus::io::Compression::none, "fuzz.tfevents"))
       (void)gradus::summary::decode_event(record);
   } catch (const gradus::error&) {
   }

@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
   seed("jpeg", "rgb444.jpg", std::string(1, '\x36') + gd::image::encode_jpeg(rgb, {.chroma_downsampling = false}));
 
   namespace sm = gd::summary;
-  std::string events = sm::frame_record(sm::encode_file_version_event(1.5));
-  events += sm::frame_record(sm::encode_scalar_event(2.5, 1, "loss", 0.25f));
-  events += sm::frame_record(sm::encode_summary_event(
+  std::string events = gradus::io::encode_tfrecord(sm::encode_file_version_event(1.5));
+  events += gradus::io::encode_tfrecord(sm::encode_scalar_event(2.5, 1, "loss", 0.25f));
+  events += gradus::io::encode_tfrecord(sm::encode_summary_event(
       3.5, 2, {sm::encode_histogram_value("w", sm::make_histogram(rgb)),
                sm::encode_image_value("img", {.height = 2, .width = 5, .colorspace = 1,
                                               .encoded = gd::image::encode_png(gray)}),

@@ -4,12 +4,9 @@
 // Not included by gradus/gradus.hpp: it needs libpng and threads (link gradus::io).
 #pragma once
 #include "gradus/image.hpp"
-#include "gradus/summary/crc32c.hpp"
 #include "gradus/summary/event.hpp"
 #include "gradus/summary/graph.hpp"
 #include "gradus/summary/histogram.hpp"
 #include "gradus/summary/projector.hpp"
-#include "gradus/summary/protobuf.hpp"
-#include "gradus/summary/tfrecord.hpp"
 #include "gradus/summary/wav.hpp"
 #include "gradus/summary/writer.hpp"

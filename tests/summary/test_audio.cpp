@@ -109,7 +109,7 @@ TEST_CASE("FileWriter::audio: decoded by decode_event and by protoc", "[summary]
   CHECK(ev[2].values[0].audio->length_frames == 5);
   CHECK(ev[2].values[0].audio->encoded.size() == 44 + 20);
 
-  const auto recs = sm::read_records(path);
+  const auto recs = gradus::io::read_tfrecords(path);
   const std::string raw = protoc_raw(recs.at(1));
   INFO(raw);
   CHECK(raw.find("2: 7") != std::string::npos);                 // step

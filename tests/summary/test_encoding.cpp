@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gradus/core/rng.hpp"
+#include "gradus/detail/crc32c.hpp"
 #include "gradus/summary.hpp"
 
 namespace gd = gradus;
@@ -40,23 +41,23 @@ gd::Tensor<float> random_image(int64_t h, int64_t w, int64_t c, gd::Rng& rng) {
 }  // namespace
 
 TEST_CASE("crc32c: check value, portable and hardware paths agree, mask", "[summary]") {
-  CHECK(sm::crc32c("123456789") == 0xE3069283u);
-  CHECK(sm::detail::crc32c_portable("123456789") == 0xE3069283u);
-  CHECK(sm::crc32c("") == 0u);
+  CHECK(gradus::detail::crc32c("123456789") == 0xE3069283u);
+  CHECK(gradus::detail::crc32c_portable("123456789") == 0xE3069283u);
+  CHECK(gradus::detail::crc32c("") == 0u);
   gd::Rng rng(7);
   std::string data;
   for (int n = 0; n < 200; ++n) {
-    CHECK(sm::crc32c(data) == sm::detail::crc32c_portable(data));
+    CHECK(gradus::detail::crc32c(data) == gradus::detail::crc32c_portable(data));
     data.push_back(char(rng.below(256)));
   }
-  const uint32_t c = sm::crc32c("123456789");
-  CHECK(sm::masked_crc32c("123456789") == uint32_t(((c >> 15) | (c << 17)) + 0xa282ead8u));
+  const uint32_t c = gradus::detail::crc32c("123456789");
+  CHECK(gradus::detail::masked_crc32c("123456789") == uint32_t(((c >> 15) | (c << 17)) + 0xa282ead8u));
 }
 
 TEST_CASE("golden bytes: file_version and scalar events, framed", "[summary]") {
-  CHECK(sm::frame_record(sm::encode_file_version_event(256.5)) ==
+  CHECK(gradus::io::encode_tfrecord(sm::encode_file_version_event(256.5)) ==
         hex_bytes("18 00 00 00 00 00 00 00 a3 7f 4b 22 09 00 00 00 00 00 08 70 40 1a 0d \"brain.Event:2\" bc 98 21 2b"));
-  CHECK(sm::frame_record(sm::encode_scalar_event(256.5, 1, "v/1", 1.5f)) ==
+  CHECK(gradus::io::encode_tfrecord(sm::encode_scalar_event(256.5, 1, "v/1", 1.5f)) ==
         hex_bytes("19 00 00 00 00 00 00 00 8b f1 08 28 09 00 00 00 00 00 08 70 40 10 01 2a 0c 0a 0a 0a 03 \"v/1\" "
                   "15 00 00 c0 3f 2c ec c0 87"));
   // A negative step is a 10-byte varint; a zero simple_value is still written (oneof member).
@@ -69,8 +70,8 @@ TEST_CASE("golden bytes: file_version and scalar events, framed", "[summary]") {
 }
 
 TEST_CASE("TFRecord: parse what frame_record wrote, reject corrupt and truncated bytes", "[summary]") {
-  const std::string file = sm::frame_record("abc") + sm::frame_record("") + sm::frame_record(std::string(300, 'x'));
-  const auto recs = sm::parse_records(file);
+  const std::string file = gradus::io::encode_tfrecord("abc") + gradus::io::encode_tfrecord("") + gradus::io::encode_tfrecord(std::string(300, 'x'));
+  const auto recs = gradus::io::decode_tfrecords(file);
   REQUIRE(recs.size() == 3);
   CHECK(recs[0] == "abc");
   CHECK(recs[1].empty());
@@ -78,18 +79,18 @@ TEST_CASE("TFRecord: parse what frame_record wrote, reject corrupt and truncated
 
   std::string bad = file;
   bad[13] ^= 1;  // data of record 0
-  CHECK_THROWS_WITH(sm::parse_records(bad, "f"), Catch::Contains("record 0") && Catch::Contains("data checksum"));
+  CHECK_THROWS_WITH(gradus::io::decode_tfrecords(bad, gradus::io::Compression::none, "f"), Catch::Contains("record 0") && Catch::Contains("data checksum"));
   bad = file;
   bad[19 + 2] ^= 0x40;  // length of record 1
-  CHECK_THROWS_WITH(sm::parse_records(bad, "f"), Catch::Contains("record 1") && Catch::Contains("length checksum"));
+  CHECK_THROWS_WITH(gradus::io::decode_tfrecords(bad, gradus::io::Compression::none, "f"), Catch::Contains("record 1") && Catch::Contains("length checksum"));
   for (size_t cut : {size_t(5), size_t(19 + 11), file.size() - 1})
-    CHECK_THROWS_AS(sm::parse_records(std::string_view(file).substr(0, cut)), gd::io_error);
+    CHECK_THROWS_AS(gradus::io::decode_tfrecords(std::string_view(file).substr(0, cut)), gd::io_error);
   // A hostile length (all ones) with a valid length CRC is caught before any allocation.
   std::string huge(8, '\xff');
   huge += std::string(4, '\0');
-  const uint32_t m = sm::masked_crc32c(std::string_view(huge).substr(0, 8));
+  const uint32_t m = gradus::detail::masked_crc32c(std::string_view(huge).substr(0, 8));
   for (int i = 0; i < 4; ++i) huge[size_t(8 + i)] = char(m >> (8 * i));
-  CHECK_THROWS_WITH(sm::parse_records(huge + "abcd"), Catch::Contains("truncated"));
+  CHECK_THROWS_WITH(gradus::io::decode_tfrecords(huge + "abcd"), Catch::Contains("truncated"));
 }
 
 TEST_CASE("decode_event rejects malformed messages", "[summary]") {

@@ -261,7 +261,7 @@ TEST_CASE("FileWriter::graph and run_metadata: events read back, decoded by prot
     WARN("protoc not found: skipping the protoc checks");
     return;
   }
-  const auto recs = sm::read_records(path);
+  const auto recs = gradus::io::read_tfrecords(path);
   const std::string graph_event = protoc(recs.at(1), "tensorflow.Event");
   INFO("graph event:\n" << graph_event);
   CHECK(contains(graph_event, "wall_time: 1"));

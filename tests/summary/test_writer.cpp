@@ -125,8 +125,8 @@ TEST_CASE("FileWriter: a corrupted event file is rejected", "[summary]") {
   spit(path, bad);
   CHECK_THROWS_AS(sm::read_events(path), gd::io_error);
   spit(path, std::string_view(good).substr(0, good.size() - 3));
-  CHECK_THROWS_WITH(sm::read_records(path), Catch::Contains(path.string()) && Catch::Contains("truncated"));
-  CHECK_THROWS_AS(sm::read_records(path.string() + ".missing"), gd::io_error);
+  CHECK_THROWS_WITH(gradus::io::read_tfrecords(path), Catch::Contains(path.string()) && Catch::Contains("truncated"));
+  CHECK_THROWS_AS(gradus::io::read_tfrecords(path.string() + ".missing"), gd::io_error);
 }
 
 TEST_CASE("FileWriter: two threads, nothing lost; flush, max_queue and flush_secs write to disk", "[summary]") {
@@ -216,7 +216,7 @@ TEST_CASE("protoc decodes every record, raw and with TensorFlow's schema", "[sum
     WARN("protoc not found: skipping the protoc --decode_raw check");
     return;
   }
-  const auto recs = sm::read_records(write_all_kinds(fresh_dir("protoc")));
+  const auto recs = gradus::io::read_tfrecords(write_all_kinds(fresh_dir("protoc")));
   REQUIRE(recs.size() == 8);
   const std::vector<std::vector<std::string>> raw = {
       {"3: \"brain.Event:2\""},

@@ -26,11 +26,15 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/detail/protobuf.hpp"
+#include "gradus/io/tfrecord.hpp"
 #include "gradus/summary/histogram.hpp"
-#include "gradus/summary/protobuf.hpp"
-#include "gradus/summary/tfrecord.hpp"
 
 namespace gradus::summary {
+
+namespace detail {
+namespace proto = ::gradus::detail::proto;  // the protocol-buffer wire format, shared with gd::io
+}  // namespace detail
 
 /// An encoded image as stored in an Image summary (colorspace = channels: 1, 3 or 4).
 struct EncodedImage {
@@ -41,13 +45,13 @@ struct EncodedImage {
 
 // ---------------------------------------------------------------------------------------
 // Encoders. A `Value` encoder returns one encoded Summary.Value; an event encoder returns an
-// encoded Event (not framed: pass it to frame_record to get the bytes of a file record).
+// encoded Event (not framed: pass it to io::encode_tfrecord to get the bytes of a file record).
 
 /// Summary.Value {tag, simple_value}.
 inline std::string encode_scalar_value(std::string_view tag, float value) {
   std::string v;
-  detail::put_bytes(v, 1, tag);
-  detail::put_float(v, 2, value);
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_float(v, 2, value);
   return v;
 }
 
@@ -62,79 +66,79 @@ struct EncodedAudio {
 /// Summary.Value {tag, audio}.
 inline std::string encode_audio_value(std::string_view tag, const EncodedAudio& audio) {
   std::string m;
-  detail::put_float(m, 1, audio.sample_rate);
-  detail::put_int(m, 2, audio.num_channels);
-  detail::put_int(m, 3, audio.length_frames);
-  detail::put_bytes(m, 4, audio.encoded);
-  detail::put_bytes(m, 5, audio.content_type);
+  detail::proto::put_float(m, 1, audio.sample_rate);
+  detail::proto::put_int(m, 2, audio.num_channels);
+  detail::proto::put_int(m, 3, audio.length_frames);
+  detail::proto::put_bytes(m, 4, audio.encoded);
+  detail::proto::put_bytes(m, 5, audio.content_type);
   std::string v;
-  detail::put_bytes(v, 1, tag);
-  detail::put_bytes(v, 6, m);
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 6, m);
   return v;
 }
 
 /// Summary.Value {tag, histo}.
 inline std::string encode_histogram_value(std::string_view tag, const Histogram& h) {
   std::string p;
-  if (h.min != 0) detail::put_double(p, 1, h.min);
-  if (h.max != 0) detail::put_double(p, 2, h.max);
-  if (h.num != 0) detail::put_double(p, 3, h.num);
-  if (h.sum != 0) detail::put_double(p, 4, h.sum);
-  if (h.sum_squares != 0) detail::put_double(p, 5, h.sum_squares);
-  if (!h.bucket_limit.empty()) detail::put_packed_doubles(p, 6, h.bucket_limit);
-  if (!h.bucket.empty()) detail::put_packed_doubles(p, 7, h.bucket);
+  if (h.min != 0) detail::proto::put_double(p, 1, h.min);
+  if (h.max != 0) detail::proto::put_double(p, 2, h.max);
+  if (h.num != 0) detail::proto::put_double(p, 3, h.num);
+  if (h.sum != 0) detail::proto::put_double(p, 4, h.sum);
+  if (h.sum_squares != 0) detail::proto::put_double(p, 5, h.sum_squares);
+  if (!h.bucket_limit.empty()) detail::proto::put_packed_doubles(p, 6, h.bucket_limit);
+  if (!h.bucket.empty()) detail::proto::put_packed_doubles(p, 7, h.bucket);
   std::string v;
-  detail::put_bytes(v, 1, tag);
-  detail::put_bytes(v, 5, p);
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 5, p);
   return v;
 }
 
 /// Summary.Value {tag, image}.
 inline std::string encode_image_value(std::string_view tag, const EncodedImage& image) {
   std::string m;
-  detail::put_int(m, 1, image.height);
-  detail::put_int(m, 2, image.width);
-  detail::put_int(m, 3, image.colorspace);
-  detail::put_bytes(m, 4, image.encoded);
+  detail::proto::put_int(m, 1, image.height);
+  detail::proto::put_int(m, 2, image.width);
+  detail::proto::put_int(m, 3, image.colorspace);
+  detail::proto::put_bytes(m, 4, image.encoded);
   std::string v;
-  detail::put_bytes(v, 1, tag);
-  detail::put_bytes(v, 4, m);
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 4, m);
   return v;
 }
 
 /// Summary.Value {tag, tensor = DT_STRING scalar holding `text`, metadata plugin "text"}.
 inline std::string encode_text_value(std::string_view tag, std::string_view text) {
   std::string tensor;
-  detail::put_int(tensor, 1, 7);        // DT_STRING
-  detail::put_bytes(tensor, 2, "");     // TensorShapeProto of a scalar: no dims
-  detail::put_bytes(tensor, 8, text);
+  detail::proto::put_int(tensor, 1, 7);        // DT_STRING
+  detail::proto::put_bytes(tensor, 2, "");     // TensorShapeProto of a scalar: no dims
+  detail::proto::put_bytes(tensor, 8, text);
   std::string plugin;
-  detail::put_bytes(plugin, 1, "text");
+  detail::proto::put_bytes(plugin, 1, "text");
   std::string metadata;
-  detail::put_bytes(metadata, 1, plugin);
+  detail::proto::put_bytes(metadata, 1, plugin);
   std::string v;
-  detail::put_bytes(v, 1, tag);
-  detail::put_bytes(v, 8, tensor);
-  detail::put_bytes(v, 9, metadata);
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 8, tensor);
+  detail::proto::put_bytes(v, 9, metadata);
   return v;
 }
 
 /// Event {wall_time, step, summary {values...}}; `values` are encoded Summary.Values.
 inline std::string encode_summary_event(double wall_time, int64_t step, const std::vector<std::string>& values) {
   std::string summary;
-  for (const std::string& v : values) detail::put_bytes(summary, 1, v);
+  for (const std::string& v : values) detail::proto::put_bytes(summary, 1, v);
   std::string e;
-  if (wall_time != 0) detail::put_double(e, 1, wall_time);
-  if (step != 0) detail::put_int(e, 2, step);
-  detail::put_bytes(e, 5, summary);
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  if (step != 0) detail::proto::put_int(e, 2, step);
+  detail::proto::put_bytes(e, 5, summary);
   return e;
 }
 
 /// Event {wall_time, file_version}, the first record of every event file.
 inline std::string encode_file_version_event(double wall_time, std::string_view version = "brain.Event:2") {
   std::string e;
-  if (wall_time != 0) detail::put_double(e, 1, wall_time);
-  detail::put_bytes(e, 3, version);
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  detail::proto::put_bytes(e, 3, version);
   return e;
 }
 
@@ -172,9 +176,15 @@ struct Event {
 
 namespace detail {
 
+/// The wire-format reader with decode_event's error messages: EventReader(data, "Event").
+class EventReader : public proto::ProtoReader {
+ public:
+  EventReader(std::string_view data, std::string_view what) : proto::ProtoReader(data, what, "decode_event") {}
+};
+
 inline Histogram decode_histogram(std::string_view data) {
   Histogram h;
-  ProtoReader r(data, "HistogramProto");
+  EventReader r(data, "HistogramProto");
   while (r.next()) {
     switch (r.field()) {
       case 1: h.min = r.double_value(); break;
@@ -194,7 +204,7 @@ inline Histogram decode_histogram(std::string_view data) {
 
 inline EncodedImage decode_image(std::string_view data) {
   EncodedImage im;
-  ProtoReader r(data, "Image");
+  EventReader r(data, "Image");
   while (r.next()) {
     switch (r.field()) {
       case 1: im.height = r.int_value(); break;
@@ -209,7 +219,7 @@ inline EncodedImage decode_image(std::string_view data) {
 
 inline EncodedAudio decode_audio(std::string_view data) {
   EncodedAudio a;
-  ProtoReader r(data, "Audio");
+  EventReader r(data, "Audio");
   while (r.next()) {
     switch (r.field()) {
       case 1: a.sample_rate = r.float_value(); break;
@@ -226,18 +236,18 @@ inline EncodedAudio decode_audio(std::string_view data) {
 inline void decode_tensor(std::string_view data, Value& v) {
   int64_t dtype = 0;
   std::optional<std::string> first;
-  ProtoReader r(data, "TensorProto");
+  EventReader r(data, "TensorProto");
   while (r.next()) {
     switch (r.field()) {
       case 1: dtype = r.int_value(); break;
       case 2: {
-        ProtoReader shape(r.bytes_value(), "TensorShapeProto");
+        EventReader shape(r.bytes_value(), "TensorShapeProto");
         while (shape.next()) {
           if (shape.field() != 2) {
             shape.skip();
             continue;
           }
-          ProtoReader dim(shape.bytes_value(), "TensorShapeProto.Dim");
+          EventReader dim(shape.bytes_value(), "TensorShapeProto.Dim");
           int64_t size = 0;
           while (dim.next()) dim.field() == 1 ? void(size = dim.int_value()) : dim.skip();
           v.tensor_shape.push_back(size);
@@ -257,7 +267,7 @@ inline void decode_tensor(std::string_view data, Value& v) {
 
 inline Value decode_value(std::string_view data) {
   Value v;
-  ProtoReader r(data, "Summary.Value");
+  EventReader r(data, "Summary.Value");
   while (r.next()) {
     switch (r.field()) {
       case 1: v.tag = std::string(r.bytes_value()); break;
@@ -267,13 +277,13 @@ inline Value decode_value(std::string_view data) {
       case 6: v.audio = decode_audio(r.bytes_value()); break;
       case 8: decode_tensor(r.bytes_value(), v); break;
       case 9: {
-        ProtoReader m(r.bytes_value(), "SummaryMetadata");
+        EventReader m(r.bytes_value(), "SummaryMetadata");
         while (m.next()) {
           if (m.field() != 1) {
             m.skip();
             continue;
           }
-          ProtoReader p(m.bytes_value(), "SummaryMetadata.PluginData");
+          EventReader p(m.bytes_value(), "SummaryMetadata.PluginData");
           while (p.next()) p.field() == 1 ? void(v.plugin_name = std::string(p.bytes_value())) : p.skip();
         }
         break;
@@ -289,7 +299,7 @@ inline Value decode_value(std::string_view data) {
 /// Decodes one Event message (a record's data); io_error on malformed bytes.
 inline Event decode_event(std::string_view data) {
   Event e;
-  detail::ProtoReader r(data, "Event");
+  detail::EventReader r(data, "Event");
   while (r.next()) {
     switch (r.field()) {
       case 1: e.wall_time = r.double_value(); break;
@@ -297,13 +307,13 @@ inline Event decode_event(std::string_view data) {
       case 3: e.file_version = std::string(r.bytes_value()); break;
       case 5: {
         e.has_summary = true;
-        detail::ProtoReader s(r.bytes_value(), "Summary");
+        detail::EventReader s(r.bytes_value(), "Summary");
         while (s.next()) s.field() == 1 ? e.values.push_back(detail::decode_value(s.bytes_value())) : s.skip();
         break;
       }
       case 4: e.graph_def = std::string(r.bytes_value()); break;
       case 8: {
-        detail::ProtoReader t(r.bytes_value(), "TaggedRunMetadata");
+        detail::EventReader t(r.bytes_value(), "TaggedRunMetadata");
         e.run_metadata.emplace();
         while (t.next()) {
           switch (t.field()) {
@@ -323,7 +333,7 @@ inline Event decode_event(std::string_view data) {
 /// Every event of the event file at `path`, CRCs verified; io_error names the file.
 inline std::vector<Event> read_events(const std::filesystem::path& path) {
   std::vector<Event> out;
-  for (const std::string& rec : read_records(path)) {
+  for (const std::string& rec : io::read_tfrecords(path)) {
     try {
       out.push_back(decode_event(rec));
     } catch (const io_error& e) {

@@ -38,9 +38,13 @@
 #include <variant>
 #include <vector>
 
-#include "gradus/summary/protobuf.hpp"
+#include "gradus/detail/protobuf.hpp"
 
 namespace gradus::summary {
+
+namespace detail {
+namespace proto = ::gradus::detail::proto;  // the protocol-buffer wire format, shared with gd::io
+}  // namespace detail
 
 /// TensorFlow's DataType enum (types.proto), the values a graph uses.
 enum class DataType : int {
@@ -138,8 +142,8 @@ inline std::string encode_shape(const TensorShape& shape) {
   std::string s;
   for (int64_t size : shape) {
     std::string dim;
-    if (size != 0) put_int(dim, 1, size);
-    put_bytes(s, 2, dim);
+    if (size != 0) proto::put_int(dim, 1, size);
+    proto::put_bytes(s, 2, dim);
   }
   return s;
 }
@@ -150,19 +154,19 @@ inline std::string encode_attr_value(const AttrValue& a) {
       [&](const auto& x) {
         using X = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<X, std::string>) {
-          put_bytes(v, 2, x);
+          proto::put_bytes(v, 2, x);
         } else if constexpr (std::is_same_v<X, int64_t>) {
-          put_int(v, 3, x);
+          proto::put_int(v, 3, x);
         } else if constexpr (std::is_same_v<X, float>) {
-          put_float(v, 4, x);
+          proto::put_float(v, 4, x);
         } else if constexpr (std::is_same_v<X, DataType>) {
-          put_int(v, 6, int64_t(x));
+          proto::put_int(v, 6, int64_t(x));
         } else if constexpr (std::is_same_v<X, TensorShape>) {
-          put_bytes(v, 7, encode_shape(x));
+          proto::put_bytes(v, 7, encode_shape(x));
         } else {
           std::string list;
-          for (const TensorShape& s : x) put_bytes(list, 7, encode_shape(s));
-          put_bytes(v, 1, list);
+          for (const TensorShape& s : x) proto::put_bytes(list, 7, encode_shape(s));
+          proto::put_bytes(v, 1, list);
         }
       },
       a.value);
@@ -171,36 +175,36 @@ inline std::string encode_attr_value(const AttrValue& a) {
 
 inline std::string encode_node(const GraphNode& n) {
   std::string m;
-  if (!n.name.empty()) put_bytes(m, 1, n.name);
-  if (!n.op.empty()) put_bytes(m, 2, n.op);
-  for (const std::string& in : n.inputs) put_bytes(m, 3, in);
-  if (!n.device.empty()) put_bytes(m, 4, n.device);
+  if (!n.name.empty()) proto::put_bytes(m, 1, n.name);
+  if (!n.op.empty()) proto::put_bytes(m, 2, n.op);
+  for (const std::string& in : n.inputs) proto::put_bytes(m, 3, in);
+  if (!n.device.empty()) proto::put_bytes(m, 4, n.device);
   for (const auto& [key, value] : n.attrs) {
     std::string entry;
-    put_bytes(entry, 1, key);
-    put_bytes(entry, 2, encode_attr_value(value));
-    put_bytes(m, 5, entry);
+    proto::put_bytes(entry, 1, key);
+    proto::put_bytes(entry, 2, encode_attr_value(value));
+    proto::put_bytes(m, 5, entry);
   }
   return m;
 }
 
 inline std::string encode_node_exec_stats(const NodeExecStats& s) {
   std::string m;
-  if (!s.node_name.empty()) put_bytes(m, 1, s.node_name);
-  if (s.all_start_micros != 0) put_int(m, 2, s.all_start_micros);
-  if (s.op_start_rel_micros != 0) put_int(m, 3, s.op_start_rel_micros);
-  if (s.op_end_rel_micros != 0) put_int(m, 4, s.op_end_rel_micros);
-  if (s.all_end_rel_micros != 0) put_int(m, 5, s.all_end_rel_micros);
+  if (!s.node_name.empty()) proto::put_bytes(m, 1, s.node_name);
+  if (s.all_start_micros != 0) proto::put_int(m, 2, s.all_start_micros);
+  if (s.op_start_rel_micros != 0) proto::put_int(m, 3, s.op_start_rel_micros);
+  if (s.op_end_rel_micros != 0) proto::put_int(m, 4, s.op_end_rel_micros);
+  if (s.all_end_rel_micros != 0) proto::put_int(m, 5, s.all_end_rel_micros);
   for (const AllocatorMemoryUsed& a : s.memory) {
     std::string u;
-    if (!a.allocator_name.empty()) put_bytes(u, 1, a.allocator_name);
-    if (a.total_bytes != 0) put_int(u, 2, a.total_bytes);
-    if (a.peak_bytes != 0) put_int(u, 3, a.peak_bytes);
-    if (a.live_bytes != 0) put_int(u, 4, a.live_bytes);
-    put_bytes(m, 6, u);
+    if (!a.allocator_name.empty()) proto::put_bytes(u, 1, a.allocator_name);
+    if (a.total_bytes != 0) proto::put_int(u, 2, a.total_bytes);
+    if (a.peak_bytes != 0) proto::put_int(u, 3, a.peak_bytes);
+    if (a.live_bytes != 0) proto::put_int(u, 4, a.live_bytes);
+    proto::put_bytes(m, 6, u);
   }
-  if (!s.timeline_label.empty()) put_bytes(m, 8, s.timeline_label);
-  if (s.thread_id != 0) put_int(m, 10, s.thread_id);
+  if (!s.timeline_label.empty()) proto::put_bytes(m, 8, s.timeline_label);
+  if (s.thread_id != 0) proto::put_int(m, 10, s.thread_id);
   return m;
 }
 
@@ -210,10 +214,10 @@ inline std::string encode_node_exec_stats(const NodeExecStats& s) {
 ///   std::string bytes = gd::summary::encode_graph_def(g);
 inline std::string encode_graph_def(const GraphDef& g) {
   std::string out;
-  for (const GraphNode& n : g.nodes) detail::put_bytes(out, 1, detail::encode_node(n));
+  for (const GraphNode& n : g.nodes) detail::proto::put_bytes(out, 1, detail::encode_node(n));
   std::string versions;
-  if (g.producer != 0) detail::put_int(versions, 1, g.producer);
-  detail::put_bytes(out, 4, versions);
+  if (g.producer != 0) detail::proto::put_int(versions, 1, g.producer);
+  detail::proto::put_bytes(out, 4, versions);
   return out;
 }
 
@@ -222,9 +226,9 @@ inline std::string encode_step_stats(const StepStats& s) {
   std::string out;
   for (const DeviceStepStats& d : s.dev_stats) {
     std::string dev;
-    if (!d.device.empty()) detail::put_bytes(dev, 1, d.device);
-    for (const NodeExecStats& n : d.node_stats) detail::put_bytes(dev, 2, detail::encode_node_exec_stats(n));
-    detail::put_bytes(out, 1, dev);
+    if (!d.device.empty()) detail::proto::put_bytes(dev, 1, d.device);
+    for (const NodeExecStats& n : d.node_stats) detail::proto::put_bytes(dev, 2, detail::encode_node_exec_stats(n));
+    detail::proto::put_bytes(out, 1, dev);
   }
   return out;
 }
@@ -232,15 +236,15 @@ inline std::string encode_step_stats(const StepStats& s) {
 /// The RunMetadata message {step_stats} of `s`.
 inline std::string encode_run_metadata(const StepStats& s) {
   std::string out;
-  detail::put_bytes(out, 1, encode_step_stats(s));
+  detail::proto::put_bytes(out, 1, encode_step_stats(s));
   return out;
 }
 
 /// Event {wall_time, graph_def} (not framed).
 inline std::string encode_graph_event(double wall_time, const GraphDef& g) {
   std::string e;
-  if (wall_time != 0) detail::put_double(e, 1, wall_time);
-  detail::put_bytes(e, 4, encode_graph_def(g));
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  detail::proto::put_bytes(e, 4, encode_graph_def(g));
   return e;
 }
 
@@ -248,12 +252,12 @@ inline std::string encode_graph_event(double wall_time, const GraphDef& g) {
 inline std::string encode_run_metadata_event(double wall_time, int64_t step, std::string_view tag,
                                              const StepStats& s) {
   std::string tagged;
-  detail::put_bytes(tagged, 1, tag);
-  detail::put_bytes(tagged, 2, encode_run_metadata(s));
+  detail::proto::put_bytes(tagged, 1, tag);
+  detail::proto::put_bytes(tagged, 2, encode_run_metadata(s));
   std::string e;
-  if (wall_time != 0) detail::put_double(e, 1, wall_time);
-  if (step != 0) detail::put_int(e, 2, step);
-  detail::put_bytes(e, 8, tagged);
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  if (step != 0) detail::proto::put_int(e, 2, step);
+  detail::proto::put_bytes(e, 8, tagged);
   return e;
 }
 

@@ -11,7 +11,6 @@
 
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
-#include "gradus/summary/protobuf.hpp"
 
 namespace gradus::summary {
 

@@ -58,7 +58,7 @@
 #include "gradus/summary/event.hpp"
 #include "gradus/summary/graph.hpp"
 #include "gradus/summary/histogram.hpp"
-#include "gradus/summary/tfrecord.hpp"
+#include "gradus/io/tfrecord.hpp"
 #include "gradus/summary/wav.hpp"
 
 namespace gradus::summary {
@@ -112,7 +112,7 @@ class FileWriter {
       GRADUS_CHECK(io_error, file_ || (errno == EEXIST && n < 1000), "FileWriter: cannot create '", path_.string(),
                    "': ", std::strerror(errno));
     }
-    const std::string first = frame_record(encode_file_version_event(now));
+    const std::string first = io::encode_tfrecord(encode_file_version_event(now));
     if (std::fwrite(first.data(), 1, first.size(), file_) != first.size() || std::fflush(file_) != 0) {
       const int err = errno;
       std::fclose(file_);
@@ -221,7 +221,7 @@ class FileWriter {
   /// The graph TensorBoard's Graphs tab draws (Event{wall_time = now, graph_def}); a later call
   /// replaces it there.
   ///   w.graph(gd::profile::graph_def(profiler.events(), profiler.parameters()));
-  void graph(const GraphDef& g) { enqueue(frame_record(encode_graph_event(detail::wall_time_now(), g)), "graph"); }
+  void graph(const GraphDef& g) { enqueue(io::encode_tfrecord(encode_graph_event(detail::wall_time_now(), g)), "graph"); }
 
   /// Per-node compute time and memory of one step, joined by TensorBoard to the graph's nodes by
   /// name; the Graphs tab offers each `tag` as a run to colour the graph by
@@ -229,7 +229,7 @@ class FileWriter {
   ///   w.run_metadata("step_100", 100, gd::profile::step_stats(profiler.events()));
   void run_metadata(std::string_view tag, int64_t step, const StepStats& stats) {
     check_tag(tag, "run_metadata");
-    enqueue(frame_record(encode_run_metadata_event(detail::wall_time_now(), step, tag, stats)), "run_metadata");
+    enqueue(io::encode_tfrecord(encode_run_metadata_event(detail::wall_time_now(), step, tag, stats)), "run_metadata");
   }
 
   /// Queues Event{wall_time = now, step, summary{values}}; `values` are encoded Summary.Values
@@ -237,7 +237,7 @@ class FileWriter {
   void add_values(int64_t step, const std::vector<std::string>& values) { queue_values(step, values, "add_values"); }
 
   /// Queues an encoded Event message (not framed) as it is.
-  void add_event(std::string_view event) { enqueue(frame_record(event), "add_event"); }
+  void add_event(std::string_view event) { enqueue(io::encode_tfrecord(event), "add_event"); }
 
   /// Blocks until everything queued before the call is written, fflush'ed and fsync'ed;
   /// io_error if a write failed. A no-op after close().
@@ -313,7 +313,7 @@ class FileWriter {
   }
 
   void queue_values(int64_t step, const std::vector<std::string>& values, const char* who) {
-    enqueue(frame_record(encode_summary_event(detail::wall_time_now(), step, values)), who);
+    enqueue(io::encode_tfrecord(encode_summary_event(detail::wall_time_now(), step, values)), who);
   }
 
   void throw_if_failed(const char* who) {
