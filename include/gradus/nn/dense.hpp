@@ -99,16 +99,8 @@ class Dense : public Module<T, Dense<T>> {
     const bool fits = !built_ && name == "kernel" && saved.rank() == 2 && saved[0] > 0 && saved[1] == out_;
     return fits ? saved[0] : 0;
   }
-  void build_unfilled(int64_t in) override {
-    kernel_.value() = Tensor<T>::zeros({in, out_}).to(kernel_.value().device());
-    in_ = in;
-    built_ = true;
-  }
-  void unbuild() override {
-    kernel_.value() = Tensor<T>::zeros({0, out_}).to(kernel_.value().device());
-    in_ = 0;
-    built_ = false;
-  }
+  void build_unfilled(int64_t in) override { set_kernel_rows(in, true); }
+  void unbuild() override { set_kernel_rows(0, false); }
 
  private:
   /// Draws the kernel [in, out] and then the bias, as an eager layer does in its constructor.
@@ -117,6 +109,12 @@ class Dense : public Module<T, Dense<T>> {
     if (use_bias_ && bias_init_) bias_.value() = bias_init_.template operator()<T>({out_}, *rng_);
     in_ = in;
     built_ = true;
+  }
+  /// A zero kernel [in, out] on the kernel's device, for a build from a checkpoint (or its undoing).
+  void set_kernel_rows(int64_t in, bool built) {
+    kernel_.value() = Tensor<T>::zeros({in, out_}).to(kernel_.value().device());
+    in_ = in;
+    built_ = built;
   }
 
   int64_t in_, out_;
