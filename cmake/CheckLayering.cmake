@@ -6,6 +6,9 @@
 #   loops): they reach kernels through backend/backend.hpp;
 # - expr/ and backend/ know nothing of the tape (no Var, no Node);
 # - optim/ and train/ use no other area's detail namespace;
+# - only core/ (device memory) and a backend's own folder backend/<name>/ ask which device a
+#   tensor is on (is_cpu(), is_cuda(), DeviceType::): everything else allocates on its operands'
+#   device and lets backend/backend.hpp look the kernel up in the backends' tables;
 # - testing/ (test-only code) sits above every area, and no umbrella header (gradus/*.hpp)
 #   includes it.
 # Usage: cmake -DINCLUDE_DIR=<repo>/include -P CheckLayering.cmake
@@ -51,6 +54,11 @@ foreach(h IN LISTS headers)
   if(area STREQUAL "ops" OR area STREQUAL "nn")
     if(text MATCHES "#pragma omp|_mm[0-9]*_|immintrin|Eigen::Map|parallel_chunks")
       list(APPEND failures "${h}: kernel code in ${area}/ (${CMAKE_MATCH_0}); belongs in backend/cpu/ behind backend/backend.hpp")
+    endif()
+  endif()
+  if(NOT area STREQUAL "core" AND NOT h MATCHES "^backend/[^/]+/")
+    if(text MATCHES "\\.is_cpu\\(\\)|\\.is_cuda\\(\\)|DeviceType::")
+      list(APPEND failures "${h}: asks which device a tensor is on (${CMAKE_MATCH_0}); dispatch through backend/backend.hpp's tables instead")
     endif()
   endif()
   if(area STREQUAL "expr" OR area STREQUAL "backend")

@@ -6,7 +6,7 @@
 #include "gradus/backend/cpu/gemm.hpp"
 #include "gradus/backend/cpu/lstm.hpp"
 #include "gradus/backend/cpu/pool.hpp"
-#include "gradus/ops/bias_activation.hpp"
+#include "gradus/ops/elementwise_math.hpp"  // the activations' op structs (expr/activations.hpp's rows)
 
 namespace gradus::backend::cpu {
 
@@ -29,15 +29,14 @@ GRADUS_INSTANTIATE_KERNELS(double)
 
 }  // namespace gradus::backend::cpu
 
-namespace gradus {
+namespace gradus::backend::cpu {
 
-// The bias + activation kernels of every activation a layer can choose (ops/bias_activation.hpp
-// declares them extern under GRADUS_COMPILED_KERNELS).
-#define GRADUS_INSTANTIATE_FLOAT(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, float, Op)
-#define GRADUS_INSTANTIATE_DOUBLE(Op) GRADUS_BIAS_ACTIVATION_KERNELS(, double, Op)
-GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_FLOAT)
-GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_INSTANTIATE_DOUBLE)
-#undef GRADUS_INSTANTIATE_FLOAT
-#undef GRADUS_INSTANTIATE_DOUBLE
+// The bias + activation kernels of every activation a layer can choose (cpu/compiled.hpp
+// declares them extern).
+#define GRADUS_X(name, Op, args, form)                       \
+  GRADUS_BIAS_ACTIVATION_KERNELS(, float, ::gradus::ops::Op) \
+  GRADUS_BIAS_ACTIVATION_KERNELS(, double, ::gradus::ops::Op)
+GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
 
-}  // namespace gradus
+}  // namespace gradus::backend::cpu

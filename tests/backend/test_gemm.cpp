@@ -53,7 +53,7 @@ double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::
   } else if (kernel)
     cpu::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, *kernel);
   else
-    gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add);
+    gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, gd::cpu);
   for (int64_t i = 0; i < guard; ++i)
     if (c.data()[s.m * s.n + i] != sentinel) return std::numeric_limits<double>::infinity();
   const double u = std::numeric_limits<T>::epsilon() / 2, d = double(s.k + 2);

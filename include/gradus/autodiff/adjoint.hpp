@@ -250,68 +250,49 @@ constexpr int count_vars() {
   return count_leaves<E, is_var>();
 }
 
-/// fused_backward on a GPU: one generated kernel writes every Var leaf's gradient into its
-/// adjoint buffer (in the GPU's memory). A value sum, when asked (`value_sum`, a double in the
-/// GPU's memory here), comes from the same kernel.
-template <class E, class T = value_type_t<E>>
-void fused_backward_on_device(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum) {
-  backend::cuda::BackwardTargets<T> targets;
-  int k = 0;
-  for_each_leaf(e, [&]<class L>(const L& leaf, bool live) {
-    if constexpr (!backend::cuda::is_number_leaf<L>::value) {
-      if constexpr (is_var_v<L>) {
-        Node<T>* node = leaf.node();
-        if (live && node->requires_grad) {
-          GRADUS_CHECK(device_error, node->value.device() == g.device(), "backward: a Var on ", node->value.device(),
-                       " in an expression run on ", g.device());
-          bool add = false;
-          T* dst = node->adjoint_buffer(&add);
-          const bool scatter = node->value.size() != out.numel();
-          if (scatter && !add) backend::fill(dst, node->value.size(), T(0), g.device());
-          targets.grad[k] = dst;
-          targets.add[k] = add || scatter;
-          targets.scatter[k] = scatter;
-        }
-      }
-      ++k;
-    }
-  });
-  backend::cuda::fused_backward(e, out, g, scale, targets, value_sum, g.device());
-}
+/// Builds the adjoint evaluator of e for one thread of a backend that runs the backward pass in
+/// place (backend::cpu::backward_blocks): the root of Adjoint<E> over `local` targets.
+struct MakeAdjoint {
+  template <class E, class T>
+  static AdjointRoot<E> make(const E& e, const Shape& out, LeafTarget<T>* local) {
+    AdjointCtx<T> ctx{out, local};
+    return AdjointRoot<E>{Adjoint<E>(e, ctx)};
+  }
+};
 
 /// The fused backward pass of expression `e` (output shape `out`) given the adjoint `g`
-/// (broadcastable to `out`) times `scale`: every Var leaf gets its gradient in one pass. With
-/// `value_sum`, the sum of e's values comes back from the same sweep.
+/// (broadcastable to `out`) times `scale`: every Var leaf gets its gradient in one pass, on the
+/// device of g. With `value_dst` (in that device's memory), value_dst[0] = T(sum of e's values)
+/// * value_scale comes back from the same sweep.
 template <class E, class T = value_type_t<E>>
-void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale, double* value_sum = nullptr) {
-  if (!g.device().is_cpu()) {
-    if constexpr (Real<T>) {
-      fused_backward_on_device(e, out, g, scale, value_sum);
-      return;
-    }
-  }
+void fused_backward(const E& e, const Shape& out, const Tensor<T>& g, T scale, T* value_dst = nullptr,
+                    T value_scale = T(1)) {
   constexpr int N = count_vars<E>();
   static_assert(N <= backend::cpu::kMaxLeaves,
                 "YOUR_EXPRESSION_HAS_TOO_MANY_VAR_OPERANDS: backward — materialise part of it into a Var first");
-  std::array<LeafTarget<T>, N> targets{};
-  int i = 0;
-  for_each_var(e, [&](const Var<T>& v, bool live) {
-    LeafTarget<T>& t = targets[size_t(i++)];
-    Node<T>* node = v.node();
-    if (!live || !node->requires_grad) return;
-    t.numel = node->value.size();
-    t.contiguous = t.numel == out.numel();
-    t.dst = node->adjoint_buffer(&t.add);
-    if (!t.contiguous) {
-      if (!t.add) std::fill_n(t.dst, t.numel, T(0));
-      t.add = true;
-      t.bc = Broadcast(node->value.shape(), out);
+  const Device device = g.device();
+  std::array<backend::GradTarget<T>, N> targets{};
+  int var = 0, leaf = 0;
+  for_each_leaf(e, [&]<class L>(const L& x, bool live) {
+    if constexpr (!is_number_leaf<L>::value) {
+      if constexpr (is_var_v<L>) {
+        backend::GradTarget<T>& t = targets[size_t(var++)];
+        t.leaf = leaf;
+        Node<T>* node = x.node();
+        if (live && node->requires_grad) {
+          GRADUS_CHECK(device_error, node->value.device() == device, "backward: a Var on ", node->value.device(),
+                       " in an expression run on ", device);
+          t.shape = node->value.shape();
+          t.dst = node->adjoint_buffer(&t.add);
+          t.broadcast = node->value.size() != out.numel();
+          if (t.broadcast && !t.add) backend::fill(t.dst, node->value.size(), T(0), device);
+          t.add |= t.broadcast;
+        }
+      }
+      ++leaf;
     }
   });
-  backend::fused_backward_blocks(out, g, scale, targets.data(), N, value_sum, [&](LeafTarget<T>* local) {
-    AdjointCtx<T> ctx{out, local};
-    return AdjointRoot<E>{Adjoint<E>(e, ctx)};
-  });
+  backend::fused_backward<MakeAdjoint>(e, out, g, scale, targets.data(), N, value_dst, value_scale, device);
 }
 
 }  // namespace gradus::detail

@@ -6,10 +6,45 @@
 #pragma once
 #include <cstddef>
 #include <ostream>
+#include <stdexcept>
+#include <string>
 
 namespace gradus {
 
-enum class DeviceType { cpu, cuda };
+/// The kind of a device: which backend owns its memory and runs its kernels. `cpu` and `cuda`
+/// come with gradus; a backend that lives outside the library takes a further value from
+/// register_device_type (backend/backends.hpp's registration, docs/architecture.md).
+enum class DeviceType : int { cpu = 0, cuda = 1 };
+
+/// How many device types a program can hold (cpu, cuda and registered ones).
+inline constexpr int kMaxDeviceTypes = 8;
+
+namespace detail {
+/// The printed name of each device type; empty for a value nobody registered.
+inline std::string& device_type_name_slot(DeviceType t) {
+  static std::string names[kMaxDeviceTypes] = {"cpu", "cuda"};
+  return names[static_cast<int>(t)];
+}
+}  // namespace detail
+
+/// The name a device type prints as (`cpu`, `cuda`, or the registered one).
+inline const std::string& device_type_name(DeviceType t) { return detail::device_type_name_slot(t); }
+
+/// A new device type named `name`, for a backend registered at run time (its tensors print as
+/// `name:index`); registering the same name again returns the same type. Throws
+/// std::length_error when every one of the kMaxDeviceTypes values is taken.
+inline DeviceType register_device_type(const std::string& name) {
+  for (int i = 0; i < kMaxDeviceTypes; ++i)
+    if (detail::device_type_name_slot(DeviceType(i)) == name) return DeviceType(i);
+  for (int i = 2; i < kMaxDeviceTypes; ++i) {
+    std::string& slot = detail::device_type_name_slot(DeviceType(i));
+    if (slot.empty()) {
+      slot = name;
+      return DeviceType(i);
+    }
+  }
+  throw std::length_error("register_device_type: every device type is taken, cannot add '" + name + "'");
+}
 
 /// A device: its type and, for GPUs, its ordinal.
 struct Device {
@@ -19,10 +54,10 @@ struct Device {
   constexpr bool is_cpu() const { return type == DeviceType::cpu; }
   constexpr bool is_cuda() const { return type == DeviceType::cuda; }
   friend constexpr bool operator==(const Device&, const Device&) = default;
-  /// `cpu` or `cuda:0`.
+  /// `cpu`, `cuda:0`, or a registered type's `name:index`.
   friend std::ostream& operator<<(std::ostream& os, const Device& d) {
     if (d.is_cpu()) return os << "cpu";
-    return os << "cuda:" << d.index;
+    return os << device_type_name(d.type) << ':' << d.index;
   }
 };
 
@@ -45,7 +80,7 @@ struct DeviceHooks {
 
 /// The hooks of the backend for device type `t` (all null until the backend registers).
 inline DeviceHooks& device_hooks(DeviceType t) {
-  static DeviceHooks hooks[2];
+  static DeviceHooks hooks[kMaxDeviceTypes];
   return hooks[static_cast<int>(t)];
 }
 

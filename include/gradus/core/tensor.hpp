@@ -176,6 +176,9 @@ class Tensor {
   T* device_data() const { return data_; }
   /// Where the elements live: gd::cpu, or a GPU such as cuda:0.
   Device device() const { return block_ ? block_->device : cpu; }
+  /// True when the elements are in host memory (data() reads them): what code that hands
+  /// pointers to a host library (MPI, a file, a pipeline) asks.
+  bool in_host_memory() const { return !on_device(); }
   T* begin() { return data(); }
   T* end() { return data() + size(); }
   const T* begin() const { return data(); }

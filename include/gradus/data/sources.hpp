@@ -81,7 +81,7 @@ class SlicesSource final : public Source {
                             !std::is_same_v<std::decay_t<decltype(t)>, Strings>) {
                 GRADUS_CHECK(value_error, t.defined() && t.rank() >= 1, "from_tensor_slices: field ", f,
                              " must be a tensor of rank >= 1 ([N, ...]), got ", describe(v));
-                GRADUS_CHECK(device_error, t.device().is_cpu(), "from_tensor_slices: field ", f, " is on ",
+                GRADUS_CHECK(device_error, t.in_host_memory(), "from_tensor_slices: field ", f, " is on ",
                              t.device(), "; pipelines read host memory (copy it with .to(gd::cpu))");
                 rows = t.dim(0);
               }

@@ -99,7 +99,7 @@ inline void check_context(const char* who) {
 template <class T>
 void check_cpu_tensor(const Tensor<T>& t, const char* who) {
   GRADUS_CHECK(value_error, t.defined(), who, ": the tensor is undefined");
-  GRADUS_CHECK(device_error, t.device().is_cpu(), who, ": expected a tensor on the cpu, got one on ", t.device());
+  GRADUS_CHECK(device_error, t.in_host_memory(), who, ": expected a tensor on the cpu, got one on ", t.device());
 }
 
 /// The smallest and the largest of `n` over the ranks, in one all-reduce (of n and -n, by

@@ -217,7 +217,7 @@ class DistributedOptimizer {
     T* dst = b.buffer.data() + where_[i].offset;
     const int64_t n = p.value().size();
     if (const Tensor<T>* g = p.grad_if_any()) {
-      GRADUS_CHECK(device_error, g->device().is_cpu(), "DistributedOptimizer: parameter ", i,
+      GRADUS_CHECK(device_error, g->in_host_memory(), "DistributedOptimizer: parameter ", i,
                    "'s gradient is on ", g->device(), "; gd::dist all-reduces cpu tensors");
       std::memcpy(dst, g->data(), size_t(n) * sizeof(T));
     } else {

@@ -62,6 +62,19 @@ struct ScalarExpr {
 template <Element T>
 struct is_expression<ScalarExpr<T>> : std::true_type {};
 
+/// True for a leaf that is a number (ScalarExpr), false for one that reads a tensor.
+template <class E>
+struct is_number_leaf : std::false_type {};
+template <class T>
+struct is_number_leaf<ScalarExpr<T>> : std::true_type {};
+
+/// The tensor an expression leaf reads: itself for a Tensor (a Var's value, autodiff/var.hpp).
+/// Found by argument-dependent lookup, so a leaf type of a higher layer brings its own.
+template <Element T>
+const Tensor<T>& device_leaf(const Tensor<T>& t) {
+  return t;
+}
+
 /// `op(a)` applied element by element.
 template <class Op, class A>
 struct UnaryExpr {

@@ -293,11 +293,11 @@ auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, con
     GRADUS_CHECK(value_error, checked.data()[i] >= 0 && checked.data()[i] < classes, op, ": label ",
                  checked.data()[i], " at position ", i, " out of range [0, ", classes, ") for logits of shape ", ls);
   const Device dev = backend::device_of(logits);
-  if (dev.is_cpu())  // one fused op: logsumexp - the label's logit, no one-hot rows
-    return detail::weighted_loss(op, gradus::detail::sparse_softmax_xent(checked, logits), opt.reduction,
+  const Tensor<int64_t> placed = labels.to(dev);  // the labels go where the logits are
+  if (backend::implements<backend::kernel::SparseXent, T>(dev))  // one fused op: logsumexp - the label's logit
+    return detail::weighted_loss(op, gradus::detail::sparse_softmax_xent(placed, logits), opt.reduction,
                                  opt.weights);
-  // on a GPU the one-hot rows are made where the logits are (labels on the CPU go to the GPU)
-  const Tensor<int64_t> placed = labels.to(dev);
+  // a backend without it: the loss composed of log_softmax and one-hot rows
   return detail::weighted_loss(op, materialize(detail::softmax_xent(one_hot<T>(placed, classes), logits)), opt.reduction,
                                opt.weights);
 }

@@ -32,16 +32,8 @@ struct ActivationFn : Activation {
   template <Expression X>
   auto operator()(const X& x) const {
     if constexpr (K == ActivationKind::linear) return x;
-    else if constexpr (K == ActivationKind::relu) return gradus::relu(x);
-    else if constexpr (K == ActivationKind::leaky_relu) return gradus::leaky_relu(x, alpha);
-    else if constexpr (K == ActivationKind::elu) return gradus::elu(x, alpha);
-    else if constexpr (K == ActivationKind::selu) return gradus::selu(x);
-    else if constexpr (K == ActivationKind::gelu) return gradus::gelu(x);
-    else if constexpr (K == ActivationKind::tanh) return gradus::tanh(x);
-    else if constexpr (K == ActivationKind::sigmoid) return gradus::sigmoid(x);
-    else if constexpr (K == ActivationKind::softplus) return gradus::softplus(x);
-    else if constexpr (K == ActivationKind::softsign) return gradus::softsign(x);
-    else return gradus::softmax(x, -1);
+    else if constexpr (K == ActivationKind::softmax) return gradus::softmax(x, -1);
+    else return make_unary(ActivationRow<K>::make(alpha), x);  // the op struct of the table's row
   }
 };
 

@@ -80,8 +80,8 @@ class Conv2d : public Module<T, Conv2d<T>> {
     detail::check_last_dim(xv.shape(), in_, "Conv2d", "in");
     if (activation_.kind == ActivationKind::linear)
       return use_bias_ ? gradus::conv2d(xv, kernel_, bias_, conv_) : gradus::conv2d(xv, kernel_, conv_);
-    if (activation_.kind == ActivationKind::relu && xv.value().device().is_cpu() &&
-        kernel_.value().device().is_cpu())  // one node: bias and ReLU inside the convolution's passes
+    if (activation_.kind == ActivationKind::relu &&  // one node: bias and ReLU inside the convolution's passes
+        backend::implements<backend::kernel::Conv2dRelu, T>(xv.value().device()))
       return gradus::detail::conv2d_bias_relu(xv, kernel_, bias_, conv_);
     return detail::bias_activation(gradus::conv2d(xv, kernel_, conv_), bias_, activation_);
   }

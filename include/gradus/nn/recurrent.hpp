@@ -166,7 +166,8 @@ class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
     cell_.draw_masks(n);
     const Var<T> xp = cell_.project(x);  // [N, T, G]: the input's share of every step, one matmul
     if constexpr (requires { cell_.sequence_projected(xp, st); }) {
-      if (xp.value().device().is_cpu() && !mask.defined() && !cell_.recurrent_mask_drawn()) {
+      if (backend::implements<backend::kernel::LstmForward, T>(xp.value().device()) && !mask.defined() &&
+          !cell_.recurrent_mask_drawn()) {
         auto [hs, last] = cell_.sequence_projected(xp, st);  // the whole sequence as one op (an LSTM)
         if (stateful_) state_ = detail::detach_state(last);
         return {return_sequences_ ? hs : detail::hidden_of(last), std::move(last)};

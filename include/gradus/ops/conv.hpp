@@ -109,10 +109,11 @@ auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, con
   }
 }
 
-/// max(conv2d(x, w, opts) + b, 0) as one node, for a ReLU convolution layer on the CPU: bias and
-/// ReLU run in the convolution's output pass, and the backward masks the output adjoint tile by
-/// tile inside the convolution's own backward pass (backend::conv2d_relu_forward/_backward), so
-/// neither direction makes an extra pass over the output. Operands on the CPU only.
+/// max(conv2d(x, w, opts) + b, 0) as one node, for a ReLU convolution layer: bias and ReLU run
+/// in the convolution's output pass, and the backward masks the output adjoint tile by tile
+/// inside the convolution's own backward pass (backend::conv2d_relu_forward/_backward), so
+/// neither direction makes an extra pass over the output. On a backend that has these kernels
+/// (`backend::implements<backend::kernel::Conv2dRelu, T>(device)`; the CPU's).
 template <class XE, class WE, class BE>
 auto conv2d_bias_relu(const XE& x_expr, const WE& w_expr, const BE& b_expr, const Conv2dArgs& opts) {
   gradus::detail::OpScope prof;
@@ -126,19 +127,19 @@ auto conv2d_bias_relu(const XE& x_expr, const WE& w_expr, const BE& b_expr, cons
   const ConvPlan p = plan_conv2d(xv.shape(), wv.shape(), opts);
   GRADUS_CHECK(shape_error, bv.rank() == 1 && bv.size() == p.f, "conv2d: bias must have shape [", p.f,
                "] (the filter's out_channels), got ", bv.shape(), " for filter ", wv.shape());
-  GRADUS_CHECK(device_error, xv.device().is_cpu() && wv.device().is_cpu() && bv.device().is_cpu(),
-               "conv2d_bias_relu: operands on ", xv.device(), ", ", wv.device(), " and ", bv.device(),
-               "; it runs on the CPU only");
-  Tensor<T> out(p.out_shape());
-  backend::conv2d_relu_forward<T>(p, xv.data(), wv.data(), bv.data(), out.data());
+  const Device dev = xv.device();
+  GRADUS_CHECK(device_error, wv.device() == dev && bv.device() == dev, "conv2d_bias_relu: operands on ", dev, ", ",
+               wv.device(), " and ", bv.device(), "; move them to one device with .to(device)");
+  Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
+  backend::conv2d_relu_forward<T>(p, xv.device_data(), wv.device_data(), bv.device_data(), out.device_data(), dev);
   return make_result("conv2d_bias_relu", std::move(out),
                      [p](const Tensor<T>& g, const Tensor<T>& y, const auto& x, const auto& w, const auto& b) {
     bool ax = false, aw = false, ab = false;
     T* dx = needs_grad(x) ? adjoint_buffer(x, &ax) : nullptr;
     T* dw = needs_grad(w) ? adjoint_buffer(w, &aw) : nullptr;
     T* db = needs_grad(b) ? adjoint_buffer(b, &ab) : nullptr;
-    backend::conv2d_relu_backward<T>(p, g.data(), y.data(), value_of(x).data(), value_of(w).data(), dx, ax, dw, aw,
-                                     db, ab);
+    backend::conv2d_relu_backward<T>(p, g.device_data(), y.device_data(), value_of(x).device_data(),
+                                     value_of(w).device_data(), dx, ax, dw, aw, db, ab, g.device());
   }, x, w, b);
 }
 

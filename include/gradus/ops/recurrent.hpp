@@ -44,7 +44,8 @@ inline backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape&
 /// (x · kernel + bias, for all steps at once) from the state h0, c0 [N, u]:
 ///   z_t = xp_t + h_{t-1} · recurrent_kernel,  c_t = σ(f) c_{t-1} + σ(i) tanh(g),  h_t = σ(o) tanh(c_t).
 /// Returns {h [N, T, u], h_final, c_final [N, u]}; differentiable in all four inputs through
-/// all three outputs. CPU only.
+/// all three outputs. On a backend without the LSTM kernels (the CUDA one today) it throws
+/// gd::device_error; the recurrent layers then run step by step.
 ///   auto [h, hT, cT] = gd::lstm_sequence(gd::matmul(x, kernel) + bias, recurrent_kernel, h0, c0);
 template <Real T>
 LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_kernel, const Var<T>& h0,
@@ -56,18 +57,21 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
     GRADUS_CHECK(device_error, v->value().device() == dev, "lstm_sequence: operands on ", dev, " and ",
                  v->value().device(), "; move them to one device with .to(device)");
   const int64_t n = p.n, steps = p.steps, u = p.units;
-  Tensor<T> h = Tensor<T>::empty({n, steps, u}), h_last = Tensor<T>::empty({n, u}),
-            c_last = Tensor<T>::empty({n, u});
-  Tensor<T> act = Tensor<T>::empty({steps, n, 4 * u}), h_prev = Tensor<T>::empty({steps, n, u}),
-            c_prev = Tensor<T>::empty({steps, n, u}), tanh_c = Tensor<T>::empty({steps, n, u});
+  Tensor<T> h = Tensor<T>::empty({n, steps, u}, dev), h_last = Tensor<T>::empty({n, u}, dev),
+            c_last = Tensor<T>::empty({n, u}, dev);
+  Tensor<T> act = Tensor<T>::empty({steps, n, 4 * u}, dev), h_prev = Tensor<T>::empty({steps, n, u}, dev),
+            c_prev = Tensor<T>::empty({steps, n, u}, dev), tanh_c = Tensor<T>::empty({steps, n, u}, dev);
   const auto saved = [&] {
-    return backend::LstmSaved<T>{act.data(), h_prev.data(), c_prev.data(), tanh_c.data()};
+    return backend::LstmSaved<T>{act.device_data(), h_prev.device_data(), c_prev.device_data(),
+                                 tanh_c.device_data()};
   };
-  backend::lstm_forward(p, xp.value().data(), recurrent_kernel.value().data(), h0.value().data(), c0.value().data(),
-                        h.data(), h_last.data(), c_last.data(), saved(), dev);
+  backend::lstm_forward(p, xp.value().device_data(), recurrent_kernel.value().device_data(),
+                        h0.value().device_data(), c0.value().device_data(), h.device_data(), h_last.device_data(),
+                        c_last.device_data(), saved(), dev);
   // The adjoints of h_final and c_final, [2, N, u]: added by their nodes (which run first in a
   // backward pass, being newer), read and cleared by the sequence node.
-  Tensor<T> g_final = Tensor<T>::zeros({2, n, u});
+  Tensor<T> g_final = Tensor<T>::empty({2, n, u}, dev);
+  backend::fill(g_final.device_data(), g_final.size(), T(0), dev);
   Var<T> seq = make_result(
       "lstm_sequence", std::move(h),
       [p, act, h_prev, c_prev, tanh_c, g_final](const Tensor<T>& g, const Tensor<T>&, const Var<T>& xp,
@@ -77,12 +81,14 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
         T* dr = detail::needs_grad(r) ? detail::adjoint_buffer(r, &ar) : nullptr;
         T* dh0 = detail::needs_grad(h0) ? detail::adjoint_buffer(h0, &ah) : nullptr;
         T* dc0 = detail::needs_grad(c0) ? detail::adjoint_buffer(c0, &ac) : nullptr;
-        T* gf = g_final.data();
+        T* gf = g_final.device_data();
         const int64_t nu = p.n * p.units;
-        backend::lstm_backward(p, r.value().data(),
-                               backend::LstmSaved<T>{act.data(), h_prev.data(), c_prev.data(), tanh_c.data()},
-                               g.data(), gf, gf + nu, dxp, ax, dr, ar, dh0, ah, dc0, ac);
-        std::fill_n(gf, 2 * nu, T(0));  // a second backward pass over this graph starts again from zero
+        const Device dev = g.device();
+        backend::lstm_backward(p, r.value().device_data(),
+                               backend::LstmSaved<T>{act.device_data(), h_prev.device_data(), c_prev.device_data(),
+                                                     tanh_c.device_data()},
+                               g.device_data(), gf, gf + nu, dxp, ax, dr, ar, dh0, ah, dc0, ac, dev);
+        backend::fill(gf, 2 * nu, T(0), dev);  // a second backward pass over this graph starts again from zero
       },
       xp, recurrent_kernel, h0, c0);
   const auto final_node = [&](Tensor<T> value, int64_t slot) {
@@ -90,12 +96,12 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
         "lstm_sequence", std::move(value),
         [g_final, slot](const Tensor<T>& g, const Tensor<T>&, const Var<T>& seq) mutable {
           const int64_t nu = g.size();
-          backend::add_into(g_final.data() + slot * nu, g.data(), nu, gradus::cpu);
+          backend::add_into(g_final.device_data() + slot * nu, g.device_data(), nu, g.device());
           // The sequence node runs only when it has an adjoint: give it zeros if nothing else did.
           if (!seq.node()->has_adjoint()) {
             bool add = false;
             T* a = detail::adjoint_buffer(seq, &add);
-            backend::fill(a, seq.value().size(), T(0), gradus::cpu);
+            backend::fill(a, seq.value().size(), T(0), g.device());
           }
         },
         seq);

@@ -58,33 +58,13 @@ struct SumNode final : Node<value_type_t<E>> {
   /// A full reduction defers its value: a loss that is backpropagated right away gets it from
   /// the backward sweep, which evaluates the chain anyway, instead of from a pass of its own.
   void compute_value() override {
-    if (const Device dev = this->value.device(); !dev.is_cpu())
-      backend::sum_to_device(expr, plan.in, this->value.device_data(), double(scale), dev);
-    else
-      this->value.data()[0] = T(backend::sum_all(expr, plan.in)) * scale;
+    backend::sum_all(expr, plan.in, this->value.device_data(), scale, this->value.device());
     this->value_pending = false;
   }
   void backward() override {
-    if (const Device dev = this->value.device(); !dev.is_cpu()) {
-      // on a GPU the value's sum is a double in device memory, finished there
-      Tensor<double> acc;
-      if (this->value_pending) {
-        acc = Tensor<double>::empty(Shape{}, dev);
-        backend::fill(acc.device_data(), 1, 0.0, dev);
-      }
-      fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, acc.defined() ? acc.device_data() : nullptr);
-      if (this->value_pending) {
-        backend::finish_sum(this->value.device_data(), acc.device_data(), double(scale), dev);
-        this->value_pending = false;
-      }
-      return;
-    }
-    double total = 0;
-    fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale, this->value_pending ? &total : nullptr);
-    if (this->value_pending) {
-      this->value.data()[0] = T(total) * scale;
-      this->value_pending = false;
-    }
+    fused_backward(expr, plan.in, this->adj.reshape(plan.keep), scale,
+                   this->value_pending ? this->value.device_data() : nullptr, scale);
+    this->value_pending = false;
   }
   void inputs(std::vector<NodeBase*>& out) const override { collect_var_inputs(expr, out); }
   const char* name() const override { return mean ? "mean" : "sum"; }
@@ -93,7 +73,6 @@ struct SumNode final : Node<value_type_t<E>> {
 template <class E>
 auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   using T = value_type_t<E>;
-  const char* op = mean ? "mean" : "sum";
   const T scale = mean ? T(1) / T(p.count) : T(1);
   const Device dev = backend::device_of(e);
   if constexpr (is_differentiable_v<E>) {
@@ -101,29 +80,17 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
       return Var<T>::from_node(
           make_node<SumNode<std::remove_cvref_t<E>>>(Tensor<T>::empty(p.out, dev), e, p, scale, true, mean));
   }
-  Tensor<T> out;
-  if (dev.is_cpu()) {
-    out = Tensor<T>::zeros(p.keep);
-    if constexpr (!std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {
-      if (p.keep.numel() == 1)
-        out.data()[0] = T(backend::sum_all(e, p.in));
-      else
-        backend::sum_into(e, p.in, out.data(), p.keep);
-    }
-    if (mean) out.assign(out * scale);
-    out = out.reshape(p.out);
-  } else if constexpr (Real<T>) {
-    out = Tensor<T>::empty(p.out, dev);
-    if (p.keep.numel() == 1) {
-      backend::sum_to_device(e, p.in, out.device_data(), double(scale), dev);
-    } else {
-      backend::fill(out.device_data(), out.size(), T(0), dev);
-      backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
-      if (mean) out.assign(out * scale);
-    }
+  Tensor<T> out = Tensor<T>::empty(p.keep, dev);
+  if constexpr (std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {  // a bare number: no operand to sum
+    backend::fill(out.device_data(), out.size(), T(0), dev);
+  } else if (p.keep.numel() == 1) {
+    backend::sum_all(e, p.in, out.device_data(), scale, dev);
   } else {
-    throw device_error(str(op, ": integer sums do not run on ", dev, " yet; compute them on the CPU (.to(gd::cpu))"));
+    backend::fill(out.device_data(), out.size(), T(0), dev);
+    backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
+    if (mean) out.assign(out * scale);
   }
+  out = out.reshape(p.out);
   if constexpr (is_differentiable_v<E>) {
     if (grad_enabled() && any_requires_grad(e))
       return Var<T>::from_node(make_node<SumNode<std::remove_cvref_t<E>>>(std::move(out), e, p, scale, false, mean));
@@ -162,14 +129,15 @@ auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_ma
   GRADUS_CHECK(value_error, xv.size() > 0, op, ": reduction of an empty tensor ", xv.shape());
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, op);
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), op));
-  Tensor<T> out(p.out);
-  backend::reduce_extremum(v, xv.data(), out.data(), is_max);
+  Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
+  backend::reduce_extremum(v, xv.device_data(), out.device_data(), is_max, xv.device());
   if constexpr (Real<T>) {
     return make_result(op, std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
       if (!needs_grad(in)) return;
       const Tensor<T>& xin = value_of(in);
-      Tensor<T> dx(xin.shape());
-      backend::reduce_extremum_backward(v, xin.data(), y.data(), g.data(), dx.data());
+      Tensor<T> dx = Tensor<T>::empty(xin.shape(), xin.device());
+      backend::reduce_extremum_backward(v, xin.device_data(), y.device_data(), g.device_data(), dx.device_data(),
+                                        xin.device());
       add_grad(in, dx);
     }, x);
   } else {
@@ -185,8 +153,8 @@ Tensor<int64_t> arg_impl(const E& e, int64_t axis, bool is_max) {
   GRADUS_CHECK(value_error, xv.size() > 0, op, ": reduction of an empty tensor ", xv.shape());
   const ReducePlan p = plan_reduce(xv.shape(), {axis}, false, op);
   const AxisView v(xv.shape(), normalize_axis(axis, xv.rank(), op));
-  Tensor<int64_t> out(p.out);
-  backend::reduce_arg(v, xv.data(), out.data(), is_max);
+  Tensor<int64_t> out = Tensor<int64_t>::empty(p.out, xv.device());
+  backend::reduce_arg(v, xv.device_data(), out.device_data(), is_max, xv.device());
   return out;
 }
 
@@ -259,14 +227,14 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   const Tensor<T>& xv = value_of(x);
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "prod");
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "prod"));
-  Tensor<T> out(p.out);
-  backend::reduce_prod(v, xv.data(), out.data());
+  Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
+  backend::reduce_prod(v, xv.device_data(), out.device_data(), xv.device());
   if constexpr (Real<T>) {
     return make_result("prod", std::move(out), [v](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
       if (!needs_grad(in)) return;
       const Tensor<T>& xin = value_of(in);
-      Tensor<T> dx(xin.shape());
-      backend::reduce_prod_backward(v, xin.data(), g.data(), dx.data());
+      Tensor<T> dx = Tensor<T>::empty(xin.shape(), xin.device());
+      backend::reduce_prod_backward(v, xin.device_data(), g.device_data(), dx.device_data(), xin.device());
       add_grad(in, dx);
     }, x);
   } else {
@@ -284,13 +252,14 @@ auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   GRADUS_CHECK(value_error, xv.size() > 0, "logsumexp: reduction of an empty tensor ", xv.shape());
   const ReducePlan p = plan_axis(xv.shape(), axis, all, keepdims, "logsumexp");
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "logsumexp"));
-  Tensor<T> out(p.out);
-  backend::reduce_logsumexp(v, xv.data(), out.data());
+  Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
+  backend::reduce_logsumexp(v, xv.device_data(), out.device_data(), xv.device());
   return make_result("logsumexp", std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
     const Tensor<T>& xin = value_of(in);
-    Tensor<T> dx(xin.shape());
-    backend::reduce_logsumexp_backward(v, xin.data(), y.data(), g.data(), dx.data());
+    Tensor<T> dx = Tensor<T>::empty(xin.shape(), xin.device());
+    backend::reduce_logsumexp_backward(v, xin.device_data(), y.device_data(), g.device_data(), dx.device_data(),
+                                       xin.device());
     add_grad(in, dx);
   }, x);
 }

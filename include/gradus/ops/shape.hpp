@@ -85,12 +85,15 @@ auto join_run(const char* op, const std::vector<X>& xs, int axis, Shape out_shap
   const int64_t outer = dims_product(value_of(xs[0]).shape(), 0, axis);
   std::vector<const T*> parts;
   std::vector<int64_t> inner;
+  const Device dev = value_of(xs[0]).device();
   for (const X& x : xs) {
-    parts.push_back(value_of(x).data());
+    GRADUS_CHECK(device_error, value_of(x).device() == dev, op, ": operands on ", dev, " and ", value_of(x).device(),
+                 "; move them to one device with .to(device)");
+    parts.push_back(value_of(x).device_data());
     inner.push_back(dims_product(value_of(x).shape(), axis, value_of(x).rank()));
   }
-  Tensor<T> out(out_shape);
-  join_rows(parts, inner, out.data(), outer);
+  Tensor<T> out = Tensor<T>::empty(out_shape, dev);
+  join_rows(parts, inner, out.device_data(), outer, dev);
   if constexpr (is_var_v<X>) {
     const bool record = grad_enabled() && std::any_of(xs.begin(), xs.end(), [](const X& x) { return x.requires_grad(); });
     if (!record) return Var<T>::constant(std::move(out));
@@ -99,8 +102,8 @@ auto join_run(const char* op, const std::vector<X>& xs, int axis, Shape out_shap
       int64_t col = 0;
       for (size_t i = 0; i < in.size(); ++i) {
         if (in[i].requires_grad() && outer > 0 && inner[i] > 0) {
-          Tensor<T> gi(in[i].shape());
-          backend::split_rows(g.data(), total, col, outer, inner[i], gi.data());
+          Tensor<T> gi = Tensor<T>::empty(in[i].shape(), g.device());
+          backend::split_rows(g.device_data(), total, col, outer, inner[i], gi.device_data(), g.device());
           add_grad(in[i], gi);
         }
         col += inner[i];
@@ -120,7 +123,7 @@ struct CastNode final : Node<U> {
   void backward() override {
     bool add = false;
     T* dst = in.node()->adjoint_buffer(&add);
-    backend::cast(this->adj.data(), in.size(), dst, add);
+    backend::cast(this->adj.device_data(), in.size(), dst, add, this->adj.device());
   }
   void inputs(std::vector<NodeBase*>& out) const override { out.push_back(in.node()); }
   const char* name() const override { return "cast"; }
@@ -342,7 +345,8 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   const int ax = detail::shape_axis(axis, s.rank(), "gather", s);
   const int64_t outer = detail::dims_product(s, 0, ax), n = s[ax], inner = detail::dims_product(s, ax + 1, s.rank());
   const int64_t k = indices.size();
-  const int64_t* idx = indices.data();
+  const Tensor<int64_t> checked = indices.to(gradus::cpu);  // itself on the CPU
+  const int64_t* idx = checked.data();
   for (int64_t j = 0; j < k; ++j)
     GRADUS_CHECK(value_error, idx[j] >= 0 && idx[j] < n, "gather: index ", idx[j], " at position ", j,
                  " out of range [0, ", n, ") for axis ", ax, " of shape ", s);
@@ -350,14 +354,17 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   for (int d = 0; d < ax; ++d) os.push_back(s[d]);
   for (int64_t d : indices.shape()) os.push_back(d);
   for (int d = ax + 1; d < s.rank(); ++d) os.push_back(s[d]);
-  Tensor<value_type_t<E>> out(os);
-  backend::gather_rows(xv.data(), outer, n, inner, idx, k, out.data());
+  const Device dev = xv.device();
+  const Tensor<int64_t> placed = indices.to(dev);  // the indices go where x is
+  Tensor<value_type_t<E>> out = Tensor<value_type_t<E>>::empty(os, dev);
+  backend::gather_rows(xv.device_data(), outer, n, inner, placed.device_data(), k, out.device_data(), dev);
   return make_result("gather", std::move(out),
-                     [indices, outer, n, inner](const auto& g, const auto&, const auto& x) {
+                     [placed, outer, n, inner](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
                        bool add = false;  // scatter-add straight into the adjoint
                        auto* gx = detail::adjoint_buffer(x, &add);
-                       backend::scatter_add_rows(g.data(), outer, n, inner, indices.data(), indices.size(), gx, add);
+                       backend::scatter_add_rows(g.device_data(), outer, n, inner, placed.device_data(), placed.size(),
+                                                 gx, add, g.device());
                      },
                      x);
 }
@@ -391,8 +398,8 @@ auto cast(const E& e) {
   } else {
     detail::OpScope prof;
     const Tensor<T>& xv = detail::value_of(x);
-    Tensor<U> out(xv.shape());
-    backend::cast(xv.data(), xv.size(), out.data(), false);
+    Tensor<U> out = Tensor<U>::empty(xv.shape(), xv.device());
+    backend::cast(xv.device_data(), xv.size(), out.device_data(), false, xv.device());
     auto r = [&] {
       if constexpr (is_var_v<decltype(x)> && Real<U>) {
         if (grad_enabled() && x.requires_grad())

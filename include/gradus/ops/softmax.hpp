@@ -25,8 +25,8 @@ auto softmax_impl(const E& e, int64_t axis, bool log) {
   }, x);
 }
 
-/// Per-row sparse softmax cross-entropy logsumexp(z) - z[label] of logits on the CPU, labels
-/// (in range, on the CPU) of the logits' shape without its last axis: one pass forward and one
+/// Per-row sparse softmax cross-entropy logsumexp(z) - z[label] of logits, labels (in range, on
+/// the logits' device) of the logits' shape without its last axis: one pass forward and one
 /// backward, without the one-hot rows of -sum(one_hot · log_softmax(z)). The loss functions call
 /// it (gd::losses::sparse_softmax_cross_entropy_with_logits).
 template <class E>
@@ -37,15 +37,18 @@ auto sparse_softmax_xent(const Tensor<int64_t>& labels, const E& e) {
   const Tensor<T>& z = value_of(x);
   const Shape& zs = z.shape();
   const int64_t classes = zs[zs.rank() - 1], rows = classes > 0 ? zs.numel() / classes : 0;
-  Tensor<T> loss = Tensor<T>::empty(labels.shape()), lse = Tensor<T>::empty({rows});
-  backend::sparse_xent_forward(rows, classes, z.data(), labels.data(), loss.data(), lse.data());
+  const Device dev = z.device();
+  Tensor<T> loss = Tensor<T>::empty(labels.shape(), dev), lse = Tensor<T>::empty({rows}, dev);
+  backend::sparse_xent_forward(rows, classes, z.device_data(), labels.device_data(), loss.device_data(),
+                               lse.device_data(), dev);
   return make_result("sparse_softmax_cross_entropy_with_logits", std::move(loss),
                      [labels, lse, rows, classes](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
                        if (!needs_grad(in)) return;
                        const Tensor<T>& zin = value_of(in);
-                       Tensor<T> dz = Tensor<T>::empty(zin.shape());
-                       backend::sparse_xent_backward(rows, classes, zin.data(), labels.data(), lse.data(), g.data(),
-                                                     dz.data());
+                       Tensor<T> dz = Tensor<T>::empty(zin.shape(), zin.device());
+                       backend::sparse_xent_backward(rows, classes, zin.device_data(), labels.device_data(),
+                                                     lse.device_data(), g.device_data(), dz.device_data(),
+                                                     zin.device());
                        add_grad(in, dz);
                      },
                      x);

@@ -2,14 +2,14 @@
 // layers' bias + activation step: one pass forward, one pass giving dz = d(activation)/dz · g.
 #pragma once
 #include "gradus/core/eigen.hpp"
+#include <unsupported/Eigen/SpecialFunctions>  // erf, which the op structs' gelu uses on rows
 #include <algorithm>
 #include <cstdint>
-#include <string_view>
-#include <utility>
 
 #include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/cpu/vecmath.hpp"
+#include "gradus/expr/activations.hpp"
 
 namespace gradus::backend::cpu {
 
@@ -33,33 +33,39 @@ void relu_mask_rows(const T* __restrict g, const T* __restrict y, int64_t rows, 
 /// Rows per parallel chunk threshold: rows of n elements, split only when the whole is large.
 inline int64_t row_threshold(int64_t n) { return std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(n, 1)); }
 
-/// Whether Op is the elementwise op of ops/elementwise_math.hpp named `name`.
-template <class Op>
-constexpr bool op_named(std::string_view name) {
-  if constexpr (requires { Op::name; })
-    return std::string_view(Op::name) == name;
-  else
-    return false;
-}
-
-// Leaky ReLU, ELU and SELU have rules below written as loops of vm:: arithmetic rather than the
-// op's Eigen expression: their select() runs one element at a time in Eigen (no packet path),
-// which only -O3's vectoriser widens, and for ELU and SELU the exp inside it is then scalar too.
-
-/// Whether Op is ELU or SELU (the two with the same rule, elu_factors apart).
-template <class Op>
-constexpr bool is_elu_like() {
-  return op_named<Op>("elu") || op_named<Op>("selu");
-}
-
-/// ELU and SELU as s·z for z > 0, else sa·(e^z − 1): {s, sa} = {1, alpha} and {scale, scale·alpha}
-/// (the products ops/elementwise_math.hpp's Eigen forms compute, so the results are the same).
-template <class T, class Op>
-std::pair<T, T> elu_factors(const Op& op) {
-  if constexpr (op_named<Op>("selu"))
-    return {T(Op::scale), T(Op::scale * Op::alpha)};
-  else
-    return {T(1), T(op.alpha)};
+/// One element with the methods of an Eigen array that the `lane` activations use, computed
+/// with vm:: so that a loop over a row of them vectorises (the op structs' own math, run on one
+/// element where Eigen's select() would run unvectorised; expr/activations.hpp).
+template <class T>
+struct Lane {
+  using Scalar = T;
+  T v;
+  Lane exp() const { return {vm::exp(v)}; }
+};
+template <class T>
+struct LaneMask {
+  bool b;
+  static T value(Lane<T> x) { return x.v; }
+  static T value(T x) { return x; }
+  template <class A, class B>
+  Lane<T> select(A then, B otherwise) const {
+    return {vm::select(b, value(then), value(otherwise))};
+  }
+};
+#define GRADUS_LANE_ARITH(OP)                                                             \
+  template <class T>                                                                    \
+  Lane<T> operator OP(Lane<T> a, Lane<T> b) { return {a.v OP b.v}; }                    \
+  template <class T>                                                                    \
+  Lane<T> operator OP(Lane<T> a, T b) { return {a.v OP b}; }                            \
+  template <class T>                                                                    \
+  Lane<T> operator OP(T a, Lane<T> b) { return {a OP b.v}; }
+GRADUS_LANE_ARITH(+)
+GRADUS_LANE_ARITH(-)
+GRADUS_LANE_ARITH(*)
+#undef GRADUS_LANE_ARITH
+template <class T>
+LaneMask<T> operator>(Lane<T> a, T b) {
+  return {a.v > b};
 }
 
 /// For each row r < rows and f < n: out[r][f] = rule(z, i), z = h[r][f] + b[f] and i = r n + f (the
@@ -78,20 +84,14 @@ void map_biased(const T* h, const T* b, int64_t rows, int64_t n, T* out, const R
   }, row_threshold(n));
 }
 
-/// y[r] = op.forward(h[r] + b) for rows r < rows of n elements; `op` is an elementwise op
-/// struct of ops/elementwise.hpp.
+/// y[r] = op.forward(h[r] + b) for rows r < rows of n elements; `op` is an activation's op
+/// struct (a row of expr/activations.hpp).
 template <class T, class Op>
 void bias_activation_forward(const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  if constexpr (op_named<Op>("leaky_relu")) {
-    const T alpha = T(op.alpha);
-    map_biased(h, b, rows, n, y, [alpha](T z, int64_t) { return vm::select(z > T(0), z, z * alpha); });
-    return;
-  } else if constexpr (is_elu_like<Op>()) {
-    const std::pair<T, T> f = elu_factors<T>(op);
-    const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
-    map_biased(h, b, rows, n, y, [s, sa](T z, int64_t) { return vm::select(z > T(0), s * z, sa * (vm::exp(z) - T(1))); });
+  if constexpr (ActivationOf<Op>::form == ActivationForm::lane) {
+    map_biased(h, b, rows, n, y, [op](T z, int64_t) { return op.forward(Lane<T>{z}).v; });
     return;
   }
   const CRow bias(b, n);
@@ -108,7 +108,7 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
                               T* dz) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  if constexpr (op_named<Op>("relu")) {
+  if constexpr (ActivationOf<Op>::kind == ActivationKind::relu) {
     // Eigen evaluates relu's gradient (a select) one element at a time, which only -O3's
     // vectoriser widens; the convolution's mask loop is vectorised at -O2 too. It reads y:
     // y = max(h + b, 0) > 0 exactly where h + b > 0 (a NaN h + b gives 0 either way).
@@ -117,14 +117,10 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
     }, row_threshold(n));
     return;
   }
-  if constexpr (op_named<Op>("leaky_relu")) {
-    const T alpha = T(op.alpha);
-    map_biased(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::select(z > T(0), g[i], g[i] * alpha); });
-    return;
-  } else if constexpr (is_elu_like<Op>()) {  // y = sa (e^z - 1), so dy/dz = y + sa where z <= 0
-    const std::pair<T, T> f = elu_factors<T>(op);
-    const T s = f.first, sa = f.second;  // named, not bound: clang 14 cannot capture a binding
-    map_biased(h, b, rows, n, dz, [=](T z, int64_t i) { return vm::select(z > T(0), g[i] * s, g[i] * (y[i] + sa)); });
+  if constexpr (ActivationOf<Op>::form == ActivationForm::lane) {
+    map_biased(h, b, rows, n, dz, [op, y, g](T z, int64_t i) {
+      return op.backward(Lane<T>{z}, Lane<T>{y[i]}, Lane<T>{g[i]}).v;
+    });
     return;
   }
   const CRow bias(b, n);

@@ -11,7 +11,9 @@
 #pragma once
 #include <cstdint>
 
+#include "gradus/backend/cpu/bias_activation.hpp"
 #include "gradus/backend/plans.hpp"
+#include "gradus/expr/activations.hpp"
 
 namespace gradus::backend::cpu {
 
@@ -35,5 +37,20 @@ template <class T>
 void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T* g_seq, const T* g_h_last,
                    const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
                    bool add_c0);
+
+/// The explicit instantiation declarations (EXTERN = extern) or definitions (EXTERN empty,
+/// src/kernels.cpp) of the bias + activation kernels for element type T and op struct Op.
+#define GRADUS_BIAS_ACTIVATION_KERNELS(EXTERN, T, Op)                                                  \
+  EXTERN template void bias_activation_forward<T, Op>(const Op&, const T*, const T*, int64_t, int64_t, T*); \
+  EXTERN template void bias_activation_backward<T, Op>(const Op&, const T*, const T*, const T*, const T*,   \
+                                                      int64_t, int64_t, T*);
+
+// The bias + activation kernels of every activation (a row of expr/activations.hpp) are compiled
+// in the library, not in each translation unit that builds a layer.
+#define GRADUS_X(name, Op, args, form)                             \
+  GRADUS_BIAS_ACTIVATION_KERNELS(extern, float, ::gradus::ops::Op) \
+  GRADUS_BIAS_ACTIVATION_KERNELS(extern, double, ::gradus::ops::Op)
+GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
 
 }  // namespace gradus::backend::cpu

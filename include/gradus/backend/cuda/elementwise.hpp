@@ -25,13 +25,6 @@
 
 namespace gradus {
 
-/// The tensor an expression leaf reads: itself for a Tensor (a Var's value, autodiff/var.hpp).
-/// Found by argument-dependent lookup, so a leaf type of a higher layer brings its own.
-template <Element T>
-const Tensor<T>& device_leaf(const Tensor<T>& t) {
-  return t;
-}
-
 namespace backend::cuda {
 
 /// The broadcast map of an operand of shape `src` in an output of shape `out`, as a kernel reads it.
@@ -46,10 +39,7 @@ inline Bcast make_bcast(const Shape& src, const Shape& out) {
   return k;
 }
 
-template <class E>
-struct is_number_leaf : std::false_type {};
-template <class T>
-struct is_number_leaf<ScalarExpr<T>> : std::true_type {};
+using ::gradus::is_number_leaf;
 template <class E>
 struct is_tensor_leaf : std::bool_constant<!is_number_leaf<E>::value> {};
 

@@ -1,0 +1,151 @@
+// gradus/backend/cuda/kernels.hpp — the CUDA backend's table: which function of backend/cuda/
+// runs each kernel of backend/kernels.hpp on a GPU, for float and double. Elementwise
+// expressions run as generated kernels (cuda/elementwise.hpp), matrix products on cuBLAS
+// (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp). A kernel with no entry
+// here (the LSTM sequence, the reductions other than sum, data movement, integer tensors) is
+// null: calling it with GPU operands is a gd::device_error naming the op and the device.
+#pragma once
+#include "gradus/backend/cuda/blas.hpp"
+#include "gradus/backend/cuda/elementwise.hpp"
+#include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/registry.hpp"
+#include "gradus/expr/activations.hpp"
+
+namespace gradus::backend::cuda {
+
+/// The CUDA backend's function for kernel K and element type T (null: none).
+template <class K, class T>
+inline constexpr kernel_fn<K, T> kernel_of = nullptr;
+
+// ------------------------------------------------------------------------------ elementwise
+template <class E, Real T>
+inline constexpr kernel_fn<kernel::Evaluate<E>, T> kernel_of<kernel::Evaluate<E>, T> =
+    [](const E& e, T* out, const Shape& shape, Device device) { cuda::evaluate_into(e, out, shape, device); };
+/// A full sum: one generated reduction kernel into a double accumulator, finished on the device
+/// (no host synchronisation).
+template <class E, Real T>
+inline constexpr kernel_fn<kernel::SumAll<E>, T> kernel_of<kernel::SumAll<E>, T> =
+    [](const E& e, const Shape& shape, T* dst, T scale, Device device) {
+      const Tensor<double> acc = Tensor<double>::empty(Shape{}, device);
+      cuda::fill(acc.device_data(), 1, 0.0, device);
+      cuda::sum_into_accumulator(e, shape, acc.device_data(), device);
+      cuda::finish_sum(dst, acc.device_data(), double(scale), device);
+    };
+template <class E, Real T>
+inline constexpr kernel_fn<kernel::SumInto<E>, T> kernel_of<kernel::SumInto<E>, T> =
+    [](const E& e, const Shape& shape, T* acc, const Shape& reduced, Device device) {
+      cuda::sum_into(e, shape, acc, reduced, device);
+    };
+/// One generated kernel writes every target's gradient (and, with value_dst, the value's sum
+/// into a double accumulator finished on the device).
+template <class E, class Adjoint, Real T>
+inline constexpr kernel_fn<kernel::FusedBackward<E, Adjoint>, T> kernel_of<kernel::FusedBackward<E, Adjoint>, T> =
+    [](const E& e, const Shape& out, const Tensor<T>& g, T scale, const GradTarget<T>* targets, int ntargets,
+       T* value_dst, T value_scale, Device device) {
+      BackwardTargets<T> bt;
+      for (int i = 0; i < ntargets; ++i) {
+        const GradTarget<T>& t = targets[i];
+        if (!t.dst) continue;
+        bt.grad[t.leaf] = t.dst;
+        bt.add[t.leaf] = t.add;
+        bt.scatter[t.leaf] = t.broadcast;
+      }
+      Tensor<double> acc;
+      if (value_dst) {
+        acc = Tensor<double>::empty(Shape{}, device);
+        cuda::fill(acc.device_data(), 1, 0.0, device);
+      }
+      cuda::fused_backward(e, out, g, scale, bt, value_dst ? acc.device_data() : nullptr, device);
+      if (value_dst) cuda::finish_sum(value_dst, acc.device_data(), double(value_scale), device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::Fill, T> kernel_of<kernel::Fill, T> = [](T* d, int64_t n, T v, Device device) {
+  cuda::fill(d, long(n), v, device);
+};
+template <Real T>
+inline constexpr kernel_fn<kernel::AddInto, T> kernel_of<kernel::AddInto, T> =
+    [](T* d, const T* s, int64_t n, Device device) { cuda::add_into(d, s, long(n), device); };
+
+// ------------------------------------------------------------------------------ GEMM, layers
+template <Real T>
+inline constexpr kernel_fn<kernel::Gemm, T> kernel_of<kernel::Gemm, T> =
+    [](const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add, Device device) {
+      cuda::gemm(a, ta, b, tb, c, m, k, n, add, device);
+    };
+
+/// An activation's alpha (leaky_relu's slope, elu's scale; 0 for the others).
+template <class Op>
+double activation_alpha(const Op& op) {
+  if constexpr (requires { op.param(0); })
+    return op.param(0);
+  else
+    return 0.0;
+}
+template <class Op, Real T>
+inline constexpr kernel_fn<kernel::BiasActivation<Op>, T> kernel_of<kernel::BiasActivation<Op>, T> =
+    [](const Op& op, const T* h, const T* b, int64_t rows, int64_t n, T* y, Device device) {
+      cuda::bias_activation_forward(int(ActivationOf<Op>::kind), activation_alpha(op), h, b, rows, n, y, device);
+    };
+template <class Op, Real T>
+inline constexpr kernel_fn<kernel::BiasActivationBackward<Op>, T> kernel_of<kernel::BiasActivationBackward<Op>, T> =
+    [](const Op& op, const T* h, const T* b, const T* y, const T* g, int64_t rows, int64_t n, T* dz, Device device) {
+      cuda::bias_activation_backward(int(ActivationOf<Op>::kind), activation_alpha(op), h, b, y, g, rows, n, dz, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::SumRows, T> kernel_of<kernel::SumRows, T> =
+    [](const T* x, int64_t rows, int64_t n, T* out, Device device) { cuda::sum_rows(x, rows, n, out, device); };
+template <Real T>
+inline constexpr kernel_fn<kernel::DropoutMask, T> kernel_of<kernel::DropoutMask, T> =
+    [](uint64_t key, double keep, T scale, int64_t n, T* mask, Device device) {
+      cuda::dropout_mask(key, keep, scale, n, mask, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::MaskedMultiply, T> kernel_of<kernel::MaskedMultiply, T> =
+    [](const T* x, const T* mask, int64_t n, T* out, bool add, Device device) {
+      cuda::masked_multiply(x, mask, n, out, add, device);
+    };
+
+// ----------------------------------------------------------------- convolution and pooling
+template <Real T>
+inline constexpr kernel_fn<kernel::Conv2d, T> kernel_of<kernel::Conv2d, T> =
+    [](const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, Device device) {
+      cuda::conv2d_forward(p, x, w, bias, out, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::Conv2dBackward, T> kernel_of<kernel::Conv2dBackward, T> =
+    [](const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw, T* db,
+       bool add_db, Device device) { cuda::conv2d_backward(p, g, x, w, dx, add_dx, dw, add_dw, db, add_db, device); };
+template <Real T>
+inline constexpr kernel_fn<kernel::Pool2d, T> kernel_of<kernel::Pool2d, T> =
+    [](const PoolPlan& p, const T* x, T* y, bool max, Device device) { cuda::pool2d_forward(p, x, y, max, device); };
+template <Real T>
+inline constexpr kernel_fn<kernel::Pool2dBackward, T> kernel_of<kernel::Pool2dBackward, T> =
+    [](const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max, Device device) {
+      cuda::pool2d_backward(p, g, x, y, dx, add, max, device);
+    };
+
+// -------------------------------------------------------------------------- softmax, one-hot
+template <Real T>
+inline constexpr kernel_fn<kernel::Softmax, T> kernel_of<kernel::Softmax, T> =
+    [](const AxisView& v, const T* x, T* y, bool log, Device device) {
+      cuda::softmax_forward(x, y, v.outer, v.n, v.inner, log, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::SoftmaxBackward, T> kernel_of<kernel::SoftmaxBackward, T> =
+    [](const AxisView& v, const T* y, const T* g, T* dx, bool log, Device device) {
+      cuda::softmax_backward(y, g, dx, v.outer, v.n, v.inner, log, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::OneHot, T> kernel_of<kernel::OneHot, T> =
+    [](const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, Device device) {
+      cuda::one_hot(labels, count, depth, on, off, out, device);
+    };
+
+/// The CUDA backend, as backend/backends.hpp lists it.
+struct Backend {
+  static constexpr DeviceType device_type = DeviceType::cuda;
+  template <class K, class T>
+  static constexpr kernel_fn<K, T> kernel = kernel_of<K, T>;
+};
+
+}  // namespace gradus::backend::cuda
