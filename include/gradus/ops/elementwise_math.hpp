@@ -45,6 +45,12 @@ struct UnaryOp {
 };
 
 // clang-format off
+/// The identity, for a layer's `linear` activation (expr/activations.hpp); no public op.
+struct Identity {
+  static constexpr bool ignores_input = true;
+  GRADUS_HOST_DEVICE static auto forward(const auto& x) { return x; }
+  GRADUS_HOST_DEVICE static auto backward(const auto&, const auto&, const auto& g) { return g; }
+};
 struct Neg : UnaryOp {
   static constexpr std::string_view name = "neg";
   GRADUS_HOST_DEVICE static auto forward(const auto& x) { return -x; }

@@ -22,24 +22,21 @@ inline const std::string& library_source() {
                                              "#include \"gradus/backend/cuda/element.hpp\"\n"
                                              "#include \"gradus/backend/cuda/geometry.hpp\"\n"
                                              "#include \"gradus/core/philox.hpp\"\n"
-                                             "#include \"gradus/ops/elementwise_math.hpp\"\n") + R"(
+                                             "#include \"gradus/ops/elementwise_math.hpp\"\n"
+                                             "#include \"gradus/expr/activations.hpp\"\n") + R"(
 
-// a layer's activation chosen at run time (gd::ActivationKind's order), with the op structs the
-// CPU runs: forward of z, and the gradient from z, the output y and its adjoint g
+// a layer's activation chosen at run time (gd::ActivationKind, expanded from the table of
+// expr/activations.hpp), with the op structs the CPU runs: forward of z, and the gradient from
+// z, the output y and its adjoint g
 template <class T>
 __device__ T gradus_activation(int kind, double alpha, T z) {
   using V = gradus::backend::cuda::Element<T>;
   const V x{z};
   switch (kind) {
-    case 1: return gradus::ops::Relu{}.forward(x).v;
-    case 2: return gradus::ops::LeakyRelu(alpha).forward(x).v;
-    case 3: return gradus::ops::Elu(alpha).forward(x).v;
-    case 4: return gradus::ops::Selu{}.forward(x).v;
-    case 5: return gradus::ops::Gelu{}.forward(x).v;
-    case 6: return gradus::ops::Tanh{}.forward(x).v;
-    case 7: return gradus::ops::Sigmoid{}.forward(x).v;
-    case 8: return gradus::ops::Softplus{}.forward(x).v;
-    case 9: return gradus::ops::Softsign{}.forward(x).v;
+#define GRADUS_X(name, Op, args, form) \
+    case int(gradus::ActivationKind::name): return gradus::ops::Op args .forward(x).v;
+    GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
     default: return z;
   }
 }
@@ -48,15 +45,10 @@ __device__ T gradus_activation_grad(int kind, double alpha, T z, T y, T g) {
   using V = gradus::backend::cuda::Element<T>;
   const V x{z}, out{y}, d{g};
   switch (kind) {
-    case 1: return gradus::ops::Relu{}.backward(x, out, d).v;
-    case 2: return gradus::ops::LeakyRelu(alpha).backward(x, out, d).v;
-    case 3: return gradus::ops::Elu(alpha).backward(x, out, d).v;
-    case 4: return gradus::ops::Selu{}.backward(x, out, d).v;
-    case 5: return gradus::ops::Gelu{}.backward(x, out, d).v;
-    case 6: return gradus::ops::Tanh{}.backward(x, out, d).v;
-    case 7: return gradus::ops::Sigmoid{}.backward(x, out, d).v;
-    case 8: return gradus::ops::Softplus{}.backward(x, out, d).v;
-    case 9: return gradus::ops::Softsign{}.backward(x, out, d).v;
+#define GRADUS_X(name, Op, args, form) \
+    case int(gradus::ActivationKind::name): return gradus::ops::Op args .backward(x, out, d).v;
+    GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
     default: return g;
   }
 }
