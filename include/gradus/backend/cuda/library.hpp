@@ -1,6 +1,7 @@
 // gradus/backend/cuda/library.hpp — the few fixed GPU kernels that are not generated from an
 // expression: filling, accumulating a gradient, finishing a reduction. One source, compiled by
-// NVRTC once per architecture (and kept in the kernel cache like any other), loaded once per GPU.
+// NVRTC once per architecture (and kept in the kernel cache like any other), loaded once per GPU;
+// its device code is in library/*.cuh, one file per kernel family.
 //
 //   backend::cuda::fill(p, n, 1.f, dev);   backend::cuda::add_into(dst, src, n, dev);
 #pragma once
@@ -15,178 +16,22 @@
 namespace gradus::backend::cuda {
 
 /// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
+/// The kernels are in library/*.cuh, one file per family, read by NVRTC through include_root().
 inline const std::string& library_source() {
   // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
   // this header's (the layering check reads #include lines)
-  static const std::string src = std::string("#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
-                                             "#include \"gradus/backend/cuda/element.hpp\"\n"
-                                             "#include \"gradus/backend/cuda/geometry.hpp\"\n"
-                                             "#include \"gradus/core/philox.hpp\"\n"
-                                             "#include \"gradus/ops/elementwise_math.hpp\"\n"
-                                             "#include \"gradus/expr/activations.hpp\"\n") + R"(
-
-// a layer's activation chosen at run time (gd::ActivationKind, expanded from the table of
-// expr/activations.hpp), with the op structs the CPU runs: forward of z, and the gradient from
-// z, the output y and its adjoint g
-template <class T>
-__device__ T gradus_activation(int kind, double alpha, T z) {
-  using V = gradus::backend::cuda::Element<T>;
-  const V x{z};
-  switch (kind) {
-#define GRADUS_X(name, Op, args, form) \
-    case int(gradus::ActivationKind::name): return gradus::ops::Op args .forward(x).v;
-    GRADUS_ACTIVATIONS(GRADUS_X)
-#undef GRADUS_X
-    default: return z;
-  }
-}
-template <class T>
-__device__ T gradus_activation_grad(int kind, double alpha, T z, T y, T g) {
-  using V = gradus::backend::cuda::Element<T>;
-  const V x{z}, out{y}, d{g};
-  switch (kind) {
-#define GRADUS_X(name, Op, args, form) \
-    case int(gradus::ActivationKind::name): return gradus::ops::Op args .backward(x, out, d).v;
-    GRADUS_ACTIVATIONS(GRADUS_X)
-#undef GRADUS_X
-    default: return g;
-  }
-}
-
-#define GRADUS_FOR_EACH(i, n) \
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < (n); i += (long)gridDim.x * blockDim.x)
-__device__ inline float gradus_exp(float x) { return expf(x); }
-__device__ inline double gradus_exp(double x) { return exp(x); }
-__device__ inline float gradus_log(float x) { return logf(x); }
-__device__ inline double gradus_log(double x) { return log(x); }
-#define GRADUS_LIBRARY(T, S)                                                                        \
-  extern "C" __global__ void gradus_fill_##S(T* d, T v, long n) { GRADUS_FOR_EACH(i, n) d[i] = v; } \
-  extern "C" __global__ void gradus_add_into_##S(T* d, const T* s, long n) {                         \
-    GRADUS_FOR_EACH(i, n) d[i] += s[i];                                                             \
-  }                                                                                                 \
-  extern "C" __global__ void gradus_finish_sum_##S(T* d, const double* acc, double scale) {         \
-    if (blockIdx.x == 0 && threadIdx.x == 0) d[0] = (T)(acc[0] * scale);                           \
-  }                                                                                                 \
-  extern "C" __global__ void gradus_dropout_mask_##S(T* m, long n, unsigned long long key, double keep, \
-                                                     T scale) {                                     \
-    GRADUS_FOR_EACH(i, n) m[i] = double(gradus::philox_uniform(key, i)) < keep ? scale : T(0);      \
-  }                                                                                                 \
-  extern "C" __global__ void gradus_masked_multiply_##S(const T* x, const T* m, long n, T* out, int add) { \
-    GRADUS_FOR_EACH(i, n) out[i] = add ? out[i] + x[i] * m[i] : x[i] * m[i];                        \
-  }                                                                                                 \
-  extern "C" __global__ void gradus_softmax_##S(const T* x, T* y, long outer, long n, long inner, int lg) { \
-    GRADUS_FOR_EACH(line, outer * inner) {                                                         \
-      const long b = (line / inner) * n * inner + line % inner; /* the line's first element */      \
-      T m = x[b];                                                                                  \
-      for (long j = 1; j < n; ++j) m = x[b + j * inner] > m ? x[b + j * inner] : m;               \
-      T s = 0;                                                                                     \
-      for (long j = 0; j < n; ++j) s += gradus_exp(x[b + j * inner] - m);                         \
-      if (lg) {                                                                                    \
-        const T ls = m + gradus_log(s);                                                            \
-        for (long j = 0; j < n; ++j) y[b + j * inner] = x[b + j * inner] - ls;                     \
-      } else {                                                                                     \
-        for (long j = 0; j < n; ++j) y[b + j * inner] = gradus_exp(x[b + j * inner] - m) / s;      \
-      }                                                                                            \
-    }                                                                                              \
-  }                                                                                                \
-  extern "C" __global__ void gradus_softmax_backward_##S(const T* y, const T* g, T* dx, long outer, long n, \
-                                                         long inner, int lg) {                     \
-    GRADUS_FOR_EACH(line, outer * inner) {                                                         \
-      const long b = (line / inner) * n * inner + line % inner;                                    \
-      T s = 0;                                                                                     \
-      for (long j = 0; j < n; ++j) s += lg ? g[b + j * inner] : g[b + j * inner] * y[b + j * inner]; \
-      for (long j = 0; j < n; ++j) {                                                               \
-        const long k = b + j * inner;                                                              \
-        dx[k] = lg ? g[k] - gradus_exp(y[k]) * s : y[k] * (g[k] - s);                              \
-      }                                                                                            \
-    }                                                                                              \
-  }                                                                                                \
-  extern "C" __global__ void gradus_bias_activation_##S(const T* h, const T* b, long rows, long n, T* out, \
-                                                        int kind, double alpha) {                  \
-    GRADUS_FOR_EACH(i, rows * n) out[i] = gradus_activation<T>(kind, alpha, h[i] + b[i % n]);      \
-  }                                                                                                \
-  extern "C" __global__ void gradus_bias_activation_backward_##S(const T* h, const T* b, const T* y,   \
-                                                                 const T* g, long rows, long n, T* dz, \
-                                                                 int kind, double alpha) {         \
-    GRADUS_FOR_EACH(i, rows * n) dz[i] = gradus_activation_grad<T>(kind, alpha, h[i] + b[i % n], y[i], g[i]); \
-  }                                                                                                \
-  extern "C" __global__ void gradus_sum_rows_##S(const T* x, long rows, long n, T* out) {          \
-    GRADUS_FOR_EACH(c, n) {                                                                        \
-      T s = 0;                                                                                     \
-      for (long r = 0; r < rows; ++r) s += x[r * n + c];                                           \
-      out[c] = s;                                                                                  \
-    }                                                                                              \
-  }                                                                                                \
-  /* convolution as im2col + GEMM: cols [n*oh*ow, kh*kw*c], zero where the window is outside */  \
-  extern "C" __global__ void gradus_im2col_##S(const T* x, T* cols, gradus::backend::cuda::ConvGeometry p) { \
-    const long depth = p.kh * p.kw * p.c;                                                          \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * depth) {                                                \
-      const long row = i / depth, d = i % depth;                                                   \
-      const long ci = d % p.c, kx = (d / p.c) % p.kw, ky = d / (p.c * p.kw);                       \
-      const long ox = row % p.ow, oy = (row / p.ow) % p.oh, b = row / (p.ow * p.oh);               \
-      const long yy = oy * p.sh - p.ph + ky * p.dh, xx = ox * p.sw - p.pw + kx * p.dw;             \
-      cols[i] = yy >= 0 && yy < p.h && xx >= 0 && xx < p.w ? x[((b * p.h + yy) * p.w + xx) * p.c + ci] : T(0); \
-    }                                                                                              \
-  }                                                                                                \
-  /* the adjoint of im2col: each patch element's gradient added to the input pixel it read */       \
-  extern "C" __global__ void gradus_col2im_##S(const T* cols, T* dx, gradus::backend::cuda::ConvGeometry p) { \
-    const long depth = p.kh * p.kw * p.c;                                                          \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * depth) {                                                \
-      const long row = i / depth, d = i % depth;                                                   \
-      const long ci = d % p.c, kx = (d / p.c) % p.kw, ky = d / (p.c * p.kw);                       \
-      const long ox = row % p.ow, oy = (row / p.ow) % p.oh, b = row / (p.ow * p.oh);               \
-      const long yy = oy * p.sh - p.ph + ky * p.dh, xx = ox * p.sw - p.pw + kx * p.dw;             \
-      if (yy >= 0 && yy < p.h && xx >= 0 && xx < p.w) atomicAdd(dx + ((b * p.h + yy) * p.w + xx) * p.c + ci, cols[i]); \
-    }                                                                                              \
-  }                                                                                                \
-  extern "C" __global__ void gradus_add_rows_##S(T* out, const T* bias, long rows, long n) {       \
-    GRADUS_FOR_EACH(i, rows * n) out[i] += bias[i % n];                                            \
-  }                                                                                                \
-  /* pooling: one thread per output element; the clipped window as on the CPU */                    \
-  extern "C" __global__ void gradus_pool_##S(const T* x, T* y, gradus::backend::cuda::PoolGeometry p, int mx) { \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.c) {                                                  \
-      const long ci = i % p.c, ox = (i / p.c) % p.ow, oy = (i / (p.c * p.ow)) % p.oh, b = i / (p.c * p.ow * p.oh); \
-      const long ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;                                     \
-      const long y0 = ys > 0 ? ys : 0, y1 = ys + p.kh < p.h ? ys + p.kh : p.h;                     \
-      const long x0 = xs > 0 ? xs : 0, x1 = xs + p.kw < p.w ? xs + p.kw : p.w;                     \
-      T acc = 0;                                                                                   \
-      bool first = true;                                                                           \
-      for (long yy = y0; yy < y1; ++yy)                                                            \
-        for (long xx = x0; xx < x1; ++xx) {                                                        \
-          const T v = x[((b * p.h + yy) * p.w + xx) * p.c + ci];                                   \
-          acc = mx ? (first || v > acc ? v : acc) : acc + v;                                       \
-          first = false;                                                                           \
-        }                                                                                          \
-      y[i] = mx || first ? acc : acc / T((y1 - y0) * (x1 - x0));                                   \
-    }                                                                                              \
-  }                                                                                                \
-  /* max: the first element equal to the maximum takes the gradient; avg: shared evenly */          \
-  extern "C" __global__ void gradus_pool_backward_##S(const T* g, const T* x, const T* y, T* dx,   \
-                                                      gradus::backend::cuda::PoolGeometry p, int mx) { \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.c) {                                                  \
-      const long ci = i % p.c, ox = (i / p.c) % p.ow, oy = (i / (p.c * p.ow)) % p.oh, b = i / (p.c * p.ow * p.oh); \
-      const long ys = oy * p.sh - p.ph, xs = ox * p.sw - p.pw;                                     \
-      const long y0 = ys > 0 ? ys : 0, y1 = ys + p.kh < p.h ? ys + p.kh : p.h;                     \
-      const long x0 = xs > 0 ? xs : 0, x1 = xs + p.kw < p.w ? xs + p.kw : p.w;                     \
-      const T share = mx ? g[i] : g[i] / T((y1 - y0) * (x1 - x0));                                 \
-      bool done = false;                                                                           \
-      for (long yy = y0; yy < y1 && !done; ++yy)                                                   \
-        for (long xx = x0; xx < x1 && !done; ++xx) {                                               \
-          const long k = ((b * p.h + yy) * p.w + xx) * p.c + ci;                                   \
-          if (!mx || x[k] == y[i]) {                                                               \
-            atomicAdd(dx + k, share);                                                              \
-            done = mx;                                                                             \
-          }                                                                                        \
-        }                                                                                          \
-    }                                                                                              \
-  }                                                                                                \
-  extern "C" __global__ void gradus_one_hot_##S(const long long* labels, long count, long depth, T on, T off, \
-                                                T* out) {                                          \
-    GRADUS_FOR_EACH(i, count * depth) out[i] = labels[i / depth] == i % depth ? on : off;          \
-  }
-GRADUS_LIBRARY(float, f)
-GRADUS_LIBRARY(double, d)
-)";
+  static const std::string src = "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/element.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/geometry.hpp\"\n"
+                                 "#include \"gradus/core/philox.hpp\"\n"
+                                 "#include \"gradus/ops/elementwise_math.hpp\"\n"
+                                 "#include \"gradus/expr/activations.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/library/common.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/fill.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/layers.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/softmax.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/pool.cuh\"\n";
   return src;
 }
 
