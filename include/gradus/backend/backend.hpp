@@ -14,15 +14,16 @@
 //                   (on a GPU: cuBLAS)                                          cuda/blas.hpp
 //   convolution     conv2d_forward, conv2d_backward, conv2d_relu_*              cpu/conv.hpp
 //   pooling         pool2d_forward, pool2d_backward                             cpu/pool.hpp
-//                   (both on a GPU: im2col + cuBLAS, library kernels)           cuda/library.hpp
+//                   (both on a GPU: im2col + cuBLAS, library kernels)           cuda/conv.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
 //                   reduce_logsumexp(_backward)                                 cpu/reduce.hpp
 //   softmax         softmax_forward, softmax_backward                           cpu/softmax.hpp
-//                   (softmax and one_hot on a GPU: library kernels)             cuda/library.hpp
+//                   (softmax and one_hot on a GPU: library kernels)             cuda/softmax.hpp
 //   layers          bias_activation_forward/_backward, sum_rows                 cpu/bias_activation.hpp
+//                   (on a GPU: library kernels)                                 cuda/layers.hpp
 //   recurrent       lstm_forward, lstm_backward (CPU only)                      cpu/lstm.hpp
 //   dropout         dropout_mask, masked_multiply                               cpu/dropout.hpp
-//                   (on a GPU: library kernels)                                 cuda/library.hpp
+//                   (on a GPU: library kernels)                                 cuda/layers.hpp
 //   data movement   copy_window, window_grad, permute, join_rows, split_rows,
 //                   gather_rows, scatter_add_rows, one_hot, cast                cpu/copy.hpp
 //
@@ -40,8 +41,11 @@
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/cuda/blas.hpp"
+#include "gradus/backend/cuda/conv.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
+#include "gradus/backend/cuda/layers.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/softmax.hpp"
 #include "gradus/backend/plans.hpp"
 #if defined(GRADUS_COMPILED_KERNELS)  // linked with gradus::kernels: GEMM, conv and pooling compiled there
 #include "gradus/backend/cpu/compiled.hpp"

@@ -98,7 +98,7 @@ GRADUS_FOR_EACH_ELEMENTWISE_ACTIVATION(GRADUS_EXTERN_DOUBLE)
 namespace detail {
 
 /// bias_activation on a GPU: the activation is chosen inside the kernel from its kind, with the
-/// op structs the CPU runs (backend/cuda/library.hpp).
+/// op structs the CPU runs (backend/cuda/layers.hpp).
 template <Real T>
 Var<T> bias_activation_on_device(const Var<T>& h, const Var<T>& b, const Activation& a, int64_t rows, int64_t n,
                                  Device dev) {

@@ -1,17 +1,31 @@
-// gradus/backend/cuda/library.hpp — the few fixed GPU kernels that are not generated from an
-// expression: filling, accumulating a gradient, finishing a reduction. One source, compiled by
-// NVRTC once per architecture (and kept in the kernel cache like any other), loaded once per GPU;
-// its device code is in library/*.cuh, one file per kernel family.
+// gradus/backend/cuda/library.hpp — the GPU library: the fixed kernels that are not generated
+// from an expression. One CUDA source, compiled by NVRTC once per architecture (and kept in the
+// kernel cache like any other), loaded once per GPU. This header holds its loader and the small
+// kernels (filling, accumulating a gradient, finishing a reduction); the families have a
+// header each, beside their device code in library/*.cuh:
+//
+//   family                                              host wrappers      device code
+//   fill, add_into, finish_sum                          library.hpp        library/fill.cuh
+//   bias + activation, sum_rows, dropout                layers.hpp         library/layers.cuh
+//   softmax, log_softmax, one_hot                       softmax.hpp        library/softmax.cuh
+//   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
+//
+// (library/common.cuh: the grid-stride loop and the math every family uses.)
 //
 //   backend::cuda::fill(p, n, 1.f, dev);   backend::cuda::add_into(dst, src, n, dev);
 #pragma once
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "gradus/backend/cuda/codegen.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
-#include "gradus/backend/cuda/geometry.hpp"
-#include "gradus/backend/plans.hpp"
+#include "gradus/backend/cuda/kernel_cache.hpp"
+#include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/core/device.hpp"
 
 namespace gradus::backend::cuda {
 
@@ -72,8 +86,7 @@ void* cached_library_function(Device device) {
   if (!fn) fns[size_t(device.index)].store(fn = library_function<T>(Name, device.index), std::memory_order_release);
   return fn;
 }
-inline constexpr char kFill[] = "fill", kAddInto[] = "add_into", kFinishSum[] = "finish_sum",
-                      kDropoutMask[] = "dropout_mask", kMaskedMultiply[] = "masked_multiply";
+inline constexpr char kFill[] = "fill", kAddInto[] = "add_into", kFinishSum[] = "finish_sum";
 
 /// d[i] = v for i < n, on GPU `device`.
 template <class T>
@@ -97,162 +110,6 @@ void finish_sum(T* d, const double* acc, double scale, Device device) {
   void* fn = cached_library_function<T, kFinishSum>(device);
   void* params[] = {&d, &acc, &scale};
   launch_library(fn, 1, params, device.index);
-}
-
-/// mask[i] = scale when element i of the Philox stream `key` is below `keep`, else 0 (the CPU's
-/// numbers: backend/cpu/dropout.hpp).
-template <class T>
-void dropout_mask(uint64_t key, double keep, T scale, int64_t n, T* mask, Device device) {
-  void* fn = cached_library_function<T, kDropoutMask>(device);
-  long count = long(n);
-  unsigned long long k = key;
-  void* params[] = {&mask, &count, &k, &keep, &scale};
-  launch_library(fn, count, params, device.index);
-}
-
-/// out[i] = (or, with `add`, +=) x[i] * mask[i].
-template <class T>
-void masked_multiply(const T* x, const T* mask, int64_t n, T* out, bool add, Device device) {
-  void* fn = cached_library_function<T, kMaskedMultiply>(device);
-  long count = long(n);
-  int a = add ? 1 : 0;
-  void* params[] = {&x, &mask, &count, &out, &a};
-  launch_library(fn, count, params, device.index);
-}
-
-inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward", kOneHot[] = "one_hot",
-                      kBiasActivation[] = "bias_activation", kBiasActivationBackward[] = "bias_activation_backward",
-                      kSumRows[] = "sum_rows", kIm2col[] = "im2col", kCol2im[] = "col2im", kAddRows[] = "add_rows",
-                      kPool[] = "pool", kPoolBackward[] = "pool_backward";
-
-/// out = activation(h + b) over [rows, n], b broadcast along rows; `kind` is gd::ActivationKind's
-/// number (linear through softsign), `alpha` leaky_relu's slope or elu's scale.
-template <class T>
-void bias_activation_forward(int kind, double alpha, const T* h, const T* b, int64_t rows, int64_t n, T* out,
-                             Device device) {
-  long r = long(rows), nn = long(n);
-  void* params[] = {&h, &b, &r, &nn, &out, &kind, &alpha};
-  launch_library(cached_library_function<T, kBiasActivation>(device), r * nn, params, device.index);
-}
-/// dz = the activation's gradient at h + b, from its output y and adjoint g.
-template <class T>
-void bias_activation_backward(int kind, double alpha, const T* h, const T* b, const T* y, const T* g, int64_t rows,
-                              int64_t n, T* dz, Device device) {
-  long r = long(rows), nn = long(n);
-  void* params[] = {&h, &b, &y, &g, &r, &nn, &dz, &kind, &alpha};
-  launch_library(cached_library_function<T, kBiasActivationBackward>(device), r * nn, params, device.index);
-}
-/// out [n] = the column sums of x [rows, n] (one thread per column).
-template <class T>
-void sum_rows(const T* x, int64_t rows, int64_t n, T* out, Device device) {
-  long r = long(rows), nn = long(n);
-  void* params[] = {&x, &r, &nn, &out};
-  launch_library(cached_library_function<T, kSumRows>(device), nn, params, device.index);
-}
-
-/// softmax (or log_softmax) of each line of x along the middle axis of [outer, n, inner]: one
-/// thread per line, the maximum subtracted first.
-template <class T>
-void softmax_forward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log, Device device) {
-  long o = long(outer), nn = long(n), in = long(inner);
-  int lg = log ? 1 : 0;
-  void* params[] = {&x, &y, &o, &nn, &in, &lg};
-  launch_library(cached_library_function<T, kSoftmax>(device), o * in, params, device.index);
-}
-/// dx from the softmax (log_softmax) output y and its adjoint g, line by line.
-template <class T>
-void softmax_backward(const T* y, const T* g, T* dx, int64_t outer, int64_t n, int64_t inner, bool log, Device device) {
-  long o = long(outer), nn = long(n), in = long(inner);
-  int lg = log ? 1 : 0;
-  void* params[] = {&y, &g, &dx, &o, &nn, &in, &lg};
-  launch_library(cached_library_function<T, kSoftmaxBackward>(device), o * in, params, device.index);
-}
-/// out[r, c] = on where labels[r] == c, else off (a label outside [0, depth): a row of off).
-template <class T>
-void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, Device device) {
-  const long long* l = reinterpret_cast<const long long*>(labels);
-  long c = long(count), d = long(depth);
-  void* params[] = {&l, &c, &d, &on, &off, &out};
-  launch_library(cached_library_function<T, kOneHot>(device), c * d, params, device.index);
-}
-
-inline ConvGeometry geometry(const ConvPlan& p) {
-  return {long(p.n), long(p.h), long(p.w), long(p.c), long(p.kh), long(p.kw), long(p.f), long(p.oh),
-          long(p.ow), long(p.sh), long(p.sw), long(p.dh), long(p.dw), long(p.ph), long(p.pw)};
-}
-inline PoolGeometry geometry(const PoolPlan& p) {
-  return {long(p.n), long(p.h), long(p.w), long(p.c), long(p.kh), long(p.kw), long(p.sh), long(p.sw),
-          long(p.oh), long(p.ow), long(p.ph), long(p.pw)};
-}
-
-/// conv2d on a GPU: the patches gathered (im2col), one cuBLAS product with the filter
-/// [kh*kw*c, f], then the bias added to every row.
-template <class T>
-void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, Device device) {
-  ConvGeometry geo = geometry(p);
-  const int64_t rows = p.rows(), depth = p.depth();
-  Tensor<T> cols = Tensor<T>::empty(Shape{rows, depth}, device);
-  T* c = cols.device_data();
-  void* im2col_params[] = {&x, &c, &geo};
-  launch_library(cached_library_function<T, kIm2col>(device), long(rows * depth), im2col_params, device.index);
-  gemm(c, false, w, false, out, rows, depth, p.f, false, device);
-  if (bias) {
-    long r = long(rows), n = long(p.f);
-    void* params[] = {&out, &bias, &r, &n};
-    launch_library(cached_library_function<T, kAddRows>(device), r * n, params, device.index);
-  }
-}
-
-/// conv2d's gradients on a GPU (each pointer null when not wanted, `add_*` to accumulate):
-/// dW = colsᵀ·g, dX = col2im(g·Wᵀ), db = the column sums of g.
-template <class T>
-void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* dx, bool add_dx, T* dw, bool add_dw,
-                     T* db, bool add_db, Device device) {
-  ConvGeometry geo = geometry(p);
-  const int64_t rows = p.rows(), depth = p.depth();
-  Tensor<T> cols = Tensor<T>::empty(Shape{rows, depth}, device);
-  T* c = cols.device_data();
-  if (dw) {
-    void* params[] = {&x, &c, &geo};
-    launch_library(cached_library_function<T, kIm2col>(device), long(rows * depth), params, device.index);
-    gemm(static_cast<const T*>(c), true, g, false, dw, depth, rows, p.f, add_dw, device);
-  }
-  if (dx) {
-    gemm(g, false, w, true, c, rows, p.f, depth, false, device);  // the patches' gradients
-    if (!add_dx) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
-    const T* cc = c;
-    void* params[] = {&cc, &dx, &geo};
-    launch_library(cached_library_function<T, kCol2im>(device), long(rows * depth), params, device.index);
-  }
-  if (db) {
-    if (add_db) {
-      Tensor<T> tmp = Tensor<T>::empty(Shape{p.f}, device);
-      sum_rows(g, rows, p.f, tmp.device_data(), device);
-      add_into(db, static_cast<const T*>(tmp.device_data()), long(p.f), device);
-    } else {
-      sum_rows(g, rows, p.f, db, device);
-    }
-  }
-}
-
-/// max or average pooling of x into y on a GPU, one thread per output element.
-template <class T>
-void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max, Device device) {
-  PoolGeometry geo = geometry(p);
-  int mx = max ? 1 : 0;
-  void* params[] = {&x, &y, &geo, &mx};
-  launch_library(cached_library_function<T, kPool>(device), long(p.n * p.oh * p.ow * p.c), params, device.index);
-}
-/// pooling's gradient on a GPU, scatter-added into dx (zeroed first unless `add`).
-template <class T>
-void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max,
-                     Device device) {
-  if (!add) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
-  PoolGeometry geo = geometry(p);
-  int mx = max ? 1 : 0;
-  void* params[] = {&g, &x, &y, &dx, &geo, &mx};
-  launch_library(cached_library_function<T, kPoolBackward>(device), long(p.n * p.oh * p.ow * p.c), params,
-                 device.index);
 }
 
 }  // namespace gradus::backend::cuda
