@@ -56,6 +56,10 @@ endforeach()
 if(NOT EXISTS ${prefix}/include/gradus/gradus.hpp)
   message(FATAL_ERROR "install_consumer: the README's install commands put no gradus/gradus.hpp under ${prefix}/include")
 endif()
+# the GPU library's device code, which NVRTC reads from the installed include directory
+if(NOT EXISTS ${prefix}/include/gradus/backend/cuda/library/common.cuh)
+  message(FATAL_ERROR "install_consumer: the install put no gradus/backend/cuda/library/*.cuh under ${prefix}/include")
+endif()
 
 set(binary ${WORK_DIR}/build)
 run_step("configure without xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}

@@ -12,14 +12,14 @@
 //   elementwise     evaluate_into, sum_all, sum_into, fused_backward,          cpu/elementwise.hpp
 //                   fill, add_into                                             cuda/elementwise.hpp (generated)
 //   GEMM            gemm                                                       cpu/gemm.hpp, cuda/blas.hpp
-//   convolution     conv2d_forward/_backward, conv2d_relu_forward/_backward    cpu/conv.hpp, cuda/library.hpp
-//   pooling         pool2d_forward/_backward                                   cpu/pool.hpp, cuda/library.hpp
+//   convolution     conv2d_forward/_backward, conv2d_relu_forward/_backward    cpu/conv.hpp, cuda/conv.hpp
+//   pooling         pool2d_forward/_backward                                   cpu/pool.hpp, cuda/conv.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
 //                   reduce_logsumexp(_backward)                                cpu/reduce.hpp
-//   softmax         softmax_forward/_backward, sparse_xent_forward/_backward   cpu/softmax.hpp, cuda/library.hpp
-//   layers          bias_activation_forward/_backward, sum_rows                cpu/bias_activation.hpp, cuda/library.hpp
+//   softmax         softmax_forward/_backward, sparse_xent_forward/_backward   cpu/softmax.hpp, cuda/softmax.hpp
+//   layers          bias_activation_forward/_backward, sum_rows                cpu/bias_activation.hpp, cuda/layers.hpp
 //   recurrent       lstm_forward, lstm_backward                                cpu/lstm.hpp
-//   dropout         dropout_mask, masked_multiply                              cpu/dropout.hpp, cuda/library.hpp
+//   dropout         dropout_mask, masked_multiply                              cpu/dropout.hpp, cuda/layers.hpp
 //   data movement   copy_window, window_grad, permute, join_rows, split_rows,
 //                   gather_rows, scatter_add_rows, one_hot, cast               cpu/copy.hpp
 //

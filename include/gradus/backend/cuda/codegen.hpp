@@ -245,7 +245,8 @@ KernelSource elementwise_source(Pass pass, std::string entry = {}) {
 }
 
 /// The directory holding gradus/ (the headers NVRTC includes): $GRADUS_INCLUDE_DIR, else the
-/// one this header was compiled from. Throws gd::device_error when the op headers are not there.
+/// one this header was compiled from. Throws gd::device_error when the op headers or the GPU
+/// library's device sources (backend/cuda/library/*.cuh) are not there.
 inline std::string include_root() {
   std::string root;
   if (const char* env = std::getenv("GRADUS_INCLUDE_DIR"); env && *env) {
@@ -257,11 +258,13 @@ inline std::string include_root() {
                : std::string();
     if (root.empty()) root = ".";
   }
-  const std::string probe = root + "/gradus/ops/elementwise_math.hpp";
-  std::FILE* f = std::fopen(probe.c_str(), "rb");
-  GRADUS_CHECK(device_error, f != nullptr, "cuda: the gradus headers that generated kernels include are not at ",
-               root, " (no ", probe, "); set GRADUS_INCLUDE_DIR to the directory that holds gradus/");
-  std::fclose(f);
+  for (const char* file : {"/gradus/ops/elementwise_math.hpp", "/gradus/backend/cuda/library/common.cuh"}) {
+    const std::string probe = root + file;
+    std::FILE* f = std::fopen(probe.c_str(), "rb");
+    GRADUS_CHECK(device_error, f != nullptr, "cuda: the gradus headers that GPU kernels include are not at ", root,
+                 " (no ", probe, "); set GRADUS_INCLUDE_DIR to the directory that holds gradus/");
+    std::fclose(f);
+  }
   return root;
 }
 

@@ -1,13 +1,17 @@
 // gradus/backend/cuda/kernels.hpp — the CUDA backend's table: which function of backend/cuda/
 // runs each kernel of backend/kernels.hpp on a GPU, for float and double. Elementwise
 // expressions run as generated kernels (cuda/elementwise.hpp), matrix products on cuBLAS
-// (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp). A kernel with no entry
+// (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp loads them; cuda/conv.hpp,
+// cuda/layers.hpp and cuda/softmax.hpp launch them). A kernel with no entry
 // here (the LSTM sequence, the reductions other than sum, data movement, integer tensors) is
 // null: calling it with GPU operands is a gd::device_error naming the op and the device.
 #pragma once
 #include "gradus/backend/cuda/blas.hpp"
+#include "gradus/backend/cuda/conv.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
+#include "gradus/backend/cuda/layers.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/softmax.hpp"
 #include "gradus/backend/registry.hpp"
 #include "gradus/expr/activations.hpp"
 

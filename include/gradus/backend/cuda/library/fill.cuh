@@ -1,0 +1,15 @@
+// gradus/backend/cuda/library/fill.cuh — the small kernels of library.hpp: filling, accumulating
+// a gradient, finishing a reduction. Device code, read only by NVRTC (library_source()); uses
+// common.cuh.
+#pragma once
+
+#define GRADUS_LIBRARY_FILL(T, S)                                                                    \
+  extern "C" __global__ void gradus_fill_##S(T* d, T v, long n) { GRADUS_FOR_EACH(i, n) d[i] = v; } \
+  extern "C" __global__ void gradus_add_into_##S(T* d, const T* s, long n) {                         \
+    GRADUS_FOR_EACH(i, n) d[i] += s[i];                                                             \
+  }                                                                                                 \
+  extern "C" __global__ void gradus_finish_sum_##S(T* d, const double* acc, double scale) {         \
+    if (blockIdx.x == 0 && threadIdx.x == 0) d[0] = (T)(acc[0] * scale);                           \
+  }
+GRADUS_LIBRARY_FILL(float, f)
+GRADUS_LIBRARY_FILL(double, d)
