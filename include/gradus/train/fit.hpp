@@ -355,9 +355,11 @@ class ModelLoop : public Session {
   template <class O>
   void configure_fit(const O& o) {
     GRADUS_CHECK(value_error, o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
-    for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
-    GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
-                 "no validation data is given");
+    if constexpr (requires { o.metrics; }) {
+      for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
+      GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
+                   "no validation data is given");
+    }
     epochs_ = o.epochs;
     configure({.run_dir = o.run_dir,
                .hooks = o.hooks,
@@ -367,6 +369,31 @@ class ModelLoop : public Session {
                .unregistered = o.unregistered,
                .device = o.device,
                .collective = collective_of(o)});
+  }
+
+  /// The checks of an in-memory feed (Data, MultiData) and its options: `check(d, what)` checks
+  /// the training data (what = "data") and the validation data (what = "validation").
+  template <class O, class D, class Check>
+  static void check_in_memory(const D& data, const O& o, Check check) {
+    check(data, "data");
+    check_batch_size("fit", o.batch_size);
+    if (o.validation) check(*o.validation, "validation");
+    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
+                 o.validation_batch_size);
+  }
+
+  /// The batching of an in-memory feed of `examples` per epoch, from its options: steps of
+  /// o.batch_size, in epoch_permutation order when o.shuffle.
+  template <class O>
+  void configure_batches(const O& o, int64_t examples) {
+    examples_ = examples;
+    batch_size_ = o.batch_size;
+    steps_per_epoch_ = batches_per_epoch(examples, o.batch_size, o.drop_remainder);
+    GRADUS_CHECK(value_error, steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
+                 " leaves no batch of ", examples, " examples");
+    shuffle_ = o.shuffle;
+    drop_remainder_ = o.drop_remainder;
+    seed_ = o.seed;
   }
 
   template <class O>
@@ -409,23 +436,12 @@ class Loop final : public ModelLoop<M, L> {
   Loop(M& model, optim::Optimizer<typename M::value_type>& opt, const L& loss, const Data<X, Y>& data,
        const FitOptions<X, Y>& o)
       : Base(model, opt, loss), data_(data), o_(o) {
-    check_data(data, "fit", "data");
-    check_batch_size("fit", o.batch_size);
-    if (o.validation) check_data(*o.validation, "fit", "validation");
-    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
-                 o.validation_batch_size);
+    Base::check_in_memory(data, o, [](const Data<X, Y>& d, const char* what) { check_data(d, "fit", what); });
     shard_ = data::Shard::checked(o.num_shards, o.shard_index, "fit");
     if (o.collective && o.num_shards == 1) shard_ = {o.collective.size, o.collective.rank};  // sharded by the job's ranks
     GRADUS_CHECK(value_error, data.size() >= shard_.num_shards, "fit: ", data.size(), " examples cannot be split into ",
                  shard_.num_shards, " shards");
-    this->examples_ = data.size() / shard_.num_shards;  // this shard's examples per epoch
-    this->batch_size_ = o.batch_size;
-    this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
-    GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
-                 " leaves no batch of ", this->examples_, " examples");
-    this->shuffle_ = o.shuffle;
-    this->drop_remainder_ = o.drop_remainder;
-    this->seed_ = o.seed;
+    this->configure_batches(o, data.size() / shard_.num_shards);  // this shard's examples per epoch
     this->configure_fit(o);
   }
 
