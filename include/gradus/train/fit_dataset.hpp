@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/data/dataset.hpp"
 #include "gradus/data/example.hpp"
 #include "gradus/train/fit.hpp"
@@ -105,8 +106,7 @@ Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
                                                   " holds strings; parse or decode them in the pipeline"));
         } else {
           Tensor<T> out(v.shape());
-          const auto* src = v.data();
-          for (int64_t k = 0; k < v.size(); ++k) out.data()[k] = T(src[k]);
+          backend::cast(v.data(), v.size(), out.data(), false);
           return out;
         }
       },
