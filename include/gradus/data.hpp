@@ -10,6 +10,7 @@
 #include "gradus/data/example.hpp"
 #include "gradus/data/fashion_mnist.hpp"
 #include "gradus/data/idx.hpp"
+#include "gradus/data/order.hpp"
 #include "gradus/data/queue.hpp"
 #include "gradus/data/text.hpp"
 #include "gradus/data/tfrecord.hpp"

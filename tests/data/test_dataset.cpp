@@ -198,6 +198,48 @@ TEST_CASE("shuffle: a permutation, reproducible, new every epoch", "[data][datas
   CHECK(ss.size() == 50);
 }
 
+TEST_CASE("shuffle with the whole pass in its buffer: epoch_permutation's order, fit's", "[data][dataset]") {
+  // The order of epoch e written out from the rule of data/order.hpp: positions n-1, ..., 0 take
+  // the elements drawn one after the other, each drawn uniformly from those left, the last one
+  // left taking the slot of the one drawn.
+  auto by_hand = [](int64_t n, uint64_t seed, uint64_t e) {
+    gd::Rng rng = gd::data::shuffle_rng(seed, e);
+    V left(static_cast<size_t>(n)), order(static_cast<size_t>(n));
+    std::iota(left.begin(), left.end(), 0);
+    for (size_t i = order.size(); i > 0; --i) {
+      const size_t j = size_t(rng.below(left.size()));
+      order[i - 1] = left[j];
+      left[j] = left.back();
+      left.pop_back();
+    }
+    return order;
+  };
+  for (int64_t n : {1, 2, 10, 37}) {
+    for (int64_t buffer : {n, n + 1, int64_t(1000)}) {
+      auto ds = Dataset::range(n).shuffle(buffer, 9);
+      for (uint64_t e = 0; e < 3; ++e) {
+        const V order = ints(ds);
+        CHECK(order == by_hand(n, 9, e));
+        CHECK(order == gd::data::epoch_permutation(n, 9, e));
+      }
+    }
+  }
+  // A smaller buffer draws from the buffer and refills it from the input.
+  CHECK(ints(Dataset::range(10).shuffle(9, 9)) != gd::data::epoch_permutation(10, 9, 0));
+}
+
+TEST_CASE("Shard: rounds of num_shards parts, one part each; bad arguments named", "[data][dataset]") {
+  const gd::data::Shard s = gd::data::Shard::checked(3, 1, "test");
+  CHECK(s.first(0, 1) == 1);     // Dataset::shard: element 1 of the round [0, 3)
+  CHECK(s.after(1) == 1);        // then element 2 is skipped
+  CHECK(s.first(12, 4) == 16);   // a round of 3 parts of 4 items from item 12: [16, 20) is shard 1's
+  CHECK(s.after(4) == 4);
+  CHECK_THROWS_WITH(Dataset::range(3).shard(2, 2),
+                    Contains("shard: expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards 2, "
+                             "shard_index 2"));
+  CHECK_THROWS_WITH(gd::data::Shard::checked(0, 0, "fit"), Contains("fit: expected num_shards >= 1"));
+}
+
 TEST_CASE("batch: stacked on a new axis, remainder kept or dropped, mismatch explained", "[data][dataset]") {
   auto b = Dataset::range(7).batch(3).collect();
   REQUIRE(b.size() == 3);

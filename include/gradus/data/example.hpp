@@ -2,6 +2,9 @@
 // tensor (float, double or int64) or a string (or, after batching, a list of strings), with an
 // optional name. One tensor, a tuple of tensors and named fields are all an Example, so every
 // Dataset is the same type and a pipeline compiles once, whatever flows through it.
+// Not tf.train.Example, the protocol buffer of TFRecord files (gd::io::Example, in
+// gradus/io/example.hpp): a pipeline reads such records as string fields and
+// data::parse_example turns each into an element with one field per feature.
 #pragma once
 #include <cstdint>
 #include <initializer_list>

@@ -204,8 +204,11 @@ class Dataset {
   }
   /// The elements for which pred is true.
   Dataset filter(Predicate pred) const;
-  /// Shuffles with a buffer of `buffer` elements (uniform over all orders when buffer >= the
-  /// dataset's size), seeded from (seed, epoch): a new order every epoch, the same every run.
+  /// Shuffles with a buffer of `buffer` elements, seeded from (seed, epoch): a new order every
+  /// epoch, the same every run. Each element out is drawn uniformly from the buffer and the next
+  /// input takes its place. When the whole pass fits in the buffer (buffer >= the dataset's
+  /// size n), epoch e is given in epoch_permutation(n, seed, e) order (data/order.hpp), uniform
+  /// over all orders: the order in which gd::train::fit visits in-memory Data with that seed.
   Dataset shuffle(int64_t buffer, uint64_t seed) const;
   /// Stacks `n` consecutive elements field by field on a new leading axis: tensors [n, ...]
   /// (their shapes must be equal: use padded_batch otherwise), strings into Strings. The last
@@ -219,7 +222,7 @@ class Dataset {
   Dataset skip(int64_t n) const;
   /// The first n elements (all when n < 0).
   Dataset take(int64_t n) const;
-  /// Elements `index`, index + num_shards, ... (one worker's part of the data).
+  /// Elements `index`, index + num_shards, ... (one worker's part of the data; data::Shard).
   Dataset shard(int64_t num_shards, int64_t index) const;
   /// Produces up to `n` elements ahead on a background thread.
   Dataset prefetch(int64_t n = 1) const;

@@ -34,6 +34,7 @@
 #include "gradus/core/tensor.hpp"
 #include "gradus/data/example.hpp"
 #include "gradus/data/idx.hpp"
+#include "gradus/data/order.hpp"
 #include "gradus/data/pipeline.hpp"
 #include "gradus/data/queue.hpp"
 
@@ -125,38 +126,53 @@ class ShuffleSource final : public UnarySource {
     GRADUS_CHECK(value_error, buffer >= 1, "shuffle: buffer size must be >= 1, got ", buffer);
   }
   std::unique_ptr<Stream> open(uint64_t key) const override {
+    // The buffer is filled first. When the whole pass fits in it, the pass is given in
+    // epoch_permutation order (data/order.hpp). Otherwise each element out is drawn from the
+    // buffer and the next input takes its slot; once the input ends, the buffer is drawn empty.
     struct S final : UnaryStream {
       std::vector<Example> buf;
       size_t cap;
+      uint64_t seed, key;
       Rng rng;
-      bool in_done = false;
-      S(std::unique_ptr<Stream> in, size_t c, uint64_t seed) : UnaryStream(std::move(in)), cap(c), rng(seed) {}
-      std::optional<Example> next() override {
-        while (!in_done && buf.size() < cap) {
+      bool filled = false, in_done = false;
+      std::optional<Example> pending;   // the input after a full buffer, refilling the first slot drawn
+      std::vector<int64_t> order;       // the whole pass in the buffer: the order it is given in
+      size_t at = 0;
+      S(std::unique_ptr<Stream> in, size_t c, uint64_t s, uint64_t k)
+          : UnaryStream(std::move(in)), cap(c), seed(s), key(k), rng(shuffle_rng(s, k)) {}
+      void fill() {
+        filled = true;
+        while (buf.size() < cap) {
           std::optional<Example> e = in_->next();
-          if (!e) {
-            in_done = true;
-            break;
-          }
+          if (!e) break;
           buf.push_back(std::move(*e));
         }
-        if (buf.empty()) return std::nullopt;
-        // Draw a random slot; refill it with the next input element, or close the gap.
-        const size_t j = size_t(rng.below(buf.size()));
-        Example out = std::move(buf[j]);
-        std::optional<Example> e = in_done ? std::nullopt : in_->next();
-        if (e) {
-          buf[j] = std::move(*e);
-        } else {
+        if (buf.size() == cap) pending = in_->next();
+        if (!pending) {
           in_done = true;
-          buf[j] = std::move(buf.back());
-          buf.pop_back();
+          order = epoch_permutation(int64_t(buf.size()), seed, key);
         }
+      }
+      std::optional<Example> next() override {
+        if (!filled) fill();
+        if (!order.empty() || buf.empty()) {
+          if (at >= order.size()) return std::nullopt;
+          return std::move(buf[size_t(order[at++])]);
+        }
+        std::optional<Example> e = std::move(pending);
+        pending.reset();
+        if (!e && !in_done) e = in_->next();
+        if (!e) {
+          in_done = true;
+          return draw(buf, rng);
+        }
+        Example& slot = buf[size_t(rng.below(buf.size()))];
+        Example out = std::move(slot);
+        slot = std::move(*e);
         return out;
       }
     };
-    return std::make_unique<S>(in_->open(key), size_t(std::min<int64_t>(buffer_, int64_t(1) << 40)),
-                               mix_key(mix_key(seed_, 0x5348554646ull), key));
+    return std::make_unique<S>(in_->open(key), size_t(std::min<int64_t>(buffer_, int64_t(1) << 40)), seed_, key);
   }
 
  private:
@@ -256,27 +272,26 @@ class SkipTakeSource final : public UnarySource {
 class ShardSource final : public UnarySource {
  public:
   ShardSource(std::shared_ptr<const Source> in, int64_t num, int64_t index)
-      : UnarySource(std::move(in)), num_(num), index_(index) {
-    GRADUS_CHECK(value_error, num >= 1, "shard: num_shards must be >= 1, got ", num);
-    GRADUS_CHECK(value_error, index >= 0 && index < num, "shard: index must be in [0, ", num, "), got ", index);
-  }
+      : UnarySource(std::move(in)), shard_(Shard::checked(num, index, "shard")) {}
   std::unique_ptr<Stream> open(uint64_t key) const override {
+    // Rounds of num_shards elements: skip the elements before this shard's, give its own, and
+    // skip the rest of the round on the way to the next one.
     struct S final : UnaryStream {
-      int64_t num, index;
+      Shard shard;
       bool first = true;
-      S(std::unique_ptr<Stream> in, int64_t n, int64_t i) : UnaryStream(std::move(in)), num(n), index(i) {}
+      S(std::unique_ptr<Stream> in, Shard s) : UnaryStream(std::move(in)), shard(s) {}
       std::optional<Example> next() override {
-        const int64_t gap = first ? index : num - 1;
+        const int64_t gap = (first ? 0 : shard.after(1)) + shard.first(0, 1);
         first = false;
         if (in_->skip(gap) < gap) return std::nullopt;
         return in_->next();
       }
     };
-    return std::make_unique<S>(in_->open(key), num_, index_);
+    return std::make_unique<S>(in_->open(key), shard_);
   }
 
  private:
-  int64_t num_, index_;
+  Shard shard_;
 };
 
 // --- batch, padded_batch ---------------------------------------------------------------------------

@@ -132,7 +132,8 @@ using FeatureList = std::vector<Feature>;
 /// tf.train.FeatureLists: the feature lists of a SequenceExample by name.
 using FeatureLists = std::map<std::string, FeatureList, std::less<>>;
 
-/// tf.train.Example.
+/// tf.train.Example (the protocol buffer). Not gd::data::Example, the element of an input
+/// pipeline (gradus/data/example.hpp), which data::parse_example fills from one of these.
 struct Example {
   Features features;
   friend bool operator==(const Example&, const Example&) = default;

@@ -1,15 +1,16 @@
 // gradus/train/data.hpp — the in-memory dataset that fit / evaluate / predict batch, and the
 // batch order: the permutation of epoch e is a pure function of (seed, e), so a run resumed
 // mid-epoch from a checkpoint sees exactly the batches the uninterrupted run would have seen.
+// The permutation and the sharding rule are gradus::data's (data/order.hpp), those of
+// Dataset::shuffle and Dataset::shard.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
 #include "gradus/core/error.hpp"
-#include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
+#include "gradus/data/order.hpp"
 #include "gradus/ops/shape.hpp"
 
 namespace gradus::train {
@@ -29,14 +30,6 @@ template <Element X, Element Y>
 Data(Tensor<X>, Tensor<Y>) -> Data<X, Y>;
 
 namespace detail {
-
-/// splitmix64's finaliser: a bijective mix of one 64-bit word.
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 /// Throws value_error unless `d` holds N > 0 examples with N labels; `who` names the caller.
 template <Element X, Element Y>
@@ -68,15 +61,9 @@ Tensor<T> slice_rows(const Tensor<T>& t, int64_t first, int64_t n) {
 
 }  // namespace detail
 
-/// The order in which epoch `epoch` visits `n` examples: a Fisher–Yates shuffle driven by an Rng
-/// seeded from (seed, epoch) alone, so it never depends on what ran before.
-inline std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
-  std::vector<int64_t> order(size_t(std::max<int64_t>(n, 0)));
-  std::iota(order.begin(), order.end(), int64_t(0));
-  Rng rng(detail::mix64(seed) ^ detail::mix64(0xD1B54A32D192ED03ull * uint64_t(epoch + 1)));
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-  return order;
-}
+/// The order in which epoch e visits n examples: epoch_permutation(n, seed, e), a Fisher–Yates
+/// shuffle seeded from (seed, e) alone (data/order.hpp), so it never depends on what ran before.
+using data::epoch_permutation;
 
 /// Number of batches of `batch_size` over `n` examples: ceil(n / batch_size), or floor with
 /// `drop_remainder` (the last partial batch is then skipped).

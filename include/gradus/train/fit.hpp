@@ -355,9 +355,11 @@ class ModelLoop : public Session {
   template <class O>
   void configure_fit(const O& o) {
     GRADUS_CHECK(value_error, o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
-    for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
-    GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
-                 "no validation data is given");
+    if constexpr (requires { o.metrics; }) {
+      for (const metrics::Metric* m : o.metrics) GRADUS_CHECK(value_error, m != nullptr, "fit: a metric pointer is null");
+      GRADUS_CHECK(value_error, o.metrics.empty() || o.validation, "fit: metrics are computed on validation data, but ",
+                   "no validation data is given");
+    }
     epochs_ = o.epochs;
     configure({.run_dir = o.run_dir,
                .hooks = o.hooks,
@@ -367,6 +369,31 @@ class ModelLoop : public Session {
                .unregistered = o.unregistered,
                .device = o.device,
                .collective = collective_of(o)});
+  }
+
+  /// The checks of an in-memory feed (Data, MultiData) and its options: `check(d, what)` checks
+  /// the training data (what = "data") and the validation data (what = "validation").
+  template <class O, class D, class Check>
+  static void check_in_memory(const D& data, const O& o, Check check) {
+    check(data, "data");
+    check_batch_size("fit", o.batch_size);
+    if (o.validation) check(*o.validation, "validation");
+    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
+                 o.validation_batch_size);
+  }
+
+  /// The batching of an in-memory feed of `examples` per epoch, from its options: steps of
+  /// o.batch_size, in epoch_permutation order when o.shuffle.
+  template <class O>
+  void configure_batches(const O& o, int64_t examples) {
+    examples_ = examples;
+    batch_size_ = o.batch_size;
+    steps_per_epoch_ = batches_per_epoch(examples, o.batch_size, o.drop_remainder);
+    GRADUS_CHECK(value_error, steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
+                 " leaves no batch of ", examples, " examples");
+    shuffle_ = o.shuffle;
+    drop_remainder_ = o.drop_remainder;
+    seed_ = o.seed;
   }
 
   template <class O>
@@ -409,31 +436,12 @@ class Loop final : public ModelLoop<M, L> {
   Loop(M& model, optim::Optimizer<typename M::value_type>& opt, const L& loss, const Data<X, Y>& data,
        const FitOptions<X, Y>& o)
       : Base(model, opt, loss), data_(data), o_(o) {
-    check_data(data, "fit", "data");
-    check_batch_size("fit", o.batch_size);
-    if (o.validation) check_data(*o.validation, "fit", "validation");
-    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
-                 o.validation_batch_size);
-    GRADUS_CHECK(value_error, o.num_shards >= 1 && o.shard_index >= 0 && o.shard_index < o.num_shards,
-                 "fit: expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards ", o.num_shards,
-                 ", shard_index ", o.shard_index);
-    if (o.collective && o.num_shards == 1) {  // sharded by the job's ranks
-      num_shards_ = o.collective.size;
-      shard_index_ = o.collective.rank;
-    } else {
-      num_shards_ = o.num_shards;
-      shard_index_ = o.shard_index;
-    }
-    GRADUS_CHECK(value_error, data.size() >= num_shards_, "fit: ", data.size(), " examples cannot be split into ",
-                 num_shards_, " shards");
-    this->examples_ = data.size() / num_shards_;  // this shard's examples per epoch
-    this->batch_size_ = o.batch_size;
-    this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
-    GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
-                 " leaves no batch of ", this->examples_, " examples");
-    this->shuffle_ = o.shuffle;
-    this->drop_remainder_ = o.drop_remainder;
-    this->seed_ = o.seed;
+    Base::check_in_memory(data, o, [](const Data<X, Y>& d, const char* what) { check_data(d, "fit", what); });
+    shard_ = data::Shard::checked(o.num_shards, o.shard_index, "fit");
+    if (o.collective && o.num_shards == 1) shard_ = {o.collective.size, o.collective.rank};  // sharded by the job's ranks
+    GRADUS_CHECK(value_error, data.size() >= shard_.num_shards, "fit: ", data.size(), " examples cannot be split into ",
+                 shard_.num_shards, " shards");
+    this->configure_batches(o, data.size() / shard_.num_shards);  // this shard's examples per epoch
     this->configure_fit(o);
   }
 
@@ -441,10 +449,11 @@ class Loop final : public ModelLoop<M, L> {
 
  protected:
   bool train_step(const int64_t* index, int64_t n) override {
-    if (num_shards_ > 1) index = shard_rows(n);
+    if (shard_.num_shards > 1) index = shard_rows(n);
     return this->step_on(gather_rows(data_.x, index, n), gather_rows(data_.y, index, n));
   }
-  // This shard's n rows of the step: the epoch's order over all examples, sliced (FitOptions::num_shards).
+  // This shard's n rows of the step (FitOptions::num_shards): the step is a round of the epoch's
+  // order over all examples, num_shards parts of n rows, and the shard takes its part.
   const int64_t* shard_rows(int64_t n) {
     if (global_epoch_ != this->epoch()) {
       if (o_.shuffle) {
@@ -455,8 +464,7 @@ class Loop final : public ModelLoop<M, L> {
       }
       global_epoch_ = this->epoch();
     }
-    const int64_t first = this->step_in_epoch() * o_.batch_size * num_shards_ + shard_index_ * n;
-    return global_order_.data() + first;
+    return global_order_.data() + shard_.first(this->step_in_epoch() * o_.batch_size * shard_.num_shards, n);
   }
   void validate(EpochLogs& logs) override {
     if (!o_.validation) return;
@@ -468,7 +476,7 @@ class Loop final : public ModelLoop<M, L> {
  private:
   const Data<X, Y>& data_;
   const FitOptions<X, Y>& o_;
-  int64_t num_shards_ = 1, shard_index_ = 0;  // FitOptions' or the collective's
+  data::Shard shard_;  // FitOptions' or the collective's
   std::vector<int64_t> global_order_;  // with num_shards > 1: the epoch's order over all examples
   int64_t global_epoch_ = -1;
 };

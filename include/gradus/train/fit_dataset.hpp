@@ -19,6 +19,7 @@
 // (data/dataset.hpp: same data, functions without hidden state) it ends bit-identical to it.
 // Needs gradus::data as well as gradus::io.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/data/dataset.hpp"
 #include "gradus/data/example.hpp"
 #include "gradus/train/fit.hpp"
@@ -39,7 +41,8 @@ namespace gradus::train {
 ///   .validation = &test_batches   a Dataset of (x, y) batches, as the training data
 ///   .validation = &test           in-memory Data (gd::train::Data{x, y}), evaluated in batches of
 ///                                 DatasetFitOptions::validation_batch_size
-/// It holds a pointer to a Dataset (which must outlive fit) or a handle to the Data's tensors.
+/// It holds a pointer to a Dataset (which must outlive fit) or a handle to the Data's tensors
+/// (which fit converts to the model's element type and batches once, before the first validation).
 class ValidationSet {
  public:
   ValidationSet() = default;
@@ -53,21 +56,23 @@ class ValidationSet {
                  "fit: the validation Data must hold x [n, ...] and y [n, ...] with the same n > 0, got x ",
                  examples->x.defined() ? examples->x.shape() : Shape{}, " and y ",
                  examples->y.defined() ? examples->y.shape() : Shape{});
-    slices_ = data::Dataset::from_tensor_slices(examples->x, examples->y);
+    GRADUS_CHECK(device_error, examples->x.device().is_cpu() && examples->y.device().is_cpu(),
+                 "fit: the validation Data is on ", examples->x.device(), " and ", examples->y.device(),
+                 "; it is read from host memory (copy it with .to(gd::cpu))");
+    examples_ = data::Example::tuple(examples->x, examples->y);
   }
 
-  explicit operator bool() const { return batches_ != nullptr || slices_.has_value(); }
-  /// The (x, y) batches: the Dataset given, or the Data in batches of `batch_size` (the last one
-  /// may be smaller).
-  data::Dataset batches(int64_t batch_size) const {
-    return batches_ ? *batches_ : slices_->batch(batch_size);
-  }
+  explicit operator bool() const { return batches_ != nullptr || examples_.has_value(); }
+  /// The Dataset of (x, y) batches, or null when the set is in-memory Data (or empty).
+  const data::Dataset* dataset() const { return batches_; }
+  /// The in-memory Data as two fields (x, y), or null when the set is a Dataset (or empty).
+  const data::Example* examples() const { return examples_ ? &*examples_ : nullptr; }
   /// False for a default-constructed Dataset (a pointer to one that holds no source).
   bool has_source() const { return !batches_ || batches_->source() != nullptr; }
 
  private:
   const data::Dataset* batches_ = nullptr;
-  std::optional<data::Dataset> slices_;
+  std::optional<data::Example> examples_;
 };
 
 /// Options of fit on a Dataset, as FitOptions without the batching (the pipeline batches and
@@ -105,8 +110,7 @@ Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
                                                   " holds strings; parse or decode them in the pipeline"));
         } else {
           Tensor<T> out(v.shape());
-          const auto* src = v.data();
-          for (int64_t k = 0; k < v.size(); ++k) out.data()[k] = T(src[k]);
+          backend::cast(v.data(), v.size(), out.data(), false);
           return out;
         }
       },
@@ -122,6 +126,47 @@ std::pair<Tensor<T>, Tensor<Y>> split_batch(const data::Example& b, const char* 
   GRADUS_CHECK(shape_error, x.rank() >= 1 && y.rank() >= 1 && x.dim(0) == y.dim(0) && x.dim(0) > 0, who,
                ": a batch must be x [n, ...] and y [n, ...] with n > 0, got ", b);
   return {std::move(x), std::move(y)};
+}
+
+/// In-memory (x, y), two fields [N, ...], as batches of `batch_size` rows in order (the last one
+/// may be smaller), x converted to T and y to Y.
+template <Element T, Element Y>
+std::vector<std::pair<Tensor<T>, Tensor<Y>>> split_examples(const data::Example& xy, int64_t batch_size) {
+  const Tensor<T> x = batch_field<T>(xy, 0, "fit");
+  const Tensor<Y> y = batch_field<Y>(xy, 1, "fit");
+  std::vector<std::pair<Tensor<T>, Tensor<Y>>> out;
+  for (int64_t first = 0, n = x.dim(0); first < n; first += batch_size) {
+    const int64_t b = std::min(batch_size, n - first);
+    out.emplace_back(slice_rows(x, first, b), slice_rows(y, first, b));
+  }
+  return out;
+}
+
+/// The loss and metrics of `model` over the (x, y) batches that `next()` gives (a pointer to
+/// each, null at the end), as evaluate on a Dataset (below); `who` names the caller in errors.
+template <Element Y, class M, class L, class Next>
+Evaluation evaluate_batches(M& model, const L& loss, const std::vector<metrics::Metric*>& metrics, Next next,
+                            const char* who) {
+  using T = typename M::value_type;
+  no_grad guard;
+  TrainingMode<T> mode(model, false);
+  for (metrics::Metric* m : metrics) m->reset();
+  const Device dev = static_cast<const nn::Module<T>&>(model).device();
+  const double reg = double(model.regularization_loss().item());
+  double total = 0;
+  int64_t n = 0;
+  while (const std::pair<Tensor<T>, Tensor<Y>>* b = next()) {
+    const auto& [x, y] = *b;
+    const int64_t nb = x.dim(0);
+    const Var<T> pred = to_var(forward_batch(model, x.to(dev)));
+    total += double(nb) * (scalar_loss(to_var(call_loss(loss, y.to(dev), pred)), who) + reg);
+    for (metrics::Metric* m : metrics) m->update(y, pred);
+    n += nb;
+  }
+  GRADUS_CHECK(value_error, n > 0, who, ": the dataset gave no batch");
+  Evaluation out{total / double(n), {}};
+  for (const metrics::Metric* m : metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
+  return out;
 }
 
 /// A fit fed by a Dataset: the Session's streaming mode.
@@ -174,6 +219,7 @@ class DatasetLoop final : public ModelLoop<M, L> {
   const DatasetFitOptions& o_;
   std::optional<data::Iterator> it_;
   std::pair<Tensor<T>, Tensor<Y>> batch_;
+  std::vector<std::pair<Tensor<T>, Tensor<Y>>> validation_batches_;  // in-memory validation Data, made once
 };
 
 }  // namespace detail
@@ -189,27 +235,18 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
   for (const metrics::Metric* m : options.metrics)
     GRADUS_CHECK(value_error, m != nullptr, "evaluate: a metric pointer is null");
   GRADUS_CHECK(value_error, data.source() != nullptr, "evaluate: the dataset is empty (default-constructed)");
-  no_grad guard;
-  detail::TrainingMode<T> mode(model, false);
-  for (metrics::Metric* m : options.metrics) m->reset();
-  const Device dev = static_cast<const nn::Module<T>&>(model).device();
-  const double reg = double(model.regularization_loss().item());
-  double total = 0;
-  int64_t n = 0;
   data::Dataset d = data;
   data::Iterator it = d.iterator();
-  while (std::optional<data::Example> b = it.next()) {
-    const auto [x, y] = detail::split_batch<T, Y>(*b, "evaluate");
-    const int64_t nb = x.dim(0);
-    const Var<T> pred = to_var(detail::forward_batch(model, x.to(dev)));
-    total += double(nb) * (detail::scalar_loss(to_var(detail::call_loss(loss, y.to(dev), pred)), "evaluate") + reg);
-    for (metrics::Metric* m : options.metrics) m->update(y, pred);
-    n += nb;
-  }
-  GRADUS_CHECK(value_error, n > 0, "evaluate: the dataset gave no batch");
-  Evaluation out{total / double(n), {}};
-  for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
-  return out;
+  std::pair<Tensor<T>, Tensor<Y>> batch;
+  return detail::evaluate_batches<Y>(
+      model, loss, options.metrics,
+      [&]() -> const std::pair<Tensor<T>, Tensor<Y>>* {
+        std::optional<data::Example> b = it.next();
+        if (!b) return nullptr;
+        batch = detail::split_batch<T, Y>(*b, "evaluate");
+        return &batch;
+      },
+      "evaluate");
 }
 
 /// model.forward over one pass of `data`, a Dataset of batches whose field 0 is x [n, ...] (a
@@ -254,8 +291,17 @@ Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
 template <class M, class L, Element Y>
 void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
   if (!o_.validation) return;
-  Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, o_.validation.batches(o_.validation_batch_size),
-                                         {.metrics = o_.metrics}));
+  if (const data::Dataset* batches = o_.validation.dataset()) {
+    Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, *batches, {.metrics = o_.metrics}));
+    return;
+  }
+  if (validation_batches_.empty())
+    validation_batches_ = split_examples<T, Y>(*o_.validation.examples(), o_.validation_batch_size);
+  size_t at = 0;
+  Base::log_validation(logs, evaluate_batches<Y>(
+                                 this->model_, this->loss_, o_.metrics,
+                                 [&] { return at < validation_batches_.size() ? &validation_batches_[at++] : nullptr; },
+                                 "evaluate"));
 }
 
 /// Trains `model` on a Dataset of (x, y) batches (see the top of this header); otherwise as fit

@@ -202,29 +202,10 @@ class MultiLoop final : public ModelLoop<M, Losses> {
   MultiLoop(M& model, optim::Optimizer<T>& opt, const Losses& losses, const MultiData<Xs, Ys>& data,
             const MultiFitOptions<Xs, Ys>& o)
       : Base(model, opt, losses), data_(data), o_(o) {
-    check_multi_data(data, "fit", "data");
-    check_batch_size("fit", o.batch_size);
-    if (o.validation) check_multi_data(*o.validation, "fit", "validation");
-    GRADUS_CHECK(value_error, o.validation_batch_size >= 0, "fit: validation_batch_size must be >= 0, got ",
-                 o.validation_batch_size);
+    Base::check_in_memory(data, o, [](const MultiData<Xs, Ys>& d, const char* what) { check_multi_data(d, "fit", what); });
     weights_ = loss_weights(o.loss_weights, outputs, "fit");
-    this->examples_ = data.size();
-    this->batch_size_ = o.batch_size;
-    this->steps_per_epoch_ = batches_per_epoch(this->examples_, o.batch_size, o.drop_remainder);
-    GRADUS_CHECK(value_error, this->steps_per_epoch_ > 0, "fit: drop_remainder with batch_size ", o.batch_size,
-                 " leaves no batch of ", this->examples_, " examples");
-    this->shuffle_ = o.shuffle;
-    this->drop_remainder_ = o.drop_remainder;
-    this->seed_ = o.seed;
-    GRADUS_CHECK(value_error, o.epochs >= 0, "fit: epochs must be >= 0, got ", o.epochs);
-    this->epochs_ = o.epochs;
-    this->configure({.run_dir = o.run_dir,
-                     .hooks = o.hooks,
-                     .rng = o.rng,
-                     .checkpoint = o.checkpoint,
-                     .verbose = o.verbose,
-                     .unregistered = o.unregistered,
-                     .device = o.device});
+    this->configure_batches(o, data.size());
+    this->configure_fit(o);
   }
 
   History start() { return this->fit_loop(); }
