@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "gradus/core/shape.hpp"
 
@@ -32,6 +33,59 @@ struct PoolPlan {
     const int64_t ys = oy * sh - ph, xs = ox * sw - pw;
     y0 = std::max<int64_t>(ys, 0), y1 = std::min(ys + kh, h);
     x0 = std::max<int64_t>(xs, 0), x1 = std::min(xs + kw, w);
+  }
+};
+
+/// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was batched.
+struct ImagePlan {
+  int64_t n, h, w, c;
+  bool batched;
+  Shape shape_with(int64_t nh, int64_t nw, int64_t nc) const {
+    return batched ? Shape{n, nh, nw, nc} : Shape{nh, nw, nc};
+  }
+  int64_t pixels() const { return h * w; }
+};
+
+/// The taps of one axis of a separable image map: `out` outputs reading `in` inputs, output o
+/// being sum_k weight_k * in[index_k] over its taps [begin[o], begin[o + 1]) (compressed rows);
+/// an output with no tap is zero (padding).
+struct AxisTaps {
+  int64_t in = 0, out = 0;
+  std::vector<int64_t> begin{0};  // out + 1 offsets into index / weight
+  std::vector<int64_t> index;
+  std::vector<double> weight;
+  void add(int64_t i, double w) {
+    index.push_back(i);
+    weight.push_back(w);
+  }
+  void next() { begin.push_back(int64_t(index.size())); }
+  /// The transposed taps: for each input index, the outputs that read it and their weights.
+  AxisTaps transposed() const {
+    AxisTaps t;
+    t.in = out, t.out = in;
+    std::vector<int64_t> count(size_t(in) + 1, 0);
+    for (int64_t i : index) ++count[size_t(i) + 1];
+    for (int64_t i = 0; i < in; ++i) count[size_t(i) + 1] += count[size_t(i)];
+    t.begin = count;
+    t.index.resize(index.size());
+    t.weight.resize(weight.size());
+    std::vector<int64_t> pos(count.begin(), count.end() - 1);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = begin[size_t(o)]; k < begin[size_t(o) + 1]; ++k) {
+        const size_t p = size_t(pos[size_t(index[size_t(k)])]++);
+        t.index[p] = o;
+        t.weight[p] = weight[size_t(k)];
+      }
+    return t;
+  }
+  /// True when every output o reads exactly input o with weight 1 (a plain copy).
+  bool identity() const {
+    if (in != out) return false;
+    for (int64_t o = 0; o < out; ++o)
+      if (begin[size_t(o) + 1] - begin[size_t(o)] != 1 || index[size_t(begin[size_t(o)])] != o ||
+          weight[size_t(begin[size_t(o)])] != 1.0)
+        return false;
+    return true;
   }
 };
 

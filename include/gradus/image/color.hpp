@@ -24,9 +24,9 @@
 #include <cstdint>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/cpu/image.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/image/dtype.hpp"
-#include "gradus/image/kernels.hpp"
 #include "gradus/ops/reduce.hpp"
 
 namespace gradus::image {
@@ -66,15 +66,11 @@ void hsv_to_rgb_px(T h, T s, T v, T* r, T* g, T* b) {
   *b = (one_minus_s + s * db) * v;
 }
 
-/// out = f applied to every pixel's three channels (in, out may alias), over the thread pool.
+/// f applied to every pixel's three channels (f(const T* in, T* out)), over the thread pool.
 template <Real T, class F>
 Tensor<T> map_pixels3(const Tensor<T>& x, F f) {
   Tensor<T> out(x.shape());
-  const T* src = x.data();
-  T* dst = out.data();
-  for_pixels(x.size() / 3, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) f(src + 3 * p, dst + 3 * p);
-  });
+  backend::cpu::map_pixels3(x.data(), out.data(), x.size() / 3, f);
   return out;
 }
 

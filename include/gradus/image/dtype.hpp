@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gradus/backend/plans.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -44,15 +45,9 @@ inline int64_t max_sample(int bits, const char* who) {
   return (int64_t(1) << bits) - 1;
 }
 
-/// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was batched.
-struct ImageGeom {
-  int64_t n, h, w, c;
-  bool batched;
-  Shape shape_with(int64_t nh, int64_t nw, int64_t nc) const {
-    return batched ? Shape{n, nh, nw, nc} : Shape{nh, nw, nc};
-  }
-  int64_t pixels() const { return h * w; }
-};
+/// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was
+/// batched; the plan the image loops of backend/cpu/image.hpp take.
+using ImageGeom = backend::ImagePlan;
 
 /// Checks that `s` is [H, W, C] or [N, H, W, C] (`channels` 0 for any C >= 1, else C must be it).
 inline ImageGeom geom(const Shape& s, const char* who, int64_t channels = 0) {

@@ -16,9 +16,10 @@
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/cpu/image.hpp"
+#include "gradus/backend/plans.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/image/dtype.hpp"
-#include "gradus/image/kernels.hpp"
 
 namespace gradus::image {
 
@@ -33,22 +34,23 @@ ImageGeom geom_of(const X& x, const char* who) {
 /// `x` (a Tensor or Var) mapped by the separable taps `th` (along H) and `tw` (along W); the
 /// gradient is the same map with the transposed taps.
 template <class X>
-auto separable_op(const X& x, std::shared_ptr<const Taps> th, std::shared_ptr<const Taps> tw, const char* op) {
+auto separable_op(const X& x, std::shared_ptr<const backend::AxisTaps> th, std::shared_ptr<const backend::AxisTaps> tw,
+                  const char* op) {
   gradus::detail::OpScope prof;
   using T = value_type_t<X>;
   const Tensor<T>& xv = gradus::detail::value_of(x);
   const ImageGeom g = geom(xv.shape(), op);
-  Tensor<T> out = apply_separable(xv, g, *th, *tw);
+  Tensor<T> out = backend::cpu::apply_separable(xv, g, *th, *tw);
   return make_result(op, std::move(out), [th, tw, g](const Tensor<T>& grad, const Tensor<T>&, const auto& in) {
     if (!gradus::detail::needs_grad(in)) return;
     const ImageGeom go{g.n, th->out, tw->out, g.c, g.batched};
-    gradus::detail::add_grad(in, apply_separable(grad, go, th->transposed(), tw->transposed()));
+    gradus::detail::add_grad(in, backend::cpu::apply_separable(grad, go, th->transposed(), tw->transposed()));
   }, x);
 }
 
 /// Taps that copy input o + offset to output o when 0 <= o + offset < in, else leave a zero.
-inline std::shared_ptr<const Taps> shift_taps(int64_t in, int64_t out, int64_t offset) {
-  auto t = std::make_shared<Taps>();
+inline std::shared_ptr<const backend::AxisTaps> shift_taps(int64_t in, int64_t out, int64_t offset) {
+  auto t = std::make_shared<backend::AxisTaps>();
   t->in = in, t->out = out;
   for (int64_t o = 0; o < out; ++o) {
     const int64_t i = o + offset;
@@ -66,12 +68,12 @@ auto flip_op(const X& x, std::vector<uint8_t> flags, bool vertical, const char* 
   const Tensor<T>& xv = gradus::detail::value_of(x);
   const ImageGeom g = geom(xv.shape(), op);
   Tensor<T> out(xv.shape());
-  flip_images(xv.data(), out.data(), g, flags, vertical);
+  backend::cpu::flip_images(xv.data(), out.data(), g, flags, vertical);
   return make_result(op, std::move(out),
                      [g, flags = std::move(flags), vertical](const Tensor<T>& grad, const Tensor<T>&, const auto& in) {
                        if (!gradus::detail::needs_grad(in)) return;
                        Tensor<T> gx(grad.shape());
-                       flip_images(grad.data(), gx.data(), g, flags, vertical);
+                       backend::cpu::flip_images(grad.data(), gx.data(), g, flags, vertical);
                        gradus::detail::add_grad(in, gx);
                      },
                      x);
@@ -191,12 +193,12 @@ auto transpose(const E& image) {
   const auto g = detail::geom_of(x, "transpose");
   const Tensor<T>& xv = gradus::detail::value_of(x);
   Tensor<T> out(g.shape_with(g.w, g.h, g.c));
-  detail::transpose_images(xv.data(), out.data(), g);
+  backend::cpu::transpose_images(xv.data(), out.data(), g);
   return make_result("image::transpose", std::move(out), [g](const Tensor<T>& grad, const Tensor<T>&, const auto& in) {
     if (!gradus::detail::needs_grad(in)) return;
     const detail::ImageGeom gt{g.n, g.w, g.h, g.c, g.batched};
     Tensor<T> gx(gt.shape_with(g.h, g.w, g.c));
-    detail::transpose_images(grad.data(), gx.data(), gt);
+    backend::cpu::transpose_images(grad.data(), gx.data(), gt);
     gradus::detail::add_grad(in, gx);
   }, x);
 }

@@ -71,8 +71,8 @@ inline const std::array<float, 2 * 1025>& keys_cubic_table() {
 }
 
 /// The taps of one axis resized from `in` to `out` pixels by `method` (see the file comment).
-inline std::shared_ptr<const Taps> resize_taps(int64_t in, int64_t out, ResizeMethod method) {
-  auto t = std::make_shared<Taps>();
+inline std::shared_ptr<const backend::AxisTaps> resize_taps(int64_t in, int64_t out, ResizeMethod method) {
+  auto t = std::make_shared<backend::AxisTaps>();
   t->in = in, t->out = out;
   const float scale = float(in) / float(out);
   for (int64_t o = 0; o < out; ++o) {

@@ -1,67 +1,26 @@
-// gradus/image/kernels.hpp — the loops behind gd::image's geometric ops, on the CPU thread pool.
+// gradus/backend/cpu/image.hpp — the loops behind gd::image's geometric and colour ops, on the
+// CPU thread pool.
 //
 // Every resize, crop and pad is *separable*: along each spatial axis, output index o reads the
-// input indices of its taps, out[o] = sum_k weight_k * in[index_k]. `Taps` holds those lists for
-// one axis (compressed rows: taps of o are [begin[o], begin[o+1])); an output index with no tap
-// is zero (padding). An op is one pass along H and one along W; its gradient is the same passes
+// input indices of its taps, out[o] = sum_k weight_k * in[index_k] (an `AxisTaps`,
+// backend/plans.hpp). An op is one pass along H and one along W; its gradient is the same passes
 // with the transposed taps (each input index lists the outputs that read it), so the backward
 // pass is again a gather, free of write conflicts and split over threads the same way.
 // Flips (per image, for the random forms) and the H <-> W transpose are index permutations.
-// All loops split the rows of the batch (N * H) into chunks on backend::cpu's thread pool when
-// the work is large (backend/cpu/parallel.hpp), so results do not depend on the thread count.
+// All loops split the rows of the batch (N * H) into chunks on the thread pool when the work is
+// large (parallel.hpp), so results do not depend on the thread count; map_pixels3 (the HSV
+// conversions) splits its pixels the same way.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/backend/plans.hpp"
 #include "gradus/core/tensor.hpp"
-#include "gradus/image/dtype.hpp"
 
-namespace gradus::image::detail {
-
-/// The taps of one axis: `out` outputs reading `in` inputs.
-struct Taps {
-  int64_t in = 0, out = 0;
-  std::vector<int64_t> begin{0};  // out + 1 offsets into index / weight
-  std::vector<int64_t> index;
-  std::vector<double> weight;
-  void add(int64_t i, double w) {
-    index.push_back(i);
-    weight.push_back(w);
-  }
-  void next() { begin.push_back(int64_t(index.size())); }
-  /// The transposed taps: for each input index, the outputs that read it and their weights.
-  Taps transposed() const {
-    Taps t;
-    t.in = out, t.out = in;
-    std::vector<int64_t> count(size_t(in) + 1, 0);
-    for (int64_t i : index) ++count[size_t(i) + 1];
-    for (int64_t i = 0; i < in; ++i) count[size_t(i) + 1] += count[size_t(i)];
-    t.begin = count;
-    t.index.resize(index.size());
-    t.weight.resize(weight.size());
-    std::vector<int64_t> pos(count.begin(), count.end() - 1);
-    for (int64_t o = 0; o < out; ++o)
-      for (int64_t k = begin[size_t(o)]; k < begin[size_t(o) + 1]; ++k) {
-        const size_t p = size_t(pos[size_t(index[size_t(k)])]++);
-        t.index[p] = o;
-        t.weight[p] = weight[size_t(k)];
-      }
-    return t;
-  }
-  /// True when every output reads exactly input o + shift with weight 1 (a plain copy).
-  bool identity() const {
-    if (in != out) return false;
-    for (int64_t o = 0; o < out; ++o)
-      if (begin[size_t(o) + 1] - begin[size_t(o)] != 1 || index[size_t(begin[size_t(o)])] != o ||
-          weight[size_t(begin[size_t(o)])] != 1.0)
-        return false;
-    return true;
-  }
-};
+namespace gradus::backend::cpu {
 
 /// Taps with at most two per output (shifts, crops, pads, nearest and bilinear resizes) as flat
 /// arrays: output o has k[o] taps (0, 1 or 2), reading i0[o] and i1[o] with weights w0[o], w1[o].
@@ -77,7 +36,7 @@ struct TwoTaps {
   bool copy = false;
   int64_t shift = 0;
   bool ok = true;
-  explicit TwoTaps(const Taps& t) {
+  explicit TwoTaps(const AxisTaps& t) {
     const auto n = size_t(t.out);
     i0.assign(n, 0), i1.assign(n, 0), w0.assign(n, T(0)), w1.assign(n, T(0)), k.assign(n, 0);
     copy = t.out > 0;
@@ -98,17 +57,17 @@ struct TwoTaps {
 
 /// Runs f(row_begin, row_end) over `rows` rows of `row_elems` elements each, in parallel when large.
 template <class F>
-void for_rows(int64_t rows, int64_t row_elems, F&& f) {
-  const int64_t threshold = std::max<int64_t>(1, backend::cpu::kParallelThreshold / std::max<int64_t>(row_elems, 1));
-  backend::cpu::parallel_chunks(rows, 1, [&](int, int64_t b, int64_t e) { f(b, e); }, threshold);
+void for_image_rows(int64_t rows, int64_t row_elems, F&& f) {
+  const int64_t threshold = std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(row_elems, 1));
+  parallel_chunks(rows, 1, [&](int, int64_t b, int64_t e) { f(b, e); }, threshold);
 }
 
 /// out [N, taps.out, W, C] from x [N, taps.in, W, C]: the pass along H.
 template <Element T>
-void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const Taps& taps) {
+void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const AxisTaps& taps) {
   const int64_t row = w * c;
   if (const TwoTaps<T> two(taps); two.ok) {  // one pass, no zero fill: a copy or two rows blended
-    for_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
+    for_image_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t b = r / taps.out;
         const auto o = size_t(r % taps.out);
@@ -137,7 +96,7 @@ void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const Tap
     });
     return;
   }
-  for_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
+  for_image_rows(n * taps.out, row, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / taps.out, o = r % taps.out;
       T* dst = out + r * row;
@@ -153,9 +112,9 @@ void apply_taps_h(const T* x, T* out, int64_t n, int64_t w, int64_t c, const Tap
 
 /// out [M, taps.out, C] from x [M, taps.in, C] (M = N * H): the pass along W.
 template <Element T>
-void apply_taps_w(const T* x, T* out, int64_t m, int64_t c, const Taps& taps) {
+void apply_taps_w(const T* x, T* out, int64_t m, int64_t c, const AxisTaps& taps) {
   if (const TwoTaps<T> two(taps); two.ok) {  // a copy of each row's window, or two pixels blended
-    for_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
+    for_image_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* src = x + r * taps.in * c;
         T* dst = out + r * taps.out * c;
@@ -188,7 +147,7 @@ void apply_taps_w(const T* x, T* out, int64_t m, int64_t c, const Taps& taps) {
     });
     return;
   }
-  for_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
+  for_image_rows(m, taps.out * c, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* src = x + r * taps.in * c;
       T* dst = out + r * taps.out * c;
@@ -208,7 +167,7 @@ void apply_taps_w(const T* x, T* out, int64_t m, int64_t c, const Taps& taps) {
 /// A separable map [N, th.in, tw.in, C] -> [N, th.out, tw.out, C]: the pass along H, then along W
 /// (either is skipped when its taps are the identity).
 template <Element T>
-Tensor<T> apply_separable(const Tensor<T>& x, const ImageGeom& g, const Taps& th, const Taps& tw) {
+Tensor<T> apply_separable(const Tensor<T>& x, const ImagePlan& g, const AxisTaps& th, const AxisTaps& tw) {
   const bool skip_h = th.identity(), skip_w = tw.identity();
   Tensor<T> out(g.shape_with(th.out, tw.out, g.c));
   if (skip_h && skip_w) {
@@ -231,9 +190,9 @@ Tensor<T> apply_separable(const Tensor<T>& x, const ImageGeom& g, const Taps& th
 
 /// out = x with the images whose flag is set reversed along H (`vertical`) or W; the others copied.
 template <Element T>
-void flip_images(const T* x, T* out, const ImageGeom& g, const std::vector<uint8_t>& flags, bool vertical) {
+void flip_images(const T* x, T* out, const ImagePlan& g, const std::vector<uint8_t>& flags, bool vertical) {
   const int64_t row = g.w * g.c;
-  for_rows(g.n * g.h, row, [&](int64_t r0, int64_t r1) {
+  for_image_rows(g.n * g.h, row, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / g.h, y = r % g.h;
       const bool f = flags[size_t(b)];
@@ -249,8 +208,8 @@ void flip_images(const T* x, T* out, const ImageGeom& g, const std::vector<uint8
 
 /// out [N, W, H, C] = x [N, H, W, C] with H and W swapped.
 template <Element T>
-void transpose_images(const T* x, T* out, const ImageGeom& g) {
-  for_rows(g.n * g.w, g.h * g.c, [&](int64_t r0, int64_t r1) {
+void transpose_images(const T* x, T* out, const ImagePlan& g) {
+  for_image_rows(g.n * g.w, g.h * g.c, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / g.w, col = r % g.w;
       T* dst = out + r * g.h * g.c;
@@ -261,9 +220,17 @@ void transpose_images(const T* x, T* out, const ImageGeom& g) {
 
 /// Calls f(pixel_begin, pixel_end) over `pixels` pixels, in parallel when large.
 template <class F>
-void for_pixels(int64_t pixels, F&& f) {
-  backend::cpu::parallel_chunks(pixels, 64, [&](int, int64_t b, int64_t e) { f(b, e); },
-                                backend::cpu::kParallelThreshold / 8);
+void for_image_pixels(int64_t pixels, F&& f) {
+  parallel_chunks(pixels, 64, [&](int, int64_t b, int64_t e) { f(b, e); }, kParallelThreshold / 8);
 }
 
-}  // namespace gradus::image::detail
+/// dst[3p .. 3p + 3) = f applied to src[3p .. 3p + 3) for each of `pixels` three-channel pixels
+/// (f(const T* in, T* out); src and dst may alias), over the thread pool.
+template <class T, class F>
+void map_pixels3(const T* src, T* dst, int64_t pixels, F f) {
+  for_image_pixels(pixels, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) f(src + 3 * p, dst + 3 * p);
+  });
+}
+
+}  // namespace gradus::backend::cpu
