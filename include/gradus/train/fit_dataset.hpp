@@ -56,7 +56,7 @@ class ValidationSet {
                  "fit: the validation Data must hold x [n, ...] and y [n, ...] with the same n > 0, got x ",
                  examples->x.defined() ? examples->x.shape() : Shape{}, " and y ",
                  examples->y.defined() ? examples->y.shape() : Shape{});
-    GRADUS_CHECK(device_error, examples->x.device().is_cpu() && examples->y.device().is_cpu(),
+    GRADUS_CHECK(device_error, examples->x.in_host_memory() && examples->y.in_host_memory(),
                  "fit: the validation Data is on ", examples->x.device(), " and ", examples->y.device(),
                  "; it is read from host memory (copy it with .to(gd::cpu))");
     examples_ = data::Example::tuple(examples->x, examples->y);
@@ -110,7 +110,7 @@ Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
                                                   " holds strings; parse or decode them in the pipeline"));
         } else {
           Tensor<T> out(v.shape());
-          backend::cast(v.data(), v.size(), out.data(), false);
+          backend::cast(v.data(), v.size(), out.data(), false, gradus::cpu);
           return out;
         }
       },
