@@ -16,6 +16,7 @@
 #include <gradus/train.hpp>
 
 #include "../support/classification_net.hpp"
+#include "../support/same_bits.hpp"
 
 namespace gd = gradus;
 namespace fs = std::filesystem;
@@ -26,6 +27,8 @@ namespace {
 
 using Net = gradus_test::DenseBatchNormNet;
 using gradus_test::make_data;
+using gradus_test::same_bits;
+using gradus_test::same_state;
 using gradus_test::xent;
 
 /// `text` is exactly one line per pattern, each matching its (ECMAScript) pattern.
@@ -47,10 +50,6 @@ fs::path fresh_dir(const std::string& name) {
   return fs::path(name);
 }
 
-bool same_bits(const Tensor<double>& a, const Tensor<double>& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
-}
-
 /// Every parameter and buffer of `net` compared bit for bit.
 bool same_model(const Net& a, const Net& b) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
@@ -60,13 +59,6 @@ bool same_model(const Net& a, const Net& b) {
     if (pa[i].first != pb[i].first || !same_bits(pa[i].second.value(), pb[i].second.value())) return false;
   for (size_t i = 0; i < ba.size(); ++i)
     if (ba[i].first != bb[i].first || !same_bits(ba[i].second, bb[i].second)) return false;
-  return true;
-}
-
-bool same_state(const gd::optim::StateDict<double>& a, const gd::optim::StateDict<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !same_bits(a[i].second, b[i].second)) return false;
   return true;
 }
 
