@@ -17,10 +17,9 @@
 #include <gradus/train.hpp>
 
 #include "../support/files.hpp"
+#include "../support/short_names.hpp"
 
-namespace gd = gradus;
 namespace sm = gradus::summary;
-namespace fs = std::filesystem;
 
 namespace {
 

@@ -13,10 +13,9 @@
 #include "gradus/core/rng.hpp"
 #include "gradus/summary.hpp"
 #include "../support/files.hpp"
+#include "../support/short_names.hpp"
 
-namespace gd = gradus;
 namespace sm = gradus::summary;
-namespace fs = std::filesystem;
 
 namespace {
 
