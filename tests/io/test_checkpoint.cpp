@@ -21,10 +21,8 @@
 #include <gradus/nn.hpp>
 #include <gradus/optim.hpp>
 
-namespace gd = gradus;
-namespace io = gradus::io;
-namespace nn = gradus::nn;
-namespace fs = std::filesystem;
+#include "../support/short_names.hpp"
+
 using Catch::Contains;
 using Td = gd::Tensor<double>;
 using V = gd::Var<double>;

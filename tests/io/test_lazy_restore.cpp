@@ -12,10 +12,8 @@
 #include <gradus/nn.hpp>
 #include <gradus/optim.hpp>
 
-namespace gd = gradus;
-namespace io = gradus::io;
-namespace nn = gradus::nn;
-namespace fs = std::filesystem;
+#include "../support/short_names.hpp"
+
 using Catch::Contains;
 using Tf = gd::Tensor<float>;
 using Ti = gd::Tensor<int64_t>;

@@ -16,6 +16,8 @@
 #include <gradus/core/rng.hpp>
 #include <gradus/io.hpp>
 
+#include "../support/files.hpp"
+
 namespace gd = gradus;
 namespace io = gradus::io;
 namespace fs = std::filesystem;
@@ -26,26 +28,17 @@ namespace {
 const fs::path fixtures = fs::path(GRADUS_TEST_DATA_DIR) / "io";
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path("tfrecord_tmp") / name;
-  fs::remove_all(d);
+  const fs::path d = gradus_test::fresh_dir("tfrecord_tmp", name);
   fs::create_directories(d);
   return d;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  REQUIRE(f.good());
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-void spit(const fs::path& p, std::string_view bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
+using gradus_test::slurp_existing;
+using gradus_test::spit;
 
 /// The records of make_tfrecord_fixtures.py (RECORDS), the fourth being example.pb's Features.
 std::vector<std::string> fixture_records() {
-  const std::string example = slurp(fixtures / "example.pb");
+  const std::string example = slurp_existing(fixtures / "example.pb");
   // example.pb is Example{features = 1}: a key byte 0x0a and a one-byte length, then the Features.
   REQUIRE(example.size() == 2 + size_t(uint8_t(example[1])));
   return {"", "a", "hello, world", example.substr(2), std::string(300, 'x')};
@@ -95,7 +88,7 @@ TEST_CASE("TFRecord: the framing, byte for byte", "[io][tfrecord]") {
   CHECK(io::encode_tfrecord("") == empty_record);
 
   // Python's framing of RECORDS (bit-by-bit CRC-32C): gradus writes the same bytes and reads them.
-  const std::string golden = slurp(fixtures / "records.tfrecord");
+  const std::string golden = slurp_existing(fixtures / "records.tfrecord");
   CHECK(golden.substr(0, 16) == empty_record);
   const auto records = fixture_records();
   std::string encoded;
@@ -105,7 +98,7 @@ TEST_CASE("TFRecord: the framing, byte for byte", "[io][tfrecord]") {
 
   const fs::path dir = fresh_dir("golden");
   io::write_tfrecords(dir / "out.tfrecord", records);
-  CHECK(slurp(dir / "out.tfrecord") == golden);
+  CHECK(slurp_existing(dir / "out.tfrecord") == golden);
   CHECK(io::read_tfrecords(fixtures / "records.tfrecord") == records);
 }
 
@@ -123,10 +116,10 @@ TEST_CASE("TFRecord: files compressed by Python's gzip and zlib modules read bac
   CHECK_THROWS_AS(io::read_tfrecords(fixtures / "records.tfrecord.gz", io::Compression::zlib), gd::io_error);
   // A zlib stream with bytes after its end is corrupt; gzip treats them as another member.
   const fs::path dir = fresh_dir("trailing");
-  spit(dir / "z", slurp(fixtures / "records.tfrecord.zlib") + "junk");
+  spit(dir / "z", slurp_existing(fixtures / "records.tfrecord.zlib") + "junk");
   CHECK_THROWS_WITH(io::read_tfrecords(dir / "z", io::Compression::zlib),
                     Contains((dir / "z").string()) && Contains("follow the end of the zlib stream"));
-  spit(dir / "g", slurp(fixtures / "records.tfrecord.gz") + "junk");
+  spit(dir / "g", slurp_existing(fixtures / "records.tfrecord.gz") + "junk");
   CHECK_THROWS_WITH(io::read_tfrecords(dir / "g", io::Compression::gzip), Contains("corrupt gzip data"));
 }
 
@@ -145,7 +138,7 @@ TEST_CASE("TFRecord: round trips of every compression, by next(), range-for and 
       w.close();
       w.close();  // harmless
     }
-    const std::string bytes = slurp(path);
+    const std::string bytes = slurp_existing(path);
     if (c == io::Compression::gzip) CHECK(bytes.substr(0, 2) == "\x1f\x8b");
     if (c == io::Compression::zlib) CHECK(uint8_t(bytes[0]) == 0x78);
     uint64_t framed = 0;
@@ -275,7 +268,7 @@ TEST_CASE("TFRecord: every truncation and every corrupted byte of a compressed f
     INFO("compression " << name(c));
     const fs::path good = dir / "good";
     io::write_tfrecords(good, records, {.compression = c});
-    const std::string file = slurp(good);
+    const std::string file = slurp_existing(good);
     const fs::path path = dir / "bad";
     for (size_t cut = 1; cut < file.size(); ++cut) {
       spit(path, std::string_view(file.data(), cut));
@@ -347,7 +340,7 @@ TEST_CASE("protoc decodes the Examples of a TFRecord file gradus wrote, raw and 
   io::write_tfrecords(dir / "ex.tfrecord", std::vector<std::string>{io::encode_example(a), io::encode_example(b)});
 
   // Unframe by hand: 8 bytes of length, 4 of its CRC, the data, 4 more.
-  const std::string file = slurp(dir / "ex.tfrecord");
+  const std::string file = slurp_existing(dir / "ex.tfrecord");
   std::vector<std::string> messages;
   for (size_t pos = 0; pos < file.size();) {
     const uint64_t len = gd::detail::load_le<8>(file.data() + pos);
@@ -382,7 +375,7 @@ TEST_CASE("protoc decodes the Examples of a TFRecord file gradus wrote, raw and 
                           "/io " GRADUS_TEST_DATA_DIR "/io/example.proto < " +
                           (dir / "seq.txt").string() + " > " + (dir / "seq.bin").string();
   REQUIRE(std::system(cmd.c_str()) == 0);
-  const io::SequenceExample seq = io::decode_sequence_example(slurp(dir / "seq.bin"));
+  const io::SequenceExample seq = io::decode_sequence_example(slurp_existing(dir / "seq.bin"));
   CHECK(seq.context.at("id").int64_list() == io::Int64List{42});
   REQUIRE(seq.feature_lists.at("tokens").size() == 2);
   CHECK(seq.feature_lists.at("tokens")[0].float_list() == io::FloatList{1, 2});

@@ -16,24 +16,24 @@ namespace m = gradus::metrics;
 
 namespace {
 
-using TD = gd::Tensor<double>;
-using TI = gd::Tensor<int64_t>;
+using TensorD = gd::Tensor<double>;
+using TensorI64 = gd::Tensor<int64_t>;
 using Catch::Contains;
 using MetricList = std::vector<std::unique_ptr<m::Metric>>;
 
-TD vec(const std::vector<double>& v) { return TD::from(v); }
-TD mat(const std::vector<double>& v, const gd::Shape& s) { return TD::from(v, s); }
+TensorD vec(const std::vector<double>& v) { return TensorD::from(v); }
+TensorD mat(const std::vector<double>& v, const gd::Shape& s) { return TensorD::from(v, s); }
 
 /// Rows [begin, end) of `t` along axis 0, copied.
-TD rows(const TD& t, int64_t begin, int64_t end) {
+TensorD rows(const TensorD& t, int64_t begin, int64_t end) {
   gd::Shape s = t.shape();
   const int64_t row = t.size() / s[0];
   s[0] = end - begin;
-  return TD::from(std::vector<double>(t.data() + begin * row, t.data() + end * row), s);
+  return TensorD::from(std::vector<double>(t.data() + begin * row, t.data() + end * row), s);
 }
 
 /// Exact ROC AUC: the fraction of (positive, negative) pairs ranked correctly, ties counting 1/2.
-double pairwise_auc(const TD& labels, const TD& scores) {
+double pairwise_auc(const TensorD& labels, const TensorD& scores) {
   double hits = 0, pairs = 0;
   for (int64_t i = 0; i < labels.size(); ++i)
     for (int64_t j = 0; j < labels.size(); ++j)
@@ -47,7 +47,7 @@ double pairwise_auc(const TD& labels, const TD& scores) {
 
 /// tf.metrics.auc (trapezoidal) transcribed line by line from TF1's metrics_impl.py: every
 /// (threshold, prediction) pair compared directly in float32, no bucketing.
-double reference_tf_auc(const TD& labels, const TD& scores, int n, bool roc) {
+double reference_tf_auc(const TensorD& labels, const TensorD& scores, int n, bool roc) {
   std::vector<double> thr{-1e-7};
   for (int i = 0; i < n - 2; ++i) thr.push_back((i + 1) * 1.0 / (n - 1));
   thr.push_back(1.0 + 1e-7);
@@ -68,7 +68,7 @@ double reference_tf_auc(const TD& labels, const TD& scores, int n, bool roc) {
   return area;
 }
 
-double auc_of(const TD& labels, const TD& scores, m::AucOptions opts = {}) {
+double auc_of(const TensorD& labels, const TensorD& scores, m::AucOptions opts = {}) {
   m::AUC auc(std::move(opts));
   auc.update(labels, scores);
   return auc.result();
@@ -93,7 +93,7 @@ MetricList binary_metrics() {
   l.push_back(std::make_unique<m::MeanAbsoluteError>());
   l.push_back(std::make_unique<m::MeanSquaredError>());
   l.push_back(std::make_unique<m::RootMeanSquaredError>());
-  l.push_back(std::make_unique<m::MeanRelativeError>(TD::scalar(2.0)));
+  l.push_back(std::make_unique<m::MeanRelativeError>(TensorD::scalar(2.0)));
   return l;
 }
 /// Every metric that takes class-id labels [N] and scores [N, C].
@@ -106,13 +106,13 @@ MetricList sparse_metrics() {
 }
 
 /// Feeds (y, p, w) to one list in three batches and to another in one; the results must agree.
-void check_streaming(const std::function<MetricList()>& make, const TD& y, const TD& p, const TD* w) {
+void check_streaming(const std::function<MetricList()>& make, const TensorD& y, const TensorD& p, const TensorD* w) {
   MetricList streamed = make(), whole = make();
   const int64_t n = y.shape()[0], cuts[] = {0, n / 3, n / 2 + 1, n};
   for (size_t k = 0; k < streamed.size(); ++k) {
     for (int b = 0; b < 3; ++b) {
-      const TD yb = rows(y, cuts[b], cuts[b + 1]), pb = rows(p, cuts[b], cuts[b + 1]);
-      const TD wb = w ? rows(*w, cuts[b], cuts[b + 1]) : TD();
+      const TensorD yb = rows(y, cuts[b], cuts[b + 1]), pb = rows(p, cuts[b], cuts[b + 1]);
+      const TensorD wb = w ? rows(*w, cuts[b], cuts[b + 1]) : TensorD();
       streamed[k]->update_tensors(yb, pb, w ? &wb : nullptr);
     }
     whole[k]->update_tensors(y, p, w);
@@ -166,7 +166,7 @@ TEST_CASE("metrics: streaming over batches equals one big batch", "[metrics]") {
   }
   for (auto& s : scores) s = rng.normal();
   check_streaming(binary_metrics, vec(y), vec(p), nullptr);
-  const TD wt = vec(w);
+  const TensorD wt = vec(w);
   check_streaming(binary_metrics, vec(y), vec(p), &wt);
   check_streaming(sparse_metrics, vec(ids), mat(scores, {n, c}), nullptr);
   check_streaming(sparse_metrics, vec(ids), mat(scores, {n, c}), &wt);
@@ -195,15 +195,15 @@ TEST_CASE("metrics: accuracy, weights and shapes", "[metrics]") {
 
   // int64 labels against float predictions; labels [N, 1] squeeze to match predictions [N].
   acc.reset();
-  acc.update(TI::from({3, 1, 2}, {3, 1}), gd::Tensor<float>::from({3.f, 1.f, 0.f}));
+  acc.update(TensorI64::from({3, 1, 2}, {3, 1}), gd::Tensor<float>::from({3.f, 1.f, 0.f}));
   CHECK(acc.result() == Approx(2.0 / 3));
-  acc.update(TI::from({3, 1, 2}), TI::from({3, 1, 2}));  // 2/3 then 3/3: 5 of 6 overall
+  acc.update(TensorI64::from({3, 1, 2}), TensorI64::from({3, 1, 2}));  // 2/3 then 3/3: 5 of 6 overall
   CHECK(acc.result() == Approx(5.0 / 6));
 
   CHECK_THROWS_AS(acc.update(vec({1, 2, 3}), vec({1, 2})), gd::shape_error);
   CHECK_THROWS_WITH(acc.update(vec({1, 2, 3}), vec({1, 2})), Contains("accuracy") && Contains("[3]") && Contains("[2]"));
   CHECK_THROWS_WITH(acc.update(vec({1, 2}), vec({1, 2}), vec({1, 1, 1})), Contains("accuracy: weights shape [3]"));
-  CHECK_THROWS_AS(acc.update(TD(), vec({1})), gd::value_error);
+  CHECK_THROWS_AS(acc.update(TensorD(), vec({1})), gd::value_error);
   CHECK(acc.result() == Approx(5.0 / 6));  // failed updates leave the state alone
 }
 
@@ -215,7 +215,7 @@ TEST_CASE("metrics: binary, categorical, sparse categorical and top-k accuracy",
   bin3.update(vec({1, 0, 1, 0}), vec({0.7, 0.2, 0.4, 0.6}));
   CHECK(bin3.result() == 0.75);  // p > 0.3 -> {1, 0, 1, 1}: three match
 
-  const TD scores = mat({0.1, 0.8, 0.1, 0.2, 0.7, 0.1, 0.3, 0.3, 0.4}, {3, 3});  // argmax {1, 1, 2}
+  const TensorD scores = mat({0.1, 0.8, 0.1, 0.2, 0.7, 0.1, 0.3, 0.3, 0.4}, {3, 3});  // argmax {1, 1, 2}
   m::CategoricalAccuracy cat;
   cat.update(mat({0, 1, 0, 1, 0, 0, 0, 0, 1}, {3, 3}), scores);  // label argmax {1, 0, 2}
   CHECK(cat.result() == Approx(2.0 / 3));
@@ -225,42 +225,42 @@ TEST_CASE("metrics: binary, categorical, sparse categorical and top-k accuracy",
   CHECK_THROWS_WITH(cat.update(mat({0, 1, 0, 1, 0, 0}, {2, 3}), scores), Contains("categorical_accuracy"));
 
   m::SparseCategoricalAccuracy sparse;
-  sparse.update(TI::from({1, 0, 2}), scores);
+  sparse.update(TensorI64::from({1, 0, 2}), scores);
   CHECK(sparse.result() == Approx(2.0 / 3));
-  sparse.update(TI::from({1, 1, 2}, {3, 1}), scores);  // [N, 1] labels squeeze; 3/3 -> 5 of 6
+  sparse.update(TensorI64::from({1, 1, 2}, {3, 1}), scores);  // [N, 1] labels squeeze; 3/3 -> 5 of 6
   CHECK(sparse.result() == Approx(5.0 / 6));
-  CHECK_THROWS_AS(sparse.update(TI::from({1, 3, 2}), scores), gd::value_error);
+  CHECK_THROWS_AS(sparse.update(TensorI64::from({1, 3, 2}), scores), gd::value_error);
   CHECK_THROWS_WITH(sparse.update(vec({1, 0.5, 2}), scores), Contains("sparse_categorical_accuracy: label 0.5"));
-  CHECK_THROWS_AS(sparse.update(TI::from({1, 0}), scores), gd::shape_error);
+  CHECK_THROWS_AS(sparse.update(TensorI64::from({1, 0}), scores), gd::shape_error);
   CHECK(sparse.result() == Approx(5.0 / 6));
-  sparse.update(TI::from({1, 7, 2}), scores, vec({1, 0, 1}));  // a masked label is not checked
+  sparse.update(TensorI64::from({1, 7, 2}), scores, vec({1, 0, 1}));  // a masked label is not checked
   CHECK(sparse.result() == Approx(7.0 / 8));
 
   // Labels {1, 0, 0}: the labelled score is beaten by 0, 1 and 1 others.
   m::TopKAccuracy top1(1), top2(2);
-  top1.update(TI::from({1, 0, 0}), scores);
-  top2.update(TI::from({1, 0, 0}), scores);
+  top1.update(TensorI64::from({1, 0, 0}), scores);
+  top2.update(TensorI64::from({1, 0, 0}), scores);
   CHECK(top1.result() == Approx(1.0 / 3));
   CHECK(top2.result() == 1.0);
 
   // in_top_k ties: every class tied with the target's score counts as inside the top k.
-  const TD tied = mat({0.3, 0.3, 0.3, 0.1}, {1, 4});
+  const TensorD tied = mat({0.3, 0.3, 0.3, 0.1}, {1, 4});
   auto in_top = [&](int64_t label, int64_t k) {
     m::TopKAccuracy t(k);
-    t.update(TI::from({label}), tied);
+    t.update(TensorI64::from({label}), tied);
     return t.result();
   };
   CHECK(in_top(2, 1) == 1.0);
   CHECK(in_top(3, 3) == 0.0);
   CHECK(in_top(3, 4) == 1.0);
   m::TopKAccuracy nan_row(3);
-  nan_row.update(TI::from({1}), mat({NAN, 0.5, 0.1}, {1, 3}));
+  nan_row.update(TensorI64::from({1}), mat({NAN, 0.5, 0.1}, {1, 3}));
   CHECK(nan_row.result() == 0.0);  // a non-finite score makes the row a miss, as in_top_k
   CHECK_THROWS_AS(m::TopKAccuracy(0), gd::value_error);
 }
 
 TEST_CASE("metrics: confusion counts, precision and recall at thresholds", "[metrics]") {
-  const TD y = vec({1, 1, 0, 0, 1}), p = vec({0.9, 0.4, 0.6, 0.1, 0.5});
+  const TensorD y = vec({1, 1, 0, 0, 1}), p = vec({0.9, 0.4, 0.6, 0.1, 0.5});
   // At 0.5 (p > 0.5 is positive; 0.5 itself is not): tp = {0}, fp = {2}, tn = {3}, fn = {1, 4}.
   m::TruePositives tp;
   m::FalsePositives fp;
@@ -315,7 +315,7 @@ TEST_CASE("metrics: confusion counts, precision and recall at thresholds", "[met
 }
 
 TEST_CASE("metrics: AUC against exact pairwise AUC and TF's own test values", "[metrics][auc]") {
-  const TD y = vec({0, 0, 1, 1}), p = vec({0.1, 0.4, 0.35, 0.8});
+  const TensorD y = vec({0, 0, 1, 1}), p = vec({0.1, 0.4, 0.35, 0.8});
   // Pairs (positive, negative): (0.35, 0.1) yes, (0.35, 0.4) no, (0.8, 0.1) yes, (0.8, 0.4) yes.
   CHECK(pairwise_auc(y, p) == 0.75);
   const double roc = auc_of(y, p);
@@ -332,11 +332,11 @@ TEST_CASE("metrics: AUC against exact pairwise AUC and TF's own test values", "[
   const m::AucOptions pr_careful{.curve = m::Curve::pr, .summation = m::Summation::careful_interpolation};
   CHECK(auc_of(y, p, {.curve = m::Curve::pr}) == Approx(0.79166).margin(1e-3));  // testIncorrectAUCPRSpecialCase
   CHECK(auc_of(y, p, pr_careful) == Approx(1 - std::log(1.5) / 2).margin(1e-3));  // testCorrectAUCPRSpecialCase
-  const TD y2 = vec({0, 0, 1, 0, 1, 0, 1}), p2 = vec({0.1, 0.4, 0.35, 0.8, 0.1, 0.135, 0.81});
+  const TensorD y2 = vec({0, 0, 1, 0, 1, 0, 1}), p2 = vec({0.1, 0.4, 0.35, 0.8, 0.1, 0.135, 0.81});
   CHECK(auc_of(y2, p2, {.curve = m::Curve::pr}) == Approx(0.610317).margin(1e-3));
   CHECK(auc_of(y2, p2, pr_careful) ==
         Approx((2.5 - 2 * std::log(4. / 3) - 0.25 * std::log(7. / 5)) / 3).margin(1e-3));
-  const TD y3 = vec({0, 0, 0, 0, 1, 1, 1}), p3 = vec({0.0, 0.1, 0.2, 0.33, 0.3, 0.4, 0.5});
+  const TensorD y3 = vec({0, 0, 0, 0, 1, 1, 1}), p3 = vec({0.0, 0.1, 0.2, 0.33, 0.3, 0.4, 0.5});
   CHECK(auc_of(y3, p3, {.curve = m::Curve::pr}) == Approx(0.90277).margin(1e-3));
   CHECK(auc_of(y3, p3, pr_careful) == Approx(1 - std::log(4. / 3) / 3).margin(1e-3));
 
@@ -348,7 +348,7 @@ TEST_CASE("metrics: AUC against exact pairwise AUC and TF's own test values", "[
   CHECK(scalar_w.result() == Approx(0.5).margin(1e-5));
 
   // testManualThresholds: 200 thresholds do not split 0.3001 from 0.3003; the manual ones do.
-  const TD y4 = vec({0, 1, 0, 1}), p4 = vec({0.12, 0.3001, 0.3003, 0.72});
+  const TensorD y4 = vec({0, 1, 0, 1}), p4 = vec({0.12, 0.3001, 0.3003, 0.72});
   CHECK(auc_of(y4, p4) == Approx(0.875).margin(1e-3));
   CHECK(auc_of(y4, p4, {.thresholds = {0.0, 0.2, 0.3002, 0.6, 1.0}}) == Approx(0.75).margin(1e-3));
 
@@ -369,7 +369,7 @@ TEST_CASE("metrics: AUC on random well-separated scores is within the Riemann to
     y[size_t(i)] = double(rng.below(2));
     p[size_t(i)] = y[size_t(i)] != 0 ? rng.uniform(0.3, 1.0) : rng.uniform(0.0, 0.7);
   }
-  const TD yt = vec(y), pt = vec(p);
+  const TensorD yt = vec(y), pt = vec(p);
   const double exact = pairwise_auc(yt, pt);
   m::AUC streamed;
   for (int64_t b = 0; b < n; b += 100) streamed.update(rows(yt, b, b + 100), rows(pt, b, b + 100));
@@ -379,29 +379,29 @@ TEST_CASE("metrics: AUC on random well-separated scores is within the Riemann to
 }
 
 TEST_CASE("metrics: sensitivity at specificity and specificity at sensitivity (TF's values)", "[metrics]") {
-  const TD y = vec({0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
-  auto sens = [&](const TD& p, double target, const TD* w = nullptr) {
+  const TensorD y = vec({0, 0, 0, 0, 0, 1, 1, 1, 1, 1});
+  auto sens = [&](const TensorD& p, double target, const TensorD* w = nullptr) {
     m::SensitivityAtSpecificity s(target);
     s.update_tensors(y, p, w);
     return s.result();
   };
-  auto spec = [&](const TD& p, double target, const TD* w = nullptr) {
+  auto spec = [&](const TensorD& p, double target, const TensorD* w = nullptr) {
     m::SpecificityAtSensitivity s(target);
     s.update_tensors(y, p, w);
     return s.result();
   };
-  const TD w = vec({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  const TensorD w = vec({1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
   // TF metrics_test.py SensitivityAtSpecificityTest: at the first threshold >= 0.3 four of five
   // negatives are below (specificity 0.8) and four of five positives above (sensitivity 0.8).
   CHECK(sens(vec({0.0, 0.1, 0.2, 0.3, 0.4, 0.1, 0.45, 0.5, 0.8, 0.9}), 0.8) == Approx(0.8).margin(1e-6));
-  const TD low = vec({0.0, 0.1, 0.2, 0.3, 0.4, 0.01, 0.02, 0.25, 0.26, 0.26});
+  const TensorD low = vec({0.0, 0.1, 0.2, 0.3, 0.4, 0.01, 0.02, 0.25, 0.26, 0.26});
   CHECK(sens(low, 0.4) == Approx(0.6).margin(1e-6));
   CHECK(sens(low, 0.4, &w) == Approx(0.675).margin(1e-6));
   // SpecificityAtSensitivityTest.
   CHECK(spec(vec({0.1, 0.2, 0.4, 0.3, 0.0, 0.1, 0.45, 0.5, 0.8, 0.9}), 0.8) == Approx(1.0).margin(1e-6));
-  const TD low2 = vec({0.1, 0.2, 0.4, 0.3, 0.0, 0.1, 0.2, 0.2, 0.26, 0.26});
+  const TensorD low2 = vec({0.1, 0.2, 0.4, 0.3, 0.0, 0.1, 0.2, 0.2, 0.26, 0.26});
   CHECK(spec(low2, 0.4) == Approx(0.6).margin(1e-6));
-  const TD w3 = TD::scalar(3);
+  const TensorD w3 = TensorD::scalar(3);
   CHECK(spec(low2, 0.4, &w3) == Approx(0.6).margin(1e-6));
   CHECK(spec(low2, 0.4, &w) == Approx(8.0 / 15).margin(1e-6));
 
@@ -414,9 +414,9 @@ TEST_CASE("metrics: mean IoU on a hand-worked confusion matrix", "[metrics]") {
   //   label 0: {1, 1, 0}   row 2, col 2, diag 1 -> 1/3
   //   label 1: {0, 2, 0}   row 2, col 3, diag 2 -> 2/3
   //   label 2: {1, 0, 2}   row 3, col 2, diag 2 -> 2/3        mean 5/9
-  const TD y = vec({0, 0, 1, 1, 2, 2, 2}), p = vec({0, 1, 1, 1, 2, 0, 2});
+  const TensorD y = vec({0, 0, 1, 1, 2, 2, 2}), p = vec({0, 1, 1, 1, 2, 0, 2});
   m::MeanIoU iou(3);
-  iou.update(rows(y, 0, 3), TI::from({0, 1, 1}));
+  iou.update(rows(y, 0, 3), TensorI64::from({0, 1, 1}));
   iou.update(rows(y, 3, 7), rows(p, 3, 7));
   CHECK(iou.result() == Approx(5.0 / 9));
   CHECK(iou.confusion_matrix()(2, 0) == 1);
@@ -437,24 +437,24 @@ TEST_CASE("metrics: mean IoU on a hand-worked confusion matrix", "[metrics]") {
 }
 
 TEST_CASE("metrics: mean, weight broadcasting and percentage below", "[metrics]") {
-  const TD v = mat({1, 2, 3, 4, 5, 6}, {2, 3});
-  auto mean_of = [&](const TD* w) {
+  const TensorD v = mat({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto mean_of = [&](const TensorD* w) {
     m::Mean mean;
     mean.update_values(v, w);
     return mean.result();
   };
   CHECK(mean_of(nullptr) == 3.5);
-  const TD scalar = TD::scalar(2), per_row = vec({1, 0}), per_col = mat({1, 1, 0}, {1, 3});
+  const TensorD scalar = TensorD::scalar(2), per_row = vec({1, 0}), per_col = mat({1, 1, 0}, {1, 3});
   CHECK(mean_of(&scalar) == 3.5);
   CHECK(mean_of(&per_row) == 2.0);  // TF: weights of rank one less gain a trailing 1 -> [2, 1]
   CHECK(mean_of(&per_col) == 3.0);  // (1 + 2 + 4 + 5) / 4
-  const TD bad = vec({1, 1, 1});
+  const TensorD bad = vec({1, 1, 1});
   CHECK_THROWS_WITH(mean_of(&bad), Contains("mean: weights shape [3] cannot be broadcast to [2,3]"));
 
   m::Mean mean;
   mean.update(vec({1, NAN, 3}), vec({1, 0, 1}));
   CHECK(mean.result() == 2.0);  // weight 0 masks the NaN
-  mean.update(TI::from({10}));
+  mean.update(TensorI64::from({10}));
   CHECK(mean.result() == Approx(14.0 / 3));  // (1 + 3 + 10) / 3
   m::Metric& as_metric = mean;
   CHECK_THROWS_WITH(as_metric.update(vec({1}), vec({1})), Contains("mean: takes update(values[, weights])"));
@@ -504,7 +504,7 @@ TEST_CASE("metrics: mean relative error", "[metrics]") {
 
 TEST_CASE("metrics: mean cosine distance", "[metrics]") {
   // Unit vectors: Σ l·p per row = {1, 0}; 1 - mean = 0.5.
-  const TD l = mat({1, 0, 0, 1}, {2, 2}), p = mat({1, 0, 1, 0}, {2, 2});
+  const TensorD l = mat({1, 0, 0, 1}, {2, 2}), p = mat({1, 0, 1, 0}, {2, 2});
   m::MeanCosineDistance cos(1);
   cos.update(l, p);
   CHECK(cos.result() == 0.5);
@@ -516,7 +516,7 @@ TEST_CASE("metrics: mean cosine distance", "[metrics]") {
   CHECK(along0.result() == 0.5);
 
   // TF does not normalise; with .normalize the scale of the vectors no longer matters.
-  const TD scaled = mat({2, 0, 3, 0}, {2, 2});
+  const TensorD scaled = mat({2, 0, 3, 0}, {2, 2});
   m::MeanCosineDistance raw(1), unit(1, {.normalize = true});
   raw.update(l, scaled);
   unit.update(l, scaled);
@@ -530,13 +530,13 @@ TEST_CASE("metrics: mean cosine distance", "[metrics]") {
 
 TEST_CASE("metrics: perplexity from logits and from log-likelihoods", "[metrics]") {
   m::Perplexity uniform;
-  uniform.update(TI::from({0, 3, 1}), TD::zeros({3, 5}));
+  uniform.update(TensorI64::from({0, 3, 1}), TensorD::zeros({3, 5}));
   CHECK(uniform.result() == Approx(5.0));  // equal logits: cross-entropy log 5 per example
 
   m::Perplexity two;
-  two.update(TI::from({1}), mat({0, std::log(3.0)}, {1, 2}));  // p(label) = 3 / 4
+  two.update(TensorI64::from({1}), mat({0, std::log(3.0)}, {1, 2}));  // p(label) = 3 / 4
   CHECK(two.result() == Approx(4.0 / 3));
-  two.update(TI::from({0}), mat({1000, 1000}, {1, 2}));  // stable for large logits: p = 1/2
+  two.update(TensorI64::from({0}), mat({1000, 1000}, {1, 2}));  // stable for large logits: p = 1/2
   CHECK(two.result() == Approx(std::exp((std::log(4.0 / 3) + std::log(2.0)) / 2)));
 
   m::Perplexity ll;
@@ -544,13 +544,13 @@ TEST_CASE("metrics: perplexity from logits and from log-likelihoods", "[metrics]
   CHECK(ll.result() == Approx(std::pow(2.0, 1.5)));
   ll.update_log_likelihoods(vec({0.0, 0.0}), vec({0, 0}));  // masked: unchanged
   CHECK(ll.result() == Approx(std::pow(2.0, 1.5)));
-  CHECK_THROWS_WITH(two.update(TI::from({2}), TD::zeros({1, 2})), Contains("perplexity: label 2"));
+  CHECK_THROWS_WITH(two.update(TensorI64::from({2}), TensorD::zeros({1, 2})), Contains("perplexity: label 2"));
 }
 
 TEST_CASE("metrics: inputs may be float tensors, Vars or expressions", "[metrics]") {
-  const TD x = vec({-2, -0.5, 0.3, 1.5});
+  const TensorD x = vec({-2, -0.5, 0.3, 1.5});
   m::AUC from_expr, from_tensor;
-  from_expr.update(TI::from({0, 0, 1, 1}), gd::sigmoid(x));
+  from_expr.update(TensorI64::from({0, 0, 1, 1}), gd::sigmoid(x));
   from_tensor.update(vec({0, 0, 1, 1}), gd::eval(gd::sigmoid(x)));
   CHECK(from_expr.result() == from_tensor.result());
 
@@ -565,7 +565,7 @@ TEST_CASE("metrics: inputs may be float tensors, Vars or expressions", "[metrics
 }
 
 TEST_CASE("metrics: class-id errors name the position, the element type given and the fix", "[metrics][errors]") {
-  const TD logits = mat({0.1, 0.9, 0.8, 0.2, 0.3, 0.3}, {3, 2});
+  const TensorD logits = mat({0.1, 0.9, 0.8, 0.2, 0.3, 0.3}, {3, 2});
   // float labels holding whole numbers are class ids; a fractional one says what labels must be
   m::SparseCategoricalAccuracy acc;
   acc.update(gd::Tensor<float>::from({1.f, 0.f, 1.f}), logits);
@@ -575,7 +575,7 @@ TEST_CASE("metrics: class-id errors name the position, the element type given an
                     "sparse_categorical_accuracy: label 0.5 at position 1 is not a class index in [0, 2); labels "
                     "must be Tensor<int64_t>, got Tensor<float>: use gd::cast<int64_t>(labels)");
   // int64 labels out of range: no conversion hint
-  CHECK_THROWS_WITH(acc.update(TI::from({1, 7, 0}), logits),
+  CHECK_THROWS_WITH(acc.update(TensorI64::from({1, 7, 0}), logits),
                     "sparse_categorical_accuracy: label 7 at position 1 is not a class index in [0, 2)");
   // the non-template update knows no element type
   CHECK_THROWS_WITH(acc.update_tensors(vec({1, 2.5, 0}), logits, nullptr),
@@ -584,7 +584,7 @@ TEST_CASE("metrics: class-id errors name the position, the element type given an
   CHECK_THROWS_WITH(top.update(vec({-1, 0, 0}), logits),
                     Contains("label -1 at position 0") && Contains("got Tensor<double>: use gd::cast<int64_t>(labels)"));
   m::MeanIoU iou(2);
-  CHECK_THROWS_WITH(iou.update(TI::from({0, 1}), gd::Tensor<float>::from({0.f, 0.25f})),
+  CHECK_THROWS_WITH(iou.update(TensorI64::from({0, 1}), gd::Tensor<float>::from({0.f, 0.25f})),
                     Contains("prediction 0.25 at position 1") &&
                         Contains("predictions must be Tensor<int64_t>, got Tensor<float>: use gd::cast<int64_t>(predictions)"));
   // one-hot labels given to a sparse metric

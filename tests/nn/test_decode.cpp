@@ -12,8 +12,8 @@
 #include <gradus/nn.hpp>
 #include <gradus/nn/decode.hpp>
 
-namespace gd = gradus;
-namespace nn = gradus::nn;
+#include "../support/short_names.hpp"
+
 using Td = gd::Tensor<double>;
 using Ti = gd::Tensor<int64_t>;
 using V = gd::Var<double>;

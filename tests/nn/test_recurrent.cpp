@@ -9,19 +9,14 @@
 #include <gradus/nn/recurrent.hpp>
 #include <gradus/testing/module_check.hpp>
 
-namespace gd = gradus;
-namespace nn = gradus::nn;
+#include "../support/module_gradient.hpp"
+#include "../support/short_names.hpp"
+
+using gradus_test::check_gradient;
 using Td = gd::Tensor<double>;
 using V = gd::Var<double>;
 
 namespace {
-
-template <class M>
-void check_gradient(M& module, const Td& x) {
-  const nn::GradientReport report = nn::check_module_gradient(module, x, {.delta = 1e-6, .tolerance = 1e-6});
-  INFO(report);
-  CHECK(report.ok());
-}
 
 V random_var(gd::Shape s, gd::Rng& rng) { return V::constant(Td::random_normal(s, rng, 0, 0.5)); }
 

@@ -8,8 +8,8 @@
 #include <gradus/nn/tied_output.hpp>
 #include <gradus/testing/module_check.hpp>
 
-namespace gd = gradus;
-namespace nn = gradus::nn;
+#include "../support/short_names.hpp"
+
 using Td = gd::Tensor<double>;
 using Ti = gd::Tensor<int64_t>;
 using V = gd::Var<double>;

@@ -4,19 +4,19 @@
 #pragma once
 #include "op_registry.hpp"
 
-namespace opreg::losses_ref {
+namespace op_registry::losses_ref {
 
 
-using V = std::vector<VD>;
-using Refs = std::vector<TD>;
+using V = std::vector<VarD>;
+using Refs = std::vector<TensorD>;
 using gd::Reduction;
 
 /// TF1 compute_weighted_loss: weights (a tensor broadcast to the losses, or the number ws)
 /// multiply; none keeps them, sum adds, mean divides by the sum of the broadcast weights,
 /// sum_by_nonzero_weights by their non-zero count; 0 when the divisor is 0.
-inline TD reduce_loss(const TD& per, Reduction red, const TD& w, double ws) {
-  const TD wb = w.defined() ? map2(per, w, [](double, double b) { return b; }) : map1(per, [ws](double) { return ws; });
-  const TD weighted = map2(per, wb, [](double a, double b) { return a * b; });
+inline TensorD reduce_loss(const TensorD& per, Reduction red, const TensorD& w, double ws) {
+  const TensorD wb = w.defined() ? map2(per, w, [](double, double b) { return b; }) : map1(per, [ws](double) { return ws; });
+  const TensorD weighted = map2(per, wb, [](double a, double b) { return a * b; });
   if (red == Reduction::none) return weighted;
   double s = 0, wsum = 0, nonzero = 0;
   for (int64_t i = 0; i < per.size(); ++i) s += weighted.data()[i], wsum += wb.data()[i], nonzero += wb.data()[i] != 0;
@@ -27,7 +27,7 @@ inline TD reduce_loss(const TD& per, Reduction red, const TD& w, double ws) {
 struct Weighting {
   const char* label;
   Reduction red;
-  TD w;  // undefined: the number ws
+  TensorD w;  // undefined: the number ws
   double ws;
   unsigned kinds;
 };
@@ -54,17 +54,17 @@ inline std::vector<Weighting> weightings(bool per_example) {
 /// with reference `elem(label, prediction, param)`; labels fixed, predictions sampled in [lo, hi]
 /// away from `kinks` (as differences prediction - label). `params`: values other than the default.
 template <class F>
-OpInfo pointwise(std::string name, F f, std::function<double(double, double, double)> elem, TD labels, double lo, double hi,
+OpInfo pointwise(std::string name, F f, std::function<double(double, double, double)> elem, TensorD labels, double lo, double hi,
                  double param, std::vector<double> params, std::vector<double> kinks = {}) {
   OpInfo o{.name = name, .needs_broadcast = true, .needs_fused = true};
   auto preds = [&](uint64_t seed) {
-    TD p = uniform({3, 4}, seed, lo, hi);
+    TensorD p = uniform({3, 4}, seed, lo, hi);
     for (int64_t i = 0; i < p.size(); ++i)  // keep prediction - label away from the kinks
       for (double k : kinks)
         while (std::abs(p.data()[i] - labels.data()[i] - k) < 0.05) p.data()[i] += 0.1;
     return p;
   };
-  auto ref_of = [elem, labels](Reduction red, TD w, double ws, double prm) {
+  auto ref_of = [elem, labels](Reduction red, TensorD w, double ws, double prm) {
     return [=](const Refs& t) {
       return reduce_loss(map2(labels, t[0], [&](double y, double p) { return elem(y, p, prm); }), red, w, ws);
     };
@@ -72,29 +72,29 @@ OpInfo pointwise(std::string name, F f, std::function<double(double, double, dou
   uint64_t seed = 310;
   for (const Weighting& wt : weightings(false))
     o.samples.push_back(sample(wt.label, wt.kinds, {preds(seed++)},
-                               [f, labels, wt, param](const V& v) { return VD(f(labels, v[0], wt.red, wt.w, wt.ws, param)); },
+                               [f, labels, wt, param](const V& v) { return VarD(f(labels, v[0], wt.red, wt.w, wt.ws, param)); },
                                ref_of(wt.red, wt.w, wt.ws, param)));
   for (double prm : params)
     o.samples.push_back(sample("parameter " + std::to_string(prm), gd::ops::kind::params, {preds(seed++)},
-                               [f, labels, prm](const V& v) { return VD(f(labels, v[0], Reduction::sum, TD(), 1.0, prm)); },
-                               ref_of(Reduction::sum, TD(), 1, prm)));
+                               [f, labels, prm](const V& v) { return VarD(f(labels, v[0], Reduction::sum, TensorD(), 1.0, prm)); },
+                               ref_of(Reduction::sum, TensorD(), 1, prm)));
   // predictions from a chain: sigmoid(x) * b (in (0, 1)), b [4]
   o.samples.push_back(sample("of sigmoid(x) * b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                              {uniform({3, 4}, seed, -2, 2), uniform({4}, seed + 1, 0.5, 0.95)},
                              [f, labels, param](const V& v) {
-                               return VD(f(labels, gd::sigmoid(v[0]) * v[1], Reduction::sum_by_nonzero_weights, TD(), 1.0, param));
+                               return VarD(f(labels, gd::sigmoid(v[0]) * v[1], Reduction::sum_by_nonzero_weights, TensorD(), 1.0, param));
                              },
                              [elem, labels, param](const Refs& t) {
-                               const TD p = map2(t[0], t[1], [](double x, double b) { return b / (1 + std::exp(-x)); });
+                               const TensorD p = map2(t[0], t[1], [](double x, double b) { return b / (1 + std::exp(-x)); });
                                return reduce_loss(map2(labels, p, [&](double y, double q) { return elem(y, q, param); }),
-                                                  Reduction::sum_by_nonzero_weights, TD(), 1);
+                                                  Reduction::sum_by_nonzero_weights, TensorD(), 1);
                              }));
   return o;
 }
 
 /// Options<double> (or another options type O) with reduction and weights set.
 template <class O>
-O options(Reduction red, const TD& w, double ws) {
+O options(Reduction red, const TensorD& w, double ws) {
   O o{.reduction = red};
   if (w.defined())
     o.weights = w;
@@ -106,7 +106,7 @@ O options(Reduction red, const TD& w, double ws) {
 inline double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
 
 /// -sum(labels * log_softmax(logits)) over the last axis, per example.
-inline TD softmax_xent_ref(const TD& labels, const TD& logits, double smoothing) {
+inline TensorD softmax_xent_ref(const TensorD& labels, const TensorD& logits, double smoothing) {
   const Idx d = dims(logits.shape());
   const int64_t c = d.back();
   const Idx od(d.begin(), d.end() - 1);
@@ -122,10 +122,10 @@ inline TD softmax_xent_ref(const TD& labels, const TD& logits, double smoothing)
   });
 }
 
-inline TD one_hot_ref(const TI& labels, int64_t c) {
+inline TensorD one_hot_ref(const TensorI64& labels, int64_t c) {
   Idx d = dims(labels.shape());
   d.push_back(c);
   return build(d, [&](const Idx& i) { return labels.data()[ravel(Idx(i.begin(), i.end() - 1), dims(labels.shape()))] == i.back() ? 1.0 : 0.0; });
 }
 
-}  // namespace opreg::losses_ref
+}  // namespace op_registry::losses_ref

@@ -15,12 +15,12 @@
 #include <gradus/gradus.hpp>
 #include <gradus/testing/op_info.hpp>
 
-namespace opreg {
+namespace op_registry {
 
 namespace gd = gradus;
-using TD = gd::Tensor<double>;
-using VD = gd::Var<double>;
-using TI = gd::Tensor<int64_t>;
+using TensorD = gd::Tensor<double>;
+using VarD = gd::Var<double>;
+using TensorI64 = gd::Tensor<int64_t>;
 using Idx = std::vector<int64_t>;
 using gd::ops::OpInfo;
 using gd::ops::OpSample;
@@ -40,10 +40,10 @@ using gradus_test::allocations;
 
 // ------------------------------------------------------------------ sample inputs
 /// Uniform in [lo, hi], resampled while within `gap` of any of `avoid` (an op's kinks).
-inline TD uniform(const gd::Shape& s, uint64_t seed, double lo = -2, double hi = 2, std::vector<double> avoid = {},
+inline TensorD uniform(const gd::Shape& s, uint64_t seed, double lo = -2, double hi = 2, std::vector<double> avoid = {},
                   double gap = 0.05) {
   gd::Rng rng(seed);
-  TD t(s);
+  TensorD t(s);
   for (auto& v : t) {
     bool near;
     do {
@@ -54,7 +54,7 @@ inline TD uniform(const gd::Shape& s, uint64_t seed, double lo = -2, double hi =
   }
   return t;
 }
-inline TD values(std::vector<double> v, const gd::Shape& s) { return TD::from(std::move(v), s); }
+inline TensorD values(std::vector<double> v, const gd::Shape& s) { return TensorD::from(std::move(v), s); }
 
 // ------------------------------------------------------------------ naive references
 inline Idx dims(const gd::Shape& s) { return Idx(s.begin(), s.end()); }
@@ -74,13 +74,13 @@ inline int64_t ravel(const Idx& i, const Idx& d) {
   return f;
 }
 /// x at the multi-index `i` of a (right-aligned, NumPy) broadcast of x to rank i.size().
-inline double at_broadcast(const TD& x, const Idx& i) {
+inline double at_broadcast(const TensorD& x, const Idx& i) {
   const Idx d = dims(x.shape());
   Idx j(d.size());
   for (size_t k = 0; k < d.size(); ++k) j[k] = d[k] == 1 ? 0 : i[i.size() - d.size() + k];
   return x.data()[ravel(j, d)];
 }
-inline double at(const TD& x, const Idx& i) { return x.data()[ravel(i, dims(x.shape()))]; }
+inline double at(const TensorD& x, const Idx& i) { return x.data()[ravel(i, dims(x.shape()))]; }
 /// The NumPy broadcast of several shapes.
 inline Idx broadcast_dims(const std::vector<Idx>& ds) {
   size_t r = 0;
@@ -94,29 +94,29 @@ inline Idx broadcast_dims(const std::vector<Idx>& ds) {
   return out;
 }
 /// A tensor of dims `d` with element i = f(multi-index of i).
-inline TD build(const Idx& d, const std::function<double(const Idx&)>& f) {
-  TD t{gd::Shape(d)};
+inline TensorD build(const Idx& d, const std::function<double(const Idx&)>& f) {
+  TensorD t{gd::Shape(d)};
   for (int64_t k = 0, n = numel(d); k < n; ++k) t.data()[k] = f(unravel(k, d));
   return t;
 }
 /// Elementwise f over broadcast operands.
-inline TD map(const std::vector<TD>& xs, const std::function<double(const std::vector<double>&)>& f) {
+inline TensorD map(const std::vector<TensorD>& xs, const std::function<double(const std::vector<double>&)>& f) {
   std::vector<Idx> ds;
-  for (const TD& x : xs) ds.push_back(dims(x.shape()));
+  for (const TensorD& x : xs) ds.push_back(dims(x.shape()));
   return build(broadcast_dims(ds), [&](const Idx& i) {
     std::vector<double> v;
-    for (const TD& x : xs) v.push_back(at_broadcast(x, i));
+    for (const TensorD& x : xs) v.push_back(at_broadcast(x, i));
     return f(v);
   });
 }
-inline TD map1(const TD& x, const std::function<double(double)>& f) {
+inline TensorD map1(const TensorD& x, const std::function<double(double)>& f) {
   return map({x}, [&](const std::vector<double>& v) { return f(v[0]); });
 }
-inline TD map2(const TD& x, const TD& y, const std::function<double(double, double)>& f) {
+inline TensorD map2(const TensorD& x, const TensorD& y, const std::function<double(double, double)>& f) {
   return map({x, y}, [&](const std::vector<double>& v) { return f(v[0], v[1]); });
 }
 /// Reduces the axes in `axes` (none: all) of x by f(list of the reduced values).
-inline TD reduce(const TD& x, std::vector<int64_t> axes, bool keepdims,
+inline TensorD reduce(const TensorD& x, std::vector<int64_t> axes, bool keepdims,
                  const std::function<double(const std::vector<double>&)>& f) {
   const Idx d = dims(x.shape());
   const auto r = int64_t(d.size());
@@ -134,7 +134,7 @@ inline TD reduce(const TD& x, std::vector<int64_t> axes, bool keepdims,
       if (red[k]) i[k] = 0;
     groups[size_t(ravel(i, kd))].push_back(x.data()[f0]);
   }
-  TD out{gd::Shape(od)};
+  TensorD out{gd::Shape(od)};
   for (size_t g = 0; g < groups.size(); ++g) out.data()[g] = f(groups[g]);
   return out;
 }
@@ -147,17 +147,17 @@ inline double vlogsumexp(const std::vector<double>& v) {
   for (double x : v) s += std::exp(x - m);
   return m + std::log(s);
 }
-inline TD scalar(double v) {
-  TD t{gd::Shape{}};
+inline TensorD scalar(double v) {
+  TensorD t{gd::Shape{}};
   t.data()[0] = v;
   return t;
 }
 
 // ------------------------------------------------------------------ building samples
 /// A sample: label, kinds, inputs, call, reference (tolerances default; adjust the result).
-inline OpSample sample(std::string label, unsigned kinds, std::vector<TD> inputs,
-                       std::function<VD(const std::vector<VD>&)> call,
-                       std::function<TD(const std::vector<TD>&)> reference) {
+inline OpSample sample(std::string label, unsigned kinds, std::vector<TensorD> inputs,
+                       std::function<VarD(const std::vector<VarD>&)> call,
+                       std::function<TensorD(const std::vector<TensorD>&)> reference) {
   OpSample s;
   s.label = std::move(label);
   s.kinds = kinds;
@@ -185,4 +185,4 @@ inline OpSample no_gradient(OpSample s) {
   return s;
 }
 
-}  // namespace opreg
+}  // namespace op_registry

@@ -3,7 +3,7 @@
 // scalar formulas in double applied over NumPy-broadcast operands (op_registry.hpp: map).
 #include "op_registry.hpp"
 
-namespace opreg {
+namespace op_registry {
 namespace {
 
 /// A binary op: same shapes, [3,4] with [4], [3,1] with [1,4], a number on either side, and a
@@ -12,8 +12,8 @@ template <class F>
 OpInfo binary(std::string name, F f, std::function<double(double, double)> ref, std::array<double, 2> dx = {-2, 2},
               std::array<double, 2> dy = {-2, 2}) {
   OpInfo info{.name = name, .needs_broadcast = true, .needs_fused = true};
-  auto call = [f](const std::vector<VD>& v) { return VD(f(v[0], v[1])); };
-  auto r = [ref](const std::vector<TD>& x) { return map2(x[0], x[1], ref); };
+  auto call = [f](const std::vector<VarD>& v) { return VarD(f(v[0], v[1])); };
+  auto r = [ref](const std::vector<TensorD>& x) { return map2(x[0], x[1], ref); };
   const std::array<std::pair<gd::Shape, gd::Shape>, 4> shapes{
       {{{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{3, 1}, {1, 4}}, {{2, 1, 3}, {4, 1}}}};
   uint64_t seed = 10;
@@ -27,16 +27,16 @@ OpInfo binary(std::string name, F f, std::function<double(double, double)> ref, 
   const double c = (dy[0] + dy[1]) / 2 + 0.3, c0 = (dx[0] + dx[1]) / 2 + 0.3;
   info.samples.push_back(sample("tensor with the number " + std::to_string(c), gd::ops::kind::params,
                                 {uniform({2, 3}, 30, dx[0], dx[1])},
-                                [f, c](const std::vector<VD>& v) { return VD(f(v[0], c)); },
-                                [ref, c](const std::vector<TD>& x) { return map1(x[0], [&](double a) { return ref(a, c); }); }));
+                                [f, c](const std::vector<VarD>& v) { return VarD(f(v[0], c)); },
+                                [ref, c](const std::vector<TensorD>& x) { return map1(x[0], [&](double a) { return ref(a, c); }); }));
   info.samples.push_back(sample("the number " + std::to_string(c0) + " with a tensor", gd::ops::kind::params,
                                 {uniform({2, 3}, 31, dy[0], dy[1])},
-                                [f, c0](const std::vector<VD>& v) { return VD(f(c0, v[0])); },
-                                [ref, c0](const std::vector<TD>& x) { return map1(x[0], [&](double b) { return ref(c0, b); }); }));
+                                [f, c0](const std::vector<VarD>& v) { return VarD(f(c0, v[0])); },
+                                [ref, c0](const std::vector<TensorD>& x) { return map1(x[0], [&](double b) { return ref(c0, b); }); }));
   info.samples.push_back(sample("tanh(f(x, y)) * x, y [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                 {uniform({3, 4}, 32, dx[0], dx[1]), uniform({4}, 33, dy[0], dy[1])},
-                                [f](const std::vector<VD>& v) { return VD(gd::tanh(f(v[0], v[1])) * v[0]); },
-                                [ref](const std::vector<TD>& x) {
+                                [f](const std::vector<VarD>& v) { return VarD(gd::tanh(f(v[0], v[1])) * v[0]); },
+                                [ref](const std::vector<TensorD>& x) {
                                   return map2(map2(x[0], x[1], ref), x[0], [](double z, double a) { return std::tanh(z) * a; });
                                 }));
   return info;
@@ -46,15 +46,15 @@ OpInfo binary(std::string name, F f, std::function<double(double, double)> ref, 
 template <class F>
 OpInfo comparison(std::string name, F f, std::function<bool(double, double)> ref) {
   OpInfo info{.name = name, .differentiable = false, .needs_broadcast = true};
-  const TD x = values({-1, 0.5, 2, 0.5, 3, -2}, {2, 3}), y = values({0.5, 0.5, 2}, {3});  // ties included
+  const TensorD x = values({-1, 0.5, 2, 0.5, 3, -2}, {2, 3}), y = values({0.5, 0.5, 2}, {3});  // ties included
   info.samples.push_back(no_gradient(sample("[2,3] with [3], ties", gd::ops::kind::broadcast | gd::ops::kind::edge, {x, y},
-                                            [f](const std::vector<VD>& v) { return VD(f(v[0], v[1])); },
-                                            [ref](const std::vector<TD>& t) {
+                                            [f](const std::vector<VarD>& v) { return VarD(f(v[0], v[1])); },
+                                            [ref](const std::vector<TensorD>& t) {
                                               return map2(t[0], t[1], [&](double a, double b) { return ref(a, b) ? 1.0 : 0.0; });
                                             })));
   info.samples.push_back(no_gradient(sample("with the number 0.5", gd::ops::kind::params, {x},
-                                            [f](const std::vector<VD>& v) { return VD(f(v[0], 0.5)); },
-                                            [ref](const std::vector<TD>& t) {
+                                            [f](const std::vector<VarD>& v) { return VarD(f(v[0], 0.5)); },
+                                            [ref](const std::vector<TensorD>& t) {
                                               return map1(t[0], [&](double a) { return ref(a, 0.5) ? 1.0 : 0.0; });
                                             })));
   return info;
@@ -63,19 +63,19 @@ OpInfo comparison(std::string name, F f, std::function<bool(double, double)> ref
 }  // namespace
 
 void add_binary(std::vector<OpInfo>& r) {
-  using V = std::vector<VD>;
+  using V = std::vector<VarD>;
   {
     // pow: x^p for a number p (unary), and x^y elementwise (binary, d/dy taken as 0 where x <= 0)
     OpInfo o = binary("pow", [](const auto& x, const auto& y) { return gd::pow(x, y); },
                       [](double x, double y) { return std::pow(x, y); }, {0.2, 2}, {-2, 2});
-    o.samples.push_back(sample("x^2.5", gd::ops::kind::params, {uniform({3, 4}, 9, 0.1, 3)}, [](const V& v) { return VD(gd::pow(v[0], 2.5)); },
-                               [](const std::vector<TD>& x) { return map1(x[0], [](double a) { return std::pow(a, 2.5); }); }));
+    o.samples.push_back(sample("x^2.5", gd::ops::kind::params, {uniform({3, 4}, 9, 0.1, 3)}, [](const V& v) { return VarD(gd::pow(v[0], 2.5)); },
+                               [](const std::vector<TensorD>& x) { return map1(x[0], [](double a) { return std::pow(a, 2.5); }); }));
     o.samples.push_back(sample("x^-1.5", gd::ops::kind::params, {uniform({3, 4}, 10, 0.2, 3)},
-                               [](const V& v) { return VD(gd::pow(v[0], -1.5)); },
-                               [](const std::vector<TD>& x) { return map1(x[0], [](double a) { return std::pow(a, -1.5); }); }));
+                               [](const V& v) { return VarD(gd::pow(v[0], -1.5)); },
+                               [](const std::vector<TensorD>& x) { return map1(x[0], [](double a) { return std::pow(a, -1.5); }); }));
     o.samples.push_back(sample("x^3 in a chain", gd::ops::kind::params | gd::ops::kind::fused, {uniform({3, 4}, 11, -2, 2)},
-                               [](const V& v) { return VD(gd::pow(v[0] * 0.5, 3) + v[0]); },
-                               [](const std::vector<TD>& x) { return map1(x[0], [](double a) { return std::pow(a * 0.5, 3) + a; }); }));
+                               [](const V& v) { return VarD(gd::pow(v[0] * 0.5, 3) + v[0]); },
+                               [](const std::vector<TensorD>& x) { return map1(x[0], [](double a) { return std::pow(a * 0.5, 3) + a; }); }));
     r.push_back(std::move(o));
   }
   r.push_back(binary("+", [](const auto& x, const auto& y) { return x + y; }, [](double x, double y) { return x + y; }));
@@ -87,35 +87,35 @@ void add_binary(std::vector<OpInfo>& r) {
     OpInfo o = binary("minimum", [](const auto& x, const auto& y) { return gd::minimum(x, y); },
                       [](double x, double y) { return std::min(x, y); });
     o.samples.push_back(no_gradient(sample("ties", gd::ops::kind::edge, {values({1, 2, 3}, {3})},
-                                           [](const V& v) { return VD(gd::minimum(v[0], 2.0)); },
-                                           [](const std::vector<TD>&) { return values({1, 2, 2}, {3}); })));
+                                           [](const V& v) { return VarD(gd::minimum(v[0], 2.0)); },
+                                           [](const std::vector<TensorD>&) { return values({1, 2, 2}, {3}); })));
     r.push_back(std::move(o));
   }
   {
     OpInfo o = binary("maximum", [](const auto& x, const auto& y) { return gd::maximum(x, y); },
                       [](double x, double y) { return std::max(x, y); });
     o.samples.push_back(no_gradient(sample("ties", gd::ops::kind::edge, {values({1, 2, 3}, {3})},
-                                           [](const V& v) { return VD(gd::maximum(v[0], 2.0)); },
-                                           [](const std::vector<TD>&) { return values({2, 2, 3}, {3}); })));
+                                           [](const V& v) { return VarD(gd::maximum(v[0], 2.0)); },
+                                           [](const std::vector<TensorD>&) { return values({2, 2, 3}, {3}); })));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "where", .needs_broadcast = true, .needs_fused = true};
-    const TD cond = values({1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1}, {3, 4});
+    const TensorD cond = values({1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1, 1}, {3, 4});
     o.samples.push_back(sample("mask [3,4], a [3,4], b [4]", gd::ops::kind::broadcast, {uniform({3, 4}, 12), uniform({4}, 13)},
-                               [cond](const V& v) { return VD(gd::where(cond, v[0], v[1])); },
-                               [cond](const std::vector<TD>& x) {
+                               [cond](const V& v) { return VarD(gd::where(cond, v[0], v[1])); },
+                               [cond](const std::vector<TensorD>& x) {
                                  return map({cond, x[0], x[1]}, [](const std::vector<double>& e) { return e[0] != 0 ? e[1] : e[2]; });
                                }));
     o.samples.push_back(sample("where(a > b, a * a, b * 3), b [3]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({4, 3}, 14), uniform({3}, 15)},
-                               [](const V& v) { return VD(gd::where(v[0] > v[1], v[0] * v[0], v[1] * 3.0)); },
-                               [](const std::vector<TD>& x) {
+                               [](const V& v) { return VarD(gd::where(v[0] > v[1], v[0] * v[0], v[1] * 3.0)); },
+                               [](const std::vector<TensorD>& x) {
                                  return map2(x[0], x[1], [](double a, double b) { return a > b ? a * a : b * 3; });
                                }));
     o.samples.push_back(sample("a number as the other branch", gd::ops::kind::params, {uniform({3, 4}, 16)},
-                               [cond](const V& v) { return VD(gd::where(cond, v[0], -1.5)); },
-                               [cond](const std::vector<TD>& x) {
+                               [cond](const V& v) { return VarD(gd::where(cond, v[0], -1.5)); },
+                               [cond](const std::vector<TensorD>& x) {
                                  return map2(cond, x[0], [](double c, double a) { return c != 0 ? a : -1.5; });
                                }));
     r.push_back(std::move(o));
@@ -128,4 +128,4 @@ void add_binary(std::vector<OpInfo>& r) {
   r.push_back(comparison("!=", [](const auto& x, const auto& y) { return x != y; }, [](double a, double b) { return a != b; }));
 }
 
-}  // namespace opreg
+}  // namespace op_registry

@@ -6,11 +6,11 @@
 // lstm_sequence (the Keras LSTM equations as loops over steps, rows and units).
 #include "op_registry.hpp"
 
-namespace opreg {
+namespace op_registry {
 namespace {
 
-using V = std::vector<VD>;
-using Refs = std::vector<TD>;
+using V = std::vector<VarD>;
+using Refs = std::vector<TensorD>;
 
 /// One spatial axis (TensorFlow): output size and padding before the input.
 std::pair<int64_t, int64_t> window(int64_t in, int64_t k, int64_t stride, int64_t dilation, bool same) {
@@ -21,7 +21,7 @@ std::pair<int64_t, int64_t> window(int64_t in, int64_t k, int64_t stride, int64_
 }
 
 /// out[n,oy,ox,f] = sum over taps and channels of x[n, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw, c] w[ky,kx,c,f] (+ b[f]).
-TD conv_ref(const TD& x, const TD& w, const TD* b, std::array<int64_t, 2> s, bool same, std::array<int64_t, 2> d) {
+TensorD conv_ref(const TensorD& x, const TensorD& w, const TensorD* b, std::array<int64_t, 2> s, bool same, std::array<int64_t, 2> d) {
   const Idx xd = dims(x.shape()), wd = dims(w.shape());
   const auto [oh, ph] = window(xd[1], wd[0], s[0], d[0], same);
   const auto [ow, pw] = window(xd[2], wd[1], s[1], d[1], same);
@@ -38,7 +38,7 @@ TD conv_ref(const TD& x, const TD& w, const TD* b, std::array<int64_t, 2> s, boo
 }
 
 /// Max or mean over each window's real (unpadded) elements.
-TD pool_ref(const TD& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, bool same, bool max) {
+TensorD pool_ref(const TensorD& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, bool same, bool max) {
   const Idx xd = dims(x.shape());
   const auto [oh, ph] = window(xd[1], k[0], s[0], 1, same);
   const auto [ow, pw] = window(xd[2], k[1], s[1], 1, same);
@@ -57,10 +57,10 @@ TD pool_ref(const TD& x, std::array<int64_t, 2> k, std::array<int64_t, 2> s, boo
   });
 }
 
-TD dropout_ref(const TD& x, double rate, uint64_t seed) {
+TensorD dropout_ref(const TensorD& x, double rate, uint64_t seed) {
   gd::Rng rng(seed);
   const uint64_t key = rng.next();
-  TD out(x.shape());
+  TensorD out(x.shape());
   for (int64_t i = 0; i < x.size(); ++i)
     out.data()[i] = double(gd::philox_uniform(key, uint64_t(i))) < 1 - rate ? x.data()[i] / (1 - rate) : 0.0;
   return out;
@@ -69,7 +69,7 @@ TD dropout_ref(const TD& x, double rate, uint64_t seed) {
 /// The Keras LSTM written out: for each step, z = xp_t + h · r split into i, f, g, o;
 /// c = σ(f) c + σ(i) tanh(g), h = σ(o) tanh(c). Returns every h [N, T, u], then the final h and
 /// c, flattened into one vector.
-TD lstm_ref(const TD& xp, const TD& r, const TD& h0, const TD& c0) {
+TensorD lstm_ref(const TensorD& xp, const TensorD& r, const TensorD& h0, const TensorD& c0) {
   const int64_t n = xp.shape()[0], steps = xp.shape()[1], u = xp.shape()[2] / 4;
   std::vector<double> h(h0.data(), h0.data() + n * u), c(c0.data(), c0.data() + n * u), out;
   std::vector<double> seq(size_t(n * steps * u));
@@ -99,7 +99,7 @@ TD lstm_ref(const TD& xp, const TD& r, const TD& h0, const TD& c0) {
 
 /// The samples' view of lstm_sequence's three outputs, h [N, T, u], h_final and c_final [N, u],
 /// in one tensor without a copy that allocates: h + 2 h_final + 3 c_final (broadcast over T).
-TD lstm_joined_ref(const TD& all, int64_t n, int64_t steps, int64_t u) {
+TensorD lstm_joined_ref(const TensorD& all, int64_t n, int64_t steps, int64_t u) {
   const double* seq = all.data();
   const double* hT = seq + n * steps * u;
   const double* cT = hT + n * u;
@@ -134,20 +134,20 @@ void add_nn(std::vector<OpInfo>& r) {
     for (const Case& c : cases) {
       const gd::Conv2dArgs opt{.strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid, .dilations = c.d};
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed), uniform(c.w, seed + 1)},
-                                 [opt](const V& v) { return VD(gd::conv2d(v[0], v[1], opt)); },
+                                 [opt](const V& v) { return VarD(gd::conv2d(v[0], v[1], opt)); },
                                  [c](const Refs& t) { return conv_ref(t[0], t[1], nullptr, c.s, c.same, c.d); }));
       seed += 2;
     }
     const gd::Conv2dArgs same2{.strides = {1, 2}, .padding = gd::Padding::same};
     o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::kind::params,
                                {uniform({2, 4, 5, 2}, 220), uniform({3, 3, 2, 3}, 221), uniform({3}, 222)},
-                               [same2](const V& v) { return VD(gd::conv2d(v[0], v[1], v[2], same2)); },
+                               [same2](const V& v) { return VarD(gd::conv2d(v[0], v[1], v[2], same2)); },
                                [](const Refs& t) { return conv_ref(t[0], t[1], &t[2], {1, 2}, true, {1, 1}); }));
     o.samples.push_back(sample("tanh(conv2d(x * 0.5, w, b)) * 2", gd::ops::kind::fused,
                                {uniform({1, 4, 4, 2}, 223), uniform({2, 2, 2, 3}, 224), uniform({3}, 225)},
-                               [](const V& v) { return VD(gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
+                               [](const V& v) { return VarD(gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
                                [](const Refs& t) {
-                                 const TD y = conv_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], &t[2], {1, 1}, false, {1, 1});
+                                 const TensorD y = conv_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], &t[2], {1, 1}, false, {1, 1});
                                  return map1(y, [](double a) { return std::tanh(a) * 2; });
                                }));
     r.push_back(std::move(o));
@@ -173,12 +173,12 @@ void add_nn(std::vector<OpInfo>& r) {
     for (const Case& c : cases) {
       const gd::Pool2dOptions opt{.ksize = c.k, .strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid};
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed++)},
-                                 [opt, max](const V& v) { return max ? VD(gd::max_pool2d(v[0], opt)) : VD(gd::avg_pool2d(v[0], opt)); },
+                                 [opt, max](const V& v) { return max ? VarD(gd::max_pool2d(v[0], opt)) : VarD(gd::avg_pool2d(v[0], opt)); },
                                  [c, max](const Refs& t) { return pool_ref(t[0], c.k, c.s, c.same, max); }));
     }
     o.samples.push_back(sample("of exp(x) * 0.5, default options", gd::ops::kind::fused, {uniform({1, 4, 4, 2}, seed)},
                                [max](const V& v) {
-                                 return max ? VD(gd::max_pool2d(gd::exp(v[0]) * 0.5)) : VD(gd::avg_pool2d(gd::exp(v[0]) * 0.5));
+                                 return max ? VarD(gd::max_pool2d(gd::exp(v[0]) * 0.5)) : VarD(gd::avg_pool2d(gd::exp(v[0]) * 0.5));
                                },
                                [max](const Refs& t) {
                                  return pool_ref(map1(t[0], [](double a) { return std::exp(a) * 0.5; }), {2, 2}, {2, 2}, false, max);
@@ -190,19 +190,19 @@ void add_nn(std::vector<OpInfo>& r) {
     o.samples.push_back(sample("rate 0.3, seed 5", gd::ops::kind::plain, {uniform({4, 5}, 270)},
                                [](const V& v) {
                                  gd::Rng rng(5);
-                                 return VD(gd::dropout(v[0], 0.3, rng));
+                                 return VarD(gd::dropout(v[0], 0.3, rng));
                                },
                                [](const Refs& t) { return dropout_ref(t[0], 0.3, 5); }));
     o.samples.push_back(sample("rate 0.5 of x * 2 + 1, seed 9", gd::ops::kind::fused | gd::ops::kind::params, {uniform({3, 7}, 271)},
                                [](const V& v) {
                                  gd::Rng rng(9);
-                                 return VD(gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
+                                 return VarD(gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
                                },
                                [](const Refs& t) { return dropout_ref(map1(t[0], [](double a) { return a * 2 + 1; }), 0.5, 9); }));
     o.samples.push_back(sample("rate 0 and training = false: the identity", gd::ops::kind::edge, {uniform({2, 3}, 272)},
                                [](const V& v) {
                                  gd::Rng rng(1);
-                                 return VD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
+                                 return VarD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
                                },
                                [](const Refs& t) { return map1(t[0], [](double a) { return 2 * a; }); }));
     r.push_back(std::move(o));
@@ -226,8 +226,8 @@ void add_nn(std::vector<OpInfo>& r) {
                                   uniform({c.n, c.u}, seed + 2, -1, 1), uniform({c.n, c.u}, seed + 3, -1, 1)},
                                  [c](const V& v) {
                                    auto out = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
-                                   const VD fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {c.n, 1, c.u}));
-                                   return VD(out.h + fin);
+                                   const VarD fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {c.n, 1, c.u}));
+                                   return VarD(out.h + fin);
                                  },
                                  [c](const Refs& t) { return lstm_joined_ref(lstm_ref(t[0], t[1], t[2], t[3]), c.n, c.steps, c.u); }));
       seed += 4;
@@ -237,14 +237,14 @@ void add_nn(std::vector<OpInfo>& r) {
                                 uniform({2, 2}, 298, -1, 1)},
                                [](const V& v) {
                                  auto out = gd::lstm_sequence(gd::to_var(v[0] * 0.5), v[1], v[2], v[3]);
-                                 return VD(out.h_final + out.c_final * 2.0);
+                                 return VarD(out.h_final + out.c_final * 2.0);
                                },
                                [](const Refs& t) {
-                                 const TD all = lstm_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], t[2], t[3]);
+                                 const TensorD all = lstm_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], t[2], t[3]);
                                  return build({2, 2}, [&](const Idx& i) { return all.data()[12 + i[0] * 2 + i[1]] + 2 * all.data()[16 + i[0] * 2 + i[1]]; });
                                }));
     r.push_back(std::move(o));
   }
 }
 
-}  // namespace opreg
+}  // namespace op_registry

@@ -4,18 +4,18 @@
 // steady-state check counts the op's allocations, not the test's.
 #include "op_registry.hpp"
 
-namespace opreg {
+namespace op_registry {
 namespace {
 
-using V = std::vector<VD>;
-using Refs = std::vector<TD>;
+using V = std::vector<VarD>;
+using Refs = std::vector<TensorD>;
 
 /// x's data read in row-major order into dims `d` (what every reshaping op must give).
-TD same_data(const TD& x, const Idx& d) {
+TensorD same_data(const TensorD& x, const Idx& d) {
   return build(d, [&](const Idx& i) { return x.data()[ravel(i, d)]; });
 }
 
-TD transpose_ref(const TD& x, Idx perm) {
+TensorD transpose_ref(const TensorD& x, Idx perm) {
   const Idx d = dims(x.shape());
   if (perm.empty())
     for (size_t k = d.size(); k-- > 0;) perm.push_back(int64_t(k));
@@ -29,9 +29,9 @@ TD transpose_ref(const TD& x, Idx perm) {
 }
 
 /// Inputs joined along `axis` (stack: each input first given a size-1 axis there).
-TD concat_ref(const std::vector<TD>& xs, int64_t axis, bool stack) {
-  std::vector<TD> parts;
-  for (const TD& x : xs) {
+TensorD concat_ref(const std::vector<TensorD>& xs, int64_t axis, bool stack) {
+  std::vector<TensorD> parts;
+  for (const TensorD& x : xs) {
     Idx d = dims(x.shape());
     if (stack) d.insert(d.begin() + (axis < 0 ? axis + int64_t(d.size()) + 1 : axis), 1);
     parts.push_back(x.reshape(gd::Shape(d)));
@@ -39,10 +39,10 @@ TD concat_ref(const std::vector<TD>& xs, int64_t axis, bool stack) {
   Idx od = dims(parts[0].shape());
   const auto a = size_t(axis < 0 ? axis + int64_t(od.size()) : axis);
   od[a] = 0;
-  for (const TD& p : parts) od[a] += p.shape()[int(a)];
+  for (const TensorD& p : parts) od[a] += p.shape()[int(a)];
   return build(od, [&](const Idx& i) {
     Idx j = i;
-    for (const TD& p : parts) {
+    for (const TensorD& p : parts) {
       if (j[a] < p.shape()[int(a)]) return at(p, j);
       j[a] -= p.shape()[int(a)];
     }
@@ -50,7 +50,7 @@ TD concat_ref(const std::vector<TD>& xs, int64_t axis, bool stack) {
   });
 }
 
-TD gather_ref(const TD& x, const TI& idx, int64_t axis) {
+TensorD gather_ref(const TensorD& x, const TensorI64& idx, int64_t axis) {
   const Idx d = dims(x.shape()), id = dims(idx.shape());
   Idx od(d.begin(), d.begin() + axis);
   od.insert(od.end(), id.begin(), id.end());
@@ -67,49 +67,49 @@ TD gather_ref(const TD& x, const TI& idx, int64_t axis) {
 }  // namespace
 
 void add_shape(std::vector<OpInfo>& r) {
-  const TD x234 = uniform({2, 3, 4}, 100);
+  const TensorD x234 = uniform({2, 3, 4}, 100);
   {
     OpInfo o{.name = "transpose"};
     o.samples.push_back(sample("[3,4], no perm (matrix transpose)", gd::ops::kind::plain, {uniform({3, 4}, 101)},
-                               [](const V& v) { return VD(gd::transpose(v[0])); },
+                               [](const V& v) { return VarD(gd::transpose(v[0])); },
                                [](const Refs& t) { return transpose_ref(t[0], {}); }));
     for (const Idx& perm : {Idx{2, 0, 1}, Idx{0, 2, 1}, Idx{0, 1, 2}}) {
       o.samples.push_back(sample("[2,3,4] perm " + std::to_string(perm[0]) + std::to_string(perm[1]) + std::to_string(perm[2]),
-                                 gd::ops::kind::params, {x234}, [perm](const V& v) { return VD(gd::transpose(v[0], perm)); },
+                                 gd::ops::kind::params, {x234}, [perm](const V& v) { return VarD(gd::transpose(v[0], perm)); },
                                  [perm](const Refs& t) { return transpose_ref(t[0], perm); }));
     }
     o.samples.push_back(sample("[2,3,2,3] perm 1032, no perm", gd::ops::kind::edge, {uniform({2, 3, 2, 3}, 102)},
-                               [p = Idx{1, 0, 3, 2}](const V& v) { return VD(gd::transpose(gd::transpose(v[0], p))); },
+                               [p = Idx{1, 0, 3, 2}](const V& v) { return VarD(gd::transpose(gd::transpose(v[0], p))); },
                                [](const Refs& t) { return transpose_ref(transpose_ref(t[0], {1, 0, 3, 2}), {}); }));
     o.samples.push_back(sample("of x * 2 + 1", gd::ops::kind::fused, {uniform({3, 2}, 103)},
-                               [](const V& v) { return VD(gd::transpose(v[0] * 2.0 + 1.0)); },
+                               [](const V& v) { return VarD(gd::transpose(v[0] * 2.0 + 1.0)); },
                                [](const Refs& t) { return transpose_ref(map1(t[0], [](double a) { return a * 2 + 1; }), {}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "reshape"};
     o.samples.push_back(sample("[2,3,4] -> [3,8]", gd::ops::kind::plain, {x234},
-                               [d = Idx{3, 8}](const V& v) { return VD(gd::reshape(v[0], d)); },
+                               [d = Idx{3, 8}](const V& v) { return VarD(gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {3, 8}); }));
     o.samples.push_back(sample("[2,3,4] -> [4,-1] (inferred)", gd::ops::kind::params, {x234},
-                               [d = Idx{4, -1}](const V& v) { return VD(gd::reshape(v[0], d)); },
+                               [d = Idx{4, -1}](const V& v) { return VarD(gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {4, 6}); }));
     o.samples.push_back(sample("[2,3,4] -> Shape{24}", gd::ops::kind::params, {x234},
-                               [](const V& v) { return VD(gd::reshape(v[0], gd::Shape{24})); },
+                               [](const V& v) { return VarD(gd::reshape(v[0], gd::Shape{24})); },
                                [](const Refs& t) { return same_data(t[0], {24}); }));
     o.samples.push_back(sample("[1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1}, 104)},
-                               [d = Idx{}](const V& v) { return VD(gd::reshape(v[0], d)); },
+                               [d = Idx{}](const V& v) { return VarD(gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {}); }));
     o.samples.push_back(sample("of exp(x)", gd::ops::kind::fused, {uniform({3, 2}, 105)},
-                               [d = Idx{-1}](const V& v) { return VD(gd::reshape(gd::exp(v[0]), d)); },
+                               [d = Idx{-1}](const V& v) { return VarD(gd::reshape(gd::exp(v[0]), d)); },
                                [](const Refs& t) { return same_data(map1(t[0], [](double a) { return std::exp(a); }), {6}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "flatten"};
-    o.samples.push_back(sample("[2,3,4] -> [2,12]", gd::ops::kind::plain, {x234}, [](const V& v) { return VD(gd::flatten(v[0])); },
+    o.samples.push_back(sample("[2,3,4] -> [2,12]", gd::ops::kind::plain, {x234}, [](const V& v) { return VarD(gd::flatten(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {2, 12}); }));
-    o.samples.push_back(sample("[5] -> [5,1]", gd::ops::kind::edge, {uniform({5}, 106)}, [](const V& v) { return VD(gd::flatten(v[0])); },
+    o.samples.push_back(sample("[5] -> [5,1]", gd::ops::kind::edge, {uniform({5}, 106)}, [](const V& v) { return VarD(gd::flatten(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {5, 1}); }));
     r.push_back(std::move(o));
   }
@@ -117,7 +117,7 @@ void add_shape(std::vector<OpInfo>& r) {
     OpInfo o{.name = "expand_dims"};
     for (int64_t a : {0, 1, 2, -1, -3}) {
       o.samples.push_back(sample("[2,3] at " + std::to_string(a), a == 1 ? gd::ops::kind::plain : gd::ops::kind::params, {uniform({2, 3}, 107)},
-                                 [a](const V& v) { return VD(gd::expand_dims(v[0], a)); },
+                                 [a](const V& v) { return VarD(gd::expand_dims(v[0], a)); },
                                  [a](const Refs& t) {
                                    Idx d{2, 3};
                                    d.insert(d.begin() + (a < 0 ? a + 3 : a), 1);
@@ -128,30 +128,30 @@ void add_shape(std::vector<OpInfo>& r) {
   }
   {
     OpInfo o{.name = "squeeze"};
-    const TD x = uniform({2, 1, 3, 1}, 108);
-    o.samples.push_back(sample("[2,1,3,1], all", gd::ops::kind::plain, {x}, [](const V& v) { return VD(gd::squeeze(v[0])); },
+    const TensorD x = uniform({2, 1, 3, 1}, 108);
+    o.samples.push_back(sample("[2,1,3,1], all", gd::ops::kind::plain, {x}, [](const V& v) { return VarD(gd::squeeze(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {2, 3}); }));
-    o.samples.push_back(sample("axis 1", gd::ops::kind::params, {x}, [](const V& v) { return VD(gd::squeeze(v[0], 1)); },
+    o.samples.push_back(sample("axis 1", gd::ops::kind::params, {x}, [](const V& v) { return VarD(gd::squeeze(v[0], 1)); },
                                [](const Refs& t) { return same_data(t[0], {2, 3, 1}); }));
     o.samples.push_back(sample("axes {-1, 1}", gd::ops::kind::params, {x},
-                               [a = Idx{-1, 1}](const V& v) { return VD(gd::squeeze(v[0], a)); },
+                               [a = Idx{-1, 1}](const V& v) { return VarD(gd::squeeze(v[0], a)); },
                                [](const Refs& t) { return same_data(t[0], {2, 3}); }));
     o.samples.push_back(sample("[1,1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1, 1}, 109)},
-                               [](const V& v) { return VD(gd::squeeze(v[0])); }, [](const Refs& t) { return same_data(t[0], {}); }));
+                               [](const V& v) { return VarD(gd::squeeze(v[0])); }, [](const Refs& t) { return same_data(t[0], {}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "concat"};
     o.samples.push_back(sample("[2,3], [2,4], [2,1] on axis 1", gd::ops::kind::plain,
                                {uniform({2, 3}, 110), uniform({2, 4}, 111), uniform({2, 1}, 112)},
-                               [](const V& v) { return VD(gd::concat(v, 1)); },
+                               [](const V& v) { return VarD(gd::concat(v, 1)); },
                                [](const Refs& t) { return concat_ref(t, 1, false); }));
     o.samples.push_back(sample("[1,2,3], [2,2,3] on axis -3", gd::ops::kind::params, {uniform({1, 2, 3}, 113), uniform({2, 2, 3}, 114)},
-                               [](const V& v) { return VD(gd::concat(v, -3)); },
+                               [](const V& v) { return VarD(gd::concat(v, -3)); },
                                [](const Refs& t) { return concat_ref(t, 0, false); }));
     o.samples.push_back(sample("one input; [3] and [0] (empty)", gd::ops::kind::edge, {uniform({3}, 115)},
-                               [e = TD::zeros({0})](const V& v) {
-                                 return VD(gd::concat({v[0], VD::constant(e)}, 0));
+                               [e = TensorD::zeros({0})](const V& v) {
+                                 return VarD(gd::concat({v[0], VarD::constant(e)}, 0));
                                },
                                [](const Refs& t) { return t[0]; }));
     allocates(o, "the input list and its parts, ops/shape.hpp join");
@@ -159,21 +159,21 @@ void add_shape(std::vector<OpInfo>& r) {
   }
   {
     OpInfo o{.name = "stack"};
-    const std::vector<TD> xs{uniform({2, 3}, 116), uniform({2, 3}, 117), uniform({2, 3}, 118)};
+    const std::vector<TensorD> xs{uniform({2, 3}, 116), uniform({2, 3}, 117), uniform({2, 3}, 118)};
     for (int64_t a : {0, 1, -1}) {
       o.samples.push_back(sample("three [2,3] on axis " + std::to_string(a), a == 0 ? gd::ops::kind::plain : gd::ops::kind::params, xs,
-                                 [a](const V& v) { return VD(gd::stack(v, a)); },
+                                 [a](const V& v) { return VarD(gd::stack(v, a)); },
                                  [a](const Refs& t) { return concat_ref(t, a, true); }));
     }
     o.samples.push_back(sample("rank-0 inputs", gd::ops::kind::edge, {uniform({}, 119), uniform({}, 120)},
-                               [](const V& v) { return VD(gd::stack(v, 0)); },
+                               [](const V& v) { return VarD(gd::stack(v, 0)); },
                                [](const Refs& t) { return concat_ref(t, 0, true); }));
     allocates(o, "the input list and its parts, ops/shape.hpp join");
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "slice"};
-    auto slice_ref = [](const TD& x, Idx begin, Idx size) {
+    auto slice_ref = [](const TensorD& x, Idx begin, Idx size) {
       const Idx d = dims(x.shape());
       for (size_t k = 0; k < d.size(); ++k)
         if (size[k] < 0) size[k] = d[k] - begin[k];
@@ -184,18 +184,18 @@ void add_shape(std::vector<OpInfo>& r) {
       });
     };
     o.samples.push_back(sample("[3,2,4] begin {1,0,1} size {2,-1,2}", gd::ops::kind::plain, {uniform({3, 2, 4}, 121)},
-                               [b = Idx{1, 0, 1}, s = Idx{2, -1, 2}](const V& v) { return VD(gd::slice(v[0], b, s)); },
+                               [b = Idx{1, 0, 1}, s = Idx{2, -1, 2}](const V& v) { return VarD(gd::slice(v[0], b, s)); },
                                [slice_ref](const Refs& t) { return slice_ref(t[0], {1, 0, 1}, {2, -1, 2}); }));
     o.samples.push_back(sample("the whole tensor; one element", gd::ops::kind::edge, {uniform({2, 3}, 122)},
                                [b = Idx{0, 0}, s = Idx{-1, -1}, b1 = Idx{1, 2}, s1 = Idx{1, 1}](const V& v) {
-                                 return VD(gd::slice(v[0], b, s) * gd::slice(v[0], b1, s1));
+                                 return VarD(gd::slice(v[0], b, s) * gd::slice(v[0], b1, s1));
                                },
                                [slice_ref](const Refs& t) {
                                  const double e = at(t[0], {1, 2});
                                  return map1(t[0], [e](double a) { return a * e; });
                                }));
     o.samples.push_back(sample("of tanh(x) * x", gd::ops::kind::fused, {uniform({3, 2}, 123)},
-                               [b = Idx{1, 0}, s = Idx{2, -1}](const V& v) { return VD(gd::slice(gd::tanh(v[0]) * v[0], b, s)); },
+                               [b = Idx{1, 0}, s = Idx{2, -1}](const V& v) { return VarD(gd::slice(gd::tanh(v[0]) * v[0], b, s)); },
                                [slice_ref](const Refs& t) {
                                  return slice_ref(map1(t[0], [](double a) { return std::tanh(a) * a; }), {1, 0}, {2, -1});
                                }));
@@ -203,40 +203,40 @@ void add_shape(std::vector<OpInfo>& r) {
   }
   {
     OpInfo o{.name = "gather"};
-    const TI i2 = TI::from({2, 0, 2, 1, 2, 2}, {3, 2}), i1 = TI::from({1, 1, 0});
+    const TensorI64 i2 = TensorI64::from({2, 0, 2, 1, 2, 2}, {3, 2}), i1 = TensorI64::from({1, 1, 0});
     o.samples.push_back(sample("[3,2] by [3,2] indices (repeated) on axis 0", gd::ops::kind::plain, {uniform({3, 2}, 124)},
-                               [i2](const V& v) { return VD(gd::gather(v[0], i2, 0)); },
+                               [i2](const V& v) { return VarD(gd::gather(v[0], i2, 0)); },
                                [i2](const Refs& t) { return gather_ref(t[0], i2, 0); }));
     o.samples.push_back(sample("[2,3,2] by [3] on axis 1", gd::ops::kind::params, {uniform({2, 3, 2}, 125)},
-                               [i1](const V& v) { return VD(gd::gather(v[0], i1, 1)); },
+                               [i1](const V& v) { return VarD(gd::gather(v[0], i1, 1)); },
                                [i1](const Refs& t) { return gather_ref(t[0], i1, 1); }));
     o.samples.push_back(sample("[2,3,2] by [3] on axis -1", gd::ops::kind::params, {uniform({2, 3, 2}, 126)},
-                               [i = TI::from({1, 0, 1})](const V& v) { return VD(gd::gather(v[0], i, -1)); },
-                               [](const Refs& t) { return gather_ref(t[0], TI::from({1, 0, 1}), 2); }));
+                               [i = TensorI64::from({1, 0, 1})](const V& v) { return VarD(gd::gather(v[0], i, -1)); },
+                               [](const Refs& t) { return gather_ref(t[0], TensorI64::from({1, 0, 1}), 2); }));
     o.samples.push_back(sample("no indices", gd::ops::kind::edge, {uniform({3, 2}, 127)},
-                               [i = TI::zeros({0})](const V& v) { return VD(gd::gather(v[0], i, 0)); },
-                               [](const Refs&) { return TD::zeros({0, 2}); }));
+                               [i = TensorI64::zeros({0})](const V& v) { return VarD(gd::gather(v[0], i, 0)); },
+                               [](const Refs&) { return TensorD::zeros({0, 2}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "one_hot", .differentiable = false};
-    const TI labels = TI::from({2, 0, -1, 3, 1, 5}, {2, 3});  // -1 and 5 are out of range: rows of `off`
+    const TensorI64 labels = TensorI64::from({2, 0, -1, 3, 1, 5}, {2, 3});  // -1 and 5 are out of range: rows of `off`
     o.samples.push_back(no_gradient(sample("[2,3] labels, depth 4, out-of-range ones", gd::ops::kind::edge, {},
-                                           [labels](const V&) { return VD::constant(gd::one_hot<double>(labels, 4)); },
+                                           [labels](const V&) { return VarD::constant(gd::one_hot<double>(labels, 4)); },
                                            [labels](const Refs&) {
                                              return build({2, 3, 4}, [&](const Idx& i) {
                                                return labels.data()[i[0] * 3 + i[1]] == i[2] ? 1.0 : 0.0;
                                              });
                                            })));
     o.samples.push_back(no_gradient(sample("on 2.5, off -1", gd::ops::kind::params, {},
-                                           [l = TI::from({1, 0})](const V&) { return VD::constant(gd::one_hot<double>(l, 3, 2.5, -1.0)); },
+                                           [l = TensorI64::from({1, 0})](const V&) { return VarD::constant(gd::one_hot<double>(l, 3, 2.5, -1.0)); },
                                            [](const Refs&) { return values({-1, 2.5, -1, 2.5, -1, -1}, {2, 3}); })));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "pad"};
     using P = std::vector<std::pair<int64_t, int64_t>>;
-    auto pad_ref = [](const TD& x, const P& p, double c) {
+    auto pad_ref = [](const TensorD& x, const P& p, double c) {
       const Idx d = dims(x.shape());
       Idx od;
       for (size_t k = 0; k < d.size(); ++k) od.push_back(d[k] + p[k].first + p[k].second);
@@ -251,30 +251,30 @@ void add_shape(std::vector<OpInfo>& r) {
     };
     const P p1{{1, 2}, {0, 0}, {2, 1}};
     o.samples.push_back(sample("[2,3,2] {{1,2},{0,0},{2,1}}", gd::ops::kind::plain, {uniform({2, 3, 2}, 128)},
-                               [p1](const V& v) { return VD(gd::pad(v[0], p1)); },
+                               [p1](const V& v) { return VarD(gd::pad(v[0], p1)); },
                                [pad_ref, p1](const Refs& t) { return pad_ref(t[0], p1, 0); }));
     const P p2{{1, 1}, {0, 2}};
     o.samples.push_back(sample("[2,3] constant 0.5", gd::ops::kind::params, {uniform({2, 3}, 129)},
-                               [p2](const V& v) { return VD(gd::pad(v[0], p2, 0.5)); },
+                               [p2](const V& v) { return VarD(gd::pad(v[0], p2, 0.5)); },
                                [pad_ref, p2](const Refs& t) { return pad_ref(t[0], p2, 0.5); }));
     const P p0{{0, 0}, {0, 0}};
-    o.samples.push_back(sample("no padding", gd::ops::kind::edge, {uniform({2, 3}, 130)}, [p0](const V& v) { return VD(gd::pad(v[0], p0)); },
+    o.samples.push_back(sample("no padding", gd::ops::kind::edge, {uniform({2, 3}, 130)}, [p0](const V& v) { return VarD(gd::pad(v[0], p0)); },
                                [pad_ref, p0](const Refs& t) { return pad_ref(t[0], p0, 0); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "cast"};
     o.samples.push_back(sample("double -> double (the input itself)", gd::ops::kind::plain, {uniform({2, 3}, 131)},
-                               [](const V& v) { return VD(gd::cast<double>(v[0] * v[0])); },
+                               [](const V& v) { return VarD(gd::cast<double>(v[0] * v[0])); },
                                [](const Refs& t) { return map1(t[0], [](double a) { return a * a; }); }));
     // through float and back: values rounded to float; the gradient is cast back (linear, so
     // central differences over a large step see only the rounding)
     OpSample f = sample("double -> float -> double", gd::ops::kind::params, {uniform({2, 3}, 132)},
-                        [](const V& v) { return VD(gd::cast<double>(gd::cast<float>(v[0]) * 3.0f)); },
+                        [](const V& v) { return VarD(gd::cast<double>(gd::cast<float>(v[0]) * 3.0f)); },
                         [](const Refs& t) { return map1(t[0], [](double a) { return double(float(a) * 3.0f); }); });
     r.push_back(std::move(o));
     r.back().samples.push_back(with_tol(std::move(f), 0, 1e-4, 1e-2));
   }
 }
 
-}  // namespace opreg
+}  // namespace op_registry

@@ -5,14 +5,14 @@
 // as formulas and loops in double (loss_reference.hpp).
 #include "loss_reference.hpp"
 
-namespace opreg {
+namespace op_registry {
 
 using namespace losses_ref;
 
 namespace {
 /// tf.contrib.seq2seq.sequence_loss from per-token cross-entropies ce [N, T] and weights w [N, T],
 /// its divisions written out (a zero denominator gives 0).
-TD sequence_loss_ref(const TD& ce, const TD& w, const gd::losses::SequenceLossOptions& o) {
+TensorD sequence_loss_ref(const TensorD& ce, const TensorD& w, const gd::losses::SequenceLossOptions& o) {
   const int64_t n = ce.shape()[0], t = ce.shape()[1];
   auto ratio = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1, bool by_sum) {
     double s = 0, d = 0;
@@ -38,11 +38,11 @@ TD sequence_loss_ref(const TD& ce, const TD& w, const gd::losses::SequenceLossOp
 void add_xent(std::vector<OpInfo>& r) {
   namespace L = gd::losses;
   using O = L::Options<double>;
-  const TD y01 = values({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
-  const TD y_soft = uniform({3, 4}, 302, 0, 1);
+  const TensorD y01 = values({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
+  const TensorD y_soft = uniform({3, 4}, 302, 0, 1);
   r.push_back(pointwise(
       "log_loss",
-      [](const TD& y, const auto& p, Reduction red, const TD& w, double ws, double eps) {
+      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double eps) {
         auto o = options<L::LogLossOptions<double>>(red, w, ws);
         o.epsilon = eps;
         return L::log_loss(y, p, o);
@@ -51,13 +51,13 @@ void add_xent(std::vector<OpInfo>& r) {
       0.95, 1e-7, {0.0, 0.1}));
   r.push_back(pointwise(
       "hinge_loss",
-      [](const TD& y, const auto& p, Reduction red, const TD& w, double ws, double) {
+      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
         return L::hinge_loss(y, p, options<O>(red, w, ws));
       },
       [](double y, double x, double) { return std::max(0.0, 1 - (2 * y - 1) * x); }, y01, -2, 2, 0, {}));
   r.push_back(pointwise(
       "sigmoid_cross_entropy_with_logits",
-      [](const TD& y, const auto& p, Reduction red, const TD& w, double ws, double s) {
+      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double s) {
         auto o = options<L::SmoothingOptions<double>>(red, w, ws);
         o.label_smoothing = s;
         return L::sigmoid_cross_entropy_with_logits(y, p, o);
@@ -72,12 +72,12 @@ void add_xent(std::vector<OpInfo>& r) {
     if (o.name == "sigmoid_cross_entropy_with_logits")
       o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({-1000, 1000, 1000, -1000}, {4})},
                                  [y = values({1, 0, 1, 0}, {4})](const V& v) {
-                                   return VD(L::sigmoid_cross_entropy_with_logits(y, v[0], {.reduction = Reduction::none}));
+                                   return VarD(L::sigmoid_cross_entropy_with_logits(y, v[0], {.reduction = Reduction::none}));
                                  },
                                  [](const Refs&) { return values({1000, 1000, 0, 0}, {4}); }));
   {
     OpInfo o{.name = "softmax_cross_entropy_with_logits", .needs_broadcast = true, .needs_fused = true};
-    TD labels = uniform({3, 4}, 303, 0, 1);  // rows normalised to probabilities
+    TensorD labels = uniform({3, 4}, 303, 0, 1);  // rows normalised to probabilities
     for (int64_t i = 0; i < 3; ++i) {
       double s = 0;
       for (int64_t j = 0; j < 4; ++j) s += labels(i, j);
@@ -87,64 +87,64 @@ void add_xent(std::vector<OpInfo>& r) {
     for (const Weighting& wt : weightings(true)) {
       o.samples.push_back(sample(wt.label, wt.kinds, {uniform({3, 4}, seed++, -3, 3)},
                                  [labels, wt](const V& v) {
-                                   return VD(L::softmax_cross_entropy_with_logits(
+                                   return VarD(L::softmax_cross_entropy_with_logits(
                                        labels, v[0], options<L::SmoothingOptions<double>>(wt.red, wt.w, wt.ws)));
                                  },
                                  [labels, wt](const Refs& t) { return reduce_loss(softmax_xent_ref(labels, t[0], 0), wt.red, wt.w, wt.ws); }));
     }
     o.samples.push_back(sample("label_smoothing 0.1, soft labels differentiable too", gd::ops::kind::params,
                                {labels, uniform({3, 4}, seed++, -3, 3)},
-                               [](const V& v) { return VD(L::softmax_cross_entropy_with_logits(v[0], v[1], {.label_smoothing = 0.1})); },
+                               [](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(v[0], v[1], {.label_smoothing = 0.1})); },
                                [](const Refs& t) { return reduce_loss(softmax_xent_ref(t[0], t[1], 0.1), Reduction::sum_by_nonzero_weights, {}, 1); }));
-    const TD l3 = one_hot_ref(TI::from({0, 3, 1, 2, 2, 0}, {2, 3}), 4);
+    const TensorD l3 = one_hot_ref(TensorI64::from({0, 3, 1, 2, 2, 0}, {2, 3}), 4);
     o.samples.push_back(sample("logits [2,3,4], weights [2,1] broadcast", gd::ops::kind::broadcast, {uniform({2, 3, 4}, seed++, -3, 3)},
                                [l3, w = values({2, 0.5}, {2, 1})](const V& v) {
-                                 return VD(L::softmax_cross_entropy_with_logits(l3, v[0], {.reduction = Reduction::sum, .weights = w}));
+                                 return VarD(L::softmax_cross_entropy_with_logits(l3, v[0], {.reduction = Reduction::sum, .weights = w}));
                                },
                                [l3](const Refs& t) { return reduce_loss(softmax_xent_ref(l3, t[0], 0), Reduction::sum, values({2, 0.5}, {2, 1}), 1); }));
     o.samples.push_back(sample("logits of +-1000 (hand value 1000)", gd::ops::kind::edge, {values({1000, 0, -1000}, {1, 3})},
-                               [y = values({0, 1, 0}, {1, 3})](const V& v) { return VD(L::softmax_cross_entropy_with_logits(y, v[0])); },
+                               [y = values({0, 1, 0}, {1, 3})](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(y, v[0])); },
                                [](const Refs&) { return scalar(1000); }));
     o.samples.push_back(sample("of logits tanh(x) * b * 3, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({3, 4}, seed++), uniform({4}, seed++, 0.5, 1)},
-                               [labels](const V& v) { return VD(L::softmax_cross_entropy_with_logits(labels, gd::tanh(v[0]) * v[1] * 3.0)); },
+                               [labels](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(labels, gd::tanh(v[0]) * v[1] * 3.0)); },
                                [labels](const Refs& t) {
-                                 const TD x = map2(t[0], t[1], [](double a, double b) { return std::tanh(a) * b * 3; });
+                                 const TensorD x = map2(t[0], t[1], [](double a, double b) { return std::tanh(a) * b * 3; });
                                  return reduce_loss(softmax_xent_ref(labels, x, 0), Reduction::sum_by_nonzero_weights, {}, 1);
                                }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "sparse_softmax_cross_entropy_with_logits", .needs_fused = true};
-    const TI labels = TI::from({2, 0, 3});
+    const TensorI64 labels = TensorI64::from({2, 0, 3});
     uint64_t seed = 350;
     for (const Weighting& wt : weightings(true)) {
       o.samples.push_back(sample(wt.label, wt.kinds, {uniform({3, 4}, seed++, -3, 3)},
                                  [labels, wt](const V& v) {
-                                   return VD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0], options<O>(wt.red, wt.w, wt.ws)));
+                                   return VarD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0], options<O>(wt.red, wt.w, wt.ws)));
                                  },
                                  [labels, wt](const Refs& t) {
                                    return reduce_loss(softmax_xent_ref(one_hot_ref(labels, 4), t[0], 0), wt.red, wt.w, wt.ws);
                                  }));
     }
-    const TI l2 = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    const TensorI64 l2 = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
     o.samples.push_back(sample("labels [2,3], logits [2,3,5]", gd::ops::kind::edge, {uniform({2, 3, 5}, seed++, -3, 3)},
-                               [l2](const V& v) { return VD(L::sparse_softmax_cross_entropy_with_logits(l2, v[0])); },
+                               [l2](const V& v) { return VarD(L::sparse_softmax_cross_entropy_with_logits(l2, v[0])); },
                                [l2](const Refs& t) {
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(l2, 5), t[0], 0), Reduction::sum_by_nonzero_weights, {}, 1);
                                }));
     o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({3, 4}, seed++)},
-                               [labels](const V& v) { return VD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0] * 2.0 - 1.0)); },
+                               [labels](const V& v) { return VarD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0] * 2.0 - 1.0)); },
                                [labels](const Refs& t) {
-                                 const TD x = map1(t[0], [](double a) { return a * 2 - 1; });
+                                 const TensorD x = map1(t[0], [](double a) { return a * 2 - 1; });
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(labels, 4), x, 0), Reduction::sum_by_nonzero_weights, {}, 1);
                                }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "sequence_loss", .needs_fused = true};
-    const TI targets = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
-    const TD w = values({1, 0.5, 0, 2, 0, 0}, {2, 3});  // the last timestep has only zero weights
+    const TensorI64 targets = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    const TensorD w = values({1, 0.5, 0, 2, 0, 0}, {2, 3});  // the last timestep has only zero weights
     using SO = L::SequenceLossOptions;
     const std::vector<std::pair<std::string, SO>> options{
         {"average across both (default)", {}},
@@ -158,36 +158,36 @@ void add_xent(std::vector<OpInfo>& r) {
     for (const auto& [label, so] : options)
       o.samples.push_back(sample(label, &so == &options[0].second ? gd::ops::kind::plain : gd::ops::kind::params,
                                  {uniform({2, 3, 5}, seed++, -3, 3)},
-                                 [targets, w, so](const V& v) { return VD(L::sequence_loss(targets, v[0], w, so)); },
+                                 [targets, w, so](const V& v) { return VarD(L::sequence_loss(targets, v[0], w, so)); },
                                  [targets, w, so](const Refs& t) {
                                    return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0), w, so);
                                  }));
     o.samples.push_back(sample("logits of +-1000 (hand value (0 + 2000) / 2)", gd::ops::kind::edge,
                                {values({1000, 0, -1000, 1000, 0, -1000}, {1, 2, 3})},
-                               [t = TI::from({0, 2}, {1, 2}), w1 = values({1, 1}, {1, 2})](const V& v) {
-                                 return VD(L::sequence_loss(t, v[0], w1));
+                               [t = TensorI64::from({0, 2}, {1, 2}), w1 = values({1, 1}, {1, 2})](const V& v) {
+                                 return VarD(L::sequence_loss(t, v[0], w1));
                                },
                                [](const Refs&) { return scalar(1000); }));
     o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({2, 3, 5}, seed++)},
-                               [targets, w](const V& v) { return VD(L::sequence_loss(targets, v[0] * 2.0 - 1.0, w)); },
+                               [targets, w](const V& v) { return VarD(L::sequence_loss(targets, v[0] * 2.0 - 1.0, w)); },
                                [targets, w](const Refs& t) {
-                                 const TD x = map1(t[0], [](double a) { return a * 2 - 1; });
+                                 const TensorD x = map1(t[0], [](double a) { return a * 2 - 1; });
                                  return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), x, 0), w, {});
                                }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "perplexity"};
-    const TI targets = TI::from({1, 0, 4, 4, 2, 3}, {2, 3});
-    const TD w = values({1, 0.5, 0, 2, 1, 0}, {2, 3});
+    const TensorI64 targets = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    const TensorD w = values({1, 0.5, 0, 2, 1, 0}, {2, 3});
     o.samples.push_back(sample("weighted", gd::ops::kind::plain, {uniform({2, 3, 5}, 380, -3, 3)},
-                               [targets, w](const V& v) { return VD(L::perplexity(targets, v[0], w)); },
+                               [targets, w](const V& v) { return VarD(L::perplexity(targets, v[0], w)); },
                                [targets, w](const Refs& t) {
-                                 const TD ce = softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0);
+                                 const TensorD ce = softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0);
                                  return scalar(std::exp(sequence_loss_ref(ce, w, {}).item()));
                                }));
     r.push_back(std::move(o));
   }
 }
 
-}  // namespace opreg
+}  // namespace op_registry

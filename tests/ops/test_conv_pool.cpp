@@ -19,13 +19,13 @@ namespace gd = gradus;
 
 namespace {
 
-using TD = gd::Tensor<double>;
-using VD = gd::Var<double>;
+using TensorD = gd::Tensor<double>;
+using VarD = gd::Var<double>;
 using Catch::Contains;
 
-TD rand_t(const gd::Shape& s, uint64_t seed) {
+TensorD rand_t(const gd::Shape& s, uint64_t seed) {
   gd::Rng rng(seed);
-  return TD::random_normal(s, rng);
+  return TensorD::random_normal(s, rng);
 }
 
 /// TF's output size and padding before, for one axis.
@@ -45,16 +45,16 @@ struct ConvCase {
 };
 
 /// Direct convolution; with `g` given, also its reference gradients into dx and dw.
-void naive_conv(const TD& x, const TD& w, const gd::Conv2dArgs& o, TD* y, const TD* g = nullptr, TD* dx = nullptr,
-                TD* dw = nullptr) {
+void naive_conv(const TensorD& x, const TensorD& w, const gd::Conv2dArgs& o, TensorD* y, const TensorD* g = nullptr, TensorD* dx = nullptr,
+                TensorD* dw = nullptr) {
   const auto& xs = x.shape();
   const auto& ws = w.shape();
   const bool same = o.padding == gd::Padding::same;
   const Axis ah = tf_axis(xs[1], ws[0], o.strides[0], o.dilations[0], same);
   const Axis aw = tf_axis(xs[2], ws[1], o.strides[1], o.dilations[1], same);
-  if (y) *y = TD::zeros({xs[0], ah.out, aw.out, ws[3]});
-  if (dx) *dx = TD::zeros(xs);
-  if (dw) *dw = TD::zeros(ws);
+  if (y) *y = TensorD::zeros({xs[0], ah.out, aw.out, ws[3]});
+  if (dx) *dx = TensorD::zeros(xs);
+  if (dw) *dw = TensorD::zeros(ws);
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t oy = 0; oy < ah.out; ++oy)
       for (int64_t ox = 0; ox < aw.out; ++ox)
@@ -74,13 +74,13 @@ void naive_conv(const TD& x, const TD& w, const gd::Conv2dArgs& o, TD* y, const 
 
 /// Direct pooling over the real (unpadded) elements of each window; with `g` given, the
 /// reference gradient (max: to the first maximal element in row-major window order).
-void naive_pool(const TD& x, const gd::Pool2dOptions& o, bool max, TD* y, const TD* g = nullptr, TD* dx = nullptr) {
+void naive_pool(const TensorD& x, const gd::Pool2dOptions& o, bool max, TensorD* y, const TensorD* g = nullptr, TensorD* dx = nullptr) {
   const auto& xs = x.shape();
   const bool same = o.padding == gd::Padding::same;
   const Axis ah = tf_axis(xs[1], o.ksize[0], o.strides[0], 1, same);
   const Axis aw = tf_axis(xs[2], o.ksize[1], o.strides[1], 1, same);
-  *y = TD::zeros({xs[0], ah.out, aw.out, xs[3]});
-  if (dx) *dx = TD::zeros(xs);
+  *y = TensorD::zeros({xs[0], ah.out, aw.out, xs[3]});
+  if (dx) *dx = TensorD::zeros(xs);
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t oy = 0; oy < ah.out; ++oy)
       for (int64_t ox = 0; ox < aw.out; ++ox)
@@ -110,7 +110,7 @@ void naive_pool(const TD& x, const gd::Pool2dOptions& o, bool max, TD* y, const 
         }
 }
 
-double max_diff(const TD& a, const TD& b) {
+double max_diff(const TensorD& a, const TensorD& b) {
   REQUIRE(a.shape() == b.shape());
   double d = 0;
   for (int64_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a.data()[i] - b.data()[i]));
@@ -143,28 +143,28 @@ const std::vector<ConvCase> small_cases = {
 }  // namespace
 
 TEST_CASE("conv2d: output shapes and padding follow TensorFlow", "[nnops][conv]") {
-  const TD w5 = TD::ones({5, 5, 1, 4});
-  REQUIRE(gd::conv2d(TD::ones({2, 28, 28, 1}), w5, {.padding = same}).shape() == gd::Shape{2, 28, 28, 4});
-  REQUIRE(gd::conv2d(TD::ones({2, 28, 28, 1}), w5).shape() == gd::Shape{2, 24, 24, 4});
-  REQUIRE(gd::conv2d(TD::ones({1, 13, 13, 1}), TD::ones({6, 6, 1, 1}), {.strides = {5, 5}, .padding = same}).shape() ==
+  const TensorD w5 = TensorD::ones({5, 5, 1, 4});
+  REQUIRE(gd::conv2d(TensorD::ones({2, 28, 28, 1}), w5, {.padding = same}).shape() == gd::Shape{2, 28, 28, 4});
+  REQUIRE(gd::conv2d(TensorD::ones({2, 28, 28, 1}), w5).shape() == gd::Shape{2, 24, 24, 4});
+  REQUIRE(gd::conv2d(TensorD::ones({1, 13, 13, 1}), TensorD::ones({6, 6, 1, 1}), {.strides = {5, 5}, .padding = same}).shape() ==
           gd::Shape{1, 3, 3, 1});
-  REQUIRE(gd::conv2d(TD::ones({1, 13, 13, 1}), TD::ones({6, 6, 1, 1}), {.strides = {5, 5}}).shape() ==
+  REQUIRE(gd::conv2d(TensorD::ones({1, 13, 13, 1}), TensorD::ones({6, 6, 1, 1}), {.strides = {5, 5}}).shape() ==
           gd::Shape{1, 2, 2, 1});
-  REQUIRE(gd::conv2d(TD::ones({1, 9, 9, 1}), TD::ones({3, 3, 1, 1}), {.dilations = {2, 2}}).shape() ==
+  REQUIRE(gd::conv2d(TensorD::ones({1, 9, 9, 1}), TensorD::ones({3, 3, 1, 1}), {.dilations = {2, 2}}).shape() ==
           gd::Shape{1, 5, 5, 1});
 
   // 4x4 input 1..16, 3x3 ones, SAME: each output sums its clipped 3x3 neighbourhood
-  const TD x = gd::eval(TD::arange(16).reshape({1, 4, 4, 1}) + 1.0);
-  const TD y = gd::conv2d(x, TD::ones({3, 3, 1, 1}), {.padding = same});
+  const TensorD x = gd::eval(TensorD::arange(16).reshape({1, 4, 4, 1}) + 1.0);
+  const TensorD y = gd::conv2d(x, TensorD::ones({3, 3, 1, 1}), {.padding = same});
   REQUIRE(y(0, 0, 0, 0) == 1 + 2 + 5 + 6);
   REQUIRE(y(0, 1, 1, 0) == 1 + 2 + 3 + 5 + 6 + 7 + 9 + 10 + 11);
   REQUIRE(y(0, 3, 3, 0) == 11 + 12 + 15 + 16);
   // even kernel, SAME, stride 1: pad_total 1 goes after (pad_before = 0)
-  const TD y2 = gd::conv2d(x, TD::ones({2, 2, 1, 1}), {.padding = same});
+  const TensorD y2 = gd::conv2d(x, TensorD::ones({2, 2, 1, 1}), {.padding = same});
   REQUIRE(y2(0, 0, 0, 0) == 1 + 2 + 5 + 6);
   REQUIRE(y2(0, 3, 3, 0) == 16);
   // stride 2, SAME on 4x4 with 3x3: out 2, pad_total 1, pad_before 0
-  const TD y3 = gd::conv2d(x, TD::ones({3, 3, 1, 1}), {.strides = {2, 2}, .padding = same});
+  const TensorD y3 = gd::conv2d(x, TensorD::ones({3, 3, 1, 1}), {.strides = {2, 2}, .padding = same});
   REQUIRE(y3.shape() == gd::Shape{1, 2, 2, 1});
   REQUIRE(y3(0, 0, 0, 0) == 1 + 2 + 3 + 5 + 6 + 7 + 9 + 10 + 11);
   REQUIRE(y3(0, 1, 1, 0) == 11 + 12 + 15 + 16);
@@ -178,20 +178,20 @@ TEST_CASE("conv2d: forward matches a direct convolution", "[nnops][conv]") {
   cases.push_back({{2, 8, 9, 1}, {3, 3, 1, 2}, {.padding = valid}});
   for (const ConvCase& c : cases) {
     INFO(describe(c));
-    const TD x = rand_t(c.x, 1), w = rand_t(c.w, 2);
-    TD ref;
+    const TensorD x = rand_t(c.x, 1), w = rand_t(c.w, 2);
+    TensorD ref;
     naive_conv(x, w, c.o, &ref);
     CHECK(max_diff(gd::conv2d(x, w, c.o), ref) < 1e-12);
     // bias: added to every output position of its channel
-    const TD b = rand_t({c.w[3]}, 3);
-    const TD yb = gd::conv2d(x, w, b, c.o);
+    const TensorD b = rand_t({c.w[3]}, 3);
+    const TensorD yb = gd::conv2d(x, w, b, c.o);
     CHECK(max_diff(yb, gd::eval(ref + b)) < 1e-12);
   }
 }
 
 TEST_CASE("conv2d: gradients match central differences", "[nnops][conv]") {
   gd::Conv2dArgs o;
-  auto f = [&o](const VD& x, const VD& w) { return gd::conv2d(x, w, o); };
+  auto f = [&o](const VarD& x, const VarD& w) { return gd::conv2d(x, w, o); };
   for (const ConvCase& c : small_cases) {
     INFO(describe(c));
     o = c.o;
@@ -199,7 +199,7 @@ TEST_CASE("conv2d: gradients match central differences", "[nnops][conv]") {
   }
   // with a bias, and with an elementwise input and a repeated use (accumulating adjoints)
   o = {.strides = {2, 1}, .padding = same};
-  auto fb = [&o](const VD& x, const VD& w, const VD& b) {
+  auto fb = [&o](const VarD& x, const VarD& w, const VarD& b) {
     return gd::conv2d(x * x, w, b, o) + gd::conv2d(x, w, b, o);
   };
   CHECK_THAT(fb, gd::testing::GradientIsCorrect({rand_t({2, 5, 4, 2}, 6), rand_t({3, 2, 2, 3}, 7), rand_t({3}, 8)},
@@ -215,31 +215,31 @@ TEST_CASE("conv2d: gradients on large shapes (tiled, threaded) match direct loop
   };
   for (const ConvCase& c : cases) {
     INFO(describe(c));
-    const VD x(rand_t(c.x, 9)), w(rand_t(c.w, 10)), b(rand_t({c.w[3]}, 11));
-    const VD y = gd::conv2d(x, w, b, c.o);
-    const TD g = rand_t(y.shape(), 12);
-    const std::vector<TD> grads = gd::gradients(y, {x, w, b}, &g);
-    TD ref, dx, dw;
+    const VarD x(rand_t(c.x, 9)), w(rand_t(c.w, 10)), b(rand_t({c.w[3]}, 11));
+    const VarD y = gd::conv2d(x, w, b, c.o);
+    const TensorD g = rand_t(y.shape(), 12);
+    const std::vector<TensorD> grads = gd::gradients(y, {x, w, b}, &g);
+    TensorD ref, dx, dw;
     naive_conv(x.value(), w.value(), c.o, &ref, &g, &dx, &dw);
     CHECK(max_diff(y.value(), gd::eval(ref + b.value())) < 1e-11);
     CHECK(max_diff(grads[0], dx) < 1e-11);
     CHECK(max_diff(grads[1], dw) < 1e-10);
     CHECK(max_diff(grads[2], gd::sum(g, {0, 1, 2})) < 1e-10);
     // only the filter (an input that is a plain tensor): rows split without image alignment
-    const VD y2 = gd::conv2d(x.value(), w, c.o);
+    const VarD y2 = gd::conv2d(x.value(), w, c.o);
     CHECK(max_diff(gd::gradients(y2, {w}, &g)[0], dw) < 1e-10);
   }
 }
 
 /// Reference values and gradients of max(conv2d(x, w) + b, 0) for output adjoint g: direct loops,
 /// the adjoint masked where the output is not positive.
-void naive_conv_bias_relu(const TD& x, const TD& w, const TD& b, const gd::Conv2dArgs& o, const TD& g, TD* y, TD* dx,
-                          TD* dw, TD* db) {
-  TD z;
+void naive_conv_bias_relu(const TensorD& x, const TensorD& w, const TensorD& b, const gd::Conv2dArgs& o, const TensorD& g, TensorD* y, TensorD* dx,
+                          TensorD* dw, TensorD* db) {
+  TensorD z;
   naive_conv(x, w, o, &z);
-  *y = TD::zeros(z.shape());
-  TD gm = TD::zeros(z.shape());
-  *db = TD::zeros(b.shape());
+  *y = TensorD::zeros(z.shape());
+  TensorD gm = TensorD::zeros(z.shape());
+  *db = TensorD::zeros(b.shape());
   const int64_t F = b.size();
   for (int64_t i = 0; i < z.size(); ++i) {
     const double v = z.data()[i] + b.data()[i % F];
@@ -260,26 +260,26 @@ TEST_CASE("conv2d_bias_relu (the fused ReLU convolution) matches direct loops an
   cases.push_back({{4, 16, 16, 16}, {1, 1, 16, 8}, {}});                                   // pointwise
   for (const ConvCase& c : cases) {
     INFO(describe(c));
-    const VD x(rand_t(c.x, 31)), w(rand_t(c.w, 32)), b(rand_t({c.w[3]}, 33));
-    const VD y = gd::detail::conv2d_bias_relu(x, w, b, c.o);
-    const TD g = rand_t(y.shape(), 34);
-    TD ref, dx, dw, db;
+    const VarD x(rand_t(c.x, 31)), w(rand_t(c.w, 32)), b(rand_t({c.w[3]}, 33));
+    const VarD y = gd::detail::conv2d_bias_relu(x, w, b, c.o);
+    const TensorD g = rand_t(y.shape(), 34);
+    TensorD ref, dx, dw, db;
     naive_conv_bias_relu(x.value(), w.value(), b.value(), c.o, g, &ref, &dx, &dw, &db);
     CHECK(max_diff(y.value(), ref) < 1e-11);
-    const std::vector<TD> grads = gd::gradients(y, {x, w, b}, &g);
+    const std::vector<TensorD> grads = gd::gradients(y, {x, w, b}, &g);
     CHECK(max_diff(grads[0], dx) < 1e-10);
     CHECK(max_diff(grads[1], dw) < 1e-9);
     CHECK(max_diff(grads[2], db) < 1e-10);
     // without dinput (a plain tensor input), and with only the bias wanted
-    const VD y2 = gd::detail::conv2d_bias_relu(x.value(), w, b, c.o);
-    const std::vector<TD> g2 = gd::gradients(y2, {w, b}, &g);
+    const VarD y2 = gd::detail::conv2d_bias_relu(x.value(), w, b, c.o);
+    const std::vector<TensorD> g2 = gd::gradients(y2, {w, b}, &g);
     CHECK(max_diff(g2[0], dw) < 1e-9);
     CHECK(max_diff(g2[1], db) < 1e-10);
-    const VD y3 = gd::detail::conv2d_bias_relu(x.value(), w.value(), b, c.o);
+    const VarD y3 = gd::detail::conv2d_bias_relu(x.value(), w.value(), b, c.o);
     CHECK(max_diff(gd::gradients(y3, {b}, &g)[0], db) < 1e-10);
   }
   gd::Conv2dArgs o;
-  auto f = [&o](const VD& x, const VD& w, const VD& b) { return gd::detail::conv2d_bias_relu(x, w, b, o); };
+  auto f = [&o](const VarD& x, const VarD& w, const VarD& b) { return gd::detail::conv2d_bias_relu(x, w, b, o); };
   for (const ConvCase& c : small_cases) {
     INFO(describe(c));
     o = c.o;
@@ -288,7 +288,7 @@ TEST_CASE("conv2d_bias_relu (the fused ReLU convolution) matches direct loops an
   }
   // adjoints accumulate: the input used twice
   o = {.padding = same};
-  auto f2 = [&o](const VD& x, const VD& w, const VD& b) {
+  auto f2 = [&o](const VarD& x, const VarD& w, const VarD& b) {
     return gd::detail::conv2d_bias_relu(x * x, w, b, o) + gd::detail::conv2d_bias_relu(x, w, b, o);
   };
   CHECK_THAT(f2, gd::testing::GradientIsCorrect({rand_t({2, 5, 4, 2}, 38), rand_t({3, 2, 2, 3}, 39), rand_t({3}, 40)},
@@ -296,13 +296,13 @@ TEST_CASE("conv2d_bias_relu (the fused ReLU convolution) matches direct loops an
   // float on LeNet's shapes against the double reference
   for (const ConvCase& c : {ConvCase{{16, 28, 28, 1}, {5, 5, 1, 32}, {}}, ConvCase{{8, 12, 12, 32}, {5, 5, 32, 64}, {}}}) {
     INFO(describe(c));
-    const TD xd = rand_t(c.x, 41), wd = gd::eval(rand_t(c.w, 42) * 0.2), bd = rand_t({c.w[3]}, 43);
+    const TensorD xd = rand_t(c.x, 41), wd = gd::eval(rand_t(c.w, 42) * 0.2), bd = rand_t({c.w[3]}, 43);
     gd::Var<float> xf(gd::cast<float>(xd)), wf(gd::cast<float>(wd)), bf(gd::cast<float>(bd));
     const gd::Var<float> yf = gd::detail::conv2d_bias_relu(xf, wf, bf, c.o);
-    const TD g = rand_t(yf.shape(), 44);
+    const TensorD g = rand_t(yf.shape(), 44);
     const gd::Tensor<float> gfl = gd::cast<float>(g);
     const std::vector<gd::Tensor<float>> gf = gd::gradients(yf, {xf, wf, bf}, &gfl);
-    TD ref, dx, dw, db;
+    TensorD ref, dx, dw, db;
     naive_conv_bias_relu(xd, wd, bd, c.o, g, &ref, &dx, &dw, &db);
     CHECK(max_diff(gd::cast<double>(yf.value()), ref) < 1e-3);
     CHECK(max_diff(gd::cast<double>(gf[0]), dx) < 1e-3);
@@ -316,11 +316,11 @@ TEST_CASE("nn::Conv2d with ReLU (the fused op) equals conv2d, bias and relu comp
   gd::nn::Conv2d<double> fused({.in = 3, .filters = 6, .kernel_size = {3, 3}, .padding = same,
                                 .activation = gd::nn::relu}, rng);
   fused.bias().value() = rand_t({6}, 45);
-  const VD x(rand_t({2, 7, 6, 3}, 46));
-  const VD y = fused.forward(x);
-  const VD ref = gd::relu(gd::conv2d(x, fused.kernel(), fused.bias(), {.padding = same}));
+  const VarD x(rand_t({2, 7, 6, 3}, 46));
+  const VarD y = fused.forward(x);
+  const VarD ref = gd::relu(gd::conv2d(x, fused.kernel(), fused.bias(), {.padding = same}));
   CHECK(max_diff(y.value(), ref.value()) < 1e-12);
-  const TD g = rand_t(y.shape(), 47);
+  const TensorD g = rand_t(y.shape(), 47);
   const auto a = gd::gradients(y, {x, fused.kernel(), fused.bias()}, &g);
   const auto r = gd::gradients(ref, {x, fused.kernel(), fused.bias()}, &g);
   for (int i = 0; i < 3; ++i) CHECK(max_diff(a[size_t(i)], r[size_t(i)]) < 1e-12);
@@ -328,20 +328,20 @@ TEST_CASE("nn::Conv2d with ReLU (the fused op) equals conv2d, bias and relu comp
 
 TEST_CASE("conv2d: backward accumulates into .grad(); float agrees with double", "[nnops][conv]") {
   const gd::Conv2dArgs o{.strides = {2, 2}, .padding = same};
-  VD x(rand_t({2, 9, 9, 3}, 13)), w(rand_t({3, 3, 3, 4}, 14));
+  VarD x(rand_t({2, 9, 9, 3}, 13)), w(rand_t({3, 3, 3, 4}, 14));
   gd::backward(gd::conv2d(x, w, o));
-  const TD gx = x.grad().clone(), gw = w.grad().clone();
+  const TensorD gx = x.grad().clone(), gw = w.grad().clone();
   gd::backward(gd::conv2d(x, w, o));
   CHECK(max_diff(x.grad(), gd::eval(gx * 2.0)) < 1e-12);
   CHECK(max_diff(w.grad(), gd::eval(gw * 2.0)) < 1e-12);
 
   const ConvCase c{{8, 28, 28, 4}, {5, 5, 4, 8}, {.padding = same}};
-  const TD xd = rand_t(c.x, 15), wd = rand_t(c.w, 16);
+  const TensorD xd = rand_t(c.x, 15), wd = rand_t(c.w, 16);
   gd::Var<float> xf(gd::cast<float>(xd)), wf(gd::cast<float>(wd));
   const gd::Var<float> yf = gd::conv2d(xf, wf, c.o);
   gd::backward(yf);
-  const TD ones = TD::ones(yf.shape());
-  TD ref, dx, dw;
+  const TensorD ones = TensorD::ones(yf.shape());
+  TensorD ref, dx, dw;
   naive_conv(xd, wd, c.o, &ref, &ones, &dx, &dw);
   CHECK(max_diff(gd::cast<double>(yf.value()), ref) < 1e-3);
   CHECK(max_diff(gd::cast<double>(xf.grad()), dx) < 1e-3);
@@ -349,25 +349,25 @@ TEST_CASE("conv2d: backward accumulates into .grad(); float agrees with double",
 }
 
 TEST_CASE("conv2d: results and errors", "[nnops][conv]") {
-  const TD x = TD::ones({2, 8, 8, 3});
-  static_assert(std::is_same_v<decltype(gd::conv2d(x, x)), TD>);
-  static_assert(std::is_same_v<decltype(gd::conv2d(VD(x), x)), VD>);
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({5, 5, 1, 32})), gd::shape_error);
-  REQUIRE_THROWS_WITH(gd::conv2d(x, TD::ones({5, 5, 1, 32})),
+  const TensorD x = TensorD::ones({2, 8, 8, 3});
+  static_assert(std::is_same_v<decltype(gd::conv2d(x, x)), TensorD>);
+  static_assert(std::is_same_v<decltype(gd::conv2d(VarD(x), x)), VarD>);
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({5, 5, 1, 32})), gd::shape_error);
+  REQUIRE_THROWS_WITH(gd::conv2d(x, TensorD::ones({5, 5, 1, 32})),
                       "conv2d: input channels 3 differ from filter in_channels 1: [2,8,8,3] vs [5,5,1,32]");
-  REQUIRE_THROWS_AS(gd::conv2d(TD::ones({8, 8, 3}), TD::ones({3, 3, 3, 1})), gd::shape_error);
-  REQUIRE_THROWS_WITH(gd::conv2d(TD::ones({8, 8, 3}), TD::ones({3, 3, 3, 1})), Contains("input must have rank 4"));
-  REQUIRE_THROWS_WITH(gd::conv2d(x, TD::ones({3, 3, 3})), Contains("filter must have rank 4 [KH,KW,C,F], got [3,3,3]"));
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({9, 3, 3, 1})), gd::shape_error);
-  REQUIRE_THROWS_WITH(gd::conv2d(x, TD::ones({9, 3, 3, 1})), Contains("larger than the input 8x8 with valid padding"));
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({3, 3, 3, 1}), {.dilations = {4, 1}}), gd::shape_error);
-  REQUIRE_NOTHROW(gd::conv2d(x, TD::ones({9, 3, 3, 1}), {.padding = same}));
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({3, 3, 3, 1}), {.strides = {0, 1}}), gd::value_error);
-  REQUIRE_THROWS_WITH(gd::conv2d(x, TD::ones({3, 3, 3, 1}), {.strides = {0, 1}}),
+  REQUIRE_THROWS_AS(gd::conv2d(TensorD::ones({8, 8, 3}), TensorD::ones({3, 3, 3, 1})), gd::shape_error);
+  REQUIRE_THROWS_WITH(gd::conv2d(TensorD::ones({8, 8, 3}), TensorD::ones({3, 3, 3, 1})), Contains("input must have rank 4"));
+  REQUIRE_THROWS_WITH(gd::conv2d(x, TensorD::ones({3, 3, 3})), Contains("filter must have rank 4 [KH,KW,C,F], got [3,3,3]"));
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({9, 3, 3, 1})), gd::shape_error);
+  REQUIRE_THROWS_WITH(gd::conv2d(x, TensorD::ones({9, 3, 3, 1})), Contains("larger than the input 8x8 with valid padding"));
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({3, 3, 3, 1}), {.dilations = {4, 1}}), gd::shape_error);
+  REQUIRE_NOTHROW(gd::conv2d(x, TensorD::ones({9, 3, 3, 1}), {.padding = same}));
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({3, 3, 3, 1}), {.strides = {0, 1}}), gd::value_error);
+  REQUIRE_THROWS_WITH(gd::conv2d(x, TensorD::ones({3, 3, 3, 1}), {.strides = {0, 1}}),
                       Contains("conv2d: strides must be positive, got [0,1]"));
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({3, 3, 3, 1}), {.dilations = {1, -1}}), gd::value_error);
-  REQUIRE_THROWS_AS(gd::conv2d(x, TD::ones({3, 3, 3, 2}), TD::ones({3})), gd::shape_error);
-  REQUIRE_THROWS_WITH(gd::conv2d(x, TD::ones({3, 3, 3, 2}), TD::ones({3})),
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({3, 3, 3, 1}), {.dilations = {1, -1}}), gd::value_error);
+  REQUIRE_THROWS_AS(gd::conv2d(x, TensorD::ones({3, 3, 3, 2}), TensorD::ones({3})), gd::shape_error);
+  REQUIRE_THROWS_WITH(gd::conv2d(x, TensorD::ones({3, 3, 3, 2}), TensorD::ones({3})),
                       Contains("conv2d: bias must have shape [2]"));
 }
 
@@ -388,14 +388,14 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
   };
   gd::Pool2dOptions o;
   bool max = true;
-  auto f = [&](const VD& x) { return max ? gd::max_pool2d(x, o) : gd::avg_pool2d(x, o); };
+  auto f = [&](const VarD& x) { return max ? gd::max_pool2d(x, o) : gd::avg_pool2d(x, o); };
   for (const PoolCase& c : cases)
     for (bool m : {true, false}) {
       INFO("x " << c.x << " ksize " << c.o.ksize[0] << "x" << c.o.ksize[1] << " strides " << c.o.strides[0] << ","
                 << c.o.strides[1] << " " << gd::detail::padding_name(c.o.padding) << (m ? " max" : " avg"));
       o = c.o, max = m;
-      const TD x = rand_t(c.x, 20);
-      TD ref;
+      const TensorD x = rand_t(c.x, 20);
+      TensorD ref;
       naive_pool(x, c.o, m, &ref);
       CHECK(max_diff(m ? gd::max_pool2d(x, o) : gd::avg_pool2d(x, o), ref) < 1e-14);
       CHECK_THAT(f, gd::testing::GradientIsCorrect(x, 1e-8, {.delta = 1e-6}));
@@ -412,10 +412,10 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
     for (bool m : {true, false}) {
       INFO("x " << c.x << " ksize " << c.o.ksize[0] << (m ? " max" : " avg"));
       o = c.o, max = m;
-      const VD x(rand_t(c.x, 21));
-      const VD y = f(x);
-      const TD g = rand_t(y.shape(), 22);
-      TD ref, dx;
+      const VarD x(rand_t(c.x, 21));
+      const VarD y = f(x);
+      const TensorD g = rand_t(y.shape(), 22);
+      TensorD ref, dx;
       naive_pool(x.value(), c.o, m, &ref, &g, &dx);
       CHECK(max_diff(y.value(), ref) < 1e-14);
       CHECK(max_diff(gd::gradients(y, {x}, &g)[0], dx) < 1e-14);
@@ -425,34 +425,34 @@ TEST_CASE("pooling: forward and gradients match direct loops", "[nnops][pool]") 
 TEST_CASE("pooling: adjoints accumulate when the input is used twice", "[nnops][pool]") {
   for (const gd::Shape& shape : {gd::Shape{2, 6, 6, 3}, gd::Shape{1, 7, 5, 2}}) {
     INFO("x " << shape);
-    auto f = [](const VD& x) { return gd::max_pool2d(x) * 2.0 + gd::max_pool2d(x * x); };
+    auto f = [](const VarD& x) { return gd::max_pool2d(x) * 2.0 + gd::max_pool2d(x * x); };
     CHECK_THAT(f, gd::testing::GradientIsCorrect(rand_t(shape, 23), 1e-8, {.delta = 1e-6}));
   }
 }
 
 TEST_CASE("pooling: ties, SAME averages over real elements, errors", "[nnops][pool]") {
   // equal values: the whole gradient goes to the first element of each window
-  const VD ones(TD::ones({1, 4, 4, 1}));
-  const TD gm = gd::gradients(gd::max_pool2d(ones), {ones})[0];
+  const VarD ones(TensorD::ones({1, 4, 4, 1}));
+  const TensorD gm = gd::gradients(gd::max_pool2d(ones), {ones})[0];
   const std::vector<double> first = {1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0};
   REQUIRE(std::vector<double>(gm.begin(), gm.end()) == first);
   // overlapping windows (3x3 stride 1 SAME): each window's first element is its top-left real one
-  const TD go = gd::gradients(gd::max_pool2d(ones, {.ksize = {3, 3}, .strides = {1, 1}, .padding = same}), {ones})[0];
+  const TensorD go = gd::gradients(gd::max_pool2d(ones, {.ksize = {3, 3}, .strides = {1, 1}, .padding = same}), {ones})[0];
   const std::vector<double> counts = {4, 2, 2, 0, 2, 1, 1, 0, 2, 1, 1, 0, 0, 0, 0, 0};
   REQUIRE(std::vector<double>(go.begin(), go.end()) == counts);
 
-  const TD y = gd::avg_pool2d(TD::ones({1, 5, 5, 2}), {.ksize = {3, 3}, .strides = {2, 2}, .padding = same});
+  const TensorD y = gd::avg_pool2d(TensorD::ones({1, 5, 5, 2}), {.ksize = {3, 3}, .strides = {2, 2}, .padding = same});
   REQUIRE(y.shape() == gd::Shape{1, 3, 3, 2});
   REQUIRE(std::all_of(y.begin(), y.end(), [](double v) { return v == 1; }));
-  const TD x = gd::eval(TD::arange(16).reshape({1, 4, 4, 1}));
-  const TD a = gd::avg_pool2d(x, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same});
+  const TensorD x = gd::eval(TensorD::arange(16).reshape({1, 4, 4, 1}));
+  const TensorD a = gd::avg_pool2d(x, {.ksize = {3, 3}, .strides = {2, 2}, .padding = same});
   REQUIRE(a(0, 1, 1, 0) == (10 + 11 + 14 + 15) / 4.0);
-  const TD mx = gd::max_pool2d(x);
+  const TensorD mx = gd::max_pool2d(x);
   REQUIRE(std::vector<double>(mx.begin(), mx.end()) == std::vector<double>{5, 7, 13, 15});
-  static_assert(std::is_same_v<decltype(gd::max_pool2d(x)), TD>);
+  static_assert(std::is_same_v<decltype(gd::max_pool2d(x)), TensorD>);
 
-  REQUIRE_THROWS_AS(gd::max_pool2d(TD::ones({4, 4, 1})), gd::shape_error);
-  REQUIRE_THROWS_WITH(gd::avg_pool2d(TD::ones({4, 4, 1})), Contains("avg_pool2d: input must have rank 4"));
+  REQUIRE_THROWS_AS(gd::max_pool2d(TensorD::ones({4, 4, 1})), gd::shape_error);
+  REQUIRE_THROWS_WITH(gd::avg_pool2d(TensorD::ones({4, 4, 1})), Contains("avg_pool2d: input must have rank 4"));
   REQUIRE_THROWS_AS(gd::max_pool2d(x, {.ksize = {5, 2}}), gd::shape_error);
   REQUIRE_THROWS_WITH(gd::max_pool2d(x, {.ksize = {5, 2}}),
                       "max_pool2d: window 5x2 is larger than the input 4x4 with valid padding: [1,4,4,1]");

@@ -14,17 +14,17 @@
 namespace gd = gradus;
 
 namespace {
-using TD = gd::Tensor<double>;
-using VD = gd::Var<double>;
+using TensorD = gd::Tensor<double>;
+using VarD = gd::Var<double>;
 }  // namespace
 
 TEST_CASE("dropout: keeps about 1 - rate of the elements, scaled by 1 / (1 - rate)", "[nnops][dropout]") {
   gd::Rng rng(1);
-  const TD x = TD::random_uniform({1000, 1000}, rng, 1, 2);
+  const TensorD x = TensorD::random_uniform({1000, 1000}, rng, 1, 2);
   for (double rate : {0.1, 0.5, 0.9}) {
     INFO("rate " << rate);
-    const TD y = gd::dropout(x, rate, rng);
-    static_assert(std::is_same_v<decltype(gd::dropout(x, rate, rng)), TD>);
+    const TensorD y = gd::dropout(x, rate, rng);
+    static_assert(std::is_same_v<decltype(gd::dropout(x, rate, rng)), TensorD>);
     int64_t kept = 0;
     bool scaled = true;
     for (int64_t i = 0; i < y.size(); ++i) {
@@ -42,8 +42,8 @@ TEST_CASE("dropout: keeps about 1 - rate of the elements, scaled by 1 / (1 - rat
 TEST_CASE("dropout: the gradient is mask / (1 - rate)", "[nnops][dropout]") {
   gd::Rng rng(2);
   const double rate = 0.3;
-  const VD x(TD::random_normal({40, 50}, rng));
-  const VD y = gd::dropout(x * 2.0, rate, rng);
+  const VarD x(TensorD::random_normal({40, 50}, rng));
+  const VarD y = gd::dropout(x * 2.0, rate, rng);
   gd::backward(y);
   bool ok = true;
   for (int64_t i = 0; i < x.size(); ++i) {
@@ -52,30 +52,30 @@ TEST_CASE("dropout: the gradient is mask / (1 - rate)", "[nnops][dropout]") {
   }
   CHECK(ok);
   // a fixed mask (same seed on every call) against central differences; accumulation on reuse
-  auto f = [](const VD& v) {
+  auto f = [](const VarD& v) {
     gd::Rng r(3);
     return gd::dropout(v, 0.5, r) + gd::dropout(v, 0.25, r) * v;
   };
-  CHECK_THAT(f, gd::testing::GradientIsCorrect(TD::random_normal({6, 7}, rng), 1e-8, {.delta = 1e-6}));
+  CHECK_THAT(f, gd::testing::GradientIsCorrect(TensorD::random_normal({6, 7}, rng), 1e-8, {.delta = 1e-6}));
 }
 
 TEST_CASE("dropout: eval mode and rate 0 are the identity without drawing", "[nnops][dropout]") {
   gd::Rng rng(4);
-  const VD x(TD::random_normal({3, 4}, rng));
+  const VarD x(TensorD::random_normal({3, 4}, rng));
   const auto before = rng.state();
-  const VD e = gd::dropout(x, 0.5, rng, /*training=*/false);
+  const VarD e = gd::dropout(x, 0.5, rng, /*training=*/false);
   CHECK(e.node() == x.node());
-  const VD z = gd::dropout(x, 0.0, rng);
+  const VarD z = gd::dropout(x, 0.0, rng);
   CHECK(z.node() == x.node());
   CHECK(rng.state() == before);
-  const TD t = TD::ones({2, 2});
+  const TensorD t = TensorD::ones({2, 2});
   CHECK(gd::dropout(t, 0.5, rng, false).shares_storage(t));
 }
 
 TEST_CASE("dropout: same seed same mask; bad rates rejected", "[nnops][dropout]") {
-  const TD x = TD::ones({64, 64});
+  const TensorD x = TensorD::ones({64, 64});
   gd::Rng a(5), b(5), c(6);
-  const TD ya = gd::dropout(x, 0.5, a), yb = gd::dropout(x, 0.5, b), yc = gd::dropout(x, 0.5, c);
+  const TensorD ya = gd::dropout(x, 0.5, a), yb = gd::dropout(x, 0.5, b), yc = gd::dropout(x, 0.5, c);
   CHECK(std::equal(ya.begin(), ya.end(), yb.begin()));
   CHECK_FALSE(std::equal(ya.begin(), ya.end(), yc.begin()));
   CHECK_FALSE(std::equal(ya.begin(), ya.end(), gd::dropout(x, 0.5, a).begin()));  // the rng moved on

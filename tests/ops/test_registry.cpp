@@ -21,7 +21,7 @@
 
 #include "op_registry.hpp"
 
-namespace opreg {
+namespace op_registry {
 
 const std::vector<OpInfo>& registry() {
   static const std::vector<OpInfo> r = [] {
@@ -39,15 +39,15 @@ const std::vector<OpInfo>& registry() {
   return r;
 }
 
-}  // namespace opreg
+}  // namespace op_registry
 
 namespace {
 
-using namespace opreg;
+using namespace op_registry;
 
-std::vector<VD> leaves(const std::vector<TD>& x0) {
-  std::vector<VD> xs;
-  for (const TD& x : x0) xs.emplace_back(x.clone());
+std::vector<VarD> leaves(const std::vector<TensorD>& x0) {
+  std::vector<VarD> xs;
+  for (const TensorD& x : x0) xs.emplace_back(x.clone());
   return xs;
 }
 
@@ -224,9 +224,9 @@ TEST_CASE("registry: every sample's forward matches its independent reference", 
   for (const OpInfo& op : registry()) {
     for (const OpSample& s : op.samples) {
       INFO("op " << op.name << ", sample \"" << s.label << '"');
-      const std::vector<VD> xs = leaves(s.inputs);
-      const TD y = gd::eval(s.call(xs));
-      const TD ref = s.reference(s.inputs);
+      const std::vector<VarD> xs = leaves(s.inputs);
+      const TensorD y = gd::eval(s.call(xs));
+      const TensorD ref = s.reference(s.inputs);
       REQUIRE(y.shape() == ref.shape());
       int bad = 0;
       for (int64_t i = 0; i < y.size() && bad < 3; ++i)
@@ -248,10 +248,10 @@ TEST_CASE("registry: every sample's gradient matches central differences in doub
         CHECK(err <= s.gradient_tolerance);
       } else if (!op.differentiable && !s.inputs.empty()) {
         // no gradient: a zero one (or none recorded at all)
-        const std::vector<VD> xs = leaves(s.inputs);
-        const VD y = s.call(xs);
+        const std::vector<VarD> xs = leaves(s.inputs);
+        const VarD y = s.call(xs);
         if (y.requires_grad())
-          for (const TD& g : gd::gradients(y, xs))
+          for (const TensorD& g : gd::gradients(y, xs))
             for (const double v : g) CHECK(v == 0.0);
       }
     }
@@ -262,11 +262,11 @@ TEST_CASE("registry: a warm forward and backward of every sample allocates nothi
   for (const OpInfo& op : registry()) {
     for (const OpSample& s : op.samples) {
       INFO("op " << op.name << ", sample \"" << s.label << '"');
-      std::vector<VD> xs = leaves(s.inputs);
+      std::vector<VarD> xs = leaves(s.inputs);
       auto step = [&] {
-        const VD y = s.call(xs);
+        const VarD y = s.call(xs);
         if (y.requires_grad()) gd::backward(y);
-        for (VD& x : xs) x.zero_grad();
+        for (VarD& x : xs) x.zero_grad();
       };
       step();
       step();

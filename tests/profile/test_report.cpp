@@ -7,30 +7,13 @@
 
 #include "gradus/profile/event.hpp"
 #include "gradus/profile/report.hpp"
+#include "../support/profile_events.hpp"
 
 namespace gd = gradus;
 namespace gp = gradus::profile;
+using gradus_test::event;
 
 namespace {
-
-gp::Event event(std::string name, std::string scope, gp::EventKind kind, int thread, int depth, int64_t start,
-                int64_t end, int64_t child, double flops = 0, int64_t peak = 0, int64_t alloc = 0) {
-  gp::Event e;
-  e.name = std::move(name);
-  e.scope = std::move(scope);
-  e.kind = kind;
-  e.thread = thread;
-  e.depth = depth;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.child_ns = child;
-  e.flops = flops;
-  e.bytes = flops / 2;
-  e.peak_bytes = peak;
-  e.alloc_bytes = alloc;
-  e.dtype = kind == gp::EventKind::scope ? "" : "float32";
-  return e;
-}
 
 constexpr auto fwd = gp::EventKind::forward;
 constexpr auto bwd = gp::EventKind::backward;

@@ -16,29 +16,16 @@
 #include "gradus/profile.hpp"
 #include "gradus/profile/report.hpp"
 #include "gradus/profile/trace.hpp"
+#include "../support/profile_events.hpp"
 #include "../support/trace_check.hpp"
 
 namespace gd = gradus;
 namespace nn = gradus::nn;
 namespace gp = gradus::profile;
 using nlohmann::json;
+using gradus_test::event;
 
 namespace {
-
-gp::Event event(std::string name, std::string scope, gp::EventKind kind, int thread, int depth, int64_t start,
-                int64_t end, int64_t child) {
-  gp::Event e;
-  e.name = std::move(name);
-  e.scope = std::move(scope);
-  e.kind = kind;
-  e.thread = thread;
-  e.depth = depth;
-  e.start_ns = start;
-  e.end_ns = end;
-  e.child_ns = child;
-  e.dtype = kind == gp::EventKind::scope ? "" : "float32";
-  return e;
-}
 
 // Thread 0: step [0, 2'000'000] ⊃ matmul [1'234'567, 1'500'000] ⊃ (backward) add, and a
 // zero-length relu at 1'500'000; thread 3: a matmul at 1'234'567'891 ns.

@@ -8,29 +8,13 @@
 #include "gradus/core/rng.hpp"
 #include "gradus/detail/crc32c.hpp"
 #include "gradus/summary.hpp"
+#include "../support/hex_bytes.hpp"
 
 namespace gd = gradus;
 namespace sm = gradus::summary;
+using gradus_test::hex_bytes;
 
 namespace {
-
-// Bytes from "hex hex ..." with quoted ASCII runs: hex_bytes("0a 03 \"v/1\"").
-std::string hex_bytes(std::string_view spec) {
-  std::string out;
-  for (size_t i = 0; i < spec.size();) {
-    if (spec[i] == ' ') {
-      ++i;
-    } else if (spec[i] == '"') {
-      const size_t end = spec.find('"', i + 1);
-      out.append(spec.substr(i + 1, end - i - 1));
-      i = end + 1;
-    } else {
-      out.push_back(char(std::stoi(std::string(spec.substr(i, 2)), nullptr, 16)));
-      i += 2;
-    }
-  }
-  return out;
-}
 
 gd::Tensor<float> random_image(int64_t h, int64_t w, int64_t c, gd::Rng& rng) {
   auto t = gd::Tensor<float>::empty({h, w, c});

@@ -9,30 +9,14 @@
 #include <string>
 
 #include "gradus/summary.hpp"
+#include "../support/hex_bytes.hpp"
 
 namespace gd = gradus;
 namespace sm = gradus::summary;
 namespace fs = std::filesystem;
+using gradus_test::hex_bytes;
 
 namespace {
-
-// Bytes from "hex hex ..." with quoted ASCII runs: hex_bytes("0a 01 \"a\"").
-std::string hex_bytes(std::string_view spec) {
-  std::string out;
-  for (size_t i = 0; i < spec.size();) {
-    if (spec[i] == ' ') {
-      ++i;
-    } else if (spec[i] == '"') {
-      const size_t end = spec.find('"', i + 1);
-      out.append(spec.substr(i + 1, end - i - 1));
-      i = end + 1;
-    } else {
-      out.push_back(char(std::stoi(std::string(spec.substr(i, 2)), nullptr, 16)));
-      i += 2;
-    }
-  }
-  return out;
-}
 
 bool have_protoc() { return std::system("protoc --version > /dev/null 2>&1") == 0; }
 

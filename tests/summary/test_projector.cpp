@@ -16,23 +16,16 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
-namespace gd = gradus;
+#include "../support/files.hpp"
+#include "../support/short_names.hpp"
+
 namespace sm = gradus::summary;
-namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path("summary_tmp") / name;
-  fs::remove_all(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return gradus_test::fresh_dir("summary_tmp", name); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  REQUIRE(f.good());
-  return {std::istreambuf_iterator<char>(f), {}};
-}
+using gradus_test::slurp_existing;
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -116,13 +109,13 @@ TEST_CASE("write_projector: tensors, metadata, sprite and config read back", "[s
                              .sprite_images = sprites}});
 
   SECTION("tensors.tsv: one row per vector, exact round trip") {
-    const auto w = parse_tsv<float>(slurp(dir / "words" / "tensors.tsv"));
+    const auto w = parse_tsv<float>(slurp_existing(dir / "words" / "tensors.tsv"));
     REQUIRE(w.size() == 5);
     for (int64_t i = 0; i < 5; ++i) {
       REQUIRE(w[size_t(i)].size() == 3);
       for (int64_t j = 0; j < 3; ++j) CHECK(w[size_t(i)][size_t(j)] == words(i, j));
     }
-    const auto p = parse_tsv<double>(slurp(dir / "points.v2" / "tensors.tsv"));
+    const auto p = parse_tsv<double>(slurp_existing(dir / "points.v2" / "tensors.tsv"));
     REQUIRE(p.size() == 10);
     for (int64_t i = 0; i < 10; ++i) {
       REQUIRE(p[size_t(i)].size() == 2);
@@ -130,8 +123,8 @@ TEST_CASE("write_projector: tensors, metadata, sprite and config read back", "[s
     }
   }
   SECTION("metadata.tsv: no header with one column, a header with two") {
-    CHECK(slurp(dir / "words" / "metadata.tsv") == "the\nof\nand\na\nto\n");
-    const auto l = lines(slurp(dir / "points.v2" / "metadata.tsv"));
+    CHECK(slurp_existing(dir / "words" / "metadata.tsv") == "the\nof\nand\na\nto\n");
+    const auto l = lines(slurp_existing(dir / "points.v2" / "metadata.tsv"));
     REQUIRE(l.size() == 11);
     CHECK(l[0] == "label\tsplit");
     CHECK(l[1] == "0\ttrain");
@@ -140,7 +133,7 @@ TEST_CASE("write_projector: tensors, metadata, sprite and config read back", "[s
   }
   SECTION("sprite.png: a 4x4 grid of 2x3 images, each tile as given") {
     CHECK(!fs::exists(dir / "words" / "sprite.png"));
-    const auto png = gd::image::decode_png<int64_t>(slurp(dir / "points.v2" / "sprite.png"));
+    const auto png = gd::image::decode_png<int64_t>(slurp_existing(dir / "points.v2" / "sprite.png"));
     REQUIRE(png.shape() == gd::Shape{8, 12, 3});  // ceil(sqrt(10)) = 4 cells of 2x3
     for (int64_t cell = 0; cell < 16; ++cell) {
       const int64_t r0 = (cell / 4) * 2, c0 = (cell % 4) * 3;
@@ -153,7 +146,7 @@ TEST_CASE("write_projector: tensors, metadata, sprite and config read back", "[s
     }
   }
   SECTION("projector_config.pbtxt: every field, and valid for TensorBoard's schema") {
-    const std::string config = slurp(dir / "projector_config.pbtxt");
+    const std::string config = slurp_existing(dir / "projector_config.pbtxt");
     CHECK(config ==
           "embeddings {\n"
           "  tensor_name: \"words\"\n"
@@ -254,12 +247,12 @@ TEST_CASE("ProjectorHook: exports the trained table at the end of a run", "[summ
     CHECK(after(2, j) == before(2, j));
     CHECK(after(3, j) == before(3, j));
   }
-  const auto rows = parse_tsv<double>(slurp(dir / "tokens" / "tensors.tsv"));
+  const auto rows = parse_tsv<double>(slurp_existing(dir / "tokens" / "tensors.tsv"));
   REQUIRE(rows.size() == 4);
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 0; j < 3; ++j) CHECK(rows[size_t(i)][size_t(j)] == after(i, j));
-  CHECK(slurp(dir / "tokens" / "metadata.tsv") == "a\nb\nc\nd\n");
-  const std::string config = slurp(dir / "projector_config.pbtxt");
+  CHECK(slurp_existing(dir / "tokens" / "metadata.tsv") == "a\nb\nc\nd\n");
+  const std::string config = slurp_existing(dir / "projector_config.pbtxt");
   CHECK(config.find("tensor_name: \"tokens\"") != std::string::npos);
   CHECK(config.find("tensor_shape: 4\n  tensor_shape: 3\n") != std::string::npos);
 

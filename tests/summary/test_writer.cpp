@@ -12,28 +12,17 @@
 
 #include "gradus/core/rng.hpp"
 #include "gradus/summary.hpp"
+#include "../support/files.hpp"
+#include "../support/short_names.hpp"
 
-namespace gd = gradus;
 namespace sm = gradus::summary;
-namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path("summary_tmp") / name;
-  fs::remove_all(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return gradus_test::fresh_dir("summary_tmp", name); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-void spit(const fs::path& p, std::string_view bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), std::streamsize(bytes.size()));
-}
+using gradus_test::slurp;
+using gradus_test::spit;
 
 // Output of `protoc <how> < message` (how: "--decode_raw" or a --decode with its schema).
 std::string protoc_decode(std::string_view message, const std::string& how) {

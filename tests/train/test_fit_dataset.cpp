@@ -12,6 +12,8 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
+#include "../support/classification_net.hpp"
+
 namespace gd = gradus;
 namespace fs = std::filesystem;
 using gd::Tensor;
@@ -20,50 +22,22 @@ using Data = gd::train::Data<double, int64_t>;
 
 namespace {
 
-struct Net : gd::nn::Module<double> {
-  gd::nn::Dense<double> d1;
-  gd::nn::BatchNorm<double> bn;
-  gd::nn::Dropout<double> drop;
-  gd::nn::Dense<double> d2;
+using gradus_test::xent;
+
+/// DenseBatchNormNet 4 -> 16 -> 3 with its kernels drawn from Rng(seed) and its dropout masks
+/// from Rng(seed + 1), which it owns.
+struct Net : gradus_test::DenseBatchNormNet {
   Net(uint64_t seed, double rate)
-      : Net(seed, rate, std::make_shared<gd::Rng>(seed), std::make_shared<gd::Rng>(seed + 1)) {}
-  Net(uint64_t, double rate, std::shared_ptr<gd::Rng> init, std::shared_ptr<gd::Rng> dropout)
-      : d1({.in = 4, .out = 16}, *init),
-        bn({.features = 16}),
-        drop({.rate = rate}, *dropout),
-        d2({.in = 16, .out = 3}, *init),
-        dropout_rng(std::move(dropout)) {
-    register_module("d1", d1);
-    register_module("bn", bn);
-    register_module("drop", drop);
-    register_module("d2", d2);
-  }
-  gd::Var<double> forward(const Tensor<double>& x) {
-    return d2.forward(drop.forward(gd::relu(bn.forward(d1.forward(x)))));
-  }
+      : Net(rate, std::make_shared<gd::Rng>(seed), std::make_shared<gd::Rng>(seed + 1)) {}
   std::shared_ptr<gd::Rng> dropout_rng;  // outlives drop's use of it
+
+ private:
+  Net(double rate, const std::shared_ptr<gd::Rng>& init, std::shared_ptr<gd::Rng> dropout)
+      : DenseBatchNormNet(4, 16, 3, rate, *init, *dropout), dropout_rng(std::move(dropout)) {}
 };
 
-const auto xent = [](const Tensor<int64_t>& labels, const gd::Var<double>& logits) {
-  return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
-};
-
-Data make_data(int64_t n, uint64_t seed) {
-  gd::Rng rng(seed);
-  Tensor<double> x = Tensor<double>::random_normal({n, 4}, rng);
-  Tensor<int64_t> y({n});
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t best = 0;
-    double best_v = -1e300;
-    for (int64_t c = 0; c < 3; ++c) {
-      double v = 0;
-      for (int64_t j = 0; j < 4; ++j) v += x(i, j) * std::cos(double(1 + c * 4 + j));
-      if (v > best_v) best_v = v, best = c;
-    }
-    y.data()[i] = best;
-  }
-  return {x, y};
-}
+/// n examples of 4 features in 3 classes.
+Data make_data(int64_t n, uint64_t seed) { return gradus_test::make_data(n, 4, 3, seed); }
 
 double max_diff(const Net& a, const Net& b) {
   double d = 0;

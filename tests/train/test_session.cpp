@@ -13,9 +13,13 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
+#include "../support/same_bits.hpp"
+
 namespace gd = gradus;
 namespace fs = std::filesystem;
 using gd::Tensor;
+using gradus_test::same_bits;
+using gradus_test::same_state;
 
 namespace {
 
@@ -57,22 +61,11 @@ gd::Var<double> batch_loss(Net& net, const std::pair<Tensor<double>, Tensor<doub
   return gd::losses::mean_squared_error(b.second, net.forward(b.first));
 }
 
-bool same_bits(const Tensor<double>& a, const Tensor<double>& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
-}
-
 bool same_model(const Net& a, const Net& b) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
   if (pa.size() != pb.size()) return false;
   for (size_t i = 0; i < pa.size(); ++i)
     if (pa[i].first != pb[i].first || !same_bits(pa[i].second.value(), pb[i].second.value())) return false;
-  return true;
-}
-
-bool same_state(const gd::optim::StateDict<double>& a, const gd::optim::StateDict<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !same_bits(a[i].second, b[i].second)) return false;
   return true;
 }
 

@@ -15,6 +15,9 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
+#include "../support/classification_net.hpp"
+#include "../support/same_bits.hpp"
+
 namespace gd = gradus;
 namespace fs = std::filesystem;
 using gd::Tensor;
@@ -22,47 +25,11 @@ using Data = gd::train::Data<double, int64_t>;
 
 namespace {
 
-struct Net : gd::nn::Module<double> {
-  gd::nn::Dense<double> d1;
-  gd::nn::BatchNorm<double> bn;
-  gd::nn::Dropout<double> drop;
-  gd::nn::Dense<double> d2;
-  Net(int64_t in, int64_t hidden, int64_t out, double rate, gd::Rng& init, gd::Rng& dropout_rng)
-      : d1({.in = in, .out = hidden}, init),
-        bn({.features = hidden}),
-        drop({.rate = rate}, dropout_rng),
-        d2({.in = hidden, .out = out}, init) {
-    register_module("d1", d1);
-    register_module("bn", bn);
-    register_module("drop", drop);
-    register_module("d2", d2);
-  }
-  gd::Var<double> forward(const Tensor<double>& x) {
-    return d2.forward(drop.forward(gd::relu(bn.forward(d1.forward(x)))));
-  }
-};
-
-const auto xent = [](const Tensor<int64_t>& labels, const gd::Var<double>& logits) {
-  return gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);
-};
-
-/// n examples of `in` features, labels = argmax of a fixed linear map into `classes`.
-Data make_data(int64_t n, int64_t in, int64_t classes, uint64_t seed) {
-  gd::Rng rng(seed);
-  Tensor<double> x = Tensor<double>::random_normal({n, in}, rng);
-  Tensor<int64_t> y({n});
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t best = 0;
-    double best_v = -1e300;
-    for (int64_t c = 0; c < classes; ++c) {
-      double v = 0;
-      for (int64_t j = 0; j < in; ++j) v += x(i, j) * std::cos(double(1 + c * in + j));
-      if (v > best_v) best_v = v, best = c;
-    }
-    y.data()[i] = best;
-  }
-  return {x, y};
-}
+using Net = gradus_test::DenseBatchNormNet;
+using gradus_test::make_data;
+using gradus_test::same_bits;
+using gradus_test::same_state;
+using gradus_test::xent;
 
 /// `text` is exactly one line per pattern, each matching its (ECMAScript) pattern.
 void check_lines(const std::string& text, const std::vector<std::string>& patterns) {
@@ -83,10 +50,6 @@ fs::path fresh_dir(const std::string& name) {
   return fs::path(name);
 }
 
-bool same_bits(const Tensor<double>& a, const Tensor<double>& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
-}
-
 /// Every parameter and buffer of `net` compared bit for bit.
 bool same_model(const Net& a, const Net& b) {
   auto pa = a.named_parameters(), pb = b.named_parameters();
@@ -96,13 +59,6 @@ bool same_model(const Net& a, const Net& b) {
     if (pa[i].first != pb[i].first || !same_bits(pa[i].second.value(), pb[i].second.value())) return false;
   for (size_t i = 0; i < ba.size(); ++i)
     if (ba[i].first != bb[i].first || !same_bits(ba[i].second, bb[i].second)) return false;
-  return true;
-}
-
-bool same_state(const gd::optim::StateDict<double>& a, const gd::optim::StateDict<double>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].first != b[i].first || !same_bits(a[i].second, b[i].second)) return false;
   return true;
 }
 

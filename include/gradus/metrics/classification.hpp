@@ -14,52 +14,23 @@
 
 namespace gradus::metrics {
 
-namespace detail {
-/// Class-id labels for scores of shape [..., C]: labels [...] or [..., 1] (squeezed).
-inline Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
-                                    std::string_view metric) {
-  GRADUS_CHECK(shape_error, scores.rank() >= 1 && scores.shape().back() > 0, metric,
-               ": predictions need a non-empty last (class) dimension, got shape ", scores.shape());
-  Tensor<double> l = labels;
-  if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
-  GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
-               " does not match predictions shape ", scores.shape(), " without its class dimension",
-               labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
-                                                : "");
-  return l;
-}
-}  // namespace detail
-
 /// How often predictions equal labels, elementwise (tf.metrics.accuracy); any shapes that match.
 ///   Accuracy acc;  acc.update(labels, gd::argmax(logits, 1));  acc.result();
-class Accuracy : public MeanMetric {
+class Accuracy : public ElementwiseMeanMetric<Accuracy> {
  public:
-  Accuracy() : MeanMetric("accuracy") {}
-
- protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const double *a = l.data(), *b = p.data();
-    accumulate(p.shape(), weights, [&](int64_t i) { return a[i] == b[i] ? 1.0 : 0.0; });
-  }
+  Accuracy() : ElementwiseMeanMetric("accuracy") {}
+  /// One element's value: 1 when the prediction equals the label, else 0.
+  double value(double label, double prediction) const { return label == prediction ? 1.0 : 0.0; }
 };
 
 /// How often `predictions > threshold` (as 0/1) equals labels (Keras binary_accuracy).
-class BinaryAccuracy : public MeanMetric {
+class BinaryAccuracy : public ElementwiseMeanMetric<BinaryAccuracy> {
  public:
-  explicit BinaryAccuracy(double threshold = 0.5) : MeanMetric("binary_accuracy"), threshold_(threshold) {}
+  explicit BinaryAccuracy(double threshold = 0.5) : ElementwiseMeanMetric("binary_accuracy"), threshold_(threshold) {}
   double threshold() const { return threshold_; }
-
- protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const double *a = l.data(), *b = p.data();
-    const double t = threshold_;
-    accumulate(p.shape(), weights, [&](int64_t i) { return a[i] == (b[i] > t ? 1.0 : 0.0) ? 1.0 : 0.0; });
+  /// One element's value: 1 when `prediction > threshold` (as 0/1) equals the label, else 0.
+  double value(double label, double prediction) const {
+    return label == (prediction > threshold_ ? 1.0 : 0.0) ? 1.0 : 0.0;
   }
 
  private:
@@ -96,11 +67,8 @@ class SparseCategoricalAccuracy : public MeanMetric {
  protected:
   void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                     const Tensor<double>* weights) override {
-    const Tensor<double> l = detail::sparse_labels(labels, predictions, name());
-    const int64_t c = predictions.shape().back();
-    const double *a = l.data(), *b = predictions.data();
-    accumulate(l.shape(), weights, [&](int64_t i) {
-      return class_index(a[i], c, "label", i) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
+    accumulate_rows(labels, predictions, weights, [](const double* row, int64_t c, int64_t label) {
+      return label == detail::argmax_row(row, c) ? 1.0 : 0.0;
     });
   }
 };
@@ -118,12 +86,8 @@ class TopKAccuracy : public MeanMetric {
  protected:
   void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                     const Tensor<double>* weights) override {
-    const Tensor<double> l = detail::sparse_labels(labels, predictions, name());
-    const int64_t c = predictions.shape().back();
-    const double *a = l.data(), *b = predictions.data();
-    accumulate(l.shape(), weights, [&](int64_t i) {
-      const double* row = b + i * c;
-      const double target = row[class_index(a[i], c, "label", i)];
+    accumulate_rows(labels, predictions, weights, [&](const double* row, int64_t c, int64_t label) {
+      const double target = row[label];
       if (!std::isfinite(target)) return 0.0;
       int64_t above = 0;
       for (int64_t j = 0; j < c; ++j) {
@@ -224,16 +188,11 @@ class Perplexity : public MeanMetric {
  protected:
   void update_batch(const Tensor<double>& labels, const Tensor<double>& logits,
                     const Tensor<double>* weights) override {
-    const Tensor<double> l = detail::sparse_labels(labels, logits, name());
-    const int64_t c = logits.shape().back();
-    const double *a = l.data(), *z = logits.data();
-    accumulate(l.shape(), weights, [&](int64_t i) {
-      const double* row = z + i * c;
-      const int64_t t = class_index(a[i], c, "label", i);
+    accumulate_rows(labels, logits, weights, [](const double* row, int64_t c, int64_t label) {
       const double m = *std::max_element(row, row + c);
       double s = 0;
       for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
-      return m + std::log(s) - row[t];
+      return m + std::log(s) - row[label];
     });
   }
   double compute() const override { return std::exp(mean()); }

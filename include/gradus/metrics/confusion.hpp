@@ -150,58 +150,59 @@ class ThresholdMetric : public ConfusionMetric {
   }
 };
 
-/// Weighted count of positive labels predicted positive (tf.metrics.true_positives).
-class TruePositives : public ThresholdMetric {
- public:
-  explicit TruePositives(ThresholdOptions opts = {}) : ThresholdMetric("true_positives", std::move(opts)) {}
+namespace detail {
 
+/// A ThresholdMetric whose value at threshold i is Value(counts, i).
+template <double (*Value)(const ThresholdConfusion&, size_t)>
+class CountsMetric : public ThresholdMetric {
  protected:
-  double value_at(size_t i) const override { return counts_.tp(i); }
+  CountsMetric(std::string name, ThresholdOptions opts) : ThresholdMetric(std::move(name), std::move(opts)) {}
+  double value_at(size_t i) const override { return Value(counts_, i); }
+};
+
+inline double true_positives(const ThresholdConfusion& c, size_t i) { return c.tp(i); }
+inline double false_positives(const ThresholdConfusion& c, size_t i) { return c.fp(i); }
+inline double true_negatives(const ThresholdConfusion& c, size_t i) { return c.tn(i); }
+inline double false_negatives(const ThresholdConfusion& c, size_t i) { return c.fn(i); }
+inline double precision(const ThresholdConfusion& c, size_t i) { return div_no_nan(c.tp(i), c.tp(i) + c.fp(i)); }
+inline double recall(const ThresholdConfusion& c, size_t i) { return div_no_nan(c.tp(i), c.tp(i) + c.fn(i)); }
+
+}  // namespace detail
+
+/// Weighted count of positive labels predicted positive (tf.metrics.true_positives).
+class TruePositives : public detail::CountsMetric<detail::true_positives> {
+ public:
+  explicit TruePositives(ThresholdOptions opts = {}) : CountsMetric("true_positives", std::move(opts)) {}
 };
 
 /// Weighted count of negative labels predicted positive (tf.metrics.false_positives).
-class FalsePositives : public ThresholdMetric {
+class FalsePositives : public detail::CountsMetric<detail::false_positives> {
  public:
-  explicit FalsePositives(ThresholdOptions opts = {}) : ThresholdMetric("false_positives", std::move(opts)) {}
-
- protected:
-  double value_at(size_t i) const override { return counts_.fp(i); }
+  explicit FalsePositives(ThresholdOptions opts = {}) : CountsMetric("false_positives", std::move(opts)) {}
 };
 
 /// Weighted count of negative labels predicted negative (tf.metrics.true_negatives).
-class TrueNegatives : public ThresholdMetric {
+class TrueNegatives : public detail::CountsMetric<detail::true_negatives> {
  public:
-  explicit TrueNegatives(ThresholdOptions opts = {}) : ThresholdMetric("true_negatives", std::move(opts)) {}
-
- protected:
-  double value_at(size_t i) const override { return counts_.tn(i); }
+  explicit TrueNegatives(ThresholdOptions opts = {}) : CountsMetric("true_negatives", std::move(opts)) {}
 };
 
 /// Weighted count of positive labels predicted negative (tf.metrics.false_negatives).
-class FalseNegatives : public ThresholdMetric {
+class FalseNegatives : public detail::CountsMetric<detail::false_negatives> {
  public:
-  explicit FalseNegatives(ThresholdOptions opts = {}) : ThresholdMetric("false_negatives", std::move(opts)) {}
-
- protected:
-  double value_at(size_t i) const override { return counts_.fn(i); }
+  explicit FalseNegatives(ThresholdOptions opts = {}) : CountsMetric("false_negatives", std::move(opts)) {}
 };
 
 /// tp / (tp + fp), 0 when nothing is predicted positive (tf.metrics.precision, Keras Precision).
-class Precision : public ThresholdMetric {
+class Precision : public detail::CountsMetric<detail::precision> {
  public:
-  explicit Precision(ThresholdOptions opts = {}) : ThresholdMetric("precision", std::move(opts)) {}
-
- protected:
-  double value_at(size_t i) const override { return detail::div_no_nan(counts_.tp(i), counts_.tp(i) + counts_.fp(i)); }
+  explicit Precision(ThresholdOptions opts = {}) : CountsMetric("precision", std::move(opts)) {}
 };
 
 /// tp / (tp + fn), 0 when there are no positive labels (tf.metrics.recall, Keras Recall).
-class Recall : public ThresholdMetric {
+class Recall : public detail::CountsMetric<detail::recall> {
  public:
-  explicit Recall(ThresholdOptions opts = {}) : ThresholdMetric("recall", std::move(opts)) {}
-
- protected:
-  double value_at(size_t i) const override { return detail::div_no_nan(counts_.tp(i), counts_.tp(i) + counts_.fn(i)); }
+  explicit Recall(ThresholdOptions opts = {}) : CountsMetric("recall", std::move(opts)) {}
 };
 
 namespace detail {

@@ -65,6 +65,20 @@ inline void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, st
                " does not match predictions shape ", predictions.shape());
 }
 
+/// Class-id labels for scores of shape [..., C]: labels [...] or [..., 1] (squeezed).
+inline Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
+                                    std::string_view metric) {
+  GRADUS_CHECK(shape_error, scores.rank() >= 1 && scores.shape().back() > 0, metric,
+               ": predictions need a non-empty last (class) dimension, got shape ", scores.shape());
+  Tensor<double> l = labels;
+  if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
+  GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
+               " does not match predictions shape ", scores.shape(), " without its class dimension",
+               labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
+                                                : "");
+  return l;
+}
+
 /// `t` broadcast to `to` by NumPy rules (dimensions aligned on the right, each 1 or equal);
 /// `what` names `t` in the error. Returns `t` itself when it already has shape `to`.
 inline Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
@@ -294,12 +308,39 @@ class MeanMetric : public Metric {
     total_ += total;
     count_ += count;
   }
+  /// For class-id labels [...] (or [..., 1]) and scores [..., C]: adds value_at(row, C, label)
+  /// for each row of C scores and its label, checked to be a class index in [0, C).
+  template <class F>
+  void accumulate_rows(const Tensor<double>& labels, const Tensor<double>& scores, const Tensor<double>* weights,
+                       F&& value_at) {
+    const Tensor<double> l = detail::sparse_labels(labels, scores, name());
+    const int64_t c = scores.shape().back();
+    const double *a = l.data(), *s = scores.data();
+    accumulate(l.shape(), weights, [&](int64_t i) { return value_at(s + i * c, c, class_index(a[i], c, "label", i)); });
+  }
   double mean() const { return count_ > 0 ? total_ / count_ : 0.0; }
   double compute() const override { return mean(); }
   void clear() override { total_ = count_ = 0; }
 
  private:
   double total_ = 0, count_ = 0;
+};
+
+/// A MeanMetric of one value per element of labels and predictions of matching shapes (after
+/// TF's squeeze of a trailing 1): Derived's `double value(double label, double prediction) const`,
+/// called directly (no virtual call per element).
+template <class Derived>
+class ElementwiseMeanMetric : public MeanMetric {
+ protected:
+  using MeanMetric::MeanMetric;
+  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override {
+    Tensor<double> l = labels, p = predictions;
+    detail::match_shapes(l, p, name());
+    const double *a = l.data(), *b = p.data();
+    const Derived& self = static_cast<const Derived&>(*this);
+    accumulate(p.shape(), weights, [&](int64_t i) { return self.value(a[i], b[i]); });
+  }
 };
 
 /// A weighted mean over one tensor of values, TF's `mean(values, weights)` shape: it takes

@@ -10,34 +10,22 @@
 namespace gradus::metrics {
 
 /// Weighted mean of |predictions - labels| (tf.metrics.mean_absolute_error).
-class MeanAbsoluteError : public MeanMetric {
+class MeanAbsoluteError : public ElementwiseMeanMetric<MeanAbsoluteError> {
  public:
-  MeanAbsoluteError() : MeanMetric("mean_absolute_error") {}
-
- protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const double *a = l.data(), *b = p.data();
-    accumulate(p.shape(), weights, [&](int64_t i) { return std::abs(b[i] - a[i]); });
-  }
+  MeanAbsoluteError() : ElementwiseMeanMetric("mean_absolute_error") {}
+  /// One element's value: |prediction - label|.
+  double value(double label, double prediction) const { return std::abs(prediction - label); }
 };
 
 /// Weighted mean of (predictions - labels)² (tf.metrics.mean_squared_error).
-class MeanSquaredError : public MeanMetric {
+class MeanSquaredError : public ElementwiseMeanMetric<MeanSquaredError> {
  public:
-  MeanSquaredError() : MeanMetric("mean_squared_error") {}
+  MeanSquaredError() : ElementwiseMeanMetric("mean_squared_error") {}
+  /// One element's value: (prediction - label)².
+  double value(double label, double prediction) const { return (prediction - label) * (prediction - label); }
 
  protected:
-  explicit MeanSquaredError(std::string name) : MeanMetric(std::move(name)) {}
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const double *a = l.data(), *b = p.data();
-    accumulate(p.shape(), weights, [&](int64_t i) { return (b[i] - a[i]) * (b[i] - a[i]); });
-  }
+  explicit MeanSquaredError(std::string name) : ElementwiseMeanMetric(std::move(name)) {}
 };
 
 /// sqrt of the weighted mean squared error over every batch so far — not the mean of per-batch

@@ -161,7 +161,58 @@ AttentionResult<value_type_t<Q>> scaled_dot_product_attention(const Q& q, const 
   return detail::sdpa(to_var(q), to_var(k), to_var(v), mask, opt);
 }
 
-// ------------------------------------------------------------------------------ Bahdanau
+// ------------------------------------------------------------------------------ Bahdanau, Luong
+
+namespace detail {
+
+/// What BahdanauAttention and LuongAttention (Derived) share; they differ only in their scores.
+/// keys = memory · W_m through Derived's `memory_layer_` (a Dense); attend checks the query and
+/// the memory, then takes the masked softmax of Derived's `scores(q, keys)` (q [N, Tq, Dq],
+/// keys [N, Tm, units] -> [N, Tq, Tm]) and the context over the memory.
+template <Real T, class Derived>
+class AttentionMechanism : public Module<T, Derived> {
+ public:
+  /// The projected memory, memory [N, Tm, Dm] -> keys [N, Tm, units].
+  template <Expression M>
+  Var<T> keys(const M& memory) {
+    const Var<T> m = to_var(memory);
+    GRADUS_CHECK(shape_error, m.rank() == 3 && m.shape()[2] == memory_units_, name_,
+                 ": expected memory [N, Tm, memory_units] (memory_units = ", memory_units_, "), got ", m.shape());
+    return self().memory_layer_.forward(m);
+  }
+
+  /// Context and alignments of `query` over `memory` (see the class comment).
+  template <Expression Q, Expression M>
+  AttentionOutput<T> forward(const Q& query, const M& memory, const Tensor<T>& mask = {}) {
+    const Var<T> m = to_var(memory);
+    return attend(query, keys(m), m, mask);
+  }
+
+  /// As `forward`, with keys = keys(memory) computed before.
+  template <Expression Q>
+  AttentionOutput<T> attend(const Q& query, const Var<T>& keys, const Var<T>& memory, const Tensor<T>& mask = {}) {
+    const Var<T> given = to_var(query);
+    const Var<T> q = query_as_sequence(given, name_);
+    check_last_dim(given.shape(), query_units_, name_, query_what_);
+    check_memory(memory.shape(), keys.shape(), q.shape()[0], memory_units_, name_);
+    return attend_memory(self().scores(q, keys), memory, mask, given.rank() == 2, name_);
+  }
+
+ protected:
+  /// `name` names the layer in errors; the query's last axis must be `query_units` (called
+  /// `query_what` in errors) and the memory's `memory_units`.
+  AttentionMechanism(const char* name, int64_t query_units, const char* query_what, int64_t memory_units)
+      : name_(name), query_what_(query_what), query_units_(query_units), memory_units_(memory_units) {}
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+
+  const char* name_;
+  const char* query_what_;
+  int64_t query_units_, memory_units_;
+};
+
+}  // namespace detail
 
 /// Options of `BahdanauAttention`. An empty initializer means Glorot uniform (tf.get_variable's).
 struct BahdanauAttentionOptions {
@@ -182,50 +233,23 @@ struct BahdanauAttentionOptions {
 ///   gd::Var<float> keys = att.keys(memory);
 ///   for (...) { auto [context, alignments] = att.attend(h, keys, memory, mask); ... }
 template <Real T = float>
-class BahdanauAttention : public Module<T, BahdanauAttention<T>> {
+class BahdanauAttention : public detail::AttentionMechanism<T, BahdanauAttention<T>> {
  public:
   BahdanauAttention(const BahdanauAttentionOptions& o, Rng& rng)
-      : query_layer_(checked(o), rng),
+      : detail::AttentionMechanism<T, BahdanauAttention<T>>("BahdanauAttention", o.query_units, "query_units",
+                                                            o.memory_units),
+        query_layer_(checked(o), rng),
         memory_layer_({.in = o.memory_units, .out = o.units, .use_bias = false,
                        .kernel_initializer = detail::or_default(o.kernel_initializer, init::glorot_uniform{})},
-                      rng),
-        memory_units_(o.memory_units) {
+                      rng) {
     this->register_module("query_layer", query_layer_);
     this->register_module("memory_layer", memory_layer_);
     v_ = this->register_parameter("attention_v", init::glorot_uniform{}.template operator()<T>({o.units}, rng));
   }
 
-  /// The projected memory, memory [N, Tm, Dm] -> keys [N, Tm, units].
-  template <Expression M>
-  Var<T> keys(const M& memory) {
-    const Var<T> m = to_var(memory);
-    GRADUS_CHECK(shape_error, m.rank() == 3 && m.shape()[2] == memory_units_, "BahdanauAttention: expected memory "
-                 "[N, Tm, memory_units] (memory_units = ", memory_units_, "), got ", m.shape());
-    return memory_layer_.forward(m);
-  }
-
-  /// Context and alignments of `query` over `memory` (see the class comment).
-  template <Expression Q, Expression M>
-  AttentionOutput<T> forward(const Q& query, const M& memory, const Tensor<T>& mask = {}) {
-    const Var<T> m = to_var(memory);
-    return attend(query, keys(m), m, mask);
-  }
-
-  /// As `forward`, with keys = keys(memory) computed before.
-  template <Expression Q>
-  AttentionOutput<T> attend(const Q& query, const Var<T>& keys, const Var<T>& memory, const Tensor<T>& mask = {}) {
-    const char* op = "BahdanauAttention";
-    const Var<T> given = to_var(query);
-    const Var<T> q = detail::query_as_sequence(given, op);
-    detail::check_last_dim(given.shape(), query_layer_.in(), op, "query_units");
-    detail::check_memory(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
-    const int64_t n = q.shape()[0], tq = q.shape()[1], tm = keys.shape()[1], u = keys.shape()[2];
-    const Var<T> pq = gradus::reshape(query_layer_.forward(q), {n, tq, 1, u});
-    const Var<T> scores = gradus::sum(gradus::tanh(pq + gradus::reshape(keys, {n, 1, tm, u})) * v_, -1);
-    return detail::attend_memory(scores, memory, mask, given.rank() == 2, op);
-  }
-
  private:
+  friend class detail::AttentionMechanism<T, BahdanauAttention<T>>;
+
   static DenseOptions checked(const BahdanauAttentionOptions& o) {
     GRADUS_CHECK(value_error, o.units > 0 && o.query_units > 0 && o.memory_units > 0,
                  "BahdanauAttention: units, query_units and memory_units must be positive, got ", o.units, ", ",
@@ -233,13 +257,16 @@ class BahdanauAttention : public Module<T, BahdanauAttention<T>> {
     return {.in = o.query_units, .out = o.units, .use_bias = false,
             .kernel_initializer = detail::or_default(o.kernel_initializer, init::glorot_uniform{})};
   }
+  /// score[n, i, j] = vᵀ tanh(q[n, i] · W_q + keys[n, j]): q [N, Tq, Dq], keys [N, Tm, units].
+  Var<T> scores(const Var<T>& q, const Var<T>& keys) {
+    const int64_t n = q.shape()[0], tq = q.shape()[1], tm = keys.shape()[1], u = keys.shape()[2];
+    const Var<T> pq = gradus::reshape(query_layer_.forward(q), {n, tq, 1, u});
+    return gradus::sum(gradus::tanh(pq + gradus::reshape(keys, {n, 1, tm, u})) * v_, -1);
+  }
 
   Dense<T> query_layer_, memory_layer_;
-  int64_t memory_units_;
   Var<T> v_;
 };
-
-// -------------------------------------------------------------------------------- Luong
 
 /// Options of `LuongAttention`. An empty initializer means Glorot uniform.
 struct LuongAttentionOptions {
@@ -258,44 +285,20 @@ struct LuongAttentionOptions {
 ///   gd::nn::LuongAttention<float> att({.units = 128, .memory_units = 256, .scale = true}, rng);
 ///   auto [context, alignments] = att(h, memory, mask);   // h [N, 128], memory [N, Tm, 256]
 template <Real T = float>
-class LuongAttention : public Module<T, LuongAttention<T>> {
+class LuongAttention : public detail::AttentionMechanism<T, LuongAttention<T>> {
  public:
   LuongAttention(const LuongAttentionOptions& o, Rng& rng)
-      : memory_layer_(checked(o), rng), units_(o.units), memory_units_(o.memory_units), scale_(o.scale) {
+      : detail::AttentionMechanism<T, LuongAttention<T>>("LuongAttention", o.units, "query depth = units",
+                                                         o.memory_units),
+        memory_layer_(checked(o), rng),
+        scale_(o.scale) {
     this->register_module("memory_layer", memory_layer_);
     if (o.scale) g_ = this->register_parameter("attention_g", Tensor<T>::scalar(T(1)));
   }
 
-  /// The projected memory, memory [N, Tm, Dm] -> keys [N, Tm, units].
-  template <Expression M>
-  Var<T> keys(const M& memory) {
-    const Var<T> m = to_var(memory);
-    GRADUS_CHECK(shape_error, m.rank() == 3 && m.shape()[2] == memory_units_, "LuongAttention: expected memory "
-                 "[N, Tm, memory_units] (memory_units = ", memory_units_, "), got ", m.shape());
-    return memory_layer_.forward(m);
-  }
-
-  /// Context and alignments of `query` over `memory` (see the class comment).
-  template <Expression Q, Expression M>
-  AttentionOutput<T> forward(const Q& query, const M& memory, const Tensor<T>& mask = {}) {
-    const Var<T> m = to_var(memory);
-    return attend(query, keys(m), m, mask);
-  }
-
-  /// As `forward`, with keys = keys(memory) computed before.
-  template <Expression Q>
-  AttentionOutput<T> attend(const Q& query, const Var<T>& keys, const Var<T>& memory, const Tensor<T>& mask = {}) {
-    const char* op = "LuongAttention";
-    const Var<T> given = to_var(query);
-    const Var<T> q = detail::query_as_sequence(given, op);
-    detail::check_last_dim(given.shape(), units_, op, "query depth = units");
-    detail::check_memory(memory.shape(), keys.shape(), q.shape()[0], memory_units_, op);
-    Var<T> scores = gradus::matmul(q, keys, {.transpose_b = true});
-    if (scale_) scores = scores * g_;
-    return detail::attend_memory(scores, memory, mask, given.rank() == 2, op);
-  }
-
  private:
+  friend class detail::AttentionMechanism<T, LuongAttention<T>>;
+
   static DenseOptions checked(const LuongAttentionOptions& o) {
     GRADUS_CHECK(value_error, o.units > 0 && o.memory_units > 0 && (o.query_units == 0 || o.query_units == o.units),
                  "LuongAttention: units and memory_units must be positive and query_units 0 or units, got units ",
@@ -303,9 +306,14 @@ class LuongAttention : public Module<T, LuongAttention<T>> {
     return {.in = o.memory_units, .out = o.units, .use_bias = false,
             .kernel_initializer = detail::or_default(o.kernel_initializer, init::glorot_uniform{})};
   }
+  /// score[n, i, j] = q[n, i] · keys[n, j] (times g with scale).
+  Var<T> scores(const Var<T>& q, const Var<T>& keys) const {
+    Var<T> s = gradus::matmul(q, keys, {.transpose_b = true});
+    if (scale_) s = s * g_;
+    return s;
+  }
 
   Dense<T> memory_layer_;
-  int64_t units_, memory_units_;
   bool scale_;
   Var<T> g_;
 };

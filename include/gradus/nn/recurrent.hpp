@@ -199,6 +199,36 @@ class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
   std::optional<State> state_;
 };
 
+namespace detail {
+
+/// The cell's options within a layer's options `o` (SimpleRNNOptions -> SimpleRNNCellOptions,
+/// LSTMOptions -> LSTMCellOptions, GRUOptions -> GRUCellOptions): every field they share.
+template <class CellOptions, class LayerOptions>
+CellOptions cell_options(const LayerOptions& o) {
+  CellOptions c{.in = o.in, .units = o.units, .dropout = o.dropout, .recurrent_dropout = o.recurrent_dropout};
+  if constexpr (requires { c.activation = o.activation; }) c.activation = o.activation;
+  if constexpr (requires { c.unit_forget_bias = o.unit_forget_bias; }) c.unit_forget_bias = o.unit_forget_bias;
+  return c;
+}
+
+/// The RecurrentOptions within a layer's options.
+template <class LayerOptions>
+RecurrentOptions recurrent_options(const LayerOptions& o) {
+  return {.return_sequences = o.return_sequences, .stateful = o.stateful, .go_backwards = o.go_backwards};
+}
+
+/// A Recurrent of one Cell built from a layer's options (SimpleRNN, LSTM, GRU): the cell from
+/// the fields its options share with `Options`, the layer from the rest; `name` appears in errors.
+template <class Cell, class LayerOptions>
+class CellLayer : public Recurrent<Cell> {
+ public:
+  using Options = LayerOptions;
+  CellLayer(const Options& o, Rng& rng, const char* name)
+      : Recurrent<Cell>(Cell(cell_options<typename Cell::Options>(o), rng), recurrent_options(o), name) {}
+};
+
+}  // namespace detail
+
 /// Options of `SimpleRNN`.
 struct SimpleRNNOptions {
   int64_t in = 0;     ///< input features
@@ -214,17 +244,10 @@ struct SimpleRNNOptions {
 /// tf.keras.layers.SimpleRNN: a `SimpleRNNCell` over time.
 ///   gd::nn::SimpleRNN<double> rnn({.in = 8, .units = 16}, rng);   // [N, T, 8] -> [N, 16]
 template <Real T = float>
-class SimpleRNN : public Recurrent<SimpleRNNCell<T>> {
+class SimpleRNN : public detail::CellLayer<SimpleRNNCell<T>, SimpleRNNOptions> {
  public:
-  using Options = SimpleRNNOptions;
   SimpleRNN(const SimpleRNNOptions& o, Rng& rng)
-      : Recurrent<SimpleRNNCell<T>>(SimpleRNNCell<T>({.in = o.in,
-                                                      .units = o.units,
-                                                      .activation = o.activation,
-                                                      .dropout = o.dropout,
-                                                      .recurrent_dropout = o.recurrent_dropout},
-                                                     rng),
-                                    {o.return_sequences, o.stateful, o.go_backwards}, "SimpleRNN") {}
+      : detail::CellLayer<SimpleRNNCell<T>, SimpleRNNOptions>(o, rng, "SimpleRNN") {}
 };
 
 /// Options of `LSTM`.
@@ -243,17 +266,9 @@ struct LSTMOptions {
 ///   gd::nn::LSTM<float> lstm({.in = 32, .units = 128, .stateful = true}, rng);
 /// Without `.in` the layer is lazy as Dense is: kernel [0, 4u] until the first input [N, T, in].
 template <Real T = float>
-class LSTM : public Recurrent<LSTMCell<T>> {
+class LSTM : public detail::CellLayer<LSTMCell<T>, LSTMOptions> {
  public:
-  using Options = LSTMOptions;
-  LSTM(const LSTMOptions& o, Rng& rng)
-      : Recurrent<LSTMCell<T>>(LSTMCell<T>({.in = o.in,
-                                            .units = o.units,
-                                            .unit_forget_bias = o.unit_forget_bias,
-                                            .dropout = o.dropout,
-                                            .recurrent_dropout = o.recurrent_dropout},
-                                           rng),
-                               {o.return_sequences, o.stateful, o.go_backwards}, "LSTM") {}
+  LSTM(const LSTMOptions& o, Rng& rng) : detail::CellLayer<LSTMCell<T>, LSTMOptions>(o, rng, "LSTM") {}
 };
 
 /// Options of `GRU`.
@@ -269,16 +284,9 @@ struct GRUOptions {
 
 /// tf.keras.layers.GRU (reset_after = true): a `GRUCell` over time; 3 (in·u + u·u + 2u) parameters.
 template <Real T = float>
-class GRU : public Recurrent<GRUCell<T>> {
+class GRU : public detail::CellLayer<GRUCell<T>, GRUOptions> {
  public:
-  using Options = GRUOptions;
-  GRU(const GRUOptions& o, Rng& rng)
-      : Recurrent<GRUCell<T>>(GRUCell<T>({.in = o.in,
-                                          .units = o.units,
-                                          .dropout = o.dropout,
-                                          .recurrent_dropout = o.recurrent_dropout},
-                                         rng),
-                              {o.return_sequences, o.stateful, o.go_backwards}, "GRU") {}
+  GRU(const GRUOptions& o, Rng& rng) : detail::CellLayer<GRUCell<T>, GRUOptions>(o, rng, "GRU") {}
 };
 
 /// Options of the stacked layers (StackedLSTM, StackedGRU, StackedSimpleRNN).
@@ -304,8 +312,7 @@ class StackedRNN : public Recurrent<MultiRNNCell<Cell>> {
  public:
   using Options = StackedRNNOptions;
   StackedRNN(const StackedRNNOptions& o, Rng& rng)
-      : Recurrent<MultiRNNCell<Cell>>(make_cell(o, rng), {o.return_sequences, o.stateful, o.go_backwards},
-                                      "StackedRNN") {}
+      : Recurrent<MultiRNNCell<Cell>>(make_cell(o, rng), detail::recurrent_options(o), "StackedRNN") {}
 
  private:
   static MultiRNNCell<Cell> make_cell(const StackedRNNOptions& o, Rng& rng) {

@@ -3,10 +3,12 @@
 // states and dropout, and the sequence helpers sequence_mask and reverse_sequence.
 #pragma once
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -208,57 +210,37 @@ auto reverse_sequence(const E& x_expr, const Tensor<value_type_t<E>>& mask) {
 
 // ------------------------------------------------------------------------------------ cells
 
-/// Options of `SimpleRNNCell`.
-struct SimpleRNNCellOptions {
-  int64_t in = 0;     ///< input features
-  int64_t units = 0;  ///< size of the hidden state
-  Activation activation = tanh;
-  double dropout = 0;            ///< input dropout rate in [0, 1) (training only; one mask per call)
-  double recurrent_dropout = 0;  ///< dropout rate of h before h · recurrent_kernel (training only; one mask per call)
-};
+namespace detail {
 
-/// h' = activation(x · kernel + h · recurrent_kernel + bias) (tf.keras.layers.SimpleRNNCell);
-/// kernel [in, units] Glorot uniform, recurrent_kernel [units, units] orthogonal, bias [units] zeros.
+/// What SimpleRNNCell, LSTMCell and GRUCell (Derived, whose state is S) share: the weights
+/// "kernel" [in, gates·units] (Glorot uniform), "recurrent_kernel" [units, gates·units]
+/// (orthogonal) and "bias", the zero state and its check, the dropout and the accessors.
 /// With dropout / recurrent_dropout, a sequence layer draws one input mask [N, in] and one
 /// recurrent mask [N, units] per call in training mode (draw_masks) and uses them at every step
 /// (Keras' semantics, one mask shared by all gates where Keras draws one per gate); the
-/// generator `rng` (which must then outlive the cell) is registered as "rng", so checkpoints
-/// save it. `step` on its own applies no dropout.
-template <Real T = float>
-class SimpleRNNCell : public Module<T, SimpleRNNCell<T>> {
+/// generator given to the cell (which must then outlive it) is registered as "rng", so
+/// checkpoints save it. `step` on its own applies no dropout.
+template <Real T, class Derived, class S>
+class RecurrentCell : public Module<T, Derived> {
  public:
-  using State = Var<T>;  ///< h [N, units]
+  using State = S;
 
-  SimpleRNNCell(const SimpleRNNCellOptions& o, Rng& rng) : in_(o.in), units_(o.units), activation_(o.activation) {
-    detail::check_cell_sizes(o.in, o.units, "SimpleRNNCell");
-    kernel_ = this->register_parameter("kernel", init::make<T>(init::glorot_uniform{}, {o.in, o.units}, rng));
-    recurrent_kernel_ =
-        this->register_parameter("recurrent_kernel", init::make<T>(init::orthogonal{}, {o.units, o.units}, rng));
-    bias_ = this->register_parameter("bias", Tensor<T>::zeros({o.units}));
-    drop_.init(o.dropout, o.recurrent_dropout, rng, "SimpleRNNCell");
-    if (drop_.active()) this->register_generator("rng", rng);
+  /// The zero state for a batch of `batch` sequences (h, and c for an LSTM, [batch, units]).
+  State initial_state(int64_t batch) const {
+    const auto zeros = [&] { return Var<T>::constant(Tensor<T>::zeros({batch, units_})); };
+    if constexpr (std::same_as<State, LSTMState<T>>)
+      return {zeros(), zeros()};
+    else
+      return zeros();
   }
-
-  /// One step: x_t [N, in], h [N, units] -> h' [N, units].
-  template <Expression X>
-  State step(const X& x, const State& h) const {
-    const Var<T> xv = detail::to_var(x);
-    detail::check_last_dim(xv.shape(), in_, "SimpleRNNCell", "in");
-    return step_projected(project(xv), h);
-  }
-  /// The input's share of the pre-activation, x · kernel: [..., in] -> [..., units]; a sequence
-  /// layer computes it for all time steps in one matmul.
-  Var<T> project(const Var<T>& x) const { return gradus::matmul(drop_.apply_input(x), kernel_); }
-  /// One step from a projected input xp = project(x_t) [N, units].
-  State step_projected(const Var<T>& xp, const State& h) const {
-    return detail::bias_activation(Var<T>(xp + gradus::matmul(drop_.apply_recurrent(h), recurrent_kernel_)), bias_,
-                                   activation_);
-  }
-  /// The zero state for a batch of `batch` sequences.
-  State initial_state(int64_t batch) const { return Var<T>::constant(Tensor<T>::zeros({batch, units_})); }
-  /// Throws shape_error unless `s` is a state for `batch` sequences ([batch, units]).
+  /// Throws shape_error unless `s` is a state for `batch` sequences (each part [batch, units]).
   void check_state(const State& s, int64_t batch, const char* layer) const {
-    detail::check_state(s, batch, units_, layer, "h");
+    if constexpr (std::same_as<State, LSTMState<T>>) {
+      detail::check_state(s.h, batch, units_, layer, "h");
+      detail::check_state(s.c, batch, units_, layer, "c");
+    } else {
+      detail::check_state(s, batch, units_, layer, "h");
+    }
   }
 
   /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
@@ -276,11 +258,80 @@ class SimpleRNNCell : public Module<T, SimpleRNNCell<T>> {
   Var<T> recurrent_kernel() const { return recurrent_kernel_; }
   Var<T> bias() const { return bias_; }
 
- private:
-  int64_t in_, units_;
-  Activation activation_;
+ protected:
+  /// Registers "kernel" [0, gates·units] and "recurrent_kernel" [units, gates·units] (zeros
+  /// until draw_kernels), "bias" (zeros of `bias_shape`) and the dropout rates of `o` (a cell's
+  /// options), with `rng` as "rng" when a rate is non-zero; `cell` names the cell in errors.
+  template <class Options>
+  void init_cell(const Options& o, int64_t gates, const Shape& bias_shape, Rng& rng, const char* cell) {
+    in_ = o.in;
+    units_ = o.units;
+    gates_ = gates;
+    rng_ = &rng;
+    kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({0, gates * o.units}));
+    recurrent_kernel_ = this->register_parameter("recurrent_kernel", Tensor<T>::zeros({o.units, gates * o.units}));
+    bias_ = this->register_parameter("bias", Tensor<T>::zeros(bias_shape));
+    drop_.init(o.dropout, o.recurrent_dropout, rng, cell);
+    if (drop_.active()) this->register_generator("rng", rng);
+  }
+  /// Draws kernel [in, gates·units] (Glorot uniform) and then recurrent_kernel (orthogonal)
+  /// from the generator given to init_cell.
+  void draw_kernels(int64_t in) {
+    kernel_.value() = init::make<T>(init::glorot_uniform{}, {in, gates_ * units_}, *rng_);
+    recurrent_kernel_.value() = init::make<T>(init::orthogonal{}, {units_, gates_ * units_}, *rng_);
+    in_ = in;
+  }
+
+  int64_t in_ = 0, units_ = 0, gates_ = 0;
+  Rng* rng_ = nullptr;  ///< draws the kernels
   Var<T> kernel_, recurrent_kernel_, bias_;
-  detail::CellDropout<T> drop_;
+  CellDropout<T> drop_;
+};
+
+}  // namespace detail
+
+/// Options of `SimpleRNNCell`.
+struct SimpleRNNCellOptions {
+  int64_t in = 0;     ///< input features
+  int64_t units = 0;  ///< size of the hidden state
+  Activation activation = tanh;
+  double dropout = 0;            ///< input dropout rate in [0, 1) (training only; one mask per call)
+  double recurrent_dropout = 0;  ///< dropout rate of h before h · recurrent_kernel (training only; one mask per call)
+};
+
+/// h' = activation(x · kernel + h · recurrent_kernel + bias) (tf.keras.layers.SimpleRNNCell);
+/// kernel [in, units] Glorot uniform, recurrent_kernel [units, units] orthogonal, bias [units] zeros.
+/// Dropout, state and accessors: see detail::RecurrentCell.
+template <Real T = float>
+class SimpleRNNCell : public detail::RecurrentCell<T, SimpleRNNCell<T>, Var<T>> {
+ public:
+  using Options = SimpleRNNCellOptions;
+
+  SimpleRNNCell(const SimpleRNNCellOptions& o, Rng& rng) : activation_(o.activation) {
+    detail::check_cell_sizes(o.in, o.units, "SimpleRNNCell");
+    this->init_cell(o, 1, {o.units}, rng, "SimpleRNNCell");
+    this->draw_kernels(o.in);
+  }
+
+  /// One step: x_t [N, in], h [N, units] -> h' [N, units].
+  template <Expression X>
+  Var<T> step(const X& x, const Var<T>& h) const {
+    const Var<T> xv = detail::to_var(x);
+    detail::check_last_dim(xv.shape(), this->in_, "SimpleRNNCell", "in");
+    return step_projected(project(xv), h);
+  }
+  /// The input's share of the pre-activation, x · kernel: [..., in] -> [..., units]; a sequence
+  /// layer computes it for all time steps in one matmul.
+  Var<T> project(const Var<T>& x) const { return gradus::matmul(this->drop_.apply_input(x), this->kernel_); }
+  /// One step from a projected input xp = project(x_t) [N, units].
+  Var<T> step_projected(const Var<T>& xp, const Var<T>& h) const {
+    return detail::bias_activation(
+        Var<T>(xp + gradus::matmul(this->drop_.apply_recurrent(h), this->recurrent_kernel_)), this->bias_,
+        activation_);
+  }
+
+ private:
+  Activation activation_;
 };
 
 /// Options of `LSTMCell`.
@@ -295,27 +346,21 @@ struct LSTMCellOptions {
 /// tf.keras.layers.LSTMCell: z = x · kernel + h · recurrent_kernel + bias split into i, f, g, o;
 /// c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). kernel [in, 4u] Glorot uniform,
 /// recurrent_kernel [u, 4u] orthogonal, bias [4u] zeros (ones for f with unit_forget_bias).
-/// With dropout / recurrent_dropout, a sequence layer draws one input mask [N, in] and one
-/// recurrent mask [N, units] per call in training mode (draw_masks) and uses them at every step
-/// (Keras' semantics, one mask shared by all gates where Keras draws one per gate); the
-/// generator `rng` (which must then outlive the cell) is registered as "rng", so checkpoints
-/// save it. `step` on its own applies no dropout.
+/// Dropout, state and accessors: see detail::RecurrentCell.
 template <Real T = float>
-class LSTMCell : public Module<T, LSTMCell<T>> {
+class LSTMCell : public detail::RecurrentCell<T, LSTMCell<T>, LSTMState<T>> {
  public:
+  using Options = LSTMCellOptions;
   using State = LSTMState<T>;
 
-  LSTMCell(const LSTMCellOptions& o, Rng& rng) : in_(o.in), units_(o.units) {
+  LSTMCell(const LSTMCellOptions& o, Rng& rng) {
     GRADUS_CHECK(value_error, o.in >= 0 && o.units > 0, "LSTMCell: units must be positive and in positive (or 0, ",
                  "to build later), got in ", o.in, ", units ", o.units);
-    kernel_ = this->register_parameter("kernel", Tensor<T>::zeros({0, 4 * o.units}));
-    recurrent_kernel_ = this->register_parameter("recurrent_kernel", Tensor<T>::zeros({o.units, 4 * o.units}));
-    Tensor<T> b = Tensor<T>::zeros({4 * o.units});
-    if (o.unit_forget_bias) std::fill(b.data() + o.units, b.data() + 2 * o.units, T(1));
-    bias_ = this->register_parameter("bias", std::move(b));
-    rng_ = &rng;
-    drop_.init(o.dropout, o.recurrent_dropout, rng, "LSTMCell");
-    if (drop_.active()) this->register_generator("rng", rng);
+    this->init_cell(o, 4, {4 * o.units}, rng, "LSTMCell");
+    if (o.unit_forget_bias) {
+      Tensor<T>& b = this->bias_.value();
+      std::fill(b.data() + o.units, b.data() + 2 * o.units, T(1));
+    }
     if (o.in > 0) build(o.in);
   }
 
@@ -323,11 +368,9 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
   /// constructor does when `.in` is given; an LSTM layer without `.in` calls it at its first
   /// input (in = the input's last axis). Once only.
   void build(int64_t in) {
-    GRADUS_CHECK(value_error, !built(), "LSTMCell: build: already built with in = ", in_);
+    GRADUS_CHECK(value_error, !built(), "LSTMCell: build: already built with in = ", this->in_);
     GRADUS_CHECK(value_error, in > 0, "LSTMCell: build: in must be positive, got ", in);
-    kernel_.value() = init::make<T>(init::glorot_uniform{}, {in, 4 * units_}, *rng_);
-    recurrent_kernel_.value() = init::make<T>(init::orthogonal{}, {units_, 4 * units_}, *rng_);
-    in_ = in;
+    this->draw_kernels(in);
     built_ = true;
   }
   /// False while a lazy cell (no `.in`) waits for build.
@@ -335,7 +378,8 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
   /// A lazy cell not yet built: `saved` [in, 4 units] for "kernel" gives in (see Module); a
   /// checkpoint restored into an LSTM layer that has seen no input builds it so.
   int64_t lazy_input_size(std::string_view name, const Shape& saved) const override {
-    const bool fits = !built_ && name == "kernel" && saved.rank() == 2 && saved[0] > 0 && saved[1] == 4 * units_;
+    const bool fits =
+        !built_ && name == "kernel" && saved.rank() == 2 && saved[0] > 0 && saved[1] == 4 * this->units_;
     return fits ? saved[0] : 0;
   }
   void build_unfilled(int64_t in) override { set_kernel_rows(in, true); }
@@ -345,16 +389,19 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
   template <Expression X>
   State step(const X& x, const State& s) const {
     const Var<T> xv = detail::to_var(x);
-    detail::check_last_dim(xv.shape(), in_, "LSTMCell", "in");
+    detail::check_last_dim(xv.shape(), this->in_, "LSTMCell", "in");
     return step_projected(project(xv), s);
   }
   /// The input's share of the gates, x · kernel + bias: [..., in] -> [..., 4 units].
-  Var<T> project(const Var<T>& x) const { return Var<T>(gradus::matmul(drop_.apply_input(x), kernel_) + bias_); }
+  Var<T> project(const Var<T>& x) const {
+    return Var<T>(gradus::matmul(this->drop_.apply_input(x), this->kernel_) + this->bias_);
+  }
   /// One step from a projected input xp = project(x_t) [N, 4 units].
   State step_projected(const Var<T>& xp, const State& s) const {
-    const Var<T> z(xp + gradus::matmul(drop_.apply_recurrent(s.h), recurrent_kernel_));
-    const Var<T> i = detail::gate(z, 0, units_), f = detail::gate(z, 1, units_), g = detail::gate(z, 2, units_),
-                 o = detail::gate(z, 3, units_);
+    const int64_t u = this->units_;
+    const Var<T> z(xp + gradus::matmul(this->drop_.apply_recurrent(s.h), this->recurrent_kernel_));
+    const Var<T> i = detail::gate(z, 0, u), f = detail::gate(z, 1, u), g = detail::gate(z, 2, u),
+                 o = detail::gate(z, 3, u);
     Var<T> c(gradus::sigmoid(f) * s.c + gradus::sigmoid(i) * gradus::tanh(g));
     Var<T> h(gradus::sigmoid(o) * gradus::tanh(c));
     return {std::move(h), std::move(c)};
@@ -363,46 +410,19 @@ class LSTMCell : public Module<T, LSTMCell<T>> {
   /// [N, T, units] and the final {h, c}, as one `lstm_sequence` op (one tape node for the whole
   /// sequence, equal to step_projected run over t; CPU only).
   std::pair<Var<T>, State> sequence_projected(const Var<T>& xp, const State& s) const {
-    LstmSequenceOutputs<T> o = gradus::lstm_sequence(xp, recurrent_kernel_, s.h, s.c);
+    LstmSequenceOutputs<T> o = gradus::lstm_sequence(xp, this->recurrent_kernel_, s.h, s.c);
     return {std::move(o.h), State{std::move(o.h_final), std::move(o.c_final)}};
   }
-  /// The zero state {h, c} for a batch of `batch` sequences.
-  State initial_state(int64_t batch) const {
-    return {Var<T>::constant(Tensor<T>::zeros({batch, units_})), Var<T>::constant(Tensor<T>::zeros({batch, units_}))};
-  }
-  /// Throws shape_error unless `s` is a state for `batch` sequences (h and c [batch, units]).
-  void check_state(const State& s, int64_t batch, const char* layer) const {
-    detail::check_state(s.h, batch, units_, layer, "h");
-    detail::check_state(s.c, batch, units_, layer, "c");
-  }
-
-  /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
-  /// only; otherwise clears them). A sequence layer calls it before its steps, clear_masks after.
-  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training(), this->device()); }
-  void clear_masks() { drop_.clear(); }
-  /// True while this call's recurrent dropout mask is drawn (each step then differs from the fused op).
-  bool recurrent_mask_drawn() const { return drop_.recurrent.defined(); }
-  double dropout() const { return drop_.rate; }
-  double recurrent_dropout() const { return drop_.recurrent_rate; }
-
-  int64_t in() const { return in_; }
-  int64_t units() const { return units_; }
-  Var<T> kernel() const { return kernel_; }
-  Var<T> recurrent_kernel() const { return recurrent_kernel_; }
-  Var<T> bias() const { return bias_; }
 
  private:
   void set_kernel_rows(int64_t in, bool built) {
-    kernel_.value() = Tensor<T>::zeros({in, 4 * units_}).to(kernel_.value().device());
-    in_ = in;
+    Var<T>& kernel = this->kernel_;
+    kernel.value() = Tensor<T>::zeros({in, 4 * this->units_}).to(kernel.value().device());
+    this->in_ = in;
     built_ = built;
   }
 
-  int64_t in_, units_;
-  Rng* rng_ = nullptr;  ///< draws the kernels when a lazy cell is built
   bool built_ = false;
-  Var<T> kernel_, recurrent_kernel_, bias_;
-  detail::CellDropout<T> drop_;
 };
 
 /// Options of `GRUCell`.
@@ -417,73 +437,40 @@ struct GRUCellOptions {
 /// split into x_z, x_r, x_h and h · recurrent_kernel + b_rec into r_z, r_r, r_h,
 /// z = σ(x_z + r_z), r = σ(x_r + r_r), h~ = tanh(x_h + r r_h), h' = z h + (1 - z) h~.
 /// kernel [in, 3u] Glorot uniform, recurrent_kernel [u, 3u] orthogonal, bias [2, 3u] zeros
-/// (row 0 b_in, row 1 b_rec).
-/// With dropout / recurrent_dropout, a sequence layer draws one input mask [N, in] and one
-/// recurrent mask [N, units] per call in training mode (draw_masks) and uses them at every step
-/// (Keras' semantics, one mask shared by all gates where Keras draws one per gate); the
-/// generator `rng` (which must then outlive the cell) is registered as "rng", so checkpoints
-/// save it. `step` on its own applies no dropout.
+/// (row 0 b_in, row 1 b_rec). Dropout, state and accessors: see detail::RecurrentCell.
 template <Real T = float>
-class GRUCell : public Module<T, GRUCell<T>> {
+class GRUCell : public detail::RecurrentCell<T, GRUCell<T>, Var<T>> {
  public:
-  using State = Var<T>;  ///< h [N, units]
+  using Options = GRUCellOptions;
 
-  GRUCell(const GRUCellOptions& o, Rng& rng) : in_(o.in), units_(o.units) {
+  GRUCell(const GRUCellOptions& o, Rng& rng) {
     detail::check_cell_sizes(o.in, o.units, "GRUCell");
-    kernel_ = this->register_parameter("kernel", init::make<T>(init::glorot_uniform{}, {o.in, 3 * o.units}, rng));
-    recurrent_kernel_ =
-        this->register_parameter("recurrent_kernel", init::make<T>(init::orthogonal{}, {o.units, 3 * o.units}, rng));
-    bias_ = this->register_parameter("bias", Tensor<T>::zeros({2, 3 * o.units}));
-    drop_.init(o.dropout, o.recurrent_dropout, rng, "GRUCell");
-    if (drop_.active()) this->register_generator("rng", rng);
+    this->init_cell(o, 3, {2, 3 * o.units}, rng, "GRUCell");
+    this->draw_kernels(o.in);
   }
 
   /// One step: x_t [N, in], h [N, units] -> h' [N, units].
   template <Expression X>
-  State step(const X& x, const State& h) const {
+  Var<T> step(const X& x, const Var<T>& h) const {
     const Var<T> xv = detail::to_var(x);
-    detail::check_last_dim(xv.shape(), in_, "GRUCell", "in");
+    detail::check_last_dim(xv.shape(), this->in_, "GRUCell", "in");
     return step_projected(project(xv), h);
   }
   /// The input's share of the gates, x · kernel + b_in: [..., in] -> [..., 3 units].
   Var<T> project(const Var<T>& x) const {
-    return Var<T>(gradus::matmul(drop_.apply_input(x), kernel_) + detail::bias_row(bias_, 0));
+    return Var<T>(gradus::matmul(this->drop_.apply_input(x), this->kernel_) + detail::bias_row(this->bias_, 0));
   }
   /// One step from a projected input xp = project(x_t) [N, 3 units].
-  State step_projected(const Var<T>& xp, const State& h) const {
-    const Var<T> hr(gradus::matmul(drop_.apply_recurrent(h), recurrent_kernel_) + detail::bias_row(bias_, 1));
-    const Var<T> z(gradus::sigmoid(detail::gate(xp, 0, units_) + detail::gate(hr, 0, units_)));
-    const Var<T> r_h = detail::gate(hr, 2, units_);
-    const Var<T> hh(gradus::tanh(detail::gate(xp, 2, units_) +
-                                 gradus::sigmoid(detail::gate(xp, 1, units_) + detail::gate(hr, 1, units_)) * r_h));
+  Var<T> step_projected(const Var<T>& xp, const Var<T>& h) const {
+    const int64_t u = this->units_;
+    const Var<T> hr(gradus::matmul(this->drop_.apply_recurrent(h), this->recurrent_kernel_) +
+                    detail::bias_row(this->bias_, 1));
+    const Var<T> z(gradus::sigmoid(detail::gate(xp, 0, u) + detail::gate(hr, 0, u)));
+    const Var<T> r_h = detail::gate(hr, 2, u);
+    const Var<T> hh(
+        gradus::tanh(detail::gate(xp, 2, u) + gradus::sigmoid(detail::gate(xp, 1, u) + detail::gate(hr, 1, u)) * r_h));
     return Var<T>(hh + z * (h - hh));
   }
-  /// The zero state for a batch of `batch` sequences.
-  State initial_state(int64_t batch) const { return Var<T>::constant(Tensor<T>::zeros({batch, units_})); }
-  /// Throws shape_error unless `s` is a state for `batch` sequences ([batch, units]).
-  void check_state(const State& s, int64_t batch, const char* layer) const {
-    detail::check_state(s, batch, units_, layer, "h");
-  }
-
-  /// Draws this call's dropout masks for a batch of `batch` (training mode and a non-zero rate
-  /// only; otherwise clears them). A sequence layer calls it before its steps, clear_masks after.
-  void draw_masks(int64_t batch) { drop_.draw(batch, in_, units_, this->is_training(), this->device()); }
-  void clear_masks() { drop_.clear(); }
-  /// True while this call's recurrent dropout mask is drawn (each step then differs from the fused op).
-  bool recurrent_mask_drawn() const { return drop_.recurrent.defined(); }
-  double dropout() const { return drop_.rate; }
-  double recurrent_dropout() const { return drop_.recurrent_rate; }
-
-  int64_t in() const { return in_; }
-  int64_t units() const { return units_; }
-  Var<T> kernel() const { return kernel_; }
-  Var<T> recurrent_kernel() const { return recurrent_kernel_; }
-  Var<T> bias() const { return bias_; }
-
- private:
-  int64_t in_, units_;
-  Var<T> kernel_, recurrent_kernel_, bias_;
-  detail::CellDropout<T> drop_;
 };
 
 }  // namespace gradus::nn

@@ -1,0 +1,23 @@
+// Bit-for-bit comparisons of tensors and optimizer states, for the tests of exact resumption.
+#pragma once
+#include <cstring>
+
+#include <gradus/core/tensor.hpp>
+#include <gradus/optim.hpp>
+
+namespace gradus_test {
+
+/// Same shape and the same bits in every element.
+inline bool same_bits(const gradus::Tensor<double>& a, const gradus::Tensor<double>& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
+}
+
+/// The same names in the same order, each with the same bits.
+inline bool same_state(const gradus::optim::StateDict<double>& a, const gradus::optim::StateDict<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !same_bits(a[i].second, b[i].second)) return false;
+  return true;
+}
+
+}  // namespace gradus_test
