@@ -186,7 +186,7 @@ TEST_CASE("backend: the registry's samples run on a backend registered outside t
   std::set<std::string> ran_ops, refused_ops;
   std::map<std::string, std::set<std::string>> kernels_run;  // by op: the test backend's kernels it ran
   int ran = 0, refused = 0;
-  for (const gd::ops::OpInfo& op : opreg::registry()) {
+  for (const gd::ops::OpInfo& op : op_registry::registry()) {
     for (const gd::ops::OpSample& s : op.samples) {
       INFO(op.name << " [" << s.label << "]");
       std::vector<gd::Var<double>> xs, host;
