@@ -41,6 +41,14 @@ struct HostBlocks {
 };
 gd::backend::cuda::BlockCache<HostBlocks>* g_blocks = nullptr;
 
+/// Calls f(base, line) for each line of the [outer, n, inner] view `v`: `base` is the offset of
+/// the line's first element (its j-th is at base + j * v.inner), `line` its index in the output.
+template <class F>
+void for_each_line(const AxisView& v, F&& f) {
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) f(o * v.n * v.inner + i, o * v.inner + i);
+}
+
 template <class T>
 void register_kernels(gd::DeviceType t) {
   be::register_kernel<be::kernel::Fill, T>(t, [](T* d, int64_t n, T v, gd::Device) {
@@ -63,66 +71,56 @@ void register_kernels(gd::DeviceType t) {
       });
   be::register_kernel<be::kernel::Softmax, T>(t, [](const AxisView& v, const T* x, T* y, bool log, gd::Device) {
     ++calls()["softmax"];
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const int64_t base = o * v.n * v.inner + i;
-        T m = x[base];
-        for (int64_t j = 1; j < v.n; ++j) m = std::max(m, x[base + j * v.inner]);
-        T s = 0;
-        for (int64_t j = 0; j < v.n; ++j) s += std::exp(x[base + j * v.inner] - m);
-        for (int64_t j = 0; j < v.n; ++j) {
-          const T z = x[base + j * v.inner] - m;
-          y[base + j * v.inner] = log ? z - std::log(s) : std::exp(z) / s;
-        }
+    for_each_line(v, [&](int64_t base, int64_t) {
+      T m = x[base];
+      for (int64_t j = 1; j < v.n; ++j) m = std::max(m, x[base + j * v.inner]);
+      T s = 0;
+      for (int64_t j = 0; j < v.n; ++j) s += std::exp(x[base + j * v.inner] - m);
+      for (int64_t j = 0; j < v.n; ++j) {
+        const T z = x[base + j * v.inner] - m;
+        y[base + j * v.inner] = log ? z - std::log(s) : std::exp(z) / s;
       }
+    });
   });
   be::register_kernel<be::kernel::SoftmaxBackward, T>(
       t, [](const AxisView& v, const T* y, const T* g, T* dx, bool log, gd::Device) {
         ++calls()["softmax_backward"];
-        for (int64_t o = 0; o < v.outer; ++o)
-          for (int64_t i = 0; i < v.inner; ++i) {
-            const int64_t base = o * v.n * v.inner + i;
-            T s = 0;
-            for (int64_t j = 0; j < v.n; ++j) s += log ? g[base + j * v.inner] : g[base + j * v.inner] * y[base + j * v.inner];
-            for (int64_t j = 0; j < v.n; ++j) {
-              const int64_t k = base + j * v.inner;
-              dx[k] = log ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
-            }
+        for_each_line(v, [&](int64_t base, int64_t) {
+          T s = 0;
+          for (int64_t j = 0; j < v.n; ++j) s += log ? g[base + j * v.inner] : g[base + j * v.inner] * y[base + j * v.inner];
+          for (int64_t j = 0; j < v.n; ++j) {
+            const int64_t k = base + j * v.inner;
+            dx[k] = log ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
           }
+        });
       });
   be::register_kernel<be::kernel::ReduceExtremum, T>(t, [](const AxisView& v, const T* x, T* y, bool mx, gd::Device) {
     ++calls()["reduce_extremum"];
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const int64_t base = o * v.n * v.inner + i;
-        T e = x[base];
-        for (int64_t j = 1; j < v.n; ++j) e = mx ? std::max(e, x[base + j * v.inner]) : std::min(e, x[base + j * v.inner]);
-        y[o * v.inner + i] = e;
-      }
+    for_each_line(v, [&](int64_t base, int64_t r) {
+      T e = x[base];
+      for (int64_t j = 1; j < v.n; ++j) e = mx ? std::max(e, x[base + j * v.inner]) : std::min(e, x[base + j * v.inner]);
+      y[r] = e;
+    });
   });
   be::register_kernel<be::kernel::ReduceExtremumBackward, T>(
       t, [](const AxisView& v, const T* x, const T* y, const T* g, T* dx, gd::Device) {
         ++calls()["reduce_extremum_backward"];
-        for (int64_t o = 0; o < v.outer; ++o)
-          for (int64_t i = 0; i < v.inner; ++i) {
-            const int64_t base = o * v.n * v.inner + i, r = o * v.inner + i;
-            int ties = 0;
-            for (int64_t j = 0; j < v.n; ++j) ties += x[base + j * v.inner] == y[r];
-            for (int64_t j = 0; j < v.n; ++j) dx[base + j * v.inner] = x[base + j * v.inner] == y[r] ? g[r] / T(ties) : T(0);
-          }
+        for_each_line(v, [&](int64_t base, int64_t r) {
+          int ties = 0;
+          for (int64_t j = 0; j < v.n; ++j) ties += x[base + j * v.inner] == y[r];
+          for (int64_t j = 0; j < v.n; ++j) dx[base + j * v.inner] = x[base + j * v.inner] == y[r] ? g[r] / T(ties) : T(0);
+        });
       });
   be::register_kernel<be::kernel::ReduceArg, T>(t, [](const AxisView& v, const T* x, int64_t* out, bool mx, gd::Device) {
     ++calls()["reduce_arg"];
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t i = 0; i < v.inner; ++i) {
-        const int64_t base = o * v.n * v.inner + i;
-        int64_t best = 0;
-        for (int64_t j = 1; j < v.n; ++j) {
-          const T a = x[base + j * v.inner], b = x[base + best * v.inner];
-          if (mx ? a > b : a < b) best = j;
-        }
-        out[o * v.inner + i] = best;
+    for_each_line(v, [&](int64_t base, int64_t r) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < v.n; ++j) {
+        const T a = x[base + j * v.inner], b = x[base + best * v.inner];
+        if (mx ? a > b : a < b) best = j;
       }
+      out[r] = best;
+    });
   });
   be::register_kernel<be::kernel::OneHot, T>(
       t, [](const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, gd::Device) {
