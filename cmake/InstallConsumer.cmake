@@ -7,7 +7,7 @@
 #   1. with xtensor hidden (CMAKE_DISABLE_FIND_PACKAGE_xtensor): gradus is found all the same;
 #   2. when gradus was built with xtensor interop: with COMPONENTS xtensor, using gradus::xtensor;
 #      and with the component required but xtensor hidden, configuring fails and says why;
-#   3. configured without a build type, the package config warns that the code would build at -O0.
+#   3. configured without a build type, the package config warns and compiles the consumer at -O2.
 
 foreach(var PROJECT_DIR SOURCE_DIR WORK_DIR GENERATOR CXX WITH_XTENSOR)
   if(NOT DEFINED ${var})
@@ -64,7 +64,7 @@ endif()
 set(binary ${WORK_DIR}/build)
 run_step("configure without xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON)
-run_step("build" ${CMAKE_COMMAND} --build ${binary})
+run_step("build" ${CMAKE_COMMAND} --build ${binary} --parallel 2)
 run_step("run" ${binary}/consumer)
 run_step("run with the precompiled umbrella (gradus::pch)" ${binary}/consumer_pch)
 run_step("run with the compiled kernels (gradus::kernels)" ${binary}/consumer_kernels)
@@ -78,6 +78,16 @@ string(FIND "${out}${err}" "${expected}" at)
 if(NOT rc EQUAL 0 OR at EQUAL -1)
   message(FATAL_ERROR "install_consumer: configuring without a build type should succeed and warn "
                       "\"${expected}\"; got (${rc}):\n${out}${err}")
+endif()
+# ... and compiles the targets that link gradus::gradus at -O2 all the same.
+set(flags_file ${WORK_DIR}/build-no-type/CMakeFiles/consumer.dir/flags.make)
+if(NOT EXISTS ${flags_file})
+  set(flags_file ${WORK_DIR}/build-no-type/build.ninja)
+endif()
+file(READ ${flags_file} flags)
+if(NOT flags MATCHES "-O2")
+  message(FATAL_ERROR "install_consumer: without a build type, the consumer's compile flags should "
+                      "contain -O2 from gradus::gradus; ${flags_file} has:\n${flags}")
 endif()
 
 if(WITH_XTENSOR)

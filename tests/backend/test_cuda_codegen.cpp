@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <gradus/backend/cuda/codegen.hpp>
 #include <gradus/backend/cuda/kernel_cache.hpp>
 #include <gradus/backend/cuda/element.hpp>
@@ -133,13 +134,21 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   const int expected = 3 * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
                             int(std::tuple_size_v<gd::ops::all_binary_ops>) + 5);
   CHECK(f.kernels == expected);
+  // The four compilations (seconds each) run at once; the checks read their results in order.
+  std::vector<std::future<std::string>> ptxs;
+  for (const char* arch : {"compute_80", "compute_90"})
+    for (const auto* batch : {&f, &d})
+      ptxs.push_back(std::async(std::launch::async, [arch, batch, &f] {
+        cu::KernelSource k;
+        k.source = batch->source;
+        k.name = batch == &f ? "every_op_float.cu" : "every_op_double.cu";
+        return cu::compile_kernel(k, arch);
+      }));
+  auto next = ptxs.begin();
   for (const char* arch : {"compute_80", "compute_90"}) {
     for (const auto* batch : {&f, &d}) {
       INFO(arch << (batch == &f ? " float" : " double"));
-      cu::KernelSource k;
-      k.source = batch->source;
-      k.name = batch == &f ? "every_op_float.cu" : "every_op_double.cu";
-      const std::string ptx = cu::compile_kernel(k, arch);
+      const std::string ptx = (next++)->get();
       size_t entries = 0;
       for (size_t at = ptx.find(".entry "); at != std::string::npos; at = ptx.find(".entry ", at + 1)) ++entries;
       CHECK(int(entries) == batch->kernels);

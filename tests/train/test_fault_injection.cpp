@@ -23,8 +23,6 @@
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 
-extern char** environ;
-
 namespace gd = gradus;
 namespace fs = std::filesystem;
 using gd::Tensor;
@@ -109,7 +107,7 @@ pid_t spawn_child(const fs::path& dir) {
   posix_spawn_file_actions_t quiet;
   posix_spawn_file_actions_init(&quiet);
   posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  const int rc = ::posix_spawn(&pid, exe.c_str(), &quiet, nullptr, argv, environ);
+  const int rc = ::posix_spawn(&pid, exe.c_str(), &quiet, nullptr, argv, ::environ);  // <unistd.h> declares environ (g++ defines _GNU_SOURCE)
   posix_spawn_file_actions_destroy(&quiet);
   ::unsetenv("GRADUS_FAULT_RUN_DIR");
   REQUIRE(rc == 0);
