@@ -34,7 +34,8 @@ template <class F, class R>
 double worst_ulps(F f, R ref, float lo, float hi, uint32_t stride) {
   const int64_t count = (int64_t{0x7f800000} + stride - 1) / stride;
   double worst = 0;
-#pragma omp parallel for reduction(max : worst) schedule(static, 4096)  // interleaved: the costly small |x| are all at the start
+  // chunks dealt out in turn: the costly small |x| all lie at the start of the range
+#pragma omp parallel for reduction(max : worst) schedule(static, 4096)
   for (int64_t i = 0; i < count; ++i) {
     const auto bits = static_cast<uint32_t>(i * stride);
     for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)})
