@@ -236,6 +236,33 @@ TEST_CASE("generated source of small expressions", "[cuda][codegen]") {
         "}\n");
 }
 
+TEST_CASE("a Var used twice: the backward kernel stores its occurrences' adjoints in slot order", "[cuda][codegen]") {
+  // The host marks the first occurrence of a Var (the lowest slot) "write" and the later ones
+  // "add" to the same buffer; the reverse sweep meets them last-first, so the stores must wait
+  // for the sweep's end. Storing during the sweep gave sum(v*v) the gradient v instead of 2v.
+  using D = gd::Var<double>;
+  const auto src = cu::elementwise_source<decltype(std::declval<D>() * std::declval<D>())>(cu::Pass::backward).source;
+  const auto at = [&](const std::string& s) {
+    const size_t p = src.find(s);
+    INFO(s << "\n" << src);
+    REQUIRE(p != std::string::npos);
+    return p;
+  };
+  const size_t dy = at("const V g1 = gradus::ops::Mul{}.dy(v0, v1, v2, g2);");
+  const size_t dx = at("const V g0 = gradus::ops::Mul{}.dx(v0, v1, v2, g2);");
+  const size_t store0 = at("else a.grad[0][i] = g0.v;"), store1 = at("else if (a.add[1]) a.grad[1][i] += g1.v;");
+  CHECK(std::max(dx, dy) < store0);
+  CHECK(store0 < store1);
+
+  // An occurrence under a comparison gets no adjoint, yet stores its zero when it is the "write" one.
+  const auto masked =
+      cu::elementwise_source<decltype(gd::where(std::declval<D>() > 0.0, std::declval<D>(), 0.0))>(cu::Pass::backward)
+          .source;
+  INFO(masked);
+  CHECK(masked.find("if (!a.scatter[0] && !a.add[0]) a.grad[0][i] = double(0);") != std::string::npos);
+  CHECK(masked.find("else a.grad[1][i] = g") != std::string::npos);
+}
+
 TEST_CASE("generated kernels find the op headers or say where they looked", "[cuda][codegen]") {
   const std::string root = cu::include_root();
   CHECK_FALSE(root.empty());
