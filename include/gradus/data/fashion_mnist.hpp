@@ -7,22 +7,15 @@
 #include <string>
 #include <string_view>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/data/idx.hpp"
 
 namespace gradus::detail {
 
-inline void fashion_mnist_check_pair(const Tensor<float>& images, const Tensor<int64_t>& labels,
-                                     const std::string& images_path, const std::string& labels_path) {
-  GRADUS_CHECK(io_error, images.dim(1) == 28 && images.dim(2) == 28, "fashion_mnist: '", images_path,
-               "' holds images of shape ", images.shape(), "; expected [N,28,28]");
-  GRADUS_CHECK(io_error, images.dim(0) == labels.dim(0), "fashion_mnist: '", images_path, "' holds ", images.dim(0),
-               " images but '", labels_path, "' holds ", labels.dim(0), " labels");
-  for (int64_t i = 0; i < labels.size(); ++i)
-    GRADUS_CHECK(io_error, labels.data()[i] < 10, "fashion_mnist: '", labels_path, "': label ", labels.data()[i],
-                 " at index ", i, " is not a class in 0..9");
-}
+void fashion_mnist_check_pair(const Tensor<float>& images, const Tensor<int64_t>& labels,
+                              const std::string& images_path, const std::string& labels_path);
 
 }  // namespace gradus::detail
 
@@ -48,7 +41,25 @@ constexpr std::array<std::string_view, 10> fashion_mnist_class_names() {
 /// Throws io_error when a file is missing (naming the Debian package), corrupt, or
 /// inconsistent (image and label counts differ, images not 28x28, a label >= 10).
 ///   auto [x_train, y_train, x_test, y_test] = gd::datasets::fashion_mnist();
-inline FashionMnist fashion_mnist(const std::string& dir = "/usr/share/datasets/fashion-mnist") {
+FashionMnist fashion_mnist(const std::string& dir = "/usr/share/datasets/fashion-mnist");
+
+}  // namespace gradus::datasets
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE void fashion_mnist_check_pair(const Tensor<float>& images, const Tensor<int64_t>& labels,
+                                            const std::string& images_path, const std::string& labels_path) {
+  GRADUS_CHECK(io_error, images.dim(1) == 28 && images.dim(2) == 28, "fashion_mnist: '", images_path,
+               "' holds images of shape ", images.shape(), "; expected [N,28,28]");
+  GRADUS_CHECK(io_error, images.dim(0) == labels.dim(0), "fashion_mnist: '", images_path, "' holds ", images.dim(0),
+               " images but '", labels_path, "' holds ", labels.dim(0), " labels");
+  for (int64_t i = 0; i < labels.size(); ++i)
+    GRADUS_CHECK(io_error, labels.data()[i] < 10, "fashion_mnist: '", labels_path, "': label ", labels.data()[i],
+                 " at index ", i, " is not a class in 0..9");
+}
+}  // namespace gradus::detail
+namespace gradus::datasets {
+GRADUS_INLINE FashionMnist fashion_mnist(const std::string& dir) {
   namespace fs = std::filesystem;
   const char* hint = "; install it with `apt-get install dataset-fashion-mnist` or pass the directory that holds it";
   std::error_code ec;
@@ -67,5 +78,5 @@ inline FashionMnist fashion_mnist(const std::string& dir = "/usr/share/datasets/
   detail::fashion_mnist_check_pair(d.test_images, d.test_labels, test_x, test_y);
   return d;
 }
-
 }  // namespace gradus::datasets
+#endif  // GRADUS_DEFINE_COMPILED

@@ -20,6 +20,7 @@
 #include <system_error>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
@@ -126,7 +127,22 @@ inline constexpr uint64_t kIdxMaxElements = uint64_t(1) << 31;
 /// when it is missing, not IDX, of another element type, claims more than 2^31 elements,
 /// is truncated, has bytes after its data, or is corrupt gzip.
 ///   auto a = gd::data::read_idx("train-labels-idx1-ubyte.gz");  // a.shape == [60000]
-inline IdxArray read_idx(const std::string& path) {
+IdxArray read_idx(const std::string& path);
+
+/// Reads an IDX images file (magic 0x00000803: unsigned bytes, [N, rows, cols]) as floats
+/// scaled into [0, 1] (byte / 255).
+///   gd::Tensor<float> x = gd::data::read_idx_images("t10k-images-idx3-ubyte.gz");  // [10000,28,28]
+Tensor<float> read_idx_images(const std::string& path);
+
+/// Reads an IDX labels file (magic 0x00000801: unsigned bytes, [N]) as int64 labels.
+///   gd::Tensor<int64_t> y = gd::data::read_idx_labels("t10k-labels-idx1-ubyte.gz");  // [10000]
+Tensor<int64_t> read_idx_labels(const std::string& path);
+
+}  // namespace gradus::data
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data {
+GRADUS_INLINE IdxArray read_idx(const std::string& path) {
   gradus::detail::IdxStream in(path);
   GRADUS_CHECK(io_error, !in.direct() || !gradus::detail::ends_with_gz(path), "read_idx: '", path,
                "' is named .gz but is not a gzip file (no gzip magic bytes 1f 8b)");
@@ -205,10 +221,7 @@ inline IdxArray read_idx(const std::string& path) {
   return out;
 }
 
-/// Reads an IDX images file (magic 0x00000803: unsigned bytes, [N, rows, cols]) as floats
-/// scaled into [0, 1] (byte / 255).
-///   gd::Tensor<float> x = gd::data::read_idx_images("t10k-images-idx3-ubyte.gz");  // [10000,28,28]
-inline Tensor<float> read_idx_images(const std::string& path) {
+GRADUS_INLINE Tensor<float> read_idx_images(const std::string& path) {
   IdxArray a = read_idx(path);
   GRADUS_CHECK(io_error, a.shape.rank() == 3, "read_idx_images: '", path, "' has ", a.shape.rank(),
                " dimensions ", a.shape, "; an images file (magic 0x00000803) has 3: [N, rows, cols]");
@@ -220,9 +233,7 @@ inline Tensor<float> read_idx_images(const std::string& path) {
   return t;
 }
 
-/// Reads an IDX labels file (magic 0x00000801: unsigned bytes, [N]) as int64 labels.
-///   gd::Tensor<int64_t> y = gd::data::read_idx_labels("t10k-labels-idx1-ubyte.gz");  // [10000]
-inline Tensor<int64_t> read_idx_labels(const std::string& path) {
+GRADUS_INLINE Tensor<int64_t> read_idx_labels(const std::string& path) {
   IdxArray a = read_idx(path);
   GRADUS_CHECK(io_error, a.shape.rank() == 1, "read_idx_labels: '", path, "' has ", a.shape.rank(),
                " dimensions ", a.shape, "; a labels file (magic 0x00000801) has 1: [N]");
@@ -230,5 +241,5 @@ inline Tensor<int64_t> read_idx_labels(const std::string& path) {
   std::copy(a.bytes.begin(), a.bytes.end(), t.data());
   return t;
 }
-
 }  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/io/safetensors.hpp"
 #include "gradus/nn/module.hpp"
@@ -277,40 +278,15 @@ void restore_optimizer(const Safetensors& ckpt, optim::Optimizer<T>& opt, const 
 }
 
 /// Appends the whole state of `rng` as the I64 [4] tensor `name` (the words bit-cast).
-inline void add_rng(TensorList& out, const Rng& rng, const std::string& name = "rng") {
-  const Rng::State s = rng.state();
-  Tensor<int64_t> t = Tensor<int64_t>::empty({4});
-  for (size_t i = 0; i < 4; ++i) t.data()[i] = std::bit_cast<int64_t>(s[i]);
-  out.emplace_back(name, std::move(t));
-}
+void add_rng(TensorList& out, const Rng& rng, const std::string& name = "rng");
 
 /// Sets `rng` to the state saved by add_rng under `name`; io_error when the entry is missing or is
 /// not I64 [4] (the generator is then unchanged).
-inline void restore_rng(const Safetensors& ckpt, Rng& rng, const std::string& name = "rng") {
-  const AnyTensor* t = ckpt.find(name);
-  GRADUS_CHECK(io_error, t != nullptr, "restore_rng: '", ckpt.source, "' has no entry '", name, "'");
-  const Tensor<int64_t>* typed = std::get_if<Tensor<int64_t>>(t);
-  GRADUS_CHECK(io_error, typed != nullptr && typed->shape() == Shape{4}, "restore_rng: '", ckpt.source, "': '", name,
-               "' must be I64 [4], got ", detail::safetensors_dtype(*t), " ", detail::shape_of(*t));
-  Rng::State s;
-  for (size_t i = 0; i < 4; ++i) s[i] = std::bit_cast<uint64_t>(typed->data()[i]);
-  rng.set_state(s);
-}
+void restore_rng(const Safetensors& ckpt, Rng& rng, const std::string& name = "rng");
 
 /// The step stored in the checkpoint's metadata "global_step" (a non-negative decimal integer);
 /// io_error when it is missing or malformed.
-inline int64_t checkpoint_step(const Safetensors& ckpt) {
-  const auto it = ckpt.metadata.find("global_step");
-  GRADUS_CHECK(io_error, it != ckpt.metadata.end(), "checkpoint_step: '", ckpt.source,
-               "' has no metadata 'global_step'");
-  const std::string& s = it->second;
-  int64_t step = -1;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), step);
-  GRADUS_CHECK(io_error, ec == std::errc() && end == s.data() + s.size() && step >= 0 && !s.empty() && s[0] != '-',
-               "checkpoint_step: '", ckpt.source, "': metadata 'global_step' must be a non-negative integer, got '", s,
-               "'");
-  return step;
-}
+int64_t checkpoint_step(const Safetensors& ckpt);
 
 /// Saves `model` (every parameter and buffer, "model/<path>"), the state of `optimizer` keyed by
 /// parameter name ("optimizer/<path>/<slot>") and `step` (metadata "global_step") into one
@@ -370,3 +346,38 @@ int64_t load(const std::filesystem::path& path, nn::Module<T>& model) {
 }
 
 }  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io {
+GRADUS_INLINE void add_rng(TensorList& out, const Rng& rng, const std::string& name) {
+  const Rng::State s = rng.state();
+  Tensor<int64_t> t = Tensor<int64_t>::empty({4});
+  for (size_t i = 0; i < 4; ++i) t.data()[i] = std::bit_cast<int64_t>(s[i]);
+  out.emplace_back(name, std::move(t));
+}
+
+GRADUS_INLINE void restore_rng(const Safetensors& ckpt, Rng& rng, const std::string& name) {
+  const AnyTensor* t = ckpt.find(name);
+  GRADUS_CHECK(io_error, t != nullptr, "restore_rng: '", ckpt.source, "' has no entry '", name, "'");
+  const Tensor<int64_t>* typed = std::get_if<Tensor<int64_t>>(t);
+  GRADUS_CHECK(io_error, typed != nullptr && typed->shape() == Shape{4}, "restore_rng: '", ckpt.source, "': '", name,
+               "' must be I64 [4], got ", detail::safetensors_dtype(*t), " ", detail::shape_of(*t));
+  Rng::State s;
+  for (size_t i = 0; i < 4; ++i) s[i] = std::bit_cast<uint64_t>(typed->data()[i]);
+  rng.set_state(s);
+}
+
+GRADUS_INLINE int64_t checkpoint_step(const Safetensors& ckpt) {
+  const auto it = ckpt.metadata.find("global_step");
+  GRADUS_CHECK(io_error, it != ckpt.metadata.end(), "checkpoint_step: '", ckpt.source,
+               "' has no metadata 'global_step'");
+  const std::string& s = it->second;
+  int64_t step = -1;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), step);
+  GRADUS_CHECK(io_error, ec == std::errc() && end == s.data() + s.size() && step >= 0 && !s.empty() && s[0] != '-',
+               "checkpoint_step: '", ckpt.source, "': metadata 'global_step' must be a non-negative integer, got '", s,
+               "'");
+  return step;
+}
+}  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

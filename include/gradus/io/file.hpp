@@ -24,6 +24,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus::io {
@@ -48,7 +49,42 @@ inline std::string errno_text(int e) { return std::strerror(e); }
 
 /// Reads the whole file; io_error (prefixed `who`) when it is missing, a directory, unreadable or
 /// larger than `max_bytes`.
-inline std::string read_file_limited(const std::filesystem::path& path, uint64_t max_bytes, const char* who) {
+std::string read_file_limited(const std::filesystem::path& path, uint64_t max_bytes, const char* who);
+
+}  // namespace detail
+
+/// The whole content of the file at `path`; io_error naming the path (and `who`, the call the user
+/// made) when it cannot be read.
+std::string read_file(const std::filesystem::path& path, const char* who = "read_file");
+
+namespace detail {
+
+/// What the name of one of write_file_atomic's temporary files tells.
+struct TempFileName {
+  std::string target;  ///< the file name it was to replace (cut to 200 bytes)
+  long pid = 0;        ///< the writing process
+};
+
+/// Parses ".<name>.tmp-<pid>-<n>-<nonce>" (a temporary file of write_file_atomic); std::nullopt for
+/// any other file name.
+std::optional<TempFileName> parse_temp_file_name(std::string_view file);
+
+/// True when the process that wrote a temporary file no longer exists (it was killed mid-write):
+/// such a file is debris. A temporary file of this process or of a live one is still being written.
+bool temp_writer_gone(long pid);
+
+}  // namespace detail
+
+/// Replaces the file at `path` with `bytes` atomically and durably: the target holds either its
+/// previous content or all of `bytes`, also after a crash. io_error naming the path on failure,
+/// in which case the previous file is untouched and no temporary file is left.
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE std::string read_file_limited(const std::filesystem::path& path, uint64_t max_bytes, const char* who) {
   Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   GRADUS_CHECK(io_error, f.fd >= 0, who, ": cannot open '", path.string(), "': ", errno_text(errno));
   struct stat st {};
@@ -88,26 +124,14 @@ inline std::string read_file_limited(const std::filesystem::path& path, uint64_t
   out.resize(have);
   return out;
 }
-
-}  // namespace detail
-
-/// The whole content of the file at `path`; io_error naming the path (and `who`, the call the user
-/// made) when it cannot be read.
-inline std::string read_file(const std::filesystem::path& path, const char* who = "read_file") {
+}  // namespace gradus::io::detail
+namespace gradus::io {
+GRADUS_INLINE std::string read_file(const std::filesystem::path& path, const char* who) {
   return detail::read_file_limited(path, UINT64_MAX, who);
 }
-
-namespace detail {
-
-/// What the name of one of write_file_atomic's temporary files tells.
-struct TempFileName {
-  std::string target;  ///< the file name it was to replace (cut to 200 bytes)
-  long pid = 0;        ///< the writing process
-};
-
-/// Parses ".<name>.tmp-<pid>-<n>-<nonce>" (a temporary file of write_file_atomic); std::nullopt for
-/// any other file name.
-inline std::optional<TempFileName> parse_temp_file_name(std::string_view file) {
+}  // namespace gradus::io
+namespace gradus::io::detail {
+GRADUS_INLINE std::optional<TempFileName> parse_temp_file_name(std::string_view file) {
   const size_t at = file.rfind(".tmp-");
   if (file.size() < 2 || file[0] != '.' || at == std::string_view::npos || at < 2) return std::nullopt;
   std::string_view rest = file.substr(at + 5);
@@ -124,19 +148,13 @@ inline std::optional<TempFileName> parse_temp_file_name(std::string_view file) {
   return TempFileName{std::string(file.substr(1, at - 1)), numbers[0]};
 }
 
-/// True when the process that wrote a temporary file no longer exists (it was killed mid-write):
-/// such a file is debris. A temporary file of this process or of a live one is still being written.
-inline bool temp_writer_gone(long pid) {
+GRADUS_INLINE bool temp_writer_gone(long pid) {
   if (pid <= 0 || pid == long(::getpid())) return false;
   return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
 }
-
-}  // namespace detail
-
-/// Replaces the file at `path` with `bytes` atomically and durably: the target holds either its
-/// previous content or all of `bytes`, also after a crash. io_error naming the path on failure,
-/// in which case the previous file is untouched and no temporary file is left.
-inline void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+}  // namespace gradus::io::detail
+namespace gradus::io {
+GRADUS_INLINE void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   namespace fs = std::filesystem;
   const std::string target = path.string();
   GRADUS_CHECK(io_error, path.has_filename(), "write_file_atomic: '", target, "' does not name a file");
@@ -197,5 +215,5 @@ inline void write_file_atomic(const std::filesystem::path& path, std::string_vie
     throw io_error(::gradus::detail::str("write_file_atomic: wrote '", target,
                                          "' but syncing its directory failed: ", detail::errno_text(errno)));
 }
-
 }  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/tensor_list.hpp"
 
@@ -164,79 +165,10 @@ inline uint32_t crc32_of(std::string_view data) {
 }  // namespace detail
 
 /// The .npy (version 1.0) bytes of `t`, identical to what numpy 1.24's np.save writes.
-inline std::string encode_npy(const AnyTensor& t) {
-  GRADUS_CHECK(value_error, detail::is_defined(t), "encode_npy: the tensor is undefined");
-  const Shape& s = detail::shape_of(t);
-  std::string header = "{'descr': '";
-  header += detail::npy_descr(t);
-  header += "', 'fortran_order': False, 'shape': (";
-  for (int i = 0; i < s.rank(); ++i) header += (i ? ", " : "") + std::to_string(s[i]);
-  header += s.rank() == 1 ? ",), }" : "), }";
-  // numpy leaves room to grow the first axis to 21 digits in place.
-  if (s.rank() > 0) header.append(21 - std::to_string(s[0]).size(), ' ');
-  const size_t hlen = header.size() + 1;            // + '\n'
-  const size_t pad = 64 - (10 + hlen) % 64;          // numpy pads 64 when already aligned
-  header.append(pad, ' ');
-  header += '\n';
-  GRADUS_CHECK(value_error, header.size() <= 0xFFFF, "encode_npy: header too long for format 1.0");
-
-  const size_t bytes = size_t(s.numel()) * detail::element_size(t);
-  std::string out;
-  out.reserve(10 + header.size() + bytes);
-  out += "\x93NUMPY";
-  out += char(1);
-  out += char(0);
-  detail::store_le<2>(out, header.size());
-  out += header;
-  const size_t at = out.size();
-  out.resize(at + bytes);
-  detail::write_le(out.data() + at, t);
-  return out;
-}
+std::string encode_npy(const AnyTensor& t);
 
 /// Parses .npy bytes (see the file comment); `source` names them in errors.
-inline AnyTensor decode_npy(std::string_view bytes, std::string_view source = "<memory>") {
-  auto fail = [&](const auto&... parts) {
-    throw io_error(::gradus::detail::str("npy: '", source, "': ", parts...));
-  };
-  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
-    fail(bytes.size() < 6 ? "too short for an .npy file" : "not an .npy file (bad magic)");
-  const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
-  if (!((major == 1 || major == 2 || major == 3) && minor == 0))
-    fail("format version ", major, ".", minor, " is not supported (1.0, 2.0 and 3.0 are)");
-  const size_t len_size = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_size) fail("truncated in the header length");
-  const uint64_t hlen = major == 1 ? detail::load_le<2>(bytes.data() + 8) : detail::load_le<4>(bytes.data() + 8);
-  const size_t start = 8 + len_size;
-  if (hlen > bytes.size() - start)
-    fail("the header length ", hlen, " is more than the ", bytes.size() - start, " bytes after it (truncated file?)");
-  const std::string_view text = bytes.substr(start, size_t(hlen));
-  if (major < 3)
-    for (char c : text)
-      if (static_cast<unsigned char>(c) >= 0x80) fail("the header has a non-ASCII byte (format ", major, ".0 is ASCII)");
-
-  detail::NpyHeaderParser header(text, source);
-  header.parse();
-  if (header.fortran_order) fail("fortran_order is True; only C-order arrays are read");
-  int kind = 0;
-  uint64_t width = 0;
-  if (header.descr == "<f4") kind = 0, width = 4;
-  else if (header.descr == "<f8") kind = 1, width = 8;
-  else if (header.descr == "<i8") kind = 2, width = 8;
-  else fail("dtype '", header.descr, "' is not supported (supported: '<f4', '<f8', '<i8')");
-  uint64_t numel = 0, nbytes = 0;
-  if (!detail::checked_numel(header.shape, width, numel, nbytes)) fail("the shape has too many elements (overflow)");
-  const std::string_view data = bytes.substr(start + size_t(hlen));
-  if (nbytes != data.size())
-    fail("the shape and dtype need ", nbytes, " bytes of data but the file has ", data.size(),
-         nbytes > data.size() ? " (truncated file?)" : " (trailing bytes)");
-  const Shape shape(std::vector<int64_t>(header.shape.begin(), header.shape.end()));
-  switch (kind) {
-    case 0: return detail::read_le<float>(data.data(), shape);
-    case 1: return detail::read_le<double>(data.data(), shape);
-    default: return detail::read_le<int64_t>(data.data(), shape);
-  }
-}
+AnyTensor decode_npy(std::string_view bytes, std::string_view source = "<memory>");
 
 /// Writes `t` to `path` as .npy (atomically).
 inline void save_npy(const std::filesystem::path& path, const AnyTensor& t) {
@@ -247,63 +179,7 @@ inline AnyTensor load_npy(const std::filesystem::path& path) { return decode_npy
 
 /// The .npz bytes of `tensors`: a zip archive of STORED members "<name>.npy", in the order given.
 /// value_error for an empty or duplicate name, or an archive past zip's 4 GiB / 65535 limits.
-inline std::string encode_npz(const TensorList& tensors) {
-  GRADUS_CHECK(value_error, tensors.size() < 0xFFFF, "encode_npz: ", tensors.size(),
-               " arrays are more than a zip archive without ZIP64 holds");
-  std::string out, central;
-  std::set<std::string_view> names;
-  for (const auto& [name, t] : tensors) {
-    GRADUS_CHECK(value_error, !name.empty(), "encode_npz: an array has an empty name");
-    GRADUS_CHECK(value_error, names.insert(name).second, "encode_npz: two arrays are named '", name, "'");
-    const std::string member = name + ".npy";
-    GRADUS_CHECK(value_error, member.size() < 0xFFFF, "encode_npz: name '", name, "' is too long");
-    const std::string data = encode_npy(t);
-    const uint64_t offset = out.size();
-    GRADUS_CHECK(value_error, data.size() < 0xFFFFFFFFu && offset < 0xFFFFFFFFu, "encode_npz: '", name,
-                 "' does not fit a zip archive without ZIP64 (4 GiB)");
-    const uint32_t crc = detail::crc32_of(data);
-    const bool utf8 = std::any_of(member.begin(), member.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
-    // Shared fields of the local header (from "version needed") and the central directory entry.
-    std::string common;
-    detail::store_le<2>(common, 20);             // version needed to extract: 2.0
-    detail::store_le<2>(common, utf8 ? 0x800 : 0);  // flags: bit 11 = UTF-8 name
-    detail::store_le<2>(common, 0);              // method: STORED
-    detail::store_le<2>(common, 0);              // time 00:00:00
-    detail::store_le<2>(common, (0 << 9) | (1 << 5) | 1);  // date 1980-01-01
-    detail::store_le<4>(common, crc);
-    detail::store_le<4>(common, data.size());    // compressed size
-    detail::store_le<4>(common, data.size());    // uncompressed size
-    detail::store_le<2>(common, member.size());
-    detail::store_le<2>(common, 0);              // extra field length
-
-    detail::store_le<4>(out, 0x04034b50);
-    out += common;
-    out += member;
-    out += data;
-
-    detail::store_le<4>(central, 0x02014b50);
-    detail::store_le<2>(central, (3 << 8) | 20);  // made by: Unix, 2.0
-    central += common;
-    detail::store_le<2>(central, 0);              // comment length
-    detail::store_le<2>(central, 0);              // disk number
-    detail::store_le<2>(central, 0);              // internal attributes
-    detail::store_le<4>(central, 0100644u << 16); // external attributes: a regular file, rw-r--r--
-    detail::store_le<4>(central, offset);
-    central += member;
-  }
-  const uint64_t cd_offset = out.size();
-  GRADUS_CHECK(value_error, cd_offset + central.size() < 0xFFFFFFFFu, "encode_npz: the archive exceeds 4 GiB (no ZIP64)");
-  out += central;
-  detail::store_le<4>(out, 0x06054b50);
-  detail::store_le<2>(out, 0);  // this disk
-  detail::store_le<2>(out, 0);  // disk of the central directory
-  detail::store_le<2>(out, tensors.size());
-  detail::store_le<2>(out, tensors.size());
-  detail::store_le<4>(out, central.size());
-  detail::store_le<4>(out, cd_offset);
-  detail::store_le<2>(out, 0);  // comment length
-  return out;
-}
+std::string encode_npz(const TensorList& tensors);
 
 namespace detail {
 
@@ -454,7 +330,151 @@ class NpzReader {
 
 /// Parses .npz bytes (see the file comment): the arrays in archive order, named without ".npy";
 /// `source` names the archive in errors.
-inline TensorList decode_npz(std::string_view bytes, std::string_view source = "<memory>") {
+TensorList decode_npz(std::string_view bytes, std::string_view source = "<memory>");
+
+/// Writes `tensors` to `path` as an .npz archive (atomically); np.load reads it.
+inline void save_npz(const std::filesystem::path& path, const TensorList& tensors) {
+  write_file_atomic(path, encode_npz(tensors));
+}
+/// Reads the .npz archive at `path` (np.savez or np.savez_compressed); io_error naming it when malformed.
+inline TensorList load_npz(const std::filesystem::path& path) { return decode_npz(read_file(path), path.string()); }
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io {
+GRADUS_INLINE std::string encode_npy(const AnyTensor& t) {
+  GRADUS_CHECK(value_error, detail::is_defined(t), "encode_npy: the tensor is undefined");
+  const Shape& s = detail::shape_of(t);
+  std::string header = "{'descr': '";
+  header += detail::npy_descr(t);
+  header += "', 'fortran_order': False, 'shape': (";
+  for (int i = 0; i < s.rank(); ++i) header += (i ? ", " : "") + std::to_string(s[i]);
+  header += s.rank() == 1 ? ",), }" : "), }";
+  // numpy leaves room to grow the first axis to 21 digits in place.
+  if (s.rank() > 0) header.append(21 - std::to_string(s[0]).size(), ' ');
+  const size_t hlen = header.size() + 1;            // + '\n'
+  const size_t pad = 64 - (10 + hlen) % 64;          // numpy pads 64 when already aligned
+  header.append(pad, ' ');
+  header += '\n';
+  GRADUS_CHECK(value_error, header.size() <= 0xFFFF, "encode_npy: header too long for format 1.0");
+
+  const size_t bytes = size_t(s.numel()) * detail::element_size(t);
+  std::string out;
+  out.reserve(10 + header.size() + bytes);
+  out += "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  detail::store_le<2>(out, header.size());
+  out += header;
+  const size_t at = out.size();
+  out.resize(at + bytes);
+  detail::write_le(out.data() + at, t);
+  return out;
+}
+
+GRADUS_INLINE AnyTensor decode_npy(std::string_view bytes, std::string_view source) {
+  auto fail = [&](const auto&... parts) {
+    throw io_error(::gradus::detail::str("npy: '", source, "': ", parts...));
+  };
+  if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
+    fail(bytes.size() < 6 ? "too short for an .npy file" : "not an .npy file (bad magic)");
+  const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
+  if (!((major == 1 || major == 2 || major == 3) && minor == 0))
+    fail("format version ", major, ".", minor, " is not supported (1.0, 2.0 and 3.0 are)");
+  const size_t len_size = major == 1 ? 2 : 4;
+  if (bytes.size() < 8 + len_size) fail("truncated in the header length");
+  const uint64_t hlen = major == 1 ? detail::load_le<2>(bytes.data() + 8) : detail::load_le<4>(bytes.data() + 8);
+  const size_t start = 8 + len_size;
+  if (hlen > bytes.size() - start)
+    fail("the header length ", hlen, " is more than the ", bytes.size() - start, " bytes after it (truncated file?)");
+  const std::string_view text = bytes.substr(start, size_t(hlen));
+  if (major < 3)
+    for (char c : text)
+      if (static_cast<unsigned char>(c) >= 0x80) fail("the header has a non-ASCII byte (format ", major, ".0 is ASCII)");
+
+  detail::NpyHeaderParser header(text, source);
+  header.parse();
+  if (header.fortran_order) fail("fortran_order is True; only C-order arrays are read");
+  int kind = 0;
+  uint64_t width = 0;
+  if (header.descr == "<f4") kind = 0, width = 4;
+  else if (header.descr == "<f8") kind = 1, width = 8;
+  else if (header.descr == "<i8") kind = 2, width = 8;
+  else fail("dtype '", header.descr, "' is not supported (supported: '<f4', '<f8', '<i8')");
+  uint64_t numel = 0, nbytes = 0;
+  if (!detail::checked_numel(header.shape, width, numel, nbytes)) fail("the shape has too many elements (overflow)");
+  const std::string_view data = bytes.substr(start + size_t(hlen));
+  if (nbytes != data.size())
+    fail("the shape and dtype need ", nbytes, " bytes of data but the file has ", data.size(),
+         nbytes > data.size() ? " (truncated file?)" : " (trailing bytes)");
+  const Shape shape(std::vector<int64_t>(header.shape.begin(), header.shape.end()));
+  switch (kind) {
+    case 0: return detail::read_le<float>(data.data(), shape);
+    case 1: return detail::read_le<double>(data.data(), shape);
+    default: return detail::read_le<int64_t>(data.data(), shape);
+  }
+}
+
+GRADUS_INLINE std::string encode_npz(const TensorList& tensors) {
+  GRADUS_CHECK(value_error, tensors.size() < 0xFFFF, "encode_npz: ", tensors.size(),
+               " arrays are more than a zip archive without ZIP64 holds");
+  std::string out, central;
+  std::set<std::string_view> names;
+  for (const auto& [name, t] : tensors) {
+    GRADUS_CHECK(value_error, !name.empty(), "encode_npz: an array has an empty name");
+    GRADUS_CHECK(value_error, names.insert(name).second, "encode_npz: two arrays are named '", name, "'");
+    const std::string member = name + ".npy";
+    GRADUS_CHECK(value_error, member.size() < 0xFFFF, "encode_npz: name '", name, "' is too long");
+    const std::string data = encode_npy(t);
+    const uint64_t offset = out.size();
+    GRADUS_CHECK(value_error, data.size() < 0xFFFFFFFFu && offset < 0xFFFFFFFFu, "encode_npz: '", name,
+                 "' does not fit a zip archive without ZIP64 (4 GiB)");
+    const uint32_t crc = detail::crc32_of(data);
+    const bool utf8 = std::any_of(member.begin(), member.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
+    // Shared fields of the local header (from "version needed") and the central directory entry.
+    std::string common;
+    detail::store_le<2>(common, 20);             // version needed to extract: 2.0
+    detail::store_le<2>(common, utf8 ? 0x800 : 0);  // flags: bit 11 = UTF-8 name
+    detail::store_le<2>(common, 0);              // method: STORED
+    detail::store_le<2>(common, 0);              // time 00:00:00
+    detail::store_le<2>(common, (0 << 9) | (1 << 5) | 1);  // date 1980-01-01
+    detail::store_le<4>(common, crc);
+    detail::store_le<4>(common, data.size());    // compressed size
+    detail::store_le<4>(common, data.size());    // uncompressed size
+    detail::store_le<2>(common, member.size());
+    detail::store_le<2>(common, 0);              // extra field length
+
+    detail::store_le<4>(out, 0x04034b50);
+    out += common;
+    out += member;
+    out += data;
+
+    detail::store_le<4>(central, 0x02014b50);
+    detail::store_le<2>(central, (3 << 8) | 20);  // made by: Unix, 2.0
+    central += common;
+    detail::store_le<2>(central, 0);              // comment length
+    detail::store_le<2>(central, 0);              // disk number
+    detail::store_le<2>(central, 0);              // internal attributes
+    detail::store_le<4>(central, 0100644u << 16); // external attributes: a regular file, rw-r--r--
+    detail::store_le<4>(central, offset);
+    central += member;
+  }
+  const uint64_t cd_offset = out.size();
+  GRADUS_CHECK(value_error, cd_offset + central.size() < 0xFFFFFFFFu, "encode_npz: the archive exceeds 4 GiB (no ZIP64)");
+  out += central;
+  detail::store_le<4>(out, 0x06054b50);
+  detail::store_le<2>(out, 0);  // this disk
+  detail::store_le<2>(out, 0);  // disk of the central directory
+  detail::store_le<2>(out, tensors.size());
+  detail::store_le<2>(out, tensors.size());
+  detail::store_le<4>(out, central.size());
+  detail::store_le<4>(out, cd_offset);
+  detail::store_le<2>(out, 0);  // comment length
+  return out;
+}
+
+GRADUS_INLINE TensorList decode_npz(std::string_view bytes, std::string_view source) {
   const detail::NpzReader zip(bytes, source);
   const detail::NpzReader::Directory dir = zip.directory();
   TensorList out;
@@ -474,12 +494,5 @@ inline TensorList decode_npz(std::string_view bytes, std::string_view source = "
   if (p != end) zip.fail("the central directory has ", end - p, " bytes after its ", dir.count, " entries");
   return out;
 }
-
-/// Writes `tensors` to `path` as an .npz archive (atomically); np.load reads it.
-inline void save_npz(const std::filesystem::path& path, const TensorList& tensors) {
-  write_file_atomic(path, encode_npz(tensors));
-}
-/// Reads the .npz archive at `path` (np.savez or np.savez_compressed); io_error naming it when malformed.
-inline TensorList load_npz(const std::filesystem::path& path) { return decode_npz(read_file(path), path.string()); }
-
 }  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/tensor_list.hpp"
 
@@ -326,7 +327,25 @@ Tensor<T> Safetensors::get(std::string_view name) const {
 /// The safetensors bytes of `tensors` (header entries and data in the order given) and
 /// `metadata`. value_error for an undefined tensor, an empty, duplicate or invalid-UTF-8 name,
 /// or the reserved name "__metadata__".
-inline std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {}) {
+std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {});
+
+/// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
+/// io_error naming the source and the problem for anything malformed (see the file comment).
+Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>");
+
+/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
+void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
+                      const Metadata& metadata = {});
+
+/// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
+/// the user made: "load" for io::load) on any problem.
+Safetensors load_safetensors(const std::filesystem::path& path, const char* who = "load_safetensors");
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io {
+GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -380,9 +399,7 @@ inline std::string encode_safetensors(const TensorList& tensors, const Metadata&
   return out;
 }
 
-/// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
-/// io_error naming the source and the problem for anything malformed (see the file comment).
-inline Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>") {
+GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string_view source) {
   constexpr uint64_t kMaxHeader = 100'000'000;
   auto fail = [&](const auto&... parts) {
     throw io_error(::gradus::detail::str("safetensors: '", source, "': ", parts...));
@@ -447,17 +464,14 @@ inline Safetensors decode_safetensors(std::string_view bytes, std::string_view s
   return out;
 }
 
-/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
-inline void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
-                             const Metadata& metadata = {}) {
+GRADUS_INLINE void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
+                                    const Metadata& metadata) {
   write_file_atomic(path, encode_safetensors(tensors, metadata));
 }
 
-/// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
-/// the user made: "load" for io::load) on any problem.
-inline Safetensors load_safetensors(const std::filesystem::path& path, const char* who = "load_safetensors") {
+GRADUS_INLINE Safetensors load_safetensors(const std::filesystem::path& path, const char* who) {
   const std::string bytes = read_file(path, who);
   return decode_safetensors(bytes, path.string());
 }
-
 }  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

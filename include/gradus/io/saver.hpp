@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/safetensors.hpp"
 
@@ -58,15 +59,8 @@ inline bool plain_file_name(std::string_view s) {
 }
 
 /// `dir/name` for the newest name in `kept` (searched from the back) that exists as a file.
-inline std::optional<std::filesystem::path> newest_existing(const std::filesystem::path& dir,
-                                                            const std::vector<std::string>& kept) {
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    std::error_code ec;
-    std::filesystem::path p = dir / *it;
-    if (std::filesystem::is_regular_file(p, ec)) return p;
-  }
-  return std::nullopt;
-}
+std::optional<std::filesystem::path> newest_existing(const std::filesystem::path& dir,
+                                                     const std::vector<std::string>& kept);
 
 inline void append_quoted(std::string& out, std::string_view s) {
   out += '"';
@@ -81,7 +75,90 @@ inline void append_quoted(std::string& out, std::string_view s) {
 
 /// The text of a state file for `state` (see the file comment); value_error for a name that is
 /// not a plain file name.
-inline std::string encode_checkpoint_state(const CheckpointState& state) {
+std::string encode_checkpoint_state(const CheckpointState& state);
+
+/// Parses a state file's text; `source` names it in errors. The newest checkpoint is appended to
+/// `kept` when the list omits it. io_error for a malformed line, a missing model_checkpoint_path
+/// or a name that is not a plain file name in the directory.
+CheckpointState decode_checkpoint_state(std::string_view text, std::string_view source = "<memory>");
+
+/// The state file of checkpoint directory `dir`, or std::nullopt when it has none.
+std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir);
+
+/// The newest checkpoint of `dir` per its state file (falling back to the newest kept file that
+/// exists), or std::nullopt when there is no state file or no listed file exists.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+/// Writes numbered checkpoints into a directory and keeps its state file (see the file comment).
+///   gd::io::Saver saver("run1", {.max_to_keep = 3});
+///   gd::io::TensorList c;  gd::io::add_module(c, net);  saver.save(step, c);
+class Saver {
+ public:
+  /// Creates `dir` (and its parents) when missing and reads its state file when there is one.
+  explicit Saver(std::filesystem::path dir, SaverOptions options = {}) : dir_(std::move(dir)), options_(std::move(options)) {
+    GRADUS_CHECK(value_error, detail::plain_file_name(options_.prefix), "Saver: prefix '", options_.prefix,
+                 "' must be a plain file name (non-empty, no '/', no control characters)");
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    GRADUS_CHECK(io_error, !ec, "Saver: cannot create directory '", dir_.string(), "': ", ec.message());
+    GRADUS_CHECK(io_error, std::filesystem::is_directory(dir_, ec), "Saver: '", dir_.string(), "' is not a directory");
+    if (auto state = read_checkpoint_state(dir_)) kept_ = std::move(state->kept);
+  }
+
+  /// Writes the checkpoint of `step` (metadata gets "global_step" = step), updates the state file,
+  /// deletes the oldest beyond max_to_keep; returns the written path. Saving a step again replaces
+  /// its file and makes it the newest. On an error the state file and the kept checkpoints are as
+  /// before (a checkpoint written before the state file failed stays, unlisted). After a successful
+  /// save, the debris of interrupted runs is deleted: checkpoints "<prefix>-<step>.safetensors" that
+  /// the state file does not list, and temporary files of this directory's state file or of such
+  /// checkpoints whose writing process no longer exists. Other files are never touched.
+  std::filesystem::path save(int64_t step, const TensorList& tensors, Metadata metadata = {});
+
+  /// The newest checkpoint this saver knows of that exists (see latest_checkpoint), or std::nullopt.
+  std::optional<std::filesystem::path> latest() const { return detail::newest_existing(dir_, kept_); }
+  /// The checkpoint directory.
+  const std::filesystem::path& directory() const { return dir_; }
+  /// File names of the kept checkpoints, oldest first (as in the state file).
+  const std::vector<std::string>& checkpoints() const { return kept_; }
+
+ private:
+  /// True for "<prefix>-<digits>.safetensors".
+  bool checkpoint_name(std::string_view f) const {
+    const std::string head = options_.prefix + "-";
+    constexpr std::string_view tail = ".safetensors";
+    if (f.size() <= head.size() + tail.size() || !f.starts_with(head) || !f.ends_with(tail)) return false;
+    const std::string_view digits = f.substr(head.size(), f.size() - head.size() - tail.size());
+    return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+  /// True for the (possibly cut) target name of a temporary file this saver writes.
+  bool own_target(std::string_view target) const {
+    if (target == "checkpoint" || checkpoint_name(target)) return true;
+    return target.size() == 200 && target.starts_with(std::string_view(options_.prefix + "-").substr(0, 200));
+  }
+  /// Deletes unlisted checkpoints and stale temporaries (see save); errors are ignored.
+  void collect_debris() const;
+
+  std::filesystem::path dir_;
+  SaverOptions options_;
+  std::vector<std::string> kept_;
+};
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE std::optional<std::filesystem::path> newest_existing(const std::filesystem::path& dir,
+                                                                   const std::vector<std::string>& kept) {
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    std::error_code ec;
+    std::filesystem::path p = dir / *it;
+    if (std::filesystem::is_regular_file(p, ec)) return p;
+  }
+  return std::nullopt;
+}
+}  // namespace gradus::io::detail
+namespace gradus::io {
+GRADUS_INLINE std::string encode_checkpoint_state(const CheckpointState& state) {
   std::string out = "model_checkpoint_path: ";
   GRADUS_CHECK(value_error, detail::plain_file_name(state.latest), "encode_checkpoint_state: '", state.latest,
                "' is not a plain file name");
@@ -97,10 +174,7 @@ inline std::string encode_checkpoint_state(const CheckpointState& state) {
   return out;
 }
 
-/// Parses a state file's text; `source` names it in errors. The newest checkpoint is appended to
-/// `kept` when the list omits it. io_error for a malformed line, a missing model_checkpoint_path
-/// or a name that is not a plain file name in the directory.
-inline CheckpointState decode_checkpoint_state(std::string_view text, std::string_view source = "<memory>") {
+GRADUS_INLINE CheckpointState decode_checkpoint_state(std::string_view text, std::string_view source) {
   CheckpointState state;
   bool have_latest = false;
   size_t line_no = 0;
@@ -160,8 +234,7 @@ inline CheckpointState decode_checkpoint_state(std::string_view text, std::strin
   return state;
 }
 
-/// The state file of checkpoint directory `dir`, or std::nullopt when it has none.
-inline std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir) {
+GRADUS_INLINE std::optional<CheckpointState> read_checkpoint_state(const std::filesystem::path& dir) {
   const std::filesystem::path file = dir / "checkpoint";
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return std::nullopt;
@@ -169,103 +242,55 @@ inline std::optional<CheckpointState> read_checkpoint_state(const std::filesyste
                                  file.string());
 }
 
-/// The newest checkpoint of `dir` per its state file (falling back to the newest kept file that
-/// exists), or std::nullopt when there is no state file or no listed file exists.
-inline std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
+GRADUS_INLINE std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
   const std::optional<CheckpointState> state = read_checkpoint_state(dir);
   if (!state) return std::nullopt;
   return detail::newest_existing(dir, state->kept);
 }
-
-/// Writes numbered checkpoints into a directory and keeps its state file (see the file comment).
-///   gd::io::Saver saver("run1", {.max_to_keep = 3});
-///   gd::io::TensorList c;  gd::io::add_module(c, net);  saver.save(step, c);
-class Saver {
- public:
-  /// Creates `dir` (and its parents) when missing and reads its state file when there is one.
-  explicit Saver(std::filesystem::path dir, SaverOptions options = {}) : dir_(std::move(dir)), options_(std::move(options)) {
-    GRADUS_CHECK(value_error, detail::plain_file_name(options_.prefix), "Saver: prefix '", options_.prefix,
-                 "' must be a plain file name (non-empty, no '/', no control characters)");
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    GRADUS_CHECK(io_error, !ec, "Saver: cannot create directory '", dir_.string(), "': ", ec.message());
-    GRADUS_CHECK(io_error, std::filesystem::is_directory(dir_, ec), "Saver: '", dir_.string(), "' is not a directory");
-    if (auto state = read_checkpoint_state(dir_)) kept_ = std::move(state->kept);
-  }
-
-  /// Writes the checkpoint of `step` (metadata gets "global_step" = step), updates the state file,
-  /// deletes the oldest beyond max_to_keep; returns the written path. Saving a step again replaces
-  /// its file and makes it the newest. On an error the state file and the kept checkpoints are as
-  /// before (a checkpoint written before the state file failed stays, unlisted). After a successful
-  /// save, the debris of interrupted runs is deleted: checkpoints "<prefix>-<step>.safetensors" that
-  /// the state file does not list, and temporary files of this directory's state file or of such
-  /// checkpoints whose writing process no longer exists. Other files are never touched.
-  std::filesystem::path save(int64_t step, const TensorList& tensors, Metadata metadata = {}) {
-    GRADUS_CHECK(value_error, step >= 0, "Saver::save: step must be >= 0, got ", step);
-    const std::string name = options_.prefix + "-" + std::to_string(step) + ".safetensors";
-    const std::filesystem::path path = dir_ / name;
-    metadata["global_step"] = std::to_string(step);
-    write_file_atomic(path, encode_safetensors(tensors, metadata));
-
-    std::vector<std::string> kept = kept_;
-    std::erase(kept, name);
-    kept.push_back(name);
-    std::vector<std::string> doomed;
-    if (options_.max_to_keep > 0 && kept.size() > size_t(options_.max_to_keep)) {
-      const auto drop = kept.size() - size_t(options_.max_to_keep);
-      doomed.assign(kept.begin(), kept.begin() + std::ptrdiff_t(drop));
-      kept.erase(kept.begin(), kept.begin() + std::ptrdiff_t(drop));
-    }
-    write_file_atomic(dir_ / "checkpoint", encode_checkpoint_state({name, kept}));
-    kept_ = std::move(kept);
-    // Unlisted now; a file that cannot be removed is left behind, harmlessly.
-    for (const std::string& old : doomed) {
-      std::error_code ec;
-      std::filesystem::remove(dir_ / old, ec);
-    }
-    collect_debris();
-    return path;
-  }
-
-  /// The newest checkpoint this saver knows of that exists (see latest_checkpoint), or std::nullopt.
-  std::optional<std::filesystem::path> latest() const { return detail::newest_existing(dir_, kept_); }
-  /// The checkpoint directory.
-  const std::filesystem::path& directory() const { return dir_; }
-  /// File names of the kept checkpoints, oldest first (as in the state file).
-  const std::vector<std::string>& checkpoints() const { return kept_; }
-
- private:
-  /// True for "<prefix>-<digits>.safetensors".
-  bool checkpoint_name(std::string_view f) const {
-    const std::string head = options_.prefix + "-";
-    constexpr std::string_view tail = ".safetensors";
-    if (f.size() <= head.size() + tail.size() || !f.starts_with(head) || !f.ends_with(tail)) return false;
-    const std::string_view digits = f.substr(head.size(), f.size() - head.size() - tail.size());
-    return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-  }
-  /// True for the (possibly cut) target name of a temporary file this saver writes.
-  bool own_target(std::string_view target) const {
-    if (target == "checkpoint" || checkpoint_name(target)) return true;
-    return target.size() == 200 && target.starts_with(std::string_view(options_.prefix + "-").substr(0, 200));
-  }
-  /// Deletes unlisted checkpoints and stale temporaries (see save); errors are ignored.
-  void collect_debris() const {
-    std::vector<std::filesystem::path> debris;
-    std::error_code ec;
-    for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string f = it->path().filename().string();
-      if (checkpoint_name(f)) {
-        if (std::find(kept_.begin(), kept_.end(), f) == kept_.end()) debris.push_back(it->path());
-      } else if (auto t = detail::parse_temp_file_name(f); t && own_target(t->target) && detail::temp_writer_gone(t->pid)) {
-        debris.push_back(it->path());
-      }
-    }
-    for (const auto& p : debris) std::filesystem::remove(p, ec);
-  }
-
-  std::filesystem::path dir_;
-  SaverOptions options_;
-  std::vector<std::string> kept_;
-};
-
 }  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io {
+GRADUS_INLINE std::filesystem::path Saver::save(int64_t step, const TensorList& tensors, Metadata metadata) {
+  GRADUS_CHECK(value_error, step >= 0, "Saver::save: step must be >= 0, got ", step);
+  const std::string name = options_.prefix + "-" + std::to_string(step) + ".safetensors";
+  const std::filesystem::path path = dir_ / name;
+  metadata["global_step"] = std::to_string(step);
+  write_file_atomic(path, encode_safetensors(tensors, metadata));
+
+  std::vector<std::string> kept = kept_;
+  std::erase(kept, name);
+  kept.push_back(name);
+  std::vector<std::string> doomed;
+  if (options_.max_to_keep > 0 && kept.size() > size_t(options_.max_to_keep)) {
+    const auto drop = kept.size() - size_t(options_.max_to_keep);
+    doomed.assign(kept.begin(), kept.begin() + std::ptrdiff_t(drop));
+    kept.erase(kept.begin(), kept.begin() + std::ptrdiff_t(drop));
+  }
+  write_file_atomic(dir_ / "checkpoint", encode_checkpoint_state({name, kept}));
+  kept_ = std::move(kept);
+  // Unlisted now; a file that cannot be removed is left behind, harmlessly.
+  for (const std::string& old : doomed) {
+    std::error_code ec;
+    std::filesystem::remove(dir_ / old, ec);
+  }
+  collect_debris();
+  return path;
+}
+
+GRADUS_INLINE void Saver::collect_debris() const {
+  std::vector<std::filesystem::path> debris;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (checkpoint_name(f)) {
+      if (std::find(kept_.begin(), kept_.end(), f) == kept_.end()) debris.push_back(it->path());
+    } else if (auto t = detail::parse_temp_file_name(f); t && own_target(t->target) && detail::temp_writer_gone(t->pid)) {
+      debris.push_back(it->path());
+    }
+  }
+  for (const auto& p : debris) std::filesystem::remove(p, ec);
+}
+}  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

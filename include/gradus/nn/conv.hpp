@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/nn/dense.hpp"
 #include "gradus/ops/conv.hpp"
 #include "gradus/ops/pool.hpp"
@@ -71,20 +72,10 @@ class Conv2d : public Module<T, Conv2d<T>> {
   /// activation, bias and activation run as one pass after it.
   template <Expression X>
   Var<T> forward(const X& x) {
-    const Var<T> xv = detail::to_var(x);
-    GRADUS_CHECK(shape_error, xv.rank() == 4, "Conv2d: expected input [N, H, W, ", in_, "], got ", xv.shape());
-    if (!built()) {
-      GRADUS_CHECK(shape_error, xv.shape().back() > 0, "Conv2d: cannot take in from an input of shape ", xv.shape());
-      build(xv.shape().back());
-    }
-    detail::check_last_dim(xv.shape(), in_, "Conv2d", "in");
-    if (activation_.kind == ActivationKind::linear)
-      return use_bias_ ? gradus::conv2d(xv, kernel_, bias_, conv_) : gradus::conv2d(xv, kernel_, conv_);
-    if (activation_.kind == ActivationKind::relu &&  // one node: bias and ReLU inside the convolution's passes
-        backend::implements<backend::kernel::Conv2dRelu, T>(xv.value().device()))
-      return gradus::detail::conv2d_bias_relu(xv, kernel_, bias_, conv_);
-    return detail::bias_activation(gradus::conv2d(xv, kernel_, conv_), bias_, activation_);
+    return forward_var(detail::to_var(x));
   }
+  /// forward on a Var: compiled once in libgradus with GRADUS_COMPILED.
+  Var<T> forward_var(const Var<T>& xv);
 
   /// Input channels; 0 while a lazy layer has seen no input.
   int64_t in() const { return in_; }
@@ -174,4 +165,27 @@ struct GlobalAvgPool {
   auto operator()(const X& x) const { return forward(x); }
 };
 
+// Out of the class, so that a program built with GRADUS_COMPILED compiles no copy of it.
+template <Real T>
+Var<T> Conv2d<T>::forward_var(const Var<T>& xv) {
+  GRADUS_CHECK(shape_error, xv.rank() == 4, "Conv2d: expected input [N, H, W, ", in_, "], got ", xv.shape());
+  if (!built()) {
+    GRADUS_CHECK(shape_error, xv.shape().back() > 0, "Conv2d: cannot take in from an input of shape ", xv.shape());
+    build(xv.shape().back());
+  }
+  detail::check_last_dim(xv.shape(), in_, "Conv2d", "in");
+  if (activation_.kind == ActivationKind::linear)
+    return use_bias_ ? gradus::conv2d(xv, kernel_, bias_, conv_) : gradus::conv2d(xv, kernel_, conv_);
+  if (activation_.kind == ActivationKind::relu &&  // one node: bias and ReLU inside the convolution's passes
+      backend::implements<backend::kernel::Conv2dRelu, T>(xv.value().device()))
+    return gradus::detail::conv2d_bias_relu(xv, kernel_, bias_, conv_);
+  return detail::bias_activation(gradus::conv2d(xv, kernel_, conv_), bias_, activation_);
+}
 }  // namespace gradus::nn
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::nn {
+GRADUS_INSTANCE class Conv2d<float>;
+GRADUS_INSTANCE class Conv2d<double>;
+}  // namespace gradus::nn
+#endif

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/init/initializers.hpp"
 #include "gradus/nn/activations.hpp"
 #include "gradus/nn/module.hpp"
@@ -71,17 +72,10 @@ class Dense : public Module<T, Dense<T>> {
   /// x [..., in] -> [..., out], a Var.
   template <Expression X>
   Var<T> forward(const X& x) {
-    const Var<T> xv = detail::to_var(x);
-    if (!built()) {
-      GRADUS_CHECK(shape_error, xv.rank() >= 1 && xv.shape().back() > 0,
-                   "Dense: cannot take in from an input of shape ", xv.shape());
-      build(xv.shape().back());
-    }
-    detail::check_last_dim(xv.shape(), in_, "Dense", "in");
-    Var<T> h = gradus::matmul(xv, kernel_);
-    if (!use_bias_ && activation_.kind == ActivationKind::linear) return h;
-    return detail::bias_activation(h, bias_, activation_);
+    return forward_var(detail::to_var(x));
   }
+  /// forward on a Var: compiled once in libgradus with GRADUS_COMPILED.
+  Var<T> forward_var(const Var<T>& xv);
 
   /// The kernel [in, out] (a handle: write into its value() to set weights).
   Var<T> kernel() const { return kernel_; }
@@ -174,4 +168,24 @@ class Embedding : public Module<T, Embedding<T>> {
   Var<T> table_;
 };
 
+// Out of the class, so that a program built with GRADUS_COMPILED compiles no copy of it.
+template <Real T>
+Var<T> Dense<T>::forward_var(const Var<T>& xv) {
+  if (!built()) {
+    GRADUS_CHECK(shape_error, xv.rank() >= 1 && xv.shape().back() > 0,
+                 "Dense: cannot take in from an input of shape ", xv.shape());
+    build(xv.shape().back());
+  }
+  detail::check_last_dim(xv.shape(), in_, "Dense", "in");
+  Var<T> h = gradus::matmul(xv, kernel_);
+  if (!use_bias_ && activation_.kind == ActivationKind::linear) return h;
+  return detail::bias_activation(h, bias_, activation_);
+}
 }  // namespace gradus::nn
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::nn {
+GRADUS_INSTANCE class Dense<float>;
+GRADUS_INSTANCE class Dense<double>;
+}  // namespace gradus::nn
+#endif

@@ -44,6 +44,7 @@
 #endif
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/nn/regularizers.hpp"
 
@@ -503,3 +504,10 @@ inline void check_last_dim(const Shape& s, int64_t expected, const char* layer, 
 
 }  // namespace detail
 }  // namespace gradus::nn
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::nn {
+GRADUS_INSTANCE class Module<float, void>;
+GRADUS_INSTANCE class Module<double, void>;
+}  // namespace gradus::nn
+#endif

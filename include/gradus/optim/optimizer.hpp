@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gradus/autodiff/backward.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/ops/elementwise.hpp"
@@ -274,3 +275,10 @@ class Optimizer {
 };
 
 }  // namespace gradus::optim
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::optim {
+GRADUS_INSTANCE class Optimizer<float>;
+GRADUS_INSTANCE class Optimizer<double>;
+}  // namespace gradus::optim
+#endif

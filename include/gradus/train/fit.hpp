@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/metrics/metric.hpp"
 #include "gradus/nn/module.hpp"
 #include "gradus/nn/registration.hpp"
@@ -295,7 +296,8 @@ Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const Predi
 
 // ------------------------------------------------------------------------------------- the loop
 
-inline History Session::fit_loop() {
+#if GRADUS_DEFINE_COMPILED  // libgradus holds it with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE History Session::fit_loop() {
   struct Mode {
     Session& s;
     ~Mode() { s.restore_mode(); }
@@ -338,6 +340,7 @@ inline History Session::fit_loop() {
   finish();
   return history();
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 namespace detail {
 

@@ -29,13 +29,14 @@
 
 #include "gradus/autodiff/backward.hpp"
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/io.hpp"
 #include "gradus/nn/module.hpp"
-#include "gradus/optim/clip.hpp"
 #include "gradus/nn/registration.hpp"
+#include "gradus/optim/clip.hpp"
 #include "gradus/optim/optimizer.hpp"
 
 namespace gradus::train {
@@ -590,3 +591,10 @@ class Session {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INSTANCE class detail::TypedTrainee<float>;
+GRADUS_INSTANCE class detail::TypedTrainee<double>;
+}  // namespace gradus::train
+#endif

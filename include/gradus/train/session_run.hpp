@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/hooks.hpp"
 #include "gradus/train/session.hpp"
@@ -69,7 +70,8 @@ Session::Session(M& model, optim::Optimizer<typename M::value_type>& optimizer, 
   }
 }
 
-inline Session::~Session() {
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE Session::~Session() {
   if (!user_driven_ || !opened_ || closed_) return;
   if (failed_ || std::uncaught_exceptions() > uncaught_at_open_) {
     restore_mode();  // no end hooks after an exception
@@ -82,7 +84,7 @@ inline Session::~Session() {
   }
 }
 
-inline void Session::configure(const SessionOptions& o) {
+GRADUS_INLINE void Session::configure(const SessionOptions& o) {
   for (const Hook* h : o.hooks) GRADUS_CHECK(value_error, h != nullptr, who_, ": a hook pointer is null");
   verbose_ = o.verbose;
   run_dir_ = o.run_dir;
@@ -111,7 +113,7 @@ inline void Session::configure(const SessionOptions& o) {
 
 // ----------------------------------------------------------------------- checkpoints, restore
 
-inline void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata) const {
+GRADUS_INLINE void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata) const {
   out.emplace_back("train/counters", Tensor<int64_t>::from({epoch_, step_in_epoch_, loss_count_, global_step_}));
   out.emplace_back("train/values", Tensor<double>::from({loss_sum_, last_loss_, lr()}));
   int64_t seed_bits;
@@ -152,7 +154,7 @@ inline void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata)
   metadata["train/history/keys"] = joined;
 }
 
-inline std::filesystem::path Session::save_checkpoint() {
+GRADUS_INLINE std::filesystem::path Session::save_checkpoint() {
   for (Hook* h : hooks_)
     if (const auto* c = dynamic_cast<const CheckpointSaver*>(h); c && c->saver()) return save_checkpoint(*c->saver());
   if (!collective_.is_chief())
@@ -160,6 +162,7 @@ inline std::filesystem::path Session::save_checkpoint() {
                                             "CheckpointSaver: with a Collective only the chief (rank 0) saves"));
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set run_dir or add one)");
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 namespace detail {
 
@@ -171,8 +174,9 @@ struct LoopState {
   std::optional<std::array<int64_t, 2>> data_iterator;  ///< a Dataset run's (epoch, consumed)
 };
 
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 /// Reads and checks the loop state of `ckpt` (its global step must match the metadata's).
-inline LoopState read_loop_state(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
+GRADUS_INLINE LoopState read_loop_state(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
   auto get_i64 = [&](const char* name, int64_t n) {
     Tensor<int64_t> t = ckpt.get<int64_t>(name);
     GRADUS_CHECK(io_error, t.size() == n, who, ": checkpoint ", path, ": '", name, "' must hold ", n,
@@ -203,7 +207,7 @@ inline LoopState read_loop_state(const io::Safetensors& ckpt, const std::filesys
 }
 
 /// The History of `ckpt` ("train/history/..." and the metadata "train/history/keys"); empty when absent.
-inline History read_history(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
+GRADUS_INLINE History read_history(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
   History history;
   if (!ckpt.find("train/history/global_step")) return history;
   const Tensor<int64_t> steps = ckpt.get<int64_t>("train/history/global_step");
@@ -240,10 +244,12 @@ inline History read_history(const io::Safetensors& ckpt, const std::filesystem::
   }
   return history;
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 }  // namespace detail
 
-inline void Session::check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const {
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE void Session::check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const {
   int64_t seed_bits;
   std::memcpy(&seed_bits, &seed_, sizeof seed_bits);
   const int64_t now[5] = {examples_, batch_size_, int64_t(shuffle_), int64_t(drop_remainder_), seed_bits};
@@ -258,7 +264,7 @@ inline void Session::check_resumable(const detail::LoopState& st, const std::fil
                st.in_epoch, " of an epoch of ", steps_per_epoch_, " steps");
 }
 
-inline void Session::restore_hook_states(const io::Safetensors& ckpt) {
+GRADUS_INLINE void Session::restore_hook_states(const io::Safetensors& ckpt) {
   for (Hook* h : hooks_) {
     const std::string key = h->state_key();
     if (key.empty()) continue;
@@ -273,9 +279,9 @@ inline void Session::restore_hook_states(const io::Safetensors& ckpt) {
 // Reads and checks everything before it changes anything that is not checked again later:
 // loop state, batching, History; then model and optimizer (validated before they are modified),
 // Rng, hook states; the loop counters last.
-inline void Session::restore(const std::filesystem::path& path) { restore_from(io::load_safetensors(path), path); }
+GRADUS_INLINE void Session::restore(const std::filesystem::path& path) { restore_from(io::load_safetensors(path), path); }
 
-inline void Session::restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path) {
+GRADUS_INLINE void Session::restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path) {
   const detail::LoopState st = detail::read_loop_state(ckpt, path, who_);
   if (!user_driven_) check_resumable(st, path);  // a user's own steps have no batching to check
   History history = detail::read_history(ckpt, path, who_);
@@ -301,7 +307,7 @@ inline void Session::restore_from(const io::Safetensors& ckpt, const std::filesy
 
 // The chief's state goes to the others as one in-memory checkpoint (the layout above, metadata
 // "global_step" and, when the chief restored one, "dist/restored_from").
-inline void Session::sync_state() {
+GRADUS_INLINE void Session::sync_state() {
   if (!collective_) return;
   std::string bytes;
   if (collective_.is_chief()) {
@@ -320,14 +326,14 @@ inline void Session::sync_state() {
   if (auto it = ckpt.metadata.find("dist/restored_from"); it != ckpt.metadata.end()) restored_from_ = it->second;
 }
 
-inline void Session::sync_stop() {
+GRADUS_INLINE void Session::sync_stop() {
   if (!collective_) return;
   std::vector<double> flag{stop_ ? 1.0 : 0.0};
   collective_.max(flag);
   if (flag[0] != 0 && !stop_) request_stop("a hook on another rank requested a stop");
 }
 
-inline void Session::open() {
+GRADUS_INLINE void Session::open() {
   hooks_.clear();
   std::vector<Hook*> savers;
   auto place = [&](Hook* h) {
@@ -361,9 +367,10 @@ inline void Session::open() {
   sync_stop();
 }
 
-inline void Session::restore_mode() {
+GRADUS_INLINE void Session::restore_mode() {
   if (opened_) trainee_->set_training(mode_before_);
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 template <class F>
 bool Session::step(F&& forward) {
@@ -396,7 +403,8 @@ bool Session::step(F&& forward) {
   return true;
 }
 
-inline const EpochLogs& Session::finish_epoch(EpochLogs logs) {
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE const EpochLogs& Session::finish_epoch(EpochLogs logs) {
   if (collective_) {  // the chief's validation values, so every rank logs and decides the same
     std::vector<double> v;
     if (logs.val_loss) v.push_back(*logs.val_loss);
@@ -424,7 +432,7 @@ inline const EpochLogs& Session::finish_epoch(EpochLogs logs) {
   return history_.epochs.back();
 }
 
-inline void Session::finish() {
+GRADUS_INLINE void Session::finish() {
   history_.global_step = global_step_;
   history_.stop_reason = stop_reason_;
   history_.nonfinite_step = nonfinite_step_;
@@ -435,6 +443,7 @@ inline void Session::finish() {
     if (!shown) std::cerr << detail::nonfinite_warning(*nonfinite_step_, global_step_) << std::endl;
   }
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 // -------------------------------------------------------------------- the user-driven session
 
@@ -452,8 +461,9 @@ bool Session::run(F&& fn) {
   }
 }
 
-inline const EpochLogs& Session::end_epoch(std::optional<double> val_loss,
-                                           std::vector<std::pair<std::string, double>> val_metrics) {
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE const EpochLogs& Session::end_epoch(std::optional<double> val_loss,
+                                                  std::vector<std::pair<std::string, double>> val_metrics) {
   GRADUS_CHECK(value_error, user_driven_ && !closed_ && !failed_,
                "Session::end_epoch: the session is ", closed_ ? "closed" : failed_ ? "failed" : "driven by fit");
   GRADUS_CHECK(value_error, step_in_epoch_ > 0, "Session::end_epoch: no step ran since the start of epoch ", epoch_);
@@ -472,7 +482,7 @@ inline const EpochLogs& Session::end_epoch(std::optional<double> val_loss,
   }
 }
 
-inline const History& Session::close() {
+GRADUS_INLINE const History& Session::close() {
   if (closed_ || !user_driven_) return history_;
   closed_ = true;
   struct Mode {
@@ -488,5 +498,6 @@ inline const History& Session::close() {
   }
   return history_;
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 }  // namespace gradus::train

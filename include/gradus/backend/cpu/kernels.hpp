@@ -14,6 +14,7 @@
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/registry.hpp"
+#include "gradus/core/compiled.hpp"
 #if defined(GRADUS_COMPILED_KERNELS)  // linked with gradus::kernels: GEMM, conv, pooling, LSTM compiled there
 #include "gradus/backend/cpu/compiled.hpp"
 #else

@@ -17,6 +17,7 @@
 
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus::backend::cuda {
 
@@ -56,23 +57,7 @@ struct Cublas {
   }
 
  private:
-  static Cublas load() {
-    static Library lib(toolkit_library_names("GRADUS_CUBLAS", "libcublas"));
-    Cublas c;
-    if (!lib.loaded()) {
-      c.problem = "cuBLAS not found (tried " + lib.tried() + "; set GRADUS_CUBLAS to its path)";
-      return c;
-    }
-    c.library = lib.name();
-    c.create = lib.find<Create>("cublasCreate_v2");
-    c.set_math_mode = lib.find<SetMathMode>("cublasSetMathMode");
-    c.status_string = lib.find<StatusString>("cublasGetStatusString");
-    c.sgemm = lib.find<Gemm<float>>("cublasSgemm_v2");
-    c.dgemm = lib.find<Gemm<double>>("cublasDgemm_v2");
-    if (!c.create || !c.set_math_mode || !c.sgemm || !c.dgemm)
-      c.problem = "cuBLAS library " + c.library + " lacks the entry points gradus needs";
-    return c;
-  }
+  static Cublas load();
 };
 
 /// Whether float products may use TF32 tensor cores (off by default).
@@ -83,26 +68,7 @@ inline std::atomic<bool>& tf32_allowed() {
 
 /// The cuBLAS handle of GPU `ordinal` (made once, on the default stream), with the math mode
 /// that tf32_allowed() asks for.
-inline void* blas_handle(int ordinal) {
-  static std::mutex mu;
-  static std::array<void*, 64> handles{};
-  static std::array<int, 64> modes{};
-  const Cublas& c = Cublas::get();
-  GRADUS_CHECK(device_error, c.problem.empty(), "matmul on cuda(", ordinal, "): ", c.problem);
-  make_current(ordinal);
-  std::lock_guard lock(mu);
-  void*& h = handles[size_t(ordinal)];
-  if (!h) {
-    c.check(c.create(&h), "cublasCreate");
-    modes[size_t(ordinal)] = -1;
-  }
-  const int mode = tf32_allowed().load(std::memory_order_relaxed) ? Cublas::kTf32Math : Cublas::kDefaultMath;
-  if (modes[size_t(ordinal)] != mode) {
-    c.check(c.set_math_mode(h, mode), "cublasSetMathMode");
-    modes[size_t(ordinal)] = mode;
-  }
-  return h;
-}
+void* blas_handle(int ordinal);
 
 /// C[m×n] (+)= op(A)[m×k] · op(B)[k×n], row-major, on GPU `device` (A stored k×m when ta, B
 /// stored n×k when tb). Sizes must fit cuBLAS's 32-bit ints.
@@ -127,4 +93,44 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
   cb.check(rc, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm");
 }
 
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE Cublas Cublas::load() {
+  static Library lib(toolkit_library_names("GRADUS_CUBLAS", "libcublas"));
+  Cublas c;
+  if (!lib.loaded()) {
+    c.problem = "cuBLAS not found (tried " + lib.tried() + "; set GRADUS_CUBLAS to its path)";
+    return c;
+  }
+  c.library = lib.name();
+  c.create = lib.find<Create>("cublasCreate_v2");
+  c.set_math_mode = lib.find<SetMathMode>("cublasSetMathMode");
+  c.status_string = lib.find<StatusString>("cublasGetStatusString");
+  c.sgemm = lib.find<Gemm<float>>("cublasSgemm_v2");
+  c.dgemm = lib.find<Gemm<double>>("cublasDgemm_v2");
+  if (!c.create || !c.set_math_mode || !c.sgemm || !c.dgemm)
+    c.problem = "cuBLAS library " + c.library + " lacks the entry points gradus needs";
+  return c;
+}
+
+GRADUS_INLINE void* blas_handle(int ordinal) {
+  static std::mutex mu;
+  static std::array<void*, 64> handles{};
+  static std::array<int, 64> modes{};
+  const Cublas& c = Cublas::get();
+  GRADUS_CHECK(device_error, c.problem.empty(), "matmul on cuda(", ordinal, "): ", c.problem);
+  make_current(ordinal);
+  std::lock_guard lock(mu);
+  void*& h = handles[size_t(ordinal)];
+  if (!h) {
+    c.check(c.create(&h), "cublasCreate");
+    modes[size_t(ordinal)] = -1;
+  }
+  const int mode = tf32_allowed().load(std::memory_order_relaxed) ? Cublas::kTf32Math : Cublas::kDefaultMath;
+  if (modes[size_t(ordinal)] != mode) {
+    c.check(c.set_math_mode(h, mode), "cublasSetMathMode");
+    modes[size_t(ordinal)] = mode;
+  }
+  return h;
+}
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/expr/expr.hpp"
 
 namespace gradus::backend::cuda {
@@ -139,7 +140,27 @@ struct KernelSource {
 /// node the root) over elements of type `t` ("float" or "double"). Not a template: every
 /// expression type shares this one function, and only the flattening (CodegenTree::add) is
 /// instantiated per type.
-inline KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry) {
+KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry);
+
+/// The CUDA source of the forward or backward kernel of expression type E; `entry` names the
+/// kernel (default gradus_elementwise_forward / _backward).
+template <class E>
+KernelSource elementwise_source(Pass pass, std::string entry = {}) {
+  CodegenTree tree;
+  tree.add<E>();
+  return elementwise_source(tree, element_type_name<value_type_t<E>>(), pass, std::move(entry));
+}
+
+/// The directory holding gradus/ (the headers NVRTC includes): $GRADUS_INCLUDE_DIR, else the
+/// one this header was compiled from. Throws gd::device_error when the op headers or the GPU
+/// library's device sources (backend/cuda/library/*.cuh) are not there.
+std::string include_root();
+
+/// Compiles a generated kernel to PTX for `arch` (compute_80, compute_90, ...).
+std::string compile_kernel(const KernelSource& k, const std::string& arch);
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry) {
   const int root = int(tree.nodes.size()) - 1;
   const auto v = [](int k) { return "v" + std::to_string(k); };
   const auto g = [](int k) { return "g" + std::to_string(k); };
@@ -254,19 +275,7 @@ inline KernelSource elementwise_source(const CodegenTree& tree, const std::strin
   return k;
 }
 
-/// The CUDA source of the forward or backward kernel of expression type E; `entry` names the
-/// kernel (default gradus_elementwise_forward / _backward).
-template <class E>
-KernelSource elementwise_source(Pass pass, std::string entry = {}) {
-  CodegenTree tree;
-  tree.add<E>();
-  return elementwise_source(tree, element_type_name<value_type_t<E>>(), pass, std::move(entry));
-}
-
-/// The directory holding gradus/ (the headers NVRTC includes): $GRADUS_INCLUDE_DIR, else the
-/// one this header was compiled from. Throws gd::device_error when the op headers or the GPU
-/// library's device sources (backend/cuda/library/*.cuh) are not there.
-inline std::string include_root() {
+GRADUS_INLINE std::string include_root() {
   std::string root;
   if (const char* env = std::getenv("GRADUS_INCLUDE_DIR"); env && *env) {
     root = env;
@@ -287,10 +296,9 @@ inline std::string include_root() {
   return root;
 }
 
-/// Compiles a generated kernel to PTX for `arch` (compute_80, compute_90, ...).
-inline std::string compile_kernel(const KernelSource& k, const std::string& arch) {
+GRADUS_INLINE std::string compile_kernel(const KernelSource& k, const std::string& arch) {
   // unannotated functions (the op structs' constructors) are device functions in a generated kernel
   return compile_ptx(k.source, k.name, arch, {"--include-path=" + include_root(), "--device-as-default-execution-space"});
 }
-
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

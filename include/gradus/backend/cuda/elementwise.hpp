@@ -21,6 +21,7 @@
 #include "gradus/backend/cuda/kernel_args.hpp"
 #include "gradus/backend/cuda/kernel_cache.hpp"
 #include "gradus/backend/cuda/memory.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/expr/expr.hpp"
 
 namespace gradus {
@@ -28,16 +29,7 @@ namespace gradus {
 namespace backend::cuda {
 
 /// The broadcast map of an operand of shape `src` in an output of shape `out`, as a kernel reads it.
-inline Bcast make_bcast(const Shape& src, const Shape& out) {
-  const cpu::Broadcast b(src, out);
-  Bcast k;
-  k.rank = b.rank;
-  for (int d = 0; d < b.rank; ++d) {
-    k.dims[d] = long(b.dims[size_t(d)]);
-    k.strides[d] = long(b.strides[size_t(d)]);
-  }
-  return k;
-}
+Bcast make_bcast(const Shape& src, const Shape& out);
 
 using ::gradus::is_number_leaf;
 template <class E>
@@ -90,21 +82,7 @@ void fill_args(const E& e, Args& a, const Shape& out, int& leaf, int& number, in
 }
 
 /// The kernel `entry` of `ptx` loaded on GPU `ordinal`, once per (key, GPU).
-inline void* load_function(const std::string& key, const std::string& ptx, const char* entry, int ordinal) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, void*> functions;
-  const std::string k = key + "#" + std::to_string(ordinal);
-  std::lock_guard lock(mu);
-  if (auto it = functions.find(k); it != functions.end()) return it->second;
-  make_current(ordinal);
-  const Driver& d = Driver::get();
-  void* module = nullptr;
-  void* fn = nullptr;
-  d.check(d.module_load_data(&module, ptx.c_str()), "cuModuleLoadData");
-  d.check(d.module_get_function(&fn, module, entry), "cuModuleGetFunction");
-  functions.emplace(k, fn);
-  return fn;
-}
+void* load_function(const std::string& key, const std::string& ptx, const char* entry, int ordinal);
 
 inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
@@ -232,5 +210,35 @@ void fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale,
   launch<E>(Pass::backward, a, device);
 }
 
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE Bcast make_bcast(const Shape& src, const Shape& out) {
+  const cpu::Broadcast b(src, out);
+  Bcast k;
+  k.rank = b.rank;
+  for (int d = 0; d < b.rank; ++d) {
+    k.dims[d] = long(b.dims[size_t(d)]);
+    k.strides[d] = long(b.strides[size_t(d)]);
+  }
+  return k;
+}
+
+GRADUS_INLINE void* load_function(const std::string& key, const std::string& ptx, const char* entry, int ordinal) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, void*> functions;
+  const std::string k = key + "#" + std::to_string(ordinal);
+  std::lock_guard lock(mu);
+  if (auto it = functions.find(k); it != functions.end()) return it->second;
+  make_current(ordinal);
+  const Driver& d = Driver::get();
+  void* module = nullptr;
+  void* fn = nullptr;
+  d.check(d.module_load_data(&module, ptx.c_str()), "cuModuleLoadData");
+  d.check(d.module_get_function(&fn, module, entry), "cuModuleGetFunction");
+  functions.emplace(k, fn);
+  return fn;
+}
+#endif  // GRADUS_DEFINE_COMPILED
+
 }  // namespace backend::cuda
+
 }  // namespace gradus

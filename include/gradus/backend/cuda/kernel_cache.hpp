@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "gradus/backend/cuda/codegen.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus::backend::cuda {
 
@@ -49,19 +50,7 @@ class KernelCache {
   }
   /// The same with the compiler as a function and its argument: the lookup is compiled once,
   /// not once per caller's lambda.
-  const std::string& ptx(const std::string& key, std::string (*compile)(void*), void* arg) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = memory_.find(key); it != memory_.end()) return it->second;
-    std::string text;
-    if (!dir_.empty() && read(key, text)) {
-      ++disk_hits_;
-    } else {
-      text = compile(arg);
-      ++compiles_;
-      if (!dir_.empty()) write(key, text);
-    }
-    return memory_.emplace(key, std::move(text)).first->second;
-  }
+  const std::string& ptx(const std::string& key, std::string (*compile)(void*), void* arg);
 
   /// Forgets the in-memory entries (a new process, as far as the disk cache can tell).
   void clear_memory() {
@@ -85,37 +74,8 @@ class KernelCache {
     return "gradus-ptx " + std::to_string(key.size()) + ' ' + std::to_string(ptx.size()) + ' ' +
            std::to_string(fnv1a(ptx, fnv1a(key))) + '\n';
   }
-  bool read(const std::string& key, std::string& ptx) const {
-    std::ifstream in(path(key), std::ios::binary);
-    if (!in) return false;
-    std::string line;
-    if (!std::getline(in, line) || line.size() > 80) return false;
-    std::istringstream fields(line);
-    std::string magic;
-    uint64_t key_len = 0, ptx_len = 0;
-    if (!(fields >> magic >> key_len >> ptx_len) || magic != "gradus-ptx") return false;
-    if (key_len != key.size() || ptx_len > (uint64_t(1) << 30)) return false;
-    std::string k(key_len, '\0'), p(ptx_len, '\0');
-    if (!in.read(k.data(), std::streamsize(key_len)) || !in.read(p.data(), std::streamsize(ptx_len))) return false;
-    if (in.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not ours
-    if (k != key || header(k, p) != line + '\n') return false;   // checksum, and the exact spelling
-    ptx = std::move(p);
-    return true;
-  }
-  void write(const std::string& key, const std::string& ptx) const {
-    const std::string target = path(key), tmp = target + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) return;  // an unwritable cache directory only costs recompiles
-      out << header(key, ptx) << key << ptx;
-      if (!out.flush()) {
-        out.close();
-        std::remove(tmp.c_str());
-        return;
-      }
-    }
-    if (std::rename(tmp.c_str(), target.c_str()) != 0) std::remove(tmp.c_str());
-  }
+  bool read(const std::string& key, std::string& ptx) const;
+  void write(const std::string& key, const std::string& ptx) const;
 
   std::string dir_;
   std::mutex mu_;
@@ -143,19 +103,76 @@ template <class E>
 inline constexpr ExprType expr_type_of{&typeid(E), &flatten_expr<E>, element_type_name<value_type_t<E>>()};
 
 /// The cache key of a generated kernel: expression type, pass, architecture and the compiler.
-inline std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
-  const Nvrtc& n = Nvrtc::get();
-  return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
-         "." + std::to_string(n.minor);
-}
+std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch);
 template <class E>
 std::string kernel_key(Pass pass, const std::string& arch) {
   return kernel_key(expr_type_of<E>, pass, arch);
 }
 
 /// The PTX of an expression type's forward or backward kernel for `arch`, compiled at first use.
-inline const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
-                                     KernelCache& cache = KernelCache::get()) {
+const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
+                              KernelCache& cache = KernelCache::get());
+template <class E>
+const std::string& kernel_ptx(Pass pass, const std::string& arch, KernelCache& cache = KernelCache::get()) {
+  return kernel_ptx(expr_type_of<E>, pass, arch, cache);
+}
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE const std::string& KernelCache::ptx(const std::string& key, std::string (*compile)(void*), void* arg) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = memory_.find(key); it != memory_.end()) return it->second;
+  std::string text;
+  if (!dir_.empty() && read(key, text)) {
+    ++disk_hits_;
+  } else {
+    text = compile(arg);
+    ++compiles_;
+    if (!dir_.empty()) write(key, text);
+  }
+  return memory_.emplace(key, std::move(text)).first->second;
+}
+
+GRADUS_INLINE bool KernelCache::read(const std::string& key, std::string& ptx) const {
+  std::ifstream in(path(key), std::ios::binary);
+  if (!in) return false;
+  std::string line;
+  if (!std::getline(in, line) || line.size() > 80) return false;
+  std::istringstream fields(line);
+  std::string magic;
+  uint64_t key_len = 0, ptx_len = 0;
+  if (!(fields >> magic >> key_len >> ptx_len) || magic != "gradus-ptx") return false;
+  if (key_len != key.size() || ptx_len > (uint64_t(1) << 30)) return false;
+  std::string k(key_len, '\0'), p(ptx_len, '\0');
+  if (!in.read(k.data(), std::streamsize(key_len)) || !in.read(p.data(), std::streamsize(ptx_len))) return false;
+  if (in.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: not ours
+  if (k != key || header(k, p) != line + '\n') return false;   // checksum, and the exact spelling
+  ptx = std::move(p);
+  return true;
+}
+
+GRADUS_INLINE void KernelCache::write(const std::string& key, const std::string& ptx) const {
+  const std::string target = path(key), tmp = target + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return;  // an unwritable cache directory only costs recompiles
+    out << header(key, ptx) << key << ptx;
+    if (!out.flush()) {
+      out.close();
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+GRADUS_INLINE std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
+  const Nvrtc& n = Nvrtc::get();
+  return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
+         "." + std::to_string(n.minor);
+}
+
+GRADUS_INLINE const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
+                                            KernelCache& cache) {
   struct Job {
     const ExprType& type;
     Pass pass;
@@ -171,9 +188,5 @@ inline const std::string& kernel_ptx(const ExprType& type, Pass pass, const std:
       },
       &job);
 }
-template <class E>
-const std::string& kernel_ptx(Pass pass, const std::string& arch, KernelCache& cache = KernelCache::get()) {
-  return kernel_ptx(expr_type_of<E>, pass, arch, cache);
-}
-
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

@@ -25,35 +25,18 @@
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/kernel_cache.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/device.hpp"
 
 namespace gradus::backend::cuda {
 
 /// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
 /// The kernels are in library/*.cuh, one file per family, read by NVRTC through include_root().
-inline const std::string& library_source() {
-  // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
-  // this header's (the layering check reads #include lines)
-  static const std::string src = "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
-                                 "#include \"gradus/backend/cuda/element.hpp\"\n"
-                                 "#include \"gradus/backend/cuda/geometry.hpp\"\n"
-                                 "#include \"gradus/core/philox.hpp\"\n"
-                                 "#include \"gradus/ops/elementwise_math.hpp\"\n"
-                                 "#include \"gradus/expr/activations.hpp\"\n"
-                                 "#include \"gradus/backend/cuda/library/common.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/fill.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/layers.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/softmax.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/pool.cuh\"\n";
-  return src;
-}
+const std::string& library_source();
 
 /// NVRTC's options for the library: the gradus headers it includes, and the op structs'
 /// unannotated functions compiled as device functions.
-inline std::vector<std::string> library_options() {
-  return {"--include-path=" + include_root(), "--device-as-default-execution-space"};
-}
+std::vector<std::string> library_options();
 
 /// The library kernel `name` (without its type suffix) for element type T on GPU `ordinal`.
 template <class T>
@@ -70,13 +53,7 @@ void* library_function(const std::string& name, int ordinal) {
 }
 
 /// Launches library kernel `fn` over n elements with the given arguments (pointers to each).
-inline void launch_library(void* fn, long n, void** params, int ordinal) {
-  if (n == 0) return;
-  make_current(ordinal);
-  const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, ordinal)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel (library)");
-}
+void launch_library(void* fn, long n, void** params, int ordinal);
 
 /// The library kernel `name` for T on `device`, looked up once per (T, name, GPU).
 template <class T, const char* Name>
@@ -112,4 +89,35 @@ void finish_sum(T* d, const double* acc, double scale, Device device) {
   launch_library(fn, 1, params, device.index);
 }
 
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE const std::string& library_source() {
+  // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
+  // this header's (the layering check reads #include lines)
+  static const std::string src = "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/element.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/geometry.hpp\"\n"
+                                 "#include \"gradus/core/philox.hpp\"\n"
+                                 "#include \"gradus/ops/elementwise_math.hpp\"\n"
+                                 "#include \"gradus/expr/activations.hpp\"\n"
+                                 "#include \"gradus/backend/cuda/library/common.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/fill.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/layers.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/softmax.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/pool.cuh\"\n";
+  return src;
+}
+
+GRADUS_INLINE std::vector<std::string> library_options() {
+  return {"--include-path=" + include_root(), "--device-as-default-execution-space"};
+}
+
+GRADUS_INLINE void launch_library(void* fn, long n, void** params, int ordinal) {
+  if (n == 0) return;
+  make_current(ordinal);
+  const Driver& d = Driver::get();
+  d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, ordinal)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
+          "cuLaunchKernel (library)");
+}
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

@@ -22,6 +22,7 @@
 
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/allocator.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/device.hpp"
 
 namespace gradus::backend::cuda {
@@ -136,28 +137,7 @@ class BlockCache {
 
 /// The primary context of GPU `ordinal`, retained once and made current on the calling thread
 /// (a cheap no-op when it already is).
-inline void make_current(int ordinal) {
-  static std::mutex mu;
-  static std::array<void*, 64> contexts{};
-  thread_local int current = -1;
-  if (current == ordinal) return;
-  const Driver& d = Driver::get();
-  GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", ordinal, "): ", d.problem);
-  GRADUS_CHECK(device_error, ordinal >= 0 && ordinal < d.devices && ordinal < int(contexts.size()), "cuda(",
-               ordinal, "): no such GPU; the driver reports ", d.devices);
-  void* ctx = nullptr;
-  {
-    std::lock_guard lock(mu);
-    if (!contexts[size_t(ordinal)]) {
-      int dev = 0;
-      d.check(d.device_get(&dev, ordinal), "cuDeviceGet");
-      d.check(d.primary_ctx_retain(&contexts[size_t(ordinal)], dev), "cuDevicePrimaryCtxRetain");
-    }
-    ctx = contexts[size_t(ordinal)];
-  }
-  d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
-  current = ordinal;
-}
+void make_current(int ordinal);
 
 /// Device memory from the driver (cuMemAlloc / cuMemFree) on GPU `ordinal`.
 struct DriverMemory {
@@ -181,7 +161,39 @@ struct DriverMemory {
 
 /// The caching allocator of GPU `ordinal` (made on first use, never destroyed: tensors may
 /// outlive static destructors).
-inline BlockCache<DriverMemory>& device_cache(int ordinal) {
+BlockCache<DriverMemory>& device_cache(int ordinal);
+
+/// Copies `bytes` between host and GPU memory or within one GPU (synchronous with the host).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+/// Registers the CUDA backend's memory hooks with core/ (once; gd::cuda's constructor calls it).
+void register_memory_hooks();
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE void make_current(int ordinal) {
+  static std::mutex mu;
+  static std::array<void*, 64> contexts{};
+  thread_local int current = -1;
+  if (current == ordinal) return;
+  const Driver& d = Driver::get();
+  GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", ordinal, "): ", d.problem);
+  GRADUS_CHECK(device_error, ordinal >= 0 && ordinal < d.devices && ordinal < int(contexts.size()), "cuda(",
+               ordinal, "): no such GPU; the driver reports ", d.devices);
+  void* ctx = nullptr;
+  {
+    std::lock_guard lock(mu);
+    if (!contexts[size_t(ordinal)]) {
+      int dev = 0;
+      d.check(d.device_get(&dev, ordinal), "cuDeviceGet");
+      d.check(d.primary_ctx_retain(&contexts[size_t(ordinal)], dev), "cuDevicePrimaryCtxRetain");
+    }
+    ctx = contexts[size_t(ordinal)];
+  }
+  d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
+  current = ordinal;
+}
+
+GRADUS_INLINE BlockCache<DriverMemory>& device_cache(int ordinal) {
   static std::mutex mu;
   static std::array<BlockCache<DriverMemory>*, 64> caches{};
   GRADUS_CHECK(device_error, ordinal >= 0 && ordinal < int(caches.size()), "cuda(", ordinal, "): ordinal out of range");
@@ -191,8 +203,7 @@ inline BlockCache<DriverMemory>& device_cache(int ordinal) {
   return *c;
 }
 
-/// Copies `bytes` between host and GPU memory or within one GPU (synchronous with the host).
-inline void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+GRADUS_INLINE void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   const Driver& d = Driver::get();
   const auto ptr = [](const void* p) { return reinterpret_cast<Driver::Ptr>(p); };
   if (dst_device.is_cuda() && src_device.is_cuda()) {
@@ -209,8 +220,7 @@ inline void copy_bytes(void* dst, Device dst_device, const void* src, Device src
   }
 }
 
-/// Registers the CUDA backend's memory hooks with core/ (once; gd::cuda's constructor calls it).
-inline void register_memory_hooks() {
+GRADUS_INLINE void register_memory_hooks() {
   static const bool once = [] {
     DeviceHooks& h = device_hooks(DeviceType::cuda);
     h.allocate = [](Device dev, size_t bytes) { return device_cache(dev.index).allocate(bytes); };
@@ -219,5 +229,11 @@ inline void register_memory_hooks() {
   }();
   (void)once;
 }
-
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cuda {
+GRADUS_INSTANCE class BlockCache<DriverMemory>;
+}  // namespace gradus::backend::cuda
+#endif

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus::backend::cuda {
@@ -130,68 +131,13 @@ struct Driver {
   }
 
  private:
-  static Driver load() {
-    static Library lib({"libcuda.so.1", "libcuda.so"});
-    Driver d;
-    if (!lib.loaded()) {
-      d.problem = "no CUDA driver (" + lib.tried() + " not found)";
-      return d;
-    }
-    d.init = lib.find<Init>("cuInit");
-    d.device_get_count = lib.find<DeviceGetCount>("cuDeviceGetCount");
-    d.device_get = lib.find<DeviceGet>("cuDeviceGet");
-    d.device_get_name = lib.find<DeviceGetName>("cuDeviceGetName");
-    d.device_get_attribute = lib.find<DeviceGetAttribute>("cuDeviceGetAttribute");
-    d.get_error_string = lib.find<GetErrorString>("cuGetErrorString");
-    // the _v2 names are those cuda.h maps the plain names to (64-bit sizes and pointers)
-    d.primary_ctx_retain = lib.find<PrimaryCtxRetain>("cuDevicePrimaryCtxRetain");
-    d.ctx_set_current = lib.find<CtxSetCurrent>("cuCtxSetCurrent");
-    d.ctx_synchronize = lib.find<CtxSynchronize>("cuCtxSynchronize");
-    d.mem_alloc = lib.find<MemAlloc>("cuMemAlloc_v2");
-    d.mem_free = lib.find<MemFree>("cuMemFree_v2");
-    d.mem_get_info = lib.find<MemGetInfo>("cuMemGetInfo_v2");
-    d.memcpy_htod = lib.find<MemcpyHtoD>("cuMemcpyHtoD_v2");
-    d.memcpy_dtoh = lib.find<MemcpyDtoH>("cuMemcpyDtoH_v2");
-    d.memcpy_dtod = lib.find<MemcpyDtoD>("cuMemcpyDtoD_v2");
-    d.memset_d8 = lib.find<MemsetD8>("cuMemsetD8_v2");
-    d.module_load_data = lib.find<ModuleLoadData>("cuModuleLoadData");
-    d.module_get_function = lib.find<ModuleGetFunction>("cuModuleGetFunction");
-    d.launch_kernel = lib.find<LaunchKernel>("cuLaunchKernel");
-    d.stream_synchronize = lib.find<StreamSynchronize>("cuStreamSynchronize");
-    if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
-        !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
-        !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||
-        !d.module_load_data || !d.module_get_function || !d.launch_kernel || !d.stream_synchronize) {
-      d.problem = "the CUDA driver " + lib.name() + " lacks the entry points gradus needs";
-      return d;
-    }
-    if (const int rc = d.init(0); rc != 0) {
-      d.problem = "the CUDA driver failed to initialise: " + d.error_string(rc);
-      return d;
-    }
-    if (const int rc = d.device_get_count(&d.devices); rc != 0) {
-      d.problem = "the CUDA driver cannot count devices: " + d.error_string(rc);
-      d.devices = 0;
-      return d;
-    }
-    if (d.devices == 0) d.problem = "the CUDA driver reports no GPU";
-    return d;
-  }
+  static Driver load();
 };
 
 /// Where a CUDA toolkit library `stem` (libnvrtc, libcublas) is looked for, in order: the path in
 /// environment variable `env`, then the CUDA 13 and 12 sonames and the plain name on the loader's
 /// path, under $CUDA_HOME/lib64 and under /usr/local/cuda/lib64.
-inline std::vector<std::string> toolkit_library_names(const char* env, const std::string& stem) {
-  std::vector<std::string> names;
-  if (const char* e = std::getenv(env); e && *e) names.emplace_back(e);
-  std::vector<std::string> dirs{""};
-  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
-  dirs.emplace_back("/usr/local/cuda/lib64/");
-  for (const std::string& d : dirs)
-    for (const char* suffix : {".so.13", ".so.12", ".so"}) names.push_back(d + stem + suffix);
-  return names;
-}
+std::vector<std::string> toolkit_library_names(const char* env, const std::string& stem);
 
 // --------------------------------------------------------------------------------------- NVRTC
 
@@ -232,31 +178,7 @@ struct Nvrtc {
   }
 
  private:
-  static Nvrtc load() {
-    static Library lib(toolkit_library_names("GRADUS_NVRTC", "libnvrtc"));
-    Nvrtc n;
-    if (!lib.loaded()) {
-      n.problem = "NVRTC not found (tried " + lib.tried() + "; set GRADUS_NVRTC to its path)";
-      return n;
-    }
-    n.library = lib.name();
-    n.version = lib.find<Version>("nvrtcVersion");
-    n.create_program = lib.find<CreateProgram>("nvrtcCreateProgram");
-    n.compile_program = lib.find<CompileProgram>("nvrtcCompileProgram");
-    n.get_log_size = lib.find<GetSize>("nvrtcGetProgramLogSize");
-    n.get_log = lib.find<GetText>("nvrtcGetProgramLog");
-    n.get_ptx_size = lib.find<GetSize>("nvrtcGetPTXSize");
-    n.get_ptx = lib.find<GetText>("nvrtcGetPTX");
-    n.destroy_program = lib.find<DestroyProgram>("nvrtcDestroyProgram");
-    n.get_error_string = lib.find<GetErrorString>("nvrtcGetErrorString");
-    if (!n.version || !n.create_program || !n.compile_program || !n.get_log_size || !n.get_log ||
-        !n.get_ptx_size || !n.get_ptx || !n.destroy_program) {
-      n.problem = "NVRTC library " + n.library + " lacks the entry points gradus needs";
-      return n;
-    }
-    n.version(&n.major, &n.minor);
-    return n;
-  }
+  static Nvrtc load();
 };
 
 /// True when NVRTC can be loaded (kernels can be compiled, with or without a GPU).
@@ -266,8 +188,97 @@ inline bool nvrtc_available() { return Nvrtc::get().problem.empty(); }
 /// (`compute_80`, `compute_90`, ...) and returns the PTX. A compile error throws
 /// gd::device_error with NVRTC's log; so does a missing NVRTC.
 ///   std::string ptx = compile_ptx(src, "gradus_kernel.cu", "compute_90");
-inline std::string compile_ptx(const std::string& source, const std::string& name, const std::string& arch,
-                               const std::vector<std::string>& extra_options = {}) {
+std::string compile_ptx(const std::string& source, const std::string& name, const std::string& arch,
+                        const std::vector<std::string>& extra_options = {});
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE Driver Driver::load() {
+  static Library lib({"libcuda.so.1", "libcuda.so"});
+  Driver d;
+  if (!lib.loaded()) {
+    d.problem = "no CUDA driver (" + lib.tried() + " not found)";
+    return d;
+  }
+  d.init = lib.find<Init>("cuInit");
+  d.device_get_count = lib.find<DeviceGetCount>("cuDeviceGetCount");
+  d.device_get = lib.find<DeviceGet>("cuDeviceGet");
+  d.device_get_name = lib.find<DeviceGetName>("cuDeviceGetName");
+  d.device_get_attribute = lib.find<DeviceGetAttribute>("cuDeviceGetAttribute");
+  d.get_error_string = lib.find<GetErrorString>("cuGetErrorString");
+  // the _v2 names are those cuda.h maps the plain names to (64-bit sizes and pointers)
+  d.primary_ctx_retain = lib.find<PrimaryCtxRetain>("cuDevicePrimaryCtxRetain");
+  d.ctx_set_current = lib.find<CtxSetCurrent>("cuCtxSetCurrent");
+  d.ctx_synchronize = lib.find<CtxSynchronize>("cuCtxSynchronize");
+  d.mem_alloc = lib.find<MemAlloc>("cuMemAlloc_v2");
+  d.mem_free = lib.find<MemFree>("cuMemFree_v2");
+  d.mem_get_info = lib.find<MemGetInfo>("cuMemGetInfo_v2");
+  d.memcpy_htod = lib.find<MemcpyHtoD>("cuMemcpyHtoD_v2");
+  d.memcpy_dtoh = lib.find<MemcpyDtoH>("cuMemcpyDtoH_v2");
+  d.memcpy_dtod = lib.find<MemcpyDtoD>("cuMemcpyDtoD_v2");
+  d.memset_d8 = lib.find<MemsetD8>("cuMemsetD8_v2");
+  d.module_load_data = lib.find<ModuleLoadData>("cuModuleLoadData");
+  d.module_get_function = lib.find<ModuleGetFunction>("cuModuleGetFunction");
+  d.launch_kernel = lib.find<LaunchKernel>("cuLaunchKernel");
+  d.stream_synchronize = lib.find<StreamSynchronize>("cuStreamSynchronize");
+  if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
+      !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
+      !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||
+      !d.module_load_data || !d.module_get_function || !d.launch_kernel || !d.stream_synchronize) {
+    d.problem = "the CUDA driver " + lib.name() + " lacks the entry points gradus needs";
+    return d;
+  }
+  if (const int rc = d.init(0); rc != 0) {
+    d.problem = "the CUDA driver failed to initialise: " + d.error_string(rc);
+    return d;
+  }
+  if (const int rc = d.device_get_count(&d.devices); rc != 0) {
+    d.problem = "the CUDA driver cannot count devices: " + d.error_string(rc);
+    d.devices = 0;
+    return d;
+  }
+  if (d.devices == 0) d.problem = "the CUDA driver reports no GPU";
+  return d;
+}
+
+GRADUS_INLINE std::vector<std::string> toolkit_library_names(const char* env, const std::string& stem) {
+  std::vector<std::string> names;
+  if (const char* e = std::getenv(env); e && *e) names.emplace_back(e);
+  std::vector<std::string> dirs{""};
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64/");
+  dirs.emplace_back("/usr/local/cuda/lib64/");
+  for (const std::string& d : dirs)
+    for (const char* suffix : {".so.13", ".so.12", ".so"}) names.push_back(d + stem + suffix);
+  return names;
+}
+
+GRADUS_INLINE Nvrtc Nvrtc::load() {
+  static Library lib(toolkit_library_names("GRADUS_NVRTC", "libnvrtc"));
+  Nvrtc n;
+  if (!lib.loaded()) {
+    n.problem = "NVRTC not found (tried " + lib.tried() + "; set GRADUS_NVRTC to its path)";
+    return n;
+  }
+  n.library = lib.name();
+  n.version = lib.find<Version>("nvrtcVersion");
+  n.create_program = lib.find<CreateProgram>("nvrtcCreateProgram");
+  n.compile_program = lib.find<CompileProgram>("nvrtcCompileProgram");
+  n.get_log_size = lib.find<GetSize>("nvrtcGetProgramLogSize");
+  n.get_log = lib.find<GetText>("nvrtcGetProgramLog");
+  n.get_ptx_size = lib.find<GetSize>("nvrtcGetPTXSize");
+  n.get_ptx = lib.find<GetText>("nvrtcGetPTX");
+  n.destroy_program = lib.find<DestroyProgram>("nvrtcDestroyProgram");
+  n.get_error_string = lib.find<GetErrorString>("nvrtcGetErrorString");
+  if (!n.version || !n.create_program || !n.compile_program || !n.get_log_size || !n.get_log ||
+      !n.get_ptx_size || !n.get_ptx || !n.destroy_program) {
+    n.problem = "NVRTC library " + n.library + " lacks the entry points gradus needs";
+    return n;
+  }
+  n.version(&n.major, &n.minor);
+  return n;
+}
+
+GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::string& name, const std::string& arch,
+                                      const std::vector<std::string>& extra_options) {
   const Nvrtc& n = Nvrtc::get();
   GRADUS_CHECK(device_error, n.problem.empty(), "cuda: cannot compile ", name, ": ", n.problem);
   Nvrtc::Program prog = nullptr;
@@ -298,5 +309,5 @@ inline std::string compile_ptx(const std::string& source, const std::string& nam
   while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
   return ptx;
 }
-
+#endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

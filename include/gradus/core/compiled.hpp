@@ -1,0 +1,50 @@
+// gradus/core/compiled.hpp — which parts of gradus a translation unit defines: all of it
+// (header-only), or only its templates, with the non-template code compiled once in libgradus.
+//
+// Header-only is what including the headers gives by default. A program built with
+// GRADUS_COMPILED (CMake defines it for every target that links gradus::kernels) links libgradus,
+// which holds gradus' non-template code — the training session, checkpoints, the CUDA runtime —
+// and the CPU kernels (GRADUS_COMPILED implies GRADUS_COMPILED_KERNELS, backend/cpu/compiled.hpp):
+// its translation units see those functions' declarations only, and compile no copy of them.
+//
+// How a header takes part: a non-template function whose definition libgradus holds is declared
+// where it was, and defined with GRADUS_INLINE inside `#if GRADUS_DEFINE_COMPILED ... #endif`:
+//   GRADUS_INLINE void Session::finish() { ... }        // inline when header-only; one strong
+//                                                        // definition in libgradus (src/gradus.cpp)
+// The two modes compile the same source, so they compute the same results.
+#pragma once
+
+#if defined(GRADUS_COMPILED) && !defined(GRADUS_COMPILED_KERNELS)
+#define GRADUS_COMPILED_KERNELS
+#endif
+
+#if defined(GRADUS_BUILDING_LIBRARY)  // src/gradus.cpp: the definitions, once, not inline
+#define GRADUS_DEFINE_COMPILED 1
+#define GRADUS_INLINE
+#elif defined(GRADUS_COMPILED)  // a program that links libgradus: declarations only
+#define GRADUS_DEFINE_COMPILED 0
+#define GRADUS_INLINE inline
+#else  // header-only
+#define GRADUS_DEFINE_COMPILED 1
+#define GRADUS_INLINE inline
+#endif
+
+// The class templates over the element type that libgradus instantiates for float and double
+// (optimizers, the training session's model adapter, ...): each header ends with
+//   #if GRADUS_INSTANCES
+//   GRADUS_INSTANCE class Optimizer<float>;
+//   GRADUS_INSTANCE class Optimizer<double>;
+//   #endif
+// which declares the instantiations `extern template` in a program that links libgradus, so that
+// none of their members is compiled there, and defines them in src/gradus.cpp; header-only, it
+// is not compiled at all.
+#if defined(GRADUS_BUILDING_LIBRARY)
+#define GRADUS_INSTANCES 1
+#define GRADUS_INSTANCE template
+#elif defined(GRADUS_COMPILED)
+#define GRADUS_INSTANCES 1
+#define GRADUS_INSTANCE extern template
+#else
+#define GRADUS_INSTANCES 0
+#define GRADUS_INSTANCE
+#endif
