@@ -13,7 +13,6 @@
 //   auto k = elementwise_source<decltype(e)>(Pass::backward);   // k.source, k.leaves, ...
 //   std::string ptx = compile_ptx(k.source, k.name, "compute_90", {"--include-path=" + include_root()});
 #pragma once
-#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -196,8 +195,6 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
     // a `where` condition, so a Var there gets nothing from this occurrence.
     std::vector<bool> has_g(size_t(root) + 1, false);
     has_g[size_t(root)] = true;
-    // The Var occurrences reached, written after the sweep in leaf order (below).
-    std::vector<int> reached;
     for (int k = root; k >= 0; --k) {  // adjoints, parents first
       const CodegenNode& n = tree.nodes[size_t(k)];
       if (!n.differentiable || !has_g[size_t(k)]) continue;
@@ -207,7 +204,7 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
         return w;
       };
       switch (n.kind) {
-        case CodegenNode::var: reached.push_back(k); break;
+        case CodegenNode::var: break;  // stored after the sweep, below
         case CodegenNode::unary:
           if (wants(0))
             body += "    const V " + g(n.kids[0]) + " = " + n.op + ".backward(" + v(n.kids[0]) + ", " + v(k) + ", " +
@@ -233,15 +230,13 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
     // evaluator visits them. The sweep above meets occurrences last-first, so the stores wait
     // until here and go out in slot order: `=` first, then `+=`. An occurrence that the host
     // gave a buffer but that gets no adjoint here still stores its zero, so that a later `+=`
-    // never reads an unwritten buffer.
-    std::vector<int> var_nodes;
-    for (int k = 0; k <= root; ++k)
-      if (tree.nodes[size_t(k)].kind == CodegenNode::var) var_nodes.push_back(k);
-    std::sort(var_nodes.begin(), var_nodes.end(),
-              [&](int x, int y) { return tree.nodes[size_t(x)].slot < tree.nodes[size_t(y)].slot; });
-    for (int k : var_nodes) {
-      const std::string s = std::to_string(tree.nodes[size_t(k)].slot);
-      const bool got = std::find(reached.begin(), reached.end(), k) != reached.end();
+    // never reads an unwritten buffer. Nodes are numbered as CodegenTree::add numbers the leaf
+    // slots, so ascending nodes are ascending slots.
+    for (int k = 0; k <= root; ++k) {
+      const CodegenNode& n = tree.nodes[size_t(k)];
+      if (n.kind != CodegenNode::var) continue;
+      const std::string s = std::to_string(n.slot);
+      const bool got = has_g[size_t(k)];  // the sweep passed it an adjoint
       body += "    if (a.grad[" + s + "]) {\n";
       if (got) {
         body += "      if (a.scatter[" + s + "]) atomicAdd(a.grad[" + s + "] + a.bc[" + s + "].at(i), " + g(k) + ".v);\n";
