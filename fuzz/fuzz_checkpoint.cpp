@@ -32,7 +32,7 @@ struct RunDir {
 };
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(checkpoint) {
   static RunDir dir;
   FILE* f = std::fopen(dir.ckpt.c_str(), "wb");
   if (!f) __builtin_trap();

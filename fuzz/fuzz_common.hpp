@@ -9,6 +9,15 @@
 #include <gradus/gradus.hpp>
 #include <gradus/io.hpp>
 
+// GRADUS_FUZZ_TARGET(name) { ... } is a harness's entry point: libFuzzer's LLVMFuzzerTestOneInput
+// in the harness's own executable (fuzz_<name>), or `fuzz_one_input` of the harness's namespace
+// in fuzz_all (fuzz/fuzz_all.cpp), which holds every harness and runs the one GRADUS_FUZZ_TARGET names.
+#ifdef GRADUS_FUZZ_ALL
+#define GRADUS_FUZZ_TARGET(name) int fuzz_one_input(const uint8_t* data, size_t size)
+#else
+#define GRADUS_FUZZ_TARGET(name) extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
+#endif
+
 namespace gradus::fuzz {
 
 /// The bytes libFuzzer hands a harness.

@@ -9,7 +9,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(csv) {
   namespace gdd = gradus::data;
   if (size == 0) return 0;
   static const char delims[4] = {',', ';', '\t', '|'};

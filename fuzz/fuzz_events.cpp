@@ -3,7 +3,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(events) {
   const std::string_view in = gradus::fuzz::bytes(data, size);
   try {
     for (const std::string& record : gradus::io::decode_tfrecords(in, gradus::io::Compression::none, "fuzz.tfevents"))

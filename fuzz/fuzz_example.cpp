@@ -39,7 +39,7 @@ bool has_nan(const io::SequenceExample& se) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(example) {
   const std::string_view in = gradus::fuzz::bytes(data, size);
   // Names of one byte, so the fuzzer finds them: "a" to "e" in the seeds.
   const io::ParseSpec spec = {

@@ -7,7 +7,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(idx) {
   // read_idx reads a path: the input goes to a file of this process (in memory where /dev/shm is).
   static const struct File {
     std::string path = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/gradus-fuzz-idx-" +

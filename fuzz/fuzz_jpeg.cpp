@@ -6,7 +6,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(jpeg) {
   if (size == 0) return 0;
   const uint8_t pick = data[0];
   const gradus::image::JpegDecodeOptions opts{.channels = (pick & 3) == 1 ? 1 : (pick & 3) == 2 ? 3 : 0,

@@ -10,7 +10,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(kernel_cache) {
   static const std::string dir = [] {
     char t[] = "/tmp/gradus-fuzz-kernel-cache-XXXXXX";
     return std::string(::mkdtemp(t));

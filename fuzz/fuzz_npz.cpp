@@ -1,7 +1,7 @@
 // libFuzzer harness: decode_npz on arbitrary bytes must return arrays or throw gd::error.
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(npz) {
   try {
     for (const auto& [name, t] : gradus::io::decode_npz(gradus::fuzz::bytes(data, size), "fuzz.npz"))
       gradus::fuzz::exercise(t);

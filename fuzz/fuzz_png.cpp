@@ -3,7 +3,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(png) {
   try {
     gradus::fuzz::exercise(gradus::image::decode_png(gradus::fuzz::bytes(data, size)));
   } catch (const gradus::error&) {

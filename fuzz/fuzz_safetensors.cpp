@@ -1,7 +1,7 @@
 // libFuzzer harness: decode_safetensors on arbitrary bytes must return tensors or throw gd::error.
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(safetensors) {
   try {
     const gradus::io::Safetensors st = gradus::io::decode_safetensors(gradus::fuzz::bytes(data, size), "fuzz.safetensors");
     for (const auto& [name, t] : st.tensors) gradus::fuzz::exercise(t);

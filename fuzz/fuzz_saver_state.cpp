@@ -1,7 +1,7 @@
 // libFuzzer harness: the Saver's state file ("checkpoint") parser on arbitrary text.
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(saver_state) {
   try {
     const gradus::io::CheckpointState s = gradus::io::decode_checkpoint_state(gradus::fuzz::bytes(data, size), "checkpoint");
     // What the parser accepts, the encoder writes back and the parser reads the same.

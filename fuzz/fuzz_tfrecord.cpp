@@ -4,7 +4,7 @@
 
 #include "fuzz_common.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+GRADUS_FUZZ_TARGET(tfrecord) {
   if (size == 0) return 0;
   const auto compression = gradus::io::Compression(data[0] % 3);
   const std::string_view in = gradus::fuzz::bytes(data + 1, size - 1);
