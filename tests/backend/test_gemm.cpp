@@ -8,6 +8,7 @@
 // split. A guard band after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <omp.h>
@@ -25,6 +26,48 @@ struct Case {
   int64_t m, k, n;
 };
 
+/// One product's inputs: a (m x k), b (k x n) and the c it accumulates into, unit normals. Each is
+/// stored as its flat elements, read with either transpose; they are drawn once per shape and
+/// shared by every transpose, kernel and thread count (drawing them dominated the test's time).
+template <class T>
+struct Problem {
+  Case s;
+  gd::Tensor<T> a, b, c;
+};
+
+template <class T>
+Problem<T> make_problem(const Case& s, gd::Rng& rng) {
+  return {s, gd::Tensor<T>::random_normal({std::max<int64_t>(s.m * s.k, 1)}, rng, T(0), T(1)),
+          gd::Tensor<T>::random_normal({std::max<int64_t>(s.k * s.n, 1)}, rng, T(0), T(1)),
+          gd::Tensor<T>::random_normal({std::max<int64_t>(s.m * s.n, 1)}, rng, T(0), T(1))};
+}
+
+/// The double-precision product (plus the old c with `add`) and the sum of its terms' magnitudes,
+/// computed once per problem and transpose for all the kernels checked against it.
+struct Reference {
+  std::vector<double> value, magnitude;
+};
+
+template <class T>
+Reference reference(const Problem<T>& p, bool ta, bool tb, bool add) {
+  const Case& s = p.s;
+  Reference r{std::vector<double>(size_t(s.m * s.n)), std::vector<double>(size_t(s.m * s.n))};
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double ref = add ? double(p.c.data()[i * s.n + j]) : 0.0;
+      double mag = std::abs(ref);
+      for (int64_t q = 0; q < s.k; ++q) {
+        const double t =
+            double(p.a.data()[ta ? q * s.m + i : i * s.k + q]) * double(p.b.data()[tb ? j * s.k + q : q * s.n + j]);
+        ref += t;
+        mag += std::abs(t);
+      }
+      r.value[size_t(i * s.n + j)] = ref;
+      r.magnitude[size_t(i * s.n + j)] = mag;
+    }
+  return r;
+}
+
 /// The largest |gemm - reference| over c divided by its rounding bound, or infinity when the
 /// guard band after c changed. The bound: a sum of d terms rounded in any order (recursive,
 /// blocked, fused multiply-adds) differs from the exact sum by at most gamma_d * sum |term|,
@@ -36,43 +79,34 @@ struct Case {
 /// With `packed`, the product runs through cpu::GemmB (B packed once, then multiplied twice: the
 /// second product must find the packed B as the first left it).
 template <class T>
-double gemm_error(const Case& s, bool ta, bool tb, bool add, gd::Rng& rng, std::optional<cpu::GemmKernel> kernel,
-                  bool packed = false) {
+double gemm_error(const Problem<T>& p, const Reference& r, bool ta, bool tb, bool add,
+                  std::optional<cpu::GemmKernel> kernel, bool packed) {
   constexpr int64_t guard = 80;
   constexpr T sentinel = T(12345);
-  const auto a = gd::Tensor<T>::random_normal({std::max<int64_t>(s.m * s.k, 1)}, rng, T(0), T(1));
-  const auto b = gd::Tensor<T>::random_normal({std::max<int64_t>(s.k * s.n, 1)}, rng, T(0), T(1));
-  auto c = gd::Tensor<T>::random_normal({s.m * s.n + guard}, rng, T(0), T(1));
+  const Case& s = p.s;
+  auto c = gd::Tensor<T>::zeros({s.m * s.n + guard});
+  std::copy(p.c.data(), p.c.data() + s.m * s.n, c.data());
   for (int64_t i = 0; i < guard; ++i) c.data()[s.m * s.n + i] = sentinel;
-  const auto c0 = c.clone();
   if (packed) {
-    const cpu::GemmB<T> pb(b.data(), tb, s.k, s.n);
+    const cpu::GemmB<T> pb(p.b.data(), tb, s.k, s.n);
     auto scratch = gd::Tensor<T>::zeros({std::max<int64_t>(s.m * s.n, 1)});
-    pb.multiply(a.data(), ta, scratch.data(), s.m, false);
-    pb.multiply(a.data(), ta, c.data(), s.m, add);
+    pb.multiply(p.a.data(), ta, scratch.data(), s.m, false);
+    pb.multiply(p.a.data(), ta, c.data(), s.m, add);
   } else if (kernel)
-    cpu::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, *kernel);
+    cpu::gemm(p.a.data(), ta, p.b.data(), tb, c.data(), s.m, s.k, s.n, add, *kernel);
   else
-    gd::backend::gemm(a.data(), ta, b.data(), tb, c.data(), s.m, s.k, s.n, add, gd::cpu);
+    gd::backend::gemm(p.a.data(), ta, p.b.data(), tb, c.data(), s.m, s.k, s.n, add, gd::cpu);
   for (int64_t i = 0; i < guard; ++i)
     if (c.data()[s.m * s.n + i] != sentinel) return std::numeric_limits<double>::infinity();
   const double u = std::numeric_limits<T>::epsilon() / 2, d = double(s.k + 2);
   const double gamma = d * u / (1 - d * u);
   double worst = 0;
-  for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t j = 0; j < s.n; ++j) {
-      double ref = add ? double(c0.data()[i * s.n + j]) : 0.0;
-      double mag = std::abs(ref);
-      for (int64_t p = 0; p < s.k; ++p) {
-        const double t =
-            double(a.data()[ta ? p * s.m + i : i * s.k + p]) * double(b.data()[tb ? j * s.k + p : p * s.n + j]);
-        ref += t;
-        mag += std::abs(t);
-      }
-      const double err = std::abs(ref - double(c.data()[i * s.n + j]));
-      const double ratio = mag > 0 ? err / (gamma * mag) : err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-      if (!(ratio <= worst)) worst = ratio;  // a NaN stays
-    }
+  for (int64_t i = 0; i < s.m * s.n; ++i) {
+    const double err = std::abs(r.value[size_t(i)] - double(c.data()[i]));
+    const double mag = r.magnitude[size_t(i)];
+    const double ratio = mag > 0 ? err / (gamma * mag) : err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+    if (!(ratio <= worst)) worst = ratio;  // a NaN stays
+  }
   return worst;
 }
 
@@ -83,23 +117,27 @@ const std::vector<Case> cases = {
     {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
     {64, 33, 20},   {1500, 400, 9}};
 
-/// Runs every case with every transpose and accumulate flag at 1 and 2 threads.
+/// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
+/// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
 template <class T>
-void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::numeric_limits<int64_t>::max(),
-               bool packed = false) {
+void check_all(const std::vector<std::optional<cpu::GemmKernel>>& kernels,
+               int64_t max_work = std::numeric_limits<int64_t>::max(), bool packed = false) {
   gd::Rng rng(3);
   const int threads = omp_get_max_threads();
-  for (int t : {1, 2}) {
-    omp_set_num_threads(t);
-    for (const Case& s : cases) {
-      if (s.m * s.k * s.n > max_work) continue;
-      for (int flags = 0; flags < 8; ++flags) {
-        const bool ta = flags & 1, tb = flags & 2, add = flags & 4;
-        INFO("kernel " << (kernel ? cpu::gemm_kernel_name(*kernel) : "automatic") << (packed ? " (GemmB)" : "")
-                       << ", threads " << t << ", m "
-                       << s.m << " k " << s.k << " n " << s.n << ", ta " << ta << " tb " << tb << " add " << add);
-        CHECK(gemm_error<T>(s, ta, tb, add, rng, kernel, packed) <= 1.0);
-      }
+  for (const Case& s : cases) {
+    if (s.m * s.k * s.n > max_work) continue;
+    const Problem<T> p = make_problem<T>(s, rng);
+    for (int flags = 0; flags < 8; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2, add = flags & 4;
+      const Reference r = reference(p, ta, tb, add);
+      for (const auto& kernel : kernels)
+        for (int t : {1, 2}) {
+          omp_set_num_threads(t);
+          INFO("kernel " << (kernel ? cpu::gemm_kernel_name(*kernel) : "automatic") << (packed ? " (GemmB)" : "")
+                         << ", threads " << t << ", m " << s.m << " k " << s.k << " n " << s.n << ", ta " << ta
+                         << " tb " << tb << " add " << add);
+          CHECK(gemm_error<T>(p, r, ta, tb, add, kernel, packed) <= 1.0);
+        }
     }
   }
   omp_set_num_threads(threads);
@@ -108,22 +146,24 @@ void check_all(std::optional<cpu::GemmKernel> kernel, int64_t max_work = std::nu
 }  // namespace
 
 TEST_CASE("every float gemm kernel matches a double triple loop on every edge of its blocking", "[ops][matmul]") {
+  std::vector<std::optional<cpu::GemmKernel>> kernels;
   for (cpu::GemmKernel k : {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::eigen}) {
     if (!cpu::gemm_kernel_supported(k)) {
       WARN("this CPU has no " << cpu::gemm_kernel_name(k) << " gemm kernel; not tested");
       CHECK_THROWS_AS(cpu::gemm<float>(nullptr, false, nullptr, false, nullptr, 1, 1, 1, false, k), gd::value_error);
       continue;
     }
-    check_all<float>(k);
+    kernels.push_back(k);
   }
-  check_all<float>(std::nullopt);
+  kernels.push_back(std::nullopt);
+  check_all<float>(kernels);
 }
 
-TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") { check_all<double>(std::nullopt, 1000000); }
+TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") { check_all<double>({std::nullopt}, 1000000); }
 
 TEST_CASE("GemmB (B packed once, many products) matches a double triple loop", "[ops][matmul]") {
-  check_all<float>(std::nullopt, std::numeric_limits<int64_t>::max(), true);
-  check_all<double>(std::nullopt, 1000000, true);
+  check_all<float>({std::nullopt}, std::numeric_limits<int64_t>::max(), true);
+  check_all<double>({std::nullopt}, 1000000, true);
 }
 
 TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") {
