@@ -20,8 +20,6 @@
 // naming the file and the problem. Nothing is allocated beyond what the file really holds: the
 // header is parsed as a stream (nlohmann-json's SAX interface) against this fixed schema.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -90,6 +88,45 @@ inline void append_json_string(std::string& out, std::string_view s) {
   }
   out += '"';
 }
+
+}  // namespace detail
+
+template <Element T>
+Tensor<T> Safetensors::get(std::string_view name) const {
+  const AnyTensor* t = find(name);
+  GRADUS_CHECK(io_error, t != nullptr, "safetensors: '", source, "' has no tensor '", name, "'");
+  const Tensor<T>* typed = std::get_if<Tensor<T>>(t);
+  GRADUS_CHECK(io_error, typed != nullptr, "safetensors: '", source, "': tensor '", name, "' is ",
+               detail::safetensors_dtype(*t), ", not ", detail::safetensors_dtype<T>());
+  return *typed;
+}
+
+/// The safetensors bytes of `tensors` (header entries and data in the order given) and
+/// `metadata`. value_error for an undefined tensor, an empty, duplicate or invalid-UTF-8 name,
+/// or the reserved name "__metadata__".
+std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {});
+
+/// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
+/// io_error naming the source and the problem for anything malformed (see the file comment).
+Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>");
+
+/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
+void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
+                      const Metadata& metadata = {});
+
+/// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
+/// the user made: "load" for io::load) on any problem.
+Safetensors load_safetensors(const std::filesystem::path& path, const char* who = "load_safetensors");
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+// nlohmann-json only here: its header alone costs a program about a second (its inline functions
+// instantiate the parser), and only the reader needs it
+#include <nlohmann/json.hpp>
+
+namespace gradus::io {
+namespace detail {
 
 /// One header entry, checked against the data section.
 struct StEntry {
@@ -314,37 +351,6 @@ class StHeaderParser {
 
 }  // namespace detail
 
-template <Element T>
-Tensor<T> Safetensors::get(std::string_view name) const {
-  const AnyTensor* t = find(name);
-  GRADUS_CHECK(io_error, t != nullptr, "safetensors: '", source, "' has no tensor '", name, "'");
-  const Tensor<T>* typed = std::get_if<Tensor<T>>(t);
-  GRADUS_CHECK(io_error, typed != nullptr, "safetensors: '", source, "': tensor '", name, "' is ",
-               detail::safetensors_dtype(*t), ", not ", detail::safetensors_dtype<T>());
-  return *typed;
-}
-
-/// The safetensors bytes of `tensors` (header entries and data in the order given) and
-/// `metadata`. value_error for an undefined tensor, an empty, duplicate or invalid-UTF-8 name,
-/// or the reserved name "__metadata__".
-std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {});
-
-/// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
-/// io_error naming the source and the problem for anything malformed (see the file comment).
-Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>");
-
-/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
-void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
-                      const Metadata& metadata = {});
-
-/// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
-/// the user made: "load" for io::load) on any problem.
-Safetensors load_safetensors(const std::filesystem::path& path, const char* who = "load_safetensors");
-
-}  // namespace gradus::io
-
-#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
-namespace gradus::io {
 GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata) {
   std::string header = "{";
   if (!metadata.empty()) {

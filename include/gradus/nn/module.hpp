@@ -202,11 +202,7 @@ class Module<T, void> {
 
   /// Sum of the penalties of every regularized parameter of the tree (a rank-0 Var, zero when
   /// there are none); add it to the data loss.
-  Var<T> regularization_loss() const {
-    Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)).to(device()));  // where the penalties are
-    add_penalties(*this, total);
-    return total;
-  }
+  Var<T> regularization_loss() const;
   /// Resets the gradient of every parameter (see Var::zero_grad).
   void zero_grad() {
     for (auto& v : parameters()) v.zero_grad();
@@ -391,11 +387,7 @@ class Module<T, void> {
   // registration in depth-first order. The search runs over the tree instead of a set of seen
   // nodes so that a training step allocates nothing here (quadratic in the parameters that carry
   // a penalty, which are few).
-  void add_penalties(const Module& root, Var<T>& total) const {
-    for (const Param& p : params_)
-      if (p.reg && root.first_registration(p.var.node()) == &p) total = total + p.reg(p.var);
-    for (const Child& c : children_) child(c)->add_penalties(root, total);
-  }
+  void add_penalties(const Module& root, Var<T>& total) const;
   const Param* first_registration(const void* node) const {
     for (const Param& p : params_)
       if (p.var.node() == node) return &p;
@@ -412,6 +404,22 @@ class Module<T, void> {
   bool has_output_shape_ = false;
   Shape output_shape_;
 };
+
+// Defined out of the class, so that a program linking libgradus compiles neither (the penalty
+// expressions they instantiate are the heaviest code of Module<T>).
+template <Real T>
+Var<T> Module<T, void>::regularization_loss() const {
+  Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)).to(device()));  // where the penalties are
+  add_penalties(*this, total);
+  return total;
+}
+
+template <Real T>
+void Module<T, void>::add_penalties(const Module& root, Var<T>& total) const {
+  for (const Param& p : params_)
+    if (p.reg && root.first_registration(p.var.node()) == &p) total = total + p.reg(p.var);
+  for (const Child& c : children_) child(c)->add_penalties(root, total);
+}
 
 /// Module<T> that is also callable: `m(args...)` is `m.forward(args...)`, with Derived the
 /// class being defined (`struct Block : gd::nn::Module<float, Block>`). Every layer of gd::nn

@@ -9,6 +9,7 @@
 #include <ostream>
 
 #include "gradus/autodiff/var.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/ops/elementwise.hpp"
 #include "gradus/ops/reduce.hpp"
 
@@ -25,14 +26,18 @@ struct Regularizer {
 
   /// The penalty of `w`, a rank-0 Var (differentiable in w), computed in one fused pass.
   template <Real T>
-  Var<T> operator()(const Var<T>& w) const {
-    return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
-  }
+  Var<T> operator()(const Var<T>& w) const;
 
   friend std::ostream& operator<<(std::ostream& os, const Regularizer& r) {
     return os << "Regularizer(l1=" << r.l1 << ", l2=" << r.l2 << ')';
   }
 };
+
+// Out of the class, so that a program linking libgradus uses the float and double copies there.
+template <Real T>
+Var<T> Regularizer::operator()(const Var<T>& w) const {
+  return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+}
 
 /// l * sum(|w|) (tf.keras.regularizers.l1; Keras' default l = 0.01).
 inline Regularizer l1(double l = 0.01) {
@@ -53,3 +58,10 @@ inline Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
 }
 
 }  // namespace gradus::nn
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::nn {
+GRADUS_INSTANCE Var<float> Regularizer::operator()(const Var<float>&) const;
+GRADUS_INSTANCE Var<double> Regularizer::operator()(const Var<double>&) const;
+}  // namespace gradus::nn
+#endif
