@@ -18,7 +18,10 @@
 #define GRADUS_COMPILED_KERNELS
 #endif
 
-#if defined(GRADUS_BUILDING_LIBRARY)  // src/gradus.cpp: the definitions, once, not inline
+#if defined(GRADUS_BUILDING_LIBRARY) && defined(GRADUS_LIBRARY_DOUBLE)  // src/gradus_double.cpp: none
+#define GRADUS_DEFINE_COMPILED 0
+#define GRADUS_INLINE inline
+#elif defined(GRADUS_BUILDING_LIBRARY)  // src/gradus.cpp: the definitions, once, not inline
 #define GRADUS_DEFINE_COMPILED 1
 #define GRADUS_INLINE
 #elif defined(GRADUS_COMPILED)  // a program that links libgradus: declarations only
@@ -33,18 +36,28 @@
 // (optimizers, the training session's model adapter, ...): each header ends with
 //   #if GRADUS_INSTANCES
 //   GRADUS_INSTANCE class Optimizer<float>;
-//   GRADUS_INSTANCE class Optimizer<double>;
+//   GRADUS_INSTANCE_DOUBLE class Optimizer<double>;
 //   #endif
 // which declares the instantiations `extern template` in a program that links libgradus, so that
-// none of their members is compiled there, and defines them in src/gradus.cpp; header-only, it
-// is not compiled at all.
-#if defined(GRADUS_BUILDING_LIBRARY)
+// none of their members is compiled there, and defines them in the library; header-only, it is
+// not compiled at all. The library compiles them in two translation units that build in
+// parallel: src/gradus.cpp defines the GRADUS_INSTANCE lines (float, and those of no element
+// type), src/gradus_double.cpp the GRADUS_INSTANCE_DOUBLE ones; each sees the other's as
+// `extern template`.
+#if defined(GRADUS_BUILDING_LIBRARY) && defined(GRADUS_LIBRARY_DOUBLE)
+#define GRADUS_INSTANCES 1
+#define GRADUS_INSTANCE extern template
+#define GRADUS_INSTANCE_DOUBLE template
+#elif defined(GRADUS_BUILDING_LIBRARY)
 #define GRADUS_INSTANCES 1
 #define GRADUS_INSTANCE template
+#define GRADUS_INSTANCE_DOUBLE extern template
 #elif defined(GRADUS_COMPILED)
 #define GRADUS_INSTANCES 1
 #define GRADUS_INSTANCE extern template
+#define GRADUS_INSTANCE_DOUBLE extern template
 #else
 #define GRADUS_INSTANCES 0
 #define GRADUS_INSTANCE
+#define GRADUS_INSTANCE_DOUBLE
 #endif

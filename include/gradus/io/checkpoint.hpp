@@ -381,3 +381,39 @@ GRADUS_INLINE int64_t checkpoint_step(const Safetensors& ckpt) {
 }
 }  // namespace gradus::io
 #endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io {
+GRADUS_INSTANCE void add_module(TensorList&, const nn::Module<float>&, const std::string&);
+GRADUS_INSTANCE_DOUBLE void add_module(TensorList&, const nn::Module<double>&, const std::string&);
+GRADUS_INSTANCE void restore_module(const Safetensors&, nn::Module<float>&, const std::string&);
+GRADUS_INSTANCE_DOUBLE void restore_module(const Safetensors&, nn::Module<double>&, const std::string&);
+GRADUS_INSTANCE std::vector<nn::Module<float>*> detail::restore_module_building(const Safetensors&, nn::Module<float>&,
+                                                                                const std::string&);
+GRADUS_INSTANCE_DOUBLE std::vector<nn::Module<double>*> detail::restore_module_building(const Safetensors&,
+                                                                                        nn::Module<double>&,
+                                                                                        const std::string&);
+GRADUS_INSTANCE void add_optimizer(TensorList&, const optim::Optimizer<float>&, const std::string&);
+GRADUS_INSTANCE_DOUBLE void add_optimizer(TensorList&, const optim::Optimizer<double>&, const std::string&);
+GRADUS_INSTANCE void add_optimizer(TensorList&, const optim::Optimizer<float>&, const nn::Module<float>&,
+                                   const std::string&);
+GRADUS_INSTANCE_DOUBLE void add_optimizer(TensorList&, const optim::Optimizer<double>&, const nn::Module<double>&,
+                                          const std::string&);
+GRADUS_INSTANCE void restore_optimizer(const Safetensors&, optim::Optimizer<float>&, const std::string&);
+GRADUS_INSTANCE_DOUBLE void restore_optimizer(const Safetensors&, optim::Optimizer<double>&, const std::string&);
+GRADUS_INSTANCE void restore_optimizer(const Safetensors&, optim::Optimizer<float>&, const nn::Module<float>&,
+                                       const std::string&);
+GRADUS_INSTANCE_DOUBLE void restore_optimizer(const Safetensors&, optim::Optimizer<double>&, const nn::Module<double>&,
+                                              const std::string&);
+GRADUS_INSTANCE void save(const std::filesystem::path&, const nn::Module<float>&, const optim::Optimizer<float>&,
+                          int64_t);
+GRADUS_INSTANCE_DOUBLE void save(const std::filesystem::path&, const nn::Module<double>&,
+                                 const optim::Optimizer<double>&, int64_t);
+GRADUS_INSTANCE void save(const std::filesystem::path&, const nn::Module<float>&, int64_t);
+GRADUS_INSTANCE_DOUBLE void save(const std::filesystem::path&, const nn::Module<double>&, int64_t);
+GRADUS_INSTANCE int64_t load(const std::filesystem::path&, nn::Module<float>&, optim::Optimizer<float>&);
+GRADUS_INSTANCE_DOUBLE int64_t load(const std::filesystem::path&, nn::Module<double>&, optim::Optimizer<double>&);
+GRADUS_INSTANCE int64_t load(const std::filesystem::path&, nn::Module<float>&);
+GRADUS_INSTANCE_DOUBLE int64_t load(const std::filesystem::path&, nn::Module<double>&);
+}  // namespace gradus::io
+#endif

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <numbers>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/ops/elementwise.hpp"
 #include "gradus/ops/reduce.hpp"
 #include "gradus/ops/shape.hpp"
@@ -152,37 +153,54 @@ auto softmax_xent(const L& labels, const P& logits) {
   return -sum(labels * log_softmax(logits, -1), -1);
 }
 
-}  // namespace detail
-
-/// Reduces per-element losses by weights and reduction, as tf.losses.compute_weighted_loss.
-///   gd::losses::compute_weighted_loss(per_example, {.reduction = gd::Reduction::mean, .weights = w});
-template <Expression E>
-  requires Real<value_type_t<E>>
-auto compute_weighted_loss(const E& losses, Options<value_type_t<E>> opt = {}) {
-  return detail::weighted_loss("compute_weighted_loss", losses, opt.reduction, opt.weights);
-}
-
-/// (predictions - labels)^2, weighted and reduced. Labels and predictions have one shape.
-///   gd::losses::mean_squared_error(y, p);   // mean over elements by default
+/// The operands of a training step, Tensor labels and Var predictions of one element type: each
+/// loss sends them to its `_var` function, which a program linking libgradus finds compiled there
+/// for float and double (the loss's expressions and kernels are then not compiled in the program);
+/// any other operands go to the loss's `_of` template, its body. Both compute the same: `_var`
+/// calls `_of` (defined at the end of this file).
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto mean_squared_error(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+concept TrainingOperands = Real<value_type_t<P>> && std::same_as<std::remove_cvref_t<L>, Tensor<value_type_t<P>>> &&
+                           std::same_as<std::remove_cvref_t<P>, Var<value_type_t<P>>>;
+
+template <Real T>
+Var<T> mean_squared_error_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt);
+template <Real T>
+Var<T> absolute_difference_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt);
+template <Real T>
+Var<T> log_loss_var(const Tensor<T>& labels, const Var<T>& predictions, const LogLossOptions<T>& opt);
+template <Real T>
+Var<T> hinge_loss_var(const Tensor<T>& labels, const Var<T>& logits, const Options<T>& opt);
+template <Real T>
+Var<T> huber_loss_var(const Tensor<T>& labels, const Var<T>& predictions, const HuberOptions<T>& opt);
+template <Real T>
+Var<T> log_cosh_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt);
+template <Real T>
+Var<T> exponential_loss_var(const Tensor<T>& labels, const Var<T>& logits, const Options<T>& opt);
+template <Real T>
+Var<T> sigmoid_cross_entropy_with_logits_var(const Tensor<T>& labels, const Var<T>& logits,
+                                             const SmoothingOptions<T>& opt);
+template <Real T>
+Var<T> softmax_cross_entropy_with_logits_var(const Tensor<T>& labels, const Var<T>& logits,
+                                             const SmoothingOptions<T>& opt);
+template <Real T>
+Var<T> sparse_softmax_cross_entropy_with_logits_var(const Tensor<int64_t>& labels, const Var<T>& logits,
+                                                    const Options<T>& opt);
+
+// The losses' bodies (see TrainingOperands).
+template <class L, class P>
+auto mean_squared_error_of(const L& labels, const P& predictions, const Options<value_type_t<P>>& opt) {
   detail::check_same_shape("mean_squared_error", "predictions", labels.shape(), predictions.shape());
   return detail::weighted_loss("mean_squared_error", square(predictions - labels), opt.reduction, opt.weights);
 }
 
-/// |predictions - labels|, weighted and reduced (the gradient at 0 is 0).
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto absolute_difference(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+auto absolute_difference_of(const L& labels, const P& predictions, const Options<value_type_t<P>>& opt) {
   detail::check_same_shape("absolute_difference", "predictions", labels.shape(), predictions.shape());
   return detail::weighted_loss("absolute_difference", abs(predictions - labels), opt.reduction, opt.weights);
 }
 
-/// Binary log loss of probabilities p: -y log(p + eps) - (1 - y) log(1 - p + eps), eps = 1e-7.
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto log_loss(const L& labels, const P& predictions, LogLossOptions<value_type_t<P>> opt = {}) {
+auto log_loss_of(const L& labels, const P& predictions, const LogLossOptions<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   detail::check_same_shape("log_loss", "predictions", labels.shape(), predictions.shape());
   GRADUS_CHECK(value_error, opt.epsilon >= 0, "log_loss: epsilon must be >= 0, got ", opt.epsilon);
@@ -191,20 +209,15 @@ auto log_loss(const L& labels, const P& predictions, LogLossOptions<value_type_t
   return detail::weighted_loss("log_loss", e, opt.reduction, opt.weights);
 }
 
-/// Hinge loss of logits for labels in {0, 1} (taken as -1/+1): max(0, 1 - (2y - 1) * logits).
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto hinge_loss(const L& labels, const P& logits, Options<value_type_t<P>> opt = {}) {
+auto hinge_loss_of(const L& labels, const P& logits, const Options<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   detail::check_same_shape("hinge_loss", "logits", labels.shape(), logits.shape());
   return detail::weighted_loss("hinge_loss", relu(T(1) - (labels * T(2) - T(1)) * logits), opt.reduction, opt.weights);
 }
 
-/// Huber loss of e = predictions - labels: e^2/2 where |e| <= delta, delta (|e| - delta/2) beyond.
-///   gd::losses::huber_loss(y, p, {.delta = 2.0});
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto huber_loss(const L& labels, const P& predictions, HuberOptions<value_type_t<P>> opt = {}) {
+auto huber_loss_of(const L& labels, const P& predictions, const HuberOptions<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   detail::check_same_shape("huber_loss", "predictions", labels.shape(), predictions.shape());
   GRADUS_CHECK(value_error, opt.delta > 0, "huber_loss: delta must be positive, got ", opt.delta);
@@ -215,31 +228,24 @@ auto huber_loss(const L& labels, const P& predictions, HuberOptions<value_type_t
   return detail::weighted_loss("huber_loss", e, opt.reduction, opt.weights);
 }
 
-/// log(cosh(predictions - labels)), as x + softplus(-2x) - log 2: finite for any difference.
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto log_cosh(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+auto log_cosh_of(const L& labels, const P& predictions, const Options<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   detail::check_same_shape("log_cosh", "predictions", labels.shape(), predictions.shape());
   auto x = predictions - labels;
   return detail::weighted_loss("log_cosh", x + softplus(x * T(-2)) - T(std::numbers::ln2), opt.reduction, opt.weights);
 }
 
-/// Exponential (AdaBoost) loss of logits for labels in {0, 1} (taken as -1/+1): exp(-(2y - 1) * logits).
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto exponential_loss(const L& labels, const P& logits, Options<value_type_t<P>> opt = {}) {
+auto exponential_loss_of(const L& labels, const P& logits, const Options<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   detail::check_same_shape("exponential_loss", "logits", labels.shape(), logits.shape());
   return detail::weighted_loss("exponential_loss", exp(-((labels * T(2) - T(1)) * logits)), opt.reduction, opt.weights);
 }
 
-/// Per-element binary cross-entropy of logits x against labels z in [0, 1] (tf.losses.sigmoid_cross_entropy):
-/// max(x, 0) - x z + log1p(exp(-|x|)), finite for any x; weights broadcast per element.
-/// label_smoothing s: z -> z (1 - s) + s / 2.
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto sigmoid_cross_entropy_with_logits(const L& labels, const P& logits, SmoothingOptions<value_type_t<P>> opt = {}) {
+auto sigmoid_cross_entropy_with_logits_of(const L& labels, const P& logits,
+                                          const SmoothingOptions<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   const char* op = "sigmoid_cross_entropy_with_logits";
   detail::check_same_shape(op, "logits", labels.shape(), logits.shape());
@@ -251,13 +257,9 @@ auto sigmoid_cross_entropy_with_logits(const L& labels, const P& logits, Smoothi
   return detail::weighted_loss(op, e, opt.reduction, opt.weights);
 }
 
-/// Per-example cross-entropy -sum(labels * log_softmax(logits)) over the last (class) axis
-/// (tf.losses.softmax_cross_entropy): labels [..., C] are probabilities (soft labels are
-/// differentiable), losses [...]. label_smoothing s: labels -> labels (1 - s) + s / C.
-///   gd::losses::softmax_cross_entropy_with_logits(onehot, logits, {.label_smoothing = 0.1});
 template <class L, class P>
-  requires detail::LossOperands<L, P>
-auto softmax_cross_entropy_with_logits(const L& labels, const P& logits, SmoothingOptions<value_type_t<P>> opt = {}) {
+auto softmax_cross_entropy_with_logits_of(const L& labels, const P& logits,
+                                          const SmoothingOptions<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   const char* op = "softmax_cross_entropy_with_logits";
   const Shape ls = logits.shape();
@@ -271,13 +273,9 @@ auto softmax_cross_entropy_with_logits(const L& labels, const P& logits, Smoothi
                                opt.weights);
 }
 
-/// Per-example cross-entropy -log_softmax(logits)[label] (tf.losses.sparse_softmax_cross_entropy):
-/// integer labels [...] in [0, C), logits [..., C], losses [...].
-///   gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);   // labels [N], logits [N, C]
-template <Expression P>
-  requires Real<value_type_t<P>>
-auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, const P& logits,
-                                              Options<value_type_t<P>> opt = {}) {
+template <class P>
+auto sparse_softmax_cross_entropy_with_logits_of(const Tensor<int64_t>& labels, const P& logits,
+                                                 const Options<value_type_t<P>>& opt) {
   using T = value_type_t<P>;
   const char* op = "sparse_softmax_cross_entropy_with_logits";
   const Shape ls = logits.shape();
@@ -302,6 +300,126 @@ auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, con
                                opt.weights);
 }
 
+}  // namespace detail
+
+/// Reduces per-element losses by weights and reduction, as tf.losses.compute_weighted_loss.
+///   gd::losses::compute_weighted_loss(per_example, {.reduction = gd::Reduction::mean, .weights = w});
+template <Expression E>
+  requires Real<value_type_t<E>>
+auto compute_weighted_loss(const E& losses, Options<value_type_t<E>> opt = {}) {
+  return detail::weighted_loss("compute_weighted_loss", losses, opt.reduction, opt.weights);
+}
+
+/// (predictions - labels)^2, weighted and reduced. Labels and predictions have one shape.
+///   gd::losses::mean_squared_error(y, p);   // mean over elements by default
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto mean_squared_error(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::mean_squared_error_var(labels, predictions, opt);
+  else
+    return detail::mean_squared_error_of(labels, predictions, opt);
+}
+
+/// |predictions - labels|, weighted and reduced (the gradient at 0 is 0).
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto absolute_difference(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::absolute_difference_var(labels, predictions, opt);
+  else
+    return detail::absolute_difference_of(labels, predictions, opt);
+}
+
+/// Binary log loss of probabilities p: -y log(p + eps) - (1 - y) log(1 - p + eps), eps = 1e-7.
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto log_loss(const L& labels, const P& predictions, LogLossOptions<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::log_loss_var(labels, predictions, opt);
+  else
+    return detail::log_loss_of(labels, predictions, opt);
+}
+
+/// Hinge loss of logits for labels in {0, 1} (taken as -1/+1): max(0, 1 - (2y - 1) * logits).
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto hinge_loss(const L& labels, const P& logits, Options<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::hinge_loss_var(labels, logits, opt);
+  else
+    return detail::hinge_loss_of(labels, logits, opt);
+}
+
+/// Huber loss of e = predictions - labels: e^2/2 where |e| <= delta, delta (|e| - delta/2) beyond.
+///   gd::losses::huber_loss(y, p, {.delta = 2.0});
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto huber_loss(const L& labels, const P& predictions, HuberOptions<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::huber_loss_var(labels, predictions, opt);
+  else
+    return detail::huber_loss_of(labels, predictions, opt);
+}
+
+/// log(cosh(predictions - labels)), as x + softplus(-2x) - log 2: finite for any difference.
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto log_cosh(const L& labels, const P& predictions, Options<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::log_cosh_var(labels, predictions, opt);
+  else
+    return detail::log_cosh_of(labels, predictions, opt);
+}
+
+/// Exponential (AdaBoost) loss of logits for labels in {0, 1} (taken as -1/+1): exp(-(2y - 1) * logits).
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto exponential_loss(const L& labels, const P& logits, Options<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::exponential_loss_var(labels, logits, opt);
+  else
+    return detail::exponential_loss_of(labels, logits, opt);
+}
+
+/// Per-element binary cross-entropy of logits x against labels z in [0, 1] (tf.losses.sigmoid_cross_entropy):
+/// max(x, 0) - x z + log1p(exp(-|x|)), finite for any x; weights broadcast per element.
+/// label_smoothing s: z -> z (1 - s) + s / 2.
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto sigmoid_cross_entropy_with_logits(const L& labels, const P& logits, SmoothingOptions<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::sigmoid_cross_entropy_with_logits_var(labels, logits, opt);
+  else
+    return detail::sigmoid_cross_entropy_with_logits_of(labels, logits, opt);
+}
+
+/// Per-example cross-entropy -sum(labels * log_softmax(logits)) over the last (class) axis
+/// (tf.losses.softmax_cross_entropy): labels [..., C] are probabilities (soft labels are
+/// differentiable), losses [...]. label_smoothing s: labels -> labels (1 - s) + s / C.
+///   gd::losses::softmax_cross_entropy_with_logits(onehot, logits, {.label_smoothing = 0.1});
+template <class L, class P>
+  requires detail::LossOperands<L, P>
+auto softmax_cross_entropy_with_logits(const L& labels, const P& logits, SmoothingOptions<value_type_t<P>> opt = {}) {
+  if constexpr (detail::TrainingOperands<L, P>)
+    return detail::softmax_cross_entropy_with_logits_var(labels, logits, opt);
+  else
+    return detail::softmax_cross_entropy_with_logits_of(labels, logits, opt);
+}
+
+/// Per-example cross-entropy -log_softmax(logits)[label] (tf.losses.sparse_softmax_cross_entropy):
+/// integer labels [...] in [0, C), logits [..., C], losses [...].
+///   gd::losses::sparse_softmax_cross_entropy_with_logits(labels, logits);   // labels [N], logits [N, C]
+template <Expression P>
+  requires Real<value_type_t<P>>
+auto sparse_softmax_cross_entropy_with_logits(const Tensor<int64_t>& labels, const P& logits,
+                                              Options<value_type_t<P>> opt = {}) {
+  if constexpr (is_var_v<P>)
+    return detail::sparse_softmax_cross_entropy_with_logits_var(labels, logits, opt);
+  else
+    return detail::sparse_softmax_cross_entropy_with_logits_of(labels, logits, opt);
+}
+
 /// Labels that are not Tensor<int64_t> (float class ids, a Var, one-hot rows) are refused at
 /// compile time with a sentence that says what to do.
 template <class L, Expression P>
@@ -321,5 +439,106 @@ auto l2_loss(const E& x) {
   return sum(square(x) * value_type_t<E>(0.5));
 }
 
+// The training operands' copies (TrainingOperands): defined here, not inline, so that a program
+// linking libgradus uses the float and double instantiations compiled there.
+namespace detail {
+template <Real T>
+Var<T> mean_squared_error_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt) {
+  return mean_squared_error_of(labels, predictions, opt);
+}
+
+template <Real T>
+Var<T> absolute_difference_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt) {
+  return absolute_difference_of(labels, predictions, opt);
+}
+
+template <Real T>
+Var<T> log_loss_var(const Tensor<T>& labels, const Var<T>& predictions, const LogLossOptions<T>& opt) {
+  return log_loss_of(labels, predictions, opt);
+}
+
+template <Real T>
+Var<T> hinge_loss_var(const Tensor<T>& labels, const Var<T>& logits, const Options<T>& opt) {
+  return hinge_loss_of(labels, logits, opt);
+}
+
+template <Real T>
+Var<T> huber_loss_var(const Tensor<T>& labels, const Var<T>& predictions, const HuberOptions<T>& opt) {
+  return huber_loss_of(labels, predictions, opt);
+}
+
+template <Real T>
+Var<T> log_cosh_var(const Tensor<T>& labels, const Var<T>& predictions, const Options<T>& opt) {
+  return log_cosh_of(labels, predictions, opt);
+}
+
+template <Real T>
+Var<T> exponential_loss_var(const Tensor<T>& labels, const Var<T>& logits, const Options<T>& opt) {
+  return exponential_loss_of(labels, logits, opt);
+}
+
+template <Real T>
+Var<T> sigmoid_cross_entropy_with_logits_var(const Tensor<T>& labels, const Var<T>& logits,
+                                             const SmoothingOptions<T>& opt) {
+  return sigmoid_cross_entropy_with_logits_of(labels, logits, opt);
+}
+
+template <Real T>
+Var<T> softmax_cross_entropy_with_logits_var(const Tensor<T>& labels, const Var<T>& logits,
+                                             const SmoothingOptions<T>& opt) {
+  return softmax_cross_entropy_with_logits_of(labels, logits, opt);
+}
+
+template <Real T>
+Var<T> sparse_softmax_cross_entropy_with_logits_var(const Tensor<int64_t>& labels, const Var<T>& logits,
+                                                    const Options<T>& opt) {
+  return sparse_softmax_cross_entropy_with_logits_of(labels, logits, opt);
+}
+}  // namespace detail
+
 }  // namespace losses
 }  // namespace gradus
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::losses {
+GRADUS_INSTANCE Var<float> detail::mean_squared_error_var(const Tensor<float>&, const Var<float>&,
+                                                          const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::mean_squared_error_var(const Tensor<double>&, const Var<double>&,
+                                                                  const Options<double>&);
+GRADUS_INSTANCE Var<float> detail::absolute_difference_var(const Tensor<float>&, const Var<float>&,
+                                                           const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::absolute_difference_var(const Tensor<double>&, const Var<double>&,
+                                                                   const Options<double>&);
+GRADUS_INSTANCE Var<float> detail::log_loss_var(const Tensor<float>&, const Var<float>&, const LogLossOptions<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::log_loss_var(const Tensor<double>&, const Var<double>&,
+                                                        const LogLossOptions<double>&);
+GRADUS_INSTANCE Var<float> detail::hinge_loss_var(const Tensor<float>&, const Var<float>&, const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::hinge_loss_var(const Tensor<double>&, const Var<double>&,
+                                                          const Options<double>&);
+GRADUS_INSTANCE Var<float> detail::huber_loss_var(const Tensor<float>&, const Var<float>&, const HuberOptions<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::huber_loss_var(const Tensor<double>&, const Var<double>&,
+                                                          const HuberOptions<double>&);
+GRADUS_INSTANCE Var<float> detail::log_cosh_var(const Tensor<float>&, const Var<float>&, const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::log_cosh_var(const Tensor<double>&, const Var<double>&,
+                                                        const Options<double>&);
+GRADUS_INSTANCE Var<float> detail::exponential_loss_var(const Tensor<float>&, const Var<float>&, const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::exponential_loss_var(const Tensor<double>&, const Var<double>&,
+                                                                const Options<double>&);
+GRADUS_INSTANCE Var<float> detail::sigmoid_cross_entropy_with_logits_var(const Tensor<float>&, const Var<float>&,
+                                                                         const SmoothingOptions<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::sigmoid_cross_entropy_with_logits_var(const Tensor<double>&,
+                                                                                 const Var<double>&,
+                                                                                 const SmoothingOptions<double>&);
+GRADUS_INSTANCE Var<float> detail::softmax_cross_entropy_with_logits_var(const Tensor<float>&, const Var<float>&,
+                                                                         const SmoothingOptions<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::softmax_cross_entropy_with_logits_var(const Tensor<double>&,
+                                                                                 const Var<double>&,
+                                                                                 const SmoothingOptions<double>&);
+GRADUS_INSTANCE Var<float> detail::sparse_softmax_cross_entropy_with_logits_var(const Tensor<int64_t>&,
+                                                                                const Var<float>&,
+                                                                                const Options<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::sparse_softmax_cross_entropy_with_logits_var(const Tensor<int64_t>&,
+                                                                                        const Var<double>&,
+                                                                                        const Options<double>&);
+}  // namespace gradus::losses
+#endif

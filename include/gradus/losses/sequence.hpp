@@ -21,26 +21,14 @@ struct SequenceLossOptions {
   bool sum_over_batch = false;
 };
 
-/// Weighted cross-entropy of logits [N, T, V] against integer targets [N, T] in [0, V), with
-/// constant weights [N, T] (a mask: 0 for padding), as tf.contrib.seq2seq.sequence_loss (TF 1.13+,
-/// tfa.seq2seq.sequence_loss). With ce = the per-token cross-entropy and w the weights, the
-/// divisions are TF's, each a div_no_nan (a zero denominator gives 0):
-///   average_across_timesteps and average_across_batch   sum(ce·w) / sum(w)                        -> []
-///   sum_over_timesteps and sum_over_batch               sum(ce·w) / count_nonzero(w)              -> []
-///   average_across_batch only                           sum_n(ce·w) / sum_n(w)       per timestep -> [T]
-///   average_across_timesteps only                       sum_t(ce·w) / sum_t(w)       per sequence -> [N]
-///   sum_over_batch only                                 sum_n(ce·w) / count_nonzero_n(w)          -> [T]
-///   sum_over_timesteps only                             sum_t(ce·w) / count_nonzero_t(w)          -> [N]
-///   none of them                                        ce·w                                      -> [N, T]
-/// (TF's names: "sum_over" divides by the number of non-zero weights, "average_across" by their
-/// sum.) Unlike TF's (logits, targets, weights), gd::losses take the labels first. The result is
-/// a Var, differentiable in the logits (a constant Var for Tensor logits).
-///   auto loss = gd::losses::sequence_loss(targets, logits, mask);   // rank 0
-///   auto per_step = gd::losses::sequence_loss(targets, logits, mask, {.average_across_timesteps = false});   // [T]
-template <Expression P>
-  requires Real<value_type_t<P>>
-auto sequence_loss(const Tensor<int64_t>& targets, const P& logits, const Tensor<value_type_t<P>>& weights,
-                   const SequenceLossOptions& o = {}) {
+namespace detail {
+template <Real T>
+Var<T> sequence_loss_var(const Tensor<int64_t>& targets, const Var<T>& logits, const Tensor<T>& weights,
+                         const SequenceLossOptions& o);
+
+template <class P>
+auto sequence_loss_of(const Tensor<int64_t>& targets, const P& logits, const Tensor<value_type_t<P>>& weights,
+                      const SequenceLossOptions& o) {
   using T = value_type_t<P>;
   const char* op = "sequence_loss";
   const Shape ls = logits.shape();
@@ -71,6 +59,33 @@ auto sequence_loss(const Tensor<int64_t>& targets, const P& logits, const Tensor
   }
   return to_var(ce * w);
 }
+}  // namespace detail
+
+/// Weighted cross-entropy of logits [N, T, V] against integer targets [N, T] in [0, V), with
+/// constant weights [N, T] (a mask: 0 for padding), as tf.contrib.seq2seq.sequence_loss (TF 1.13+,
+/// tfa.seq2seq.sequence_loss). With ce = the per-token cross-entropy and w the weights, the
+/// divisions are TF's, each a div_no_nan (a zero denominator gives 0):
+///   average_across_timesteps and average_across_batch   sum(ce·w) / sum(w)                        -> []
+///   sum_over_timesteps and sum_over_batch               sum(ce·w) / count_nonzero(w)              -> []
+///   average_across_batch only                           sum_n(ce·w) / sum_n(w)       per timestep -> [T]
+///   average_across_timesteps only                       sum_t(ce·w) / sum_t(w)       per sequence -> [N]
+///   sum_over_batch only                                 sum_n(ce·w) / count_nonzero_n(w)          -> [T]
+///   sum_over_timesteps only                             sum_t(ce·w) / count_nonzero_t(w)          -> [N]
+///   none of them                                        ce·w                                      -> [N, T]
+/// (TF's names: "sum_over" divides by the number of non-zero weights, "average_across" by their
+/// sum.) Unlike TF's (logits, targets, weights), gd::losses take the labels first. The result is
+/// a Var, differentiable in the logits (a constant Var for Tensor logits).
+///   auto loss = gd::losses::sequence_loss(targets, logits, mask);   // rank 0
+///   auto per_step = gd::losses::sequence_loss(targets, logits, mask, {.average_across_timesteps = false});   // [T]
+template <Expression P>
+  requires Real<value_type_t<P>>
+auto sequence_loss(const Tensor<int64_t>& targets, const P& logits, const Tensor<value_type_t<P>>& weights,
+                   const SequenceLossOptions& o = {}) {
+  if constexpr (is_var_v<P>)  // a training step's operands: compiled in libgradus (losses.hpp, TrainingOperands)
+    return detail::sequence_loss_var(targets, logits, weights, o);
+  else
+    return detail::sequence_loss_of(targets, logits, weights, o);
+}
 
 /// exp of the weighted mean token cross-entropy, exp(sum(ce·w) / sum(w)) (1 when every weight
 /// is 0): the perplexity of a language model, differentiable in the logits; targets [N, T],
@@ -83,4 +98,19 @@ auto perplexity(const Tensor<int64_t>& targets, const P& logits, const Tensor<va
   return to_var(exp(sequence_loss(targets, logits, weights)));
 }
 
+template <Real T>
+Var<T> detail::sequence_loss_var(const Tensor<int64_t>& targets, const Var<T>& logits, const Tensor<T>& weights,
+                                 const SequenceLossOptions& o) {
+  return sequence_loss_of(targets, logits, weights, o);
+}
+
 }  // namespace gradus::losses
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::losses {
+GRADUS_INSTANCE Var<float> detail::sequence_loss_var(const Tensor<int64_t>&, const Var<float>&, const Tensor<float>&,
+                                                     const SequenceLossOptions&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::sequence_loss_var(const Tensor<int64_t>&, const Var<double>&,
+                                                             const Tensor<double>&, const SequenceLossOptions&);
+}  // namespace gradus::losses
+#endif

@@ -186,6 +186,6 @@ Var<T> Conv2d<T>::forward_var(const Var<T>& xv) {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::nn {
 GRADUS_INSTANCE class Conv2d<float>;
-GRADUS_INSTANCE class Conv2d<double>;
+GRADUS_INSTANCE_DOUBLE class Conv2d<double>;
 }  // namespace gradus::nn
 #endif

@@ -186,6 +186,6 @@ Var<T> Dense<T>::forward_var(const Var<T>& xv) {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::nn {
 GRADUS_INSTANCE class Dense<float>;
-GRADUS_INSTANCE class Dense<double>;
+GRADUS_INSTANCE_DOUBLE class Dense<double>;
 }  // namespace gradus::nn
 #endif

@@ -48,6 +48,6 @@ Var<T> Dropout<T>::forward_var(const Var<T>& xv) {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::nn {
 GRADUS_INSTANCE class Dropout<float>;
-GRADUS_INSTANCE class Dropout<double>;
+GRADUS_INSTANCE_DOUBLE class Dropout<double>;
 }  // namespace gradus::nn
 #endif

@@ -516,6 +516,6 @@ inline void check_last_dim(const Shape& s, int64_t expected, const char* layer, 
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::nn {
 GRADUS_INSTANCE class Module<float, void>;
-GRADUS_INSTANCE class Module<double, void>;
+GRADUS_INSTANCE_DOUBLE class Module<double, void>;
 }  // namespace gradus::nn
 #endif

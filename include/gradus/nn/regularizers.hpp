@@ -62,6 +62,6 @@ inline Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::nn {
 GRADUS_INSTANCE Var<float> Regularizer::operator()(const Var<float>&) const;
-GRADUS_INSTANCE Var<double> Regularizer::operator()(const Var<double>&) const;
+GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::operator()(const Var<double>&) const;
 }  // namespace gradus::nn
 #endif

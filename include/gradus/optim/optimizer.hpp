@@ -279,6 +279,6 @@ class Optimizer {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::optim {
 GRADUS_INSTANCE class Optimizer<float>;
-GRADUS_INSTANCE class Optimizer<double>;
+GRADUS_INSTANCE_DOUBLE class Optimizer<double>;
 }  // namespace gradus::optim
 #endif

@@ -375,24 +375,24 @@ class Nadam final : public Optimizer<T> {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::optim {
 GRADUS_INSTANCE class SGD<float>;
-GRADUS_INSTANCE class SGD<double>;
+GRADUS_INSTANCE_DOUBLE class SGD<double>;
 GRADUS_INSTANCE class detail::AdamRule<float>;
-GRADUS_INSTANCE class detail::AdamRule<double>;
+GRADUS_INSTANCE_DOUBLE class detail::AdamRule<double>;
 GRADUS_INSTANCE class Adam<float>;
-GRADUS_INSTANCE class Adam<double>;
+GRADUS_INSTANCE_DOUBLE class Adam<double>;
 GRADUS_INSTANCE class AMSGrad<float>;
-GRADUS_INSTANCE class AMSGrad<double>;
+GRADUS_INSTANCE_DOUBLE class AMSGrad<double>;
 GRADUS_INSTANCE class AdamW<float>;
-GRADUS_INSTANCE class AdamW<double>;
+GRADUS_INSTANCE_DOUBLE class AdamW<double>;
 GRADUS_INSTANCE class RMSProp<float>;
-GRADUS_INSTANCE class RMSProp<double>;
+GRADUS_INSTANCE_DOUBLE class RMSProp<double>;
 GRADUS_INSTANCE class Adagrad<float>;
-GRADUS_INSTANCE class Adagrad<double>;
+GRADUS_INSTANCE_DOUBLE class Adagrad<double>;
 GRADUS_INSTANCE class Adadelta<float>;
-GRADUS_INSTANCE class Adadelta<double>;
+GRADUS_INSTANCE_DOUBLE class Adadelta<double>;
 GRADUS_INSTANCE class Adamax<float>;
-GRADUS_INSTANCE class Adamax<double>;
+GRADUS_INSTANCE_DOUBLE class Adamax<double>;
 GRADUS_INSTANCE class Nadam<float>;
-GRADUS_INSTANCE class Nadam<double>;
+GRADUS_INSTANCE_DOUBLE class Nadam<double>;
 }  // namespace gradus::optim
 #endif

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/data/order.hpp"
@@ -72,3 +73,14 @@ inline int64_t batches_per_epoch(int64_t n, int64_t batch_size, bool drop_remain
 }
 
 }  // namespace gradus::train
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INSTANCE Tensor<float> detail::gather_rows(const Tensor<float>&, const int64_t*, int64_t);
+GRADUS_INSTANCE_DOUBLE Tensor<double> detail::gather_rows(const Tensor<double>&, const int64_t*, int64_t);
+GRADUS_INSTANCE Tensor<int64_t> detail::gather_rows(const Tensor<int64_t>&, const int64_t*, int64_t);
+GRADUS_INSTANCE Tensor<float> detail::slice_rows(const Tensor<float>&, int64_t, int64_t);
+GRADUS_INSTANCE_DOUBLE Tensor<double> detail::slice_rows(const Tensor<double>&, int64_t, int64_t);
+GRADUS_INSTANCE Tensor<int64_t> detail::slice_rows(const Tensor<int64_t>&, int64_t, int64_t);
+}  // namespace gradus::train
+#endif

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -227,6 +228,31 @@ decltype(auto) call_loss(const L& loss, const Y& labels, const P& predictions) {
 
 // ------------------------------------------------------------------------- evaluate / predict
 
+namespace detail {
+
+/// A model's forward on one batch, and a loss of a batch's labels and predictions, as the
+/// compiled loops of evaluate and predict call them (one indirect call per batch).
+template <Real T, Element X>
+using BatchForward = std::function<Var<T>(const Tensor<X>&)>;
+template <Real T, Element Y>
+using BatchLoss = std::function<Var<T>(const Tensor<Y>&, const Var<T>&)>;
+
+// evaluate's and predict's loops, over the model's Module<T> base and its forward and loss as
+// functions: defined at the end of this file, and compiled in libgradus for float and double
+// models with float, double or int64_t batches (a program linking it compiles none of the loop).
+template <Real T, Element X, Element Y>
+Evaluation evaluate_data(nn::Module<T>& model, const BatchForward<T, X>& forward, const BatchLoss<T, Y>& loss,
+                         const Data<X, Y>& data, const EvaluateOptions& options);
+template <Real T, Element X>
+Tensor<T> predict_rows(nn::Module<T>& model, const BatchForward<T, X>& forward, const Tensor<X>& x,
+                       const PredictOptions& options);
+
+/// The data loss plus the model's regularization loss, as fit's steps minimise it.
+template <Real T>
+Var<T> with_regularization(const Var<T>& data_loss, const nn::Module<T>& model);
+
+}  // namespace detail
+
 /// The loss and metrics of `model` over `data`, in eval mode under no_grad (the previous mode is
 /// restored), in batches in order. loss = Σ_batches n_b·(loss(y_b, pred_b) + regularization) / N
 /// (labels first, as fit):
@@ -236,28 +262,10 @@ decltype(auto) call_loss(const L& loss, const Y& labels, const P& predictions) {
 template <nn::ModuleType M, class L, Element X, Element Y>
 Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const EvaluateOptions& options = {}) {
   using T = typename M::value_type;
-  detail::check_data(data, "evaluate", "data");
-  detail::check_batch_size("evaluate", options.batch_size);
-  for (const metrics::Metric* m : options.metrics)
-    GRADUS_CHECK(value_error, m != nullptr, "evaluate: a metric pointer is null");
-  no_grad guard;
-  detail::TrainingMode<T> mode(model, false);
-  for (metrics::Metric* m : options.metrics) m->reset();
-  const int64_t n = data.size();
-  const Device dev = static_cast<const nn::Module<T>&>(model).device();  // batches go where the model is
-  const double reg = double(model.regularization_loss().item());
-  double total = 0;
-  for (int64_t first = 0; first < n; first += options.batch_size) {
-    const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
-    const Tensor<Y> y = detail::slice_rows(data.y, first, b);
-    const Var<T> pred = to_var(detail::forward_batch(model, x));
-    total += double(b) * (detail::scalar_loss(to_var(detail::call_loss(loss, y.to(dev), pred)), "evaluate") + reg);
-    for (metrics::Metric* m : options.metrics) m->update(y, pred);  // metrics read back to the host
-  }
-  Evaluation out{total / double(n), {}};
-  for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
-  return out;
+  return detail::evaluate_data<T, X, Y>(
+      model, [&model](const Tensor<X>& x) { return to_var(detail::forward_batch(model, x)); },
+      [&loss](const Tensor<Y>& y, const Var<T>& pred) { return to_var(detail::call_loss(loss, y, pred)); }, data,
+      options);
 }
 
 /// model.forward over `x` ([N, ...]) in batches, in eval mode under no_grad (the previous mode is
@@ -266,32 +274,8 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
 template <nn::ModuleType M, Element X>
 Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const PredictOptions& options = {}) {
   using T = typename M::value_type;
-  GRADUS_CHECK(value_error, x.defined() && x.rank() >= 1 && x.dim(0) > 0,
-               "predict: x must have shape [N, ...] with N > 0, got ", x.defined() ? x.shape() : Shape{});
-  detail::check_batch_size("predict", options.batch_size);
-  no_grad guard;
-  detail::TrainingMode<T> mode(model, false);
-  const int64_t n = x.dim(0);
-  const Device dev = static_cast<const nn::Module<T>&>(model).device();  // batches go where the model is
-  Tensor<T> out;
-  int64_t row = 0;
-  for (int64_t first = 0; first < n; first += options.batch_size) {
-    const int64_t b = std::min(options.batch_size, n - first);
-    const Tensor<T> y =
-        to_var(detail::forward_batch(model, detail::slice_rows(x, first, b).to(dev))).value().to(gradus::cpu);
-    GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
-                 " examples has shape ", y.shape(), "; expected [", b, ", ...]");
-    if (!out.defined()) {
-      Shape s = y.shape();
-      s[0] = n;
-      out = Tensor<T>(s);
-      row = y.size() / b;
-    }
-    GRADUS_CHECK(shape_error, y.size() == b * row, "predict: the model's output shape changed between batches: ",
-                 y.shape());
-    std::memcpy(out.data() + first * row, y.data(), size_t(b * row) * sizeof(T));
-  }
-  return out;
+  return detail::predict_rows<T, X>(
+      model, [&model](const Tensor<X>& b) { return to_var(detail::forward_batch(model, b)); }, x, options);
 }
 
 // ------------------------------------------------------------------------------------- the loop
@@ -417,7 +401,7 @@ class ModelLoop : public Session {
       const Var<T> pred = to_var(forward_batch(model_, x));
       const Var<T> data_loss = to_var(call_loss(loss_, y, pred));
       scalar_loss(data_loss, "fit");
-      return std::pair{Var<T>(data_loss + model_.regularization_loss()), x_host.dim(0)};
+      return std::pair{with_regularization(data_loss, model_), x_host.dim(0)};
     });
   }
   /// Fills the validation entries of `logs` from an Evaluation.
@@ -506,4 +490,113 @@ History fit(M& model, optim::Optimizer<typename M::value_type>& optimizer, const
   return loop.start();
 }
 
+// ------------------------------------------------- evaluate's and predict's loops (see above)
+
+template <Real T, Element X, Element Y>
+Evaluation detail::evaluate_data(nn::Module<T>& model, const BatchForward<T, X>& forward, const BatchLoss<T, Y>& loss,
+                                 const Data<X, Y>& data, const EvaluateOptions& options) {
+  detail::check_data(data, "evaluate", "data");
+  detail::check_batch_size("evaluate", options.batch_size);
+  for (const metrics::Metric* m : options.metrics)
+    GRADUS_CHECK(value_error, m != nullptr, "evaluate: a metric pointer is null");
+  no_grad guard;
+  detail::TrainingMode<T> mode(model, false);
+  for (metrics::Metric* m : options.metrics) m->reset();
+  const int64_t n = data.size();
+  const Device dev = model.device();  // batches go where the model is
+  const double reg = double(model.regularization_loss().item());
+  double total = 0;
+  for (int64_t first = 0; first < n; first += options.batch_size) {
+    const int64_t b = std::min(options.batch_size, n - first);
+    const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
+    const Tensor<Y> y = detail::slice_rows(data.y, first, b);
+    const Var<T> pred = forward(x);
+    total += double(b) * (detail::scalar_loss(loss(y.to(dev), pred), "evaluate") + reg);
+    for (metrics::Metric* m : options.metrics) m->update(y, pred);  // metrics read back to the host
+  }
+  Evaluation out{total / double(n), {}};
+  for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
+  return out;
+}
+
+template <Real T, Element X>
+Tensor<T> detail::predict_rows(nn::Module<T>& model, const BatchForward<T, X>& forward, const Tensor<X>& x,
+                               const PredictOptions& options) {
+  GRADUS_CHECK(value_error, x.defined() && x.rank() >= 1 && x.dim(0) > 0,
+               "predict: x must have shape [N, ...] with N > 0, got ", x.defined() ? x.shape() : Shape{});
+  detail::check_batch_size("predict", options.batch_size);
+  no_grad guard;
+  detail::TrainingMode<T> mode(model, false);
+  const int64_t n = x.dim(0);
+  const Device dev = model.device();  // batches go where the model is
+  Tensor<T> out;
+  int64_t row = 0;
+  for (int64_t first = 0; first < n; first += options.batch_size) {
+    const int64_t b = std::min(options.batch_size, n - first);
+    const Tensor<T> y = forward(detail::slice_rows(x, first, b).to(dev)).value().to(gradus::cpu);
+    GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == b, "predict: the model's output for a batch of ", b,
+                 " examples has shape ", y.shape(), "; expected [", b, ", ...]");
+    if (!out.defined()) {
+      Shape s = y.shape();
+      s[0] = n;
+      out = Tensor<T>(s);
+      row = y.size() / b;
+    }
+    GRADUS_CHECK(shape_error, y.size() == b * row, "predict: the model's output shape changed between batches: ",
+                 y.shape());
+    std::memcpy(out.data() + first * row, y.data(), size_t(b * row) * sizeof(T));
+  }
+  return out;
+}
+
+template <Real T>
+Var<T> detail::with_regularization(const Var<T>& data_loss, const nn::Module<T>& model) {
+  return Var<T>(data_loss + model.regularization_loss());
+}
+
 }  // namespace gradus::train
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INSTANCE Evaluation detail::evaluate_data(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                 const detail::BatchLoss<float, int64_t>&, const Data<float, int64_t>&,
+                                                 const EvaluateOptions&);
+GRADUS_INSTANCE Evaluation detail::evaluate_data(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                 const detail::BatchLoss<float, float>&, const Data<float, float>&,
+                                                 const EvaluateOptions&);
+GRADUS_INSTANCE Tensor<float> detail::predict_rows(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                   const Tensor<float>&, const PredictOptions&);
+GRADUS_INSTANCE Evaluation detail::evaluate_data(nn::Module<float>&, const detail::BatchForward<float, int64_t>&,
+                                                 const detail::BatchLoss<float, int64_t>&,
+                                                 const Data<int64_t, int64_t>&, const EvaluateOptions&);
+GRADUS_INSTANCE Evaluation detail::evaluate_data(nn::Module<float>&, const detail::BatchForward<float, int64_t>&,
+                                                 const detail::BatchLoss<float, float>&, const Data<int64_t, float>&,
+                                                 const EvaluateOptions&);
+GRADUS_INSTANCE Tensor<float> detail::predict_rows(nn::Module<float>&, const detail::BatchForward<float, int64_t>&,
+                                                   const Tensor<int64_t>&, const PredictOptions&);
+GRADUS_INSTANCE Var<float> detail::with_regularization(const Var<float>&, const nn::Module<float>&);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_data(nn::Module<double>&,
+                                                        const detail::BatchForward<double, double>&,
+                                                        const detail::BatchLoss<double, int64_t>&,
+                                                        const Data<double, int64_t>&, const EvaluateOptions&);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_data(nn::Module<double>&,
+                                                        const detail::BatchForward<double, double>&,
+                                                        const detail::BatchLoss<double, double>&,
+                                                        const Data<double, double>&, const EvaluateOptions&);
+GRADUS_INSTANCE_DOUBLE Tensor<double> detail::predict_rows(nn::Module<double>&,
+                                                           const detail::BatchForward<double, double>&,
+                                                           const Tensor<double>&, const PredictOptions&);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_data(nn::Module<double>&,
+                                                        const detail::BatchForward<double, int64_t>&,
+                                                        const detail::BatchLoss<double, int64_t>&,
+                                                        const Data<int64_t, int64_t>&, const EvaluateOptions&);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_data(nn::Module<double>&,
+                                                        const detail::BatchForward<double, int64_t>&,
+                                                        const detail::BatchLoss<double, double>&,
+                                                        const Data<int64_t, double>&, const EvaluateOptions&);
+GRADUS_INSTANCE_DOUBLE Tensor<double> detail::predict_rows(nn::Module<double>&,
+                                                           const detail::BatchForward<double, int64_t>&,
+                                                           const Tensor<int64_t>&, const PredictOptions&);
+GRADUS_INSTANCE_DOUBLE Var<double> detail::with_regularization(const Var<double>&, const nn::Module<double>&);
+}  // namespace gradus::train
+#endif

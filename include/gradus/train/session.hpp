@@ -595,6 +595,6 @@ class Session {
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::train {
 GRADUS_INSTANCE class detail::TypedTrainee<float>;
-GRADUS_INSTANCE class detail::TypedTrainee<double>;
+GRADUS_INSTANCE_DOUBLE class detail::TypedTrainee<double>;
 }  // namespace gradus::train
 #endif
