@@ -98,11 +98,13 @@ auto perplexity(const Tensor<int64_t>& targets, const P& logits, const Tensor<va
   return to_var(exp(sequence_loss(targets, logits, weights)));
 }
 
+namespace detail {
 template <Real T>
-Var<T> detail::sequence_loss_var(const Tensor<int64_t>& targets, const Var<T>& logits, const Tensor<T>& weights,
-                                 const SequenceLossOptions& o) {
+Var<T> sequence_loss_var(const Tensor<int64_t>& targets, const Var<T>& logits, const Tensor<T>& weights,
+                         const SequenceLossOptions& o) {
   return sequence_loss_of(targets, logits, weights, o);
 }
+}  // namespace detail
 
 }  // namespace gradus::losses
 

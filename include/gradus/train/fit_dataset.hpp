@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -142,31 +143,31 @@ std::vector<std::pair<Tensor<T>, Tensor<Y>>> split_examples(const data::Example&
   return out;
 }
 
-/// The loss and metrics of `model` over the (x, y) batches that `next()` gives (a pointer to
-/// each, null at the end), as evaluate on a Dataset (below); `who` names the caller in errors.
-template <Element Y, class M, class L, class Next>
-Evaluation evaluate_batches(M& model, const L& loss, const std::vector<metrics::Metric*>& metrics, Next next,
-                            const char* who) {
+/// The (x, y) batches of an evaluation, one pointer each, null at the end.
+template <Real T, Element Y>
+using NextBatch = std::function<const std::pair<Tensor<T>, Tensor<Y>>*()>;
+
+/// The loss and metrics of `model` over the (x, y) batches that `next()` gives, as evaluate on a
+/// Dataset (below); `who` names the caller in errors. Defined at the end of this header, and
+/// compiled in libgradus for float and double models (int64_t or same-type labels).
+template <Real T, Element Y>
+Evaluation evaluate_batches(nn::Module<T>& model, const BatchForward<T, T>& forward, const BatchLoss<T, Y>& loss,
+                            const std::vector<metrics::Metric*>& metrics, const NextBatch<T, Y>& next, const char* who);
+
+/// model.forward over one pass of `data`, as predict on a Dataset (below): compiled likewise.
+template <Real T>
+Tensor<T> predict_dataset(nn::Module<T>& model, const BatchForward<T, T>& forward, const data::Dataset& data);
+
+/// `model`'s forward and `loss`, as evaluate_batches calls them.
+template <class M>
+BatchForward<typename M::value_type, typename M::value_type> batch_forward(M& model) {
   using T = typename M::value_type;
-  no_grad guard;
-  TrainingMode<T> mode(model, false);
-  for (metrics::Metric* m : metrics) m->reset();
-  const Device dev = static_cast<const nn::Module<T>&>(model).device();
-  const double reg = double(model.regularization_loss().item());
-  double total = 0;
-  int64_t n = 0;
-  while (const std::pair<Tensor<T>, Tensor<Y>>* b = next()) {
-    const auto& [x, y] = *b;
-    const int64_t nb = x.dim(0);
-    const Var<T> pred = to_var(forward_batch(model, x.to(dev)));
-    total += double(nb) * (scalar_loss(to_var(call_loss(loss, y.to(dev), pred)), who) + reg);
-    for (metrics::Metric* m : metrics) m->update(y, pred);
-    n += nb;
-  }
-  GRADUS_CHECK(value_error, n > 0, who, ": the dataset gave no batch");
-  Evaluation out{total / double(n), {}};
-  for (const metrics::Metric* m : metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
-  return out;
+  return [&model](const Tensor<T>& x) { return to_var(forward_batch(model, x)); };
+}
+template <Element Y, class M, class L>
+BatchLoss<typename M::value_type, Y> batch_loss(const L& loss) {
+  using T = typename M::value_type;
+  return [&loss](const Tensor<Y>& y, const Var<T>& pred) { return to_var(call_loss(loss, y, pred)); };
 }
 
 /// A fit fed by a Dataset: the Session's streaming mode.
@@ -238,8 +239,8 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
   data::Dataset d = data;
   data::Iterator it = d.iterator();
   std::pair<Tensor<T>, Tensor<Y>> batch;
-  return detail::evaluate_batches<Y>(
-      model, loss, options.metrics,
+  return detail::evaluate_batches<T, Y>(
+      model, detail::batch_forward(model), detail::batch_loss<Y, M>(loss), options.metrics,
       [&]() -> const std::pair<Tensor<T>, Tensor<Y>>* {
         std::optional<data::Example> b = it.next();
         if (!b) return nullptr;
@@ -254,11 +255,70 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
 /// along axis 0. The pass is the next epoch of a copy of `data`'s handle, as in evaluate.
 template <nn::ModuleType M>
 Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
-  using T = typename M::value_type;
+  return detail::predict_dataset<typename M::value_type>(model, detail::batch_forward(model), data);
+}
+
+template <class M, class L, Element Y>
+void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
+  if (!o_.validation) return;
+  if (const data::Dataset* batches = o_.validation.dataset()) {
+    Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, *batches, {.metrics = o_.metrics}));
+    return;
+  }
+  if (validation_batches_.empty())
+    validation_batches_ = split_examples<T, Y>(*o_.validation.examples(), o_.validation_batch_size);
+  size_t at = 0;
+  Base::log_validation(logs, evaluate_batches<T, Y>(
+                                 this->model_, batch_forward(this->model_), batch_loss<Y, M>(this->loss_), o_.metrics,
+                                 [&]() -> const std::pair<Tensor<T>, Tensor<Y>>* {
+                                   return at < validation_batches_.size() ? &validation_batches_[at++] : nullptr;
+                                 },
+                                 "evaluate"));
+}
+
+/// Trains `model` on a Dataset of (x, y) batches (see the top of this header); otherwise as fit
+/// on Data: hooks, metrics, validation, History, checkpoints into and resume from run_dir.
+///   gd::train::fit(net, opt, loss_fn, train_batches, {.epochs = 5, .run_dir = "runs/cnn"});
+template <Element Y = int64_t, nn::ModuleType M, class L>
+History fit(M& model, optim::Optimizer<typename M::value_type>& optimizer, const L& loss, const data::Dataset& data,
+            const DatasetFitOptions& options = {}) {
+  detail::DatasetLoop<M, L, Y> loop(model, optimizer, loss, data, options);
+  return loop.start();
+}
+
+// ---------------------------------------- the loops of evaluate and predict on a Dataset (see above)
+
+template <Real T, Element Y>
+Evaluation detail::evaluate_batches(nn::Module<T>& model, const BatchForward<T, T>& forward,
+                                    const BatchLoss<T, Y>& loss, const std::vector<metrics::Metric*>& metrics,
+                                    const NextBatch<T, Y>& next, const char* who) {
+  no_grad guard;
+  TrainingMode<T> mode(model, false);
+  for (metrics::Metric* m : metrics) m->reset();
+  const Device dev = model.device();
+  const double reg = double(model.regularization_loss().item());
+  double total = 0;
+  int64_t n = 0;
+  while (const std::pair<Tensor<T>, Tensor<Y>>* b = next()) {
+    const auto& [x, y] = *b;
+    const int64_t nb = x.dim(0);
+    const Var<T> pred = forward(x.to(dev));
+    total += double(nb) * (scalar_loss(loss(y.to(dev), pred), who) + reg);
+    for (metrics::Metric* m : metrics) m->update(y, pred);
+    n += nb;
+  }
+  GRADUS_CHECK(value_error, n > 0, who, ": the dataset gave no batch");
+  Evaluation out{total / double(n), {}};
+  for (const metrics::Metric* m : metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
+  return out;
+}
+
+template <Real T>
+Tensor<T> detail::predict_dataset(nn::Module<T>& model, const BatchForward<T, T>& forward, const data::Dataset& data) {
   GRADUS_CHECK(value_error, data.source() != nullptr, "predict: the dataset is empty (default-constructed)");
   no_grad guard;
   detail::TrainingMode<T> mode(model, false);
-  const Device dev = static_cast<const nn::Module<T>&>(model).device();
+  const Device dev = model.device();
   std::vector<Tensor<T>> outs;
   int64_t rows = 0;
   data::Dataset d = data;
@@ -268,7 +328,7 @@ Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
     const Tensor<T> x = detail::batch_field<T>(*b, 0, "predict");
     GRADUS_CHECK(shape_error, x.rank() >= 1 && x.dim(0) > 0, "predict: x must have shape [n, ...] with n > 0, got ",
                  x.shape());
-    Tensor<T> y = to_var(detail::forward_batch(model, x.to(dev))).value().to(gradus::cpu);
+    Tensor<T> y = forward(x.to(dev)).value().to(gradus::cpu);
     GRADUS_CHECK(shape_error, y.rank() >= 1 && y.dim(0) == x.dim(0), "predict: the model's output for a batch of ",
                  x.dim(0), " examples has shape ", y.shape(), "; expected [", x.dim(0), ", ...]");
     GRADUS_CHECK(shape_error, outs.empty() || y.size() / y.dim(0) == outs[0].size() / outs[0].dim(0),
@@ -288,30 +348,32 @@ Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
   return out;
 }
 
-template <class M, class L, Element Y>
-void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
-  if (!o_.validation) return;
-  if (const data::Dataset* batches = o_.validation.dataset()) {
-    Base::log_validation(logs, evaluate<Y>(this->model_, this->loss_, *batches, {.metrics = o_.metrics}));
-    return;
-  }
-  if (validation_batches_.empty())
-    validation_batches_ = split_examples<T, Y>(*o_.validation.examples(), o_.validation_batch_size);
-  size_t at = 0;
-  Base::log_validation(logs, evaluate_batches<Y>(
-                                 this->model_, this->loss_, o_.metrics,
-                                 [&] { return at < validation_batches_.size() ? &validation_batches_[at++] : nullptr; },
-                                 "evaluate"));
-}
-
-/// Trains `model` on a Dataset of (x, y) batches (see the top of this header); otherwise as fit
-/// on Data: hooks, metrics, validation, History, checkpoints into and resume from run_dir.
-///   gd::train::fit(net, opt, loss_fn, train_batches, {.epochs = 5, .run_dir = "runs/cnn"});
-template <Element Y = int64_t, nn::ModuleType M, class L>
-History fit(M& model, optim::Optimizer<typename M::value_type>& optimizer, const L& loss, const data::Dataset& data,
-            const DatasetFitOptions& options = {}) {
-  detail::DatasetLoop<M, L, Y> loop(model, optimizer, loss, data, options);
-  return loop.start();
-}
-
 }  // namespace gradus::train
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INSTANCE Evaluation detail::evaluate_batches(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                    const detail::BatchLoss<float, int64_t>&,
+                                                    const std::vector<metrics::Metric*>&,
+                                                    const detail::NextBatch<float, int64_t>&, const char*);
+GRADUS_INSTANCE Evaluation detail::evaluate_batches(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                    const detail::BatchLoss<float, float>&,
+                                                    const std::vector<metrics::Metric*>&,
+                                                    const detail::NextBatch<float, float>&, const char*);
+GRADUS_INSTANCE Tensor<float> detail::predict_dataset(nn::Module<float>&, const detail::BatchForward<float, float>&,
+                                                      const data::Dataset&);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_batches(nn::Module<double>&,
+                                                           const detail::BatchForward<double, double>&,
+                                                           const detail::BatchLoss<double, int64_t>&,
+                                                           const std::vector<metrics::Metric*>&,
+                                                           const detail::NextBatch<double, int64_t>&, const char*);
+GRADUS_INSTANCE_DOUBLE Evaluation detail::evaluate_batches(nn::Module<double>&,
+                                                           const detail::BatchForward<double, double>&,
+                                                           const detail::BatchLoss<double, double>&,
+                                                           const std::vector<metrics::Metric*>&,
+                                                           const detail::NextBatch<double, double>&, const char*);
+GRADUS_INSTANCE_DOUBLE Tensor<double> detail::predict_dataset(nn::Module<double>&,
+                                                              const detail::BatchForward<double, double>&,
+                                                              const data::Dataset&);
+}  // namespace gradus::train
+#endif
