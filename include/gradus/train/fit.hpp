@@ -247,6 +247,17 @@ template <Real T, Element X>
 Tensor<T> predict_rows(nn::Module<T>& model, const BatchForward<T, X>& forward, const Tensor<X>& x,
                        const PredictOptions& options);
 
+/// `model`'s forward on a batch of X and `loss`, as those loops call them.
+template <Element X, class M>
+BatchForward<typename M::value_type, X> batch_forward(M& model) {
+  return [&model](const Tensor<X>& x) { return to_var(forward_batch(model, x)); };
+}
+template <Element Y, class M, class L>
+BatchLoss<typename M::value_type, Y> batch_loss(const L& loss) {
+  using T = typename M::value_type;
+  return [&loss](const Tensor<Y>& y, const Var<T>& pred) { return to_var(call_loss(loss, y, pred)); };
+}
+
 /// The data loss plus the model's regularization loss, as fit's steps minimise it.
 template <Real T>
 Var<T> with_regularization(const Var<T>& data_loss, const nn::Module<T>& model);
@@ -263,9 +274,7 @@ template <nn::ModuleType M, class L, Element X, Element Y>
 Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const EvaluateOptions& options = {}) {
   using T = typename M::value_type;
   return detail::evaluate_data<T, X, Y>(
-      model, [&model](const Tensor<X>& x) { return to_var(detail::forward_batch(model, x)); },
-      [&loss](const Tensor<Y>& y, const Var<T>& pred) { return to_var(detail::call_loss(loss, y, pred)); }, data,
-      options);
+      model, detail::batch_forward<X>(model), detail::batch_loss<Y, M>(loss), data, options);
 }
 
 /// model.forward over `x` ([N, ...]) in batches, in eval mode under no_grad (the previous mode is
@@ -274,8 +283,7 @@ Evaluation evaluate(M& model, const L& loss, const Data<X, Y>& data, const Evalu
 template <nn::ModuleType M, Element X>
 Tensor<typename M::value_type> predict(M& model, const Tensor<X>& x, const PredictOptions& options = {}) {
   using T = typename M::value_type;
-  return detail::predict_rows<T, X>(
-      model, [&model](const Tensor<X>& b) { return to_var(detail::forward_batch(model, b)); }, x, options);
+  return detail::predict_rows<T, X>(model, detail::batch_forward<X>(model), x, options);
 }
 
 // ------------------------------------------------------------------------------------- the loop

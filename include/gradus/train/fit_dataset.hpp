@@ -158,17 +158,6 @@ Evaluation evaluate_batches(nn::Module<T>& model, const BatchForward<T, T>& forw
 template <Real T>
 Tensor<T> predict_dataset(nn::Module<T>& model, const BatchForward<T, T>& forward, const data::Dataset& data);
 
-/// `model`'s forward and `loss`, as evaluate_batches calls them.
-template <class M>
-BatchForward<typename M::value_type, typename M::value_type> batch_forward(M& model) {
-  using T = typename M::value_type;
-  return [&model](const Tensor<T>& x) { return to_var(forward_batch(model, x)); };
-}
-template <Element Y, class M, class L>
-BatchLoss<typename M::value_type, Y> batch_loss(const L& loss) {
-  using T = typename M::value_type;
-  return [&loss](const Tensor<Y>& y, const Var<T>& pred) { return to_var(call_loss(loss, y, pred)); };
-}
 
 /// A fit fed by a Dataset: the Session's streaming mode.
 template <class M, class L, Element Y>
@@ -240,7 +229,7 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
   data::Iterator it = d.iterator();
   std::pair<Tensor<T>, Tensor<Y>> batch;
   return detail::evaluate_batches<T, Y>(
-      model, detail::batch_forward(model), detail::batch_loss<Y, M>(loss), options.metrics,
+      model, detail::batch_forward<T>(model), detail::batch_loss<Y, M>(loss), options.metrics,
       [&]() -> const std::pair<Tensor<T>, Tensor<Y>>* {
         std::optional<data::Example> b = it.next();
         if (!b) return nullptr;
@@ -255,7 +244,8 @@ Evaluation evaluate(M& model, const L& loss, const data::Dataset& data, const Ev
 /// along axis 0. The pass is the next epoch of a copy of `data`'s handle, as in evaluate.
 template <nn::ModuleType M>
 Tensor<typename M::value_type> predict(M& model, const data::Dataset& data) {
-  return detail::predict_dataset<typename M::value_type>(model, detail::batch_forward(model), data);
+  using T = typename M::value_type;
+  return detail::predict_dataset<T>(model, detail::batch_forward<T>(model), data);
 }
 
 template <class M, class L, Element Y>
@@ -269,7 +259,7 @@ void detail::DatasetLoop<M, L, Y>::validate(EpochLogs& logs) {
     validation_batches_ = split_examples<T, Y>(*o_.validation.examples(), o_.validation_batch_size);
   size_t at = 0;
   Base::log_validation(logs, evaluate_batches<T, Y>(
-                                 this->model_, batch_forward(this->model_), batch_loss<Y, M>(this->loss_), o_.metrics,
+                                 this->model_, batch_forward<T>(this->model_), batch_loss<Y, M>(this->loss_), o_.metrics,
                                  [&]() -> const std::pair<Tensor<T>, Tensor<Y>>* {
                                    return at < validation_batches_.size() ? &validation_batches_[at++] : nullptr;
                                  },
