@@ -50,7 +50,7 @@ struct ElementwiseArgs {
   double* vsum = nullptr;  ///< sum pass (and optionally backward): where the values' sum is added
 };
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__) || defined(GRADUS_CUDA_EMULATION)
 /// Adds the sum of every thread's `x` in the block to *dst: a shuffle within each warp, the warps'
 /// sums through shared memory, one atomic per block. Every thread of the block must call it.
 __device__ inline void block_sum_to(double x, double* dst) {

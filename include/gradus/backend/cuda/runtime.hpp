@@ -193,7 +193,14 @@ std::string compile_ptx(const std::string& source, const std::string& name, cons
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 GRADUS_INLINE Driver Driver::load() {
-  static Library lib({"libcuda.so.1", "libcuda.so"});
+  // GRADUS_CUDA_DRIVER names a driver library to load first (the test suite's emulated device)
+  static Library lib([] {
+    std::vector<std::string> names;
+    if (const char* e = std::getenv("GRADUS_CUDA_DRIVER"); e && *e) names.emplace_back(e);
+    names.emplace_back("libcuda.so.1");
+    names.emplace_back("libcuda.so");
+    return names;
+  }());
   Driver d;
   if (!lib.loaded()) {
     d.problem = "no CUDA driver (" + lib.tried() + " not found)";

@@ -1,0 +1,772 @@
+// tests/gpu_emu/emu.cpp — an emulated CUDA device, for running gradus' GPU code without a GPU.
+//
+// One shared library with the three faces gradus opens with dlopen (backend/cuda/runtime.hpp,
+// blas.hpp), each named by its environment variable:
+//   GRADUS_CUDA_DRIVER  the driver API: one device whose "device memory" is host memory that
+//                       the host cannot touch (PROT_NONE between copies and launches, guard pages
+//                       around every allocation, fresh memory filled with NaN bytes), and launches
+//                       that run every block and thread of the grid on the host, blocks and
+//                       threads in reverse order, a block's threads as fibers so that
+//                       __syncthreads and warp shuffles work;
+//   GRADUS_NVRTC        NVRTC: compiles the exact kernel source for the host with the host
+//                       compiler (shim.hpp supplies the CUDA built-ins) into a shared object, and
+//                       hands it back as the "PTX" (hex text, so gradus' kernel cache keeps it);
+//   GRADUS_CUBLAS       cuBLAS: a column-major reference GEMM with cuBLAS's argument checks.
+// It catches host code that reads device memory, a buffer used before it is written, accesses
+// past an allocation, wrong kernel arguments, leading dimensions and transposes, and gradients
+// that depend on the order in which threads run. It does not see races between threads (they
+// run one at a time), warp-synchronous assumptions, the device's rounding, NVRTC's own
+// diagnostics, or speed. Test infrastructure: never installed.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "context.hpp"
+
+#ifndef GRADUS_EMU_CXX
+#error "GRADUS_EMU_CXX: the host compiler that compiles the kernels"
+#endif
+#ifndef GRADUS_EMU_SHIM
+#error "GRADUS_EMU_SHIM: the path of shim.hpp"
+#endif
+
+namespace fs = std::filesystem;
+using Ptr = unsigned long long;
+
+namespace {
+
+// ------------------------------------------------------------------------------ device memory
+
+constexpr int kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kInvalidDevice = 101,
+              kInvalidImage = 200, kNotFound = 500, kLaunchFailed = 719;
+constexpr size_t kDeviceMemory = size_t(8) << 30;  // what cuMemGetInfo reports as total
+
+size_t page_size() {
+  static const size_t p = size_t(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+/// One cuMemAlloc: `size` bytes at `ptr` (256-byte aligned), ending as close to the guard page
+/// after it as the alignment allows, in a mapping with a guard page before and after.
+struct Allocation {
+  char* map = nullptr;  // the mapping: guard page, data pages, guard page
+  size_t map_size = 0;
+  char* data = nullptr;  // the data pages
+  size_t data_size = 0;
+  Ptr ptr = 0;
+  size_t size = 0;
+};
+
+// The emulator's state is never destroyed: gradus frees its cached device memory from its own
+// static destructors, which may run after ours would.
+std::recursive_mutex& mu() {
+  static auto* m = new std::recursive_mutex;
+  return *m;
+}
+std::map<Ptr, Allocation>& allocations() {  // by ptr
+  static auto* a = new std::map<Ptr, Allocation>;
+  return *a;
+}
+size_t allocated_bytes = 0;
+bool in_launch = false;           // the kernel, or a copy, may touch device memory
+const char* running_kernel = "";  // for the fault message
+
+void protect_all(int prot) {
+  for (auto& [p, a] : allocations()) mprotect(a.data, a.data_size, prot);
+}
+
+/// The allocation holding [p, p + n), or null.
+Allocation* find(Ptr p, size_t n) {
+  auto& all = allocations();
+  auto it = all.upper_bound(p);
+  if (it == all.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  if (p < a.ptr || p + n > a.ptr + a.size || p + n < p) return nullptr;
+  return &a;
+}
+
+/// Makes device memory readable while it lives (a launch: all of it; a copy: the allocations it
+/// names), and unreadable after.
+struct Open {
+  explicit Open(const char* what, Allocation* a = nullptr, Allocation* b = nullptr) : a_(a), b_(b) {
+    set(PROT_READ | PROT_WRITE);
+    in_launch = true;
+    running_kernel = what;
+  }
+  ~Open() {
+    in_launch = false;
+    set(PROT_NONE);
+  }
+
+ private:
+  void set(int prot) {
+    if (!a_) return protect_all(prot);
+    mprotect(a_->data, a_->data_size, prot);
+    if (b_ && b_ != a_) mprotect(b_->data, b_->data_size, prot);
+  }
+  Allocation *a_, *b_;
+};
+
+void fault_handler(int sig, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  char msg[512];
+  int n = 0;
+  for (auto& [p, a] : allocations()) {
+    const auto lo = reinterpret_cast<uintptr_t>(a.map), hi = lo + a.map_size;
+    if (addr < lo || addr >= hi) continue;
+    if (!in_launch)
+      n = std::snprintf(msg, sizeof msg,
+                        "gradus GPU emulator: host code touched device memory at %#lx (an allocation of %zu bytes "
+                        "at %#llx): device memory is read and written only by copies and kernels\n",
+                        static_cast<unsigned long>(addr), a.size, a.ptr);
+    else
+      n = std::snprintf(msg, sizeof msg,
+                        "gradus GPU emulator: %s accessed %#lx, outside the allocation of %zu bytes at %#llx "
+                        "(%ld bytes from its start)\n",
+                        running_kernel, static_cast<unsigned long>(addr), a.size, a.ptr,
+                        static_cast<long>(addr - a.ptr));
+    break;
+  }
+  if (n == 0)
+    n = std::snprintf(msg, sizeof msg, "gradus GPU emulator: segmentation fault at %#lx%s%s\n",
+                      static_cast<unsigned long>(addr), in_launch ? " in " : "", in_launch ? running_kernel : "");
+  if (n > 0) (void)!write(2, msg, size_t(std::min<int>(n, int(sizeof msg) - 1)));
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_fault_handler() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  static std::vector<char> alt(1 << 16);
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = fault_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+// --------------------------------------------------------------------------------------- fibers
+
+/// A block's threads run as fibers on the host thread that launches: each has its own stack, and
+/// __syncthreads switches back to the scheduler, which resumes the next thread. The switch saves
+/// the callee-saved registers and the stack pointer (x86-64 System V).
+extern "C" void gradus_emu_switch(void** save_sp, void* load_sp);
+asm(R"(
+.text
+.globl gradus_emu_switch
+.type gradus_emu_switch,@function
+gradus_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size gradus_emu_switch, .-gradus_emu_switch
+.section .note.GNU-stack,"",@progbits
+.text
+)");
+
+using Entry = void (*)(void**);
+using Bind = void (*)(gradus_emu::Context*);
+
+enum class FiberState { ready, waiting, done };
+
+struct Fiber {
+  char* stack = nullptr;  // kStack bytes above a guard page
+  void* sp = nullptr;
+  FiberState state = FiberState::ready;
+};
+
+constexpr size_t kStack = size_t(256) << 10;
+
+struct Scheduler {
+  gradus_emu::Context ctx;
+  std::vector<Fiber> fibers;
+  std::vector<char*> stacks;  // kept across launches
+  void* scheduler_sp = nullptr;
+  int current = -1;
+  Entry entry = nullptr;
+  void** args = nullptr;
+};
+Scheduler sched;
+
+[[noreturn]] void fiber_main() {
+  sched.entry(sched.args);
+  sched.fibers[size_t(sched.current)].state = FiberState::done;
+  void* dead = nullptr;
+  gradus_emu_switch(&dead, sched.scheduler_sp);
+  std::abort();  // never resumed
+}
+
+void fiber_sync() {
+  Fiber& f = sched.fibers[size_t(sched.current)];
+  f.state = FiberState::waiting;
+  gradus_emu_switch(&f.sp, sched.scheduler_sp);
+}
+
+char* stack_for(size_t k) {
+  while (sched.stacks.size() <= k) {
+    void* m = mmap(nullptr, kStack + page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    mprotect(m, page_size(), PROT_NONE);  // overflow faults
+    sched.stacks.push_back(static_cast<char*>(m) + page_size());
+  }
+  return sched.stacks[k];
+}
+
+/// A fresh fiber's stack: the callee-saved registers gradus_emu_switch pops, then fiber_main as
+/// its return address, aligned as a call would leave it.
+void* initial_sp(char* stack) {
+  auto top = reinterpret_cast<uintptr_t>(stack + kStack) & ~uintptr_t(15);
+  auto* slot = reinterpret_cast<void**>(top);
+  *--slot = nullptr;                                     // fiber_main's (absent) return address
+  *--slot = reinterpret_cast<void*>(&fiber_main);        // where the switch returns to
+  for (int r = 0; r < 6; ++r) *--slot = nullptr;         // rbp rbx r12 r13 r14 r15
+  return slot;
+}
+
+/// Runs one block: its threads in reverse order up to the next barrier, round after round.
+void run_block(unsigned threads) {
+  sched.fibers.assign(threads, Fiber{});
+  for (unsigned t = 0; t < threads; ++t) {
+    sched.fibers[t].stack = stack_for(t);
+    sched.fibers[t].sp = initial_sp(sched.fibers[t].stack);
+  }
+  for (;;) {
+    bool waiting = false;
+    for (unsigned i = threads; i-- > 0;) {
+      Fiber& f = sched.fibers[i];
+      if (f.state != FiberState::ready) continue;
+      sched.current = int(i);
+      sched.ctx.thread_idx = {i, 0, 0};
+      gradus_emu_switch(&sched.scheduler_sp, f.sp);
+      waiting = waiting || f.state == FiberState::waiting;
+    }
+    if (!waiting) break;
+    for (Fiber& f : sched.fibers)
+      if (f.state == FiberState::waiting) f.state = FiberState::ready;
+  }
+}
+
+// ------------------------------------------------------------------------------------- modules
+
+struct Module {
+  void* handle = nullptr;
+  std::string file;
+};
+struct Function {
+  Entry entry = nullptr;
+  Bind bind = nullptr;
+  std::string name;
+};
+std::vector<std::unique_ptr<Module>>& modules() {
+  static auto* m = new std::vector<std::unique_ptr<Module>>;
+  return *m;
+}
+std::vector<std::unique_ptr<Function>>& functions() {
+  static auto* f = new std::vector<std::unique_ptr<Function>>;
+  return *f;
+}
+
+/// The process's scratch directory (sources, objects, loaded modules), removed at exit.
+std::string made_work_dir;  // empty until work_dir() makes it
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    std::string tmpl = (fs::temp_directory_path() / "gradus-gpu-emu-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) {
+      std::perror("gradus GPU emulator: mkdtemp");
+      std::abort();
+    }
+    made_work_dir = tmpl;
+    return fs::path(tmpl);
+  }();
+  return dir;
+}
+struct WorkDirCleanup {
+  ~WorkDirCleanup() {
+    std::error_code ec;
+    if (!made_work_dir.empty()) fs::remove_all(made_work_dir, ec);
+  }
+} cleanup;
+
+constexpr const char* kImageMagic = "// gradus GPU emulator module, hex\n";
+
+std::string to_hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2 + bytes.size() / 64 + 64);
+  out += kImageMagic;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    out += digits[b >> 4];
+    out += digits[b & 15];
+    if (i % 64 == 63) out += '\n';
+  }
+  out += '\n';
+  return out;
+}
+
+bool from_hex(const char* text, std::string& bytes) {
+  const size_t magic = std::strlen(kImageMagic);
+  if (std::strncmp(text, kImageMagic, magic) != 0) return false;
+  int hi = -1;
+  for (const char* p = text + magic; *p; ++p) {
+    int v = -1;
+    if (*p >= '0' && *p <= '9') v = *p - '0';
+    else if (*p >= 'a' && *p <= 'f') v = *p - 'a' + 10;
+    else if (*p == '\n') continue;
+    else return false;
+    if (hi < 0) {
+      hi = v;
+    } else {
+      bytes += char(hi << 4 | v);
+      hi = -1;
+    }
+  }
+  return hi < 0 && !bytes.empty();
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// -------------------------------------------------------------------------------------- NVRTC
+
+struct Program {
+  std::string source, name, log, image;
+};
+
+/// Runs `command`; its output (stdout and stderr) goes to `out`. The exit status.
+int run(const std::string& command, std::string& out) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  return pclose(p);
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// Compiles a program for the host: preprocesses it once to find its kernels (every
+/// `extern "C" __global__ void name(`), then compiles it with one entry point per kernel,
+/// gradus_emu_entry_<name>(void** params), which calls the kernel with its parameters as
+/// cuLaunchKernel passes them.
+int compile(Program& prog, const std::vector<std::string>& options) {
+  static int counter = 0;
+  const fs::path dir = work_dir() / ("program" + std::to_string(counter++));
+  fs::create_directories(dir);
+  const fs::path source = dir / "kernel.cu", wrapper = dir / "kernel_emu.cpp", object = dir / "kernel.so";
+  std::ofstream(source) << prog.source;
+  std::string includes;
+  for (const std::string& o : options) {
+    if (o.rfind("--include-path=", 0) == 0) includes += " -I" + quote(o.substr(15));
+    else if (o.rfind("-I", 0) == 0) includes += " " + quote(o);
+  }
+  const std::string cxx = std::string(GRADUS_EMU_CXX) + " -std=c++20 -include " + quote(GRADUS_EMU_SHIM) + includes;
+  // A source that spells its kernels out (a generated kernel) is read as it is; one that may make
+  // them with macros (the library's, which includes its .cuh files) is preprocessed first.
+  std::vector<std::string> kernels;
+  std::string text = prog.source;
+  if (text.find(".cuh") != std::string::npos || text.find("##") != std::string::npos) {
+    text.clear();
+    if (run(cxx + " -E -P -D__global__=__global__GRADUS_EMU -x c++ " + quote(source.string()), text) != 0) {
+      prog.log = text;
+      return 6;  // NVRTC_ERROR_COMPILATION
+    }
+  }
+  static const std::regex kernel(R"(__global__(?:GRADUS_EMU)?\s+void\s+([A-Za-z_][A-Za-z0-9_]*)\s*\()");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kernel); it != std::sregex_iterator(); ++it)
+    kernels.push_back((*it)[1]);
+  std::ostringstream w;
+  w << "#include \"" << source.string() << "\"\n"
+    << "#include <cstddef>\n#include <type_traits>\n#include <utility>\n"
+    << "extern \"C\" { gradus_emu::Context* gradus_emu_context = nullptr;\n"
+    << "void gradus_emu_bind(gradus_emu::Context* c) { gradus_emu_context = c; } }\n"
+    << "namespace {\ntemplate <class... A>\nvoid gradus_emu_call(void (*f)(A...), void** params) {\n"
+    << "  [&]<std::size_t... I>(std::index_sequence<I...>) {\n"
+    << "    f(*static_cast<std::remove_cvref_t<A>*>(params[I])...);\n"
+    << "  }(std::index_sequence_for<A...>{});\n}\n}  // namespace\n";
+  for (const std::string& k : kernels)
+    w << "extern \"C\" void gradus_emu_entry_" << k << "(void** params) { gradus_emu_call(" << k << ", params); }\n";
+  std::ofstream(wrapper) << w.str();
+  std::string out;
+  const int rc = run(cxx + " -O1 -fPIC -shared -w -o " + quote(object.string()) + " " + quote(wrapper.string()), out);
+  prog.log = out;
+  if (rc != 0) return 6;
+  prog.image = to_hex(read_file(object));
+  return 0;
+}
+
+// ------------------------------------------------------------------------------------- cuBLAS
+
+constexpr int kBlasSuccess = 0, kBlasNotInitialized = 1, kBlasInvalidValue = 7, kBlasExecutionFailed = 13;
+constexpr int kOpN = 0, kOpT = 1;
+int blas_handles = 0;
+
+/// acc (m x n) = a (m x k) b (k x n), all column-major and packed: each element summed in order
+/// of p with fused multiply-adds, as a GPU's GEMM does (the same result with or without FMA
+/// instructions: fma rounds once either way; the copy with them vectorises).
+template <class T>
+void product(long m, long n, long k, const T* a, const T* b, T* acc) {
+  for (long j = 0; j < n; ++j) {
+    T* c = acc + j * m;
+    std::fill(c, c + m, T(0));
+    for (long p = 0; p < k; ++p) {
+      const T y = b[p + j * k];
+      const T* x = a + p * m;
+      for (long i = 0; i < m; ++i) c[i] = std::fma(x[i], y, c[i]);
+    }
+  }
+}
+template <class T>
+[[gnu::target("avx2,fma")]] void product_fma(long m, long n, long k, const T* a, const T* b, T* acc) {
+  for (long j = 0; j < n; ++j) {
+    T* c = acc + j * m;
+    std::fill(c, c + m, T(0));
+    for (long p = 0; p < k; ++p) {
+      const T y = b[p + j * k];
+      const T* x = a + p * m;
+      for (long i = 0; i < m; ++i) c[i] = std::fma(x[i], y, c[i]);
+    }
+  }
+}
+
+/// C = alpha op(A) op(B) + beta C, column-major, as cublas<t>gemm; C is not read when beta = 0.
+template <class T>
+int gemm(void* handle, int ta, int tb, int m, int n, int k, const T* alpha, const T* A, int lda, const T* B, int ldb,
+         const T* beta, T* C, int ldc) {
+  std::lock_guard lock(mu());
+  if (!handle) return kBlasNotInitialized;
+  if ((ta != kOpN && ta != kOpT) || (tb != kOpN && tb != kOpT) || m < 0 || n < 0 || k < 0) return kBlasInvalidValue;
+  const int a_rows = ta == kOpN ? m : k, a_cols = ta == kOpN ? k : m;
+  const int b_rows = tb == kOpN ? k : n, b_cols = tb == kOpN ? n : k;
+  if (lda < std::max(1, a_rows) || ldb < std::max(1, b_rows) || ldc < std::max(1, m)) return kBlasInvalidValue;
+  if (!alpha || !beta) return kBlasInvalidValue;
+  if (m == 0 || n == 0) return kBlasSuccess;
+  const auto in_device = [](const void* p, long elements) {
+    return elements <= 0 || find(reinterpret_cast<Ptr>(p), size_t(elements) * sizeof(T)) != nullptr;
+  };
+  if ((k > 0 && (!in_device(A, long(lda) * (a_cols - 1) + a_rows) || !in_device(B, long(ldb) * (b_cols - 1) + b_rows))) ||
+      !in_device(C, long(ldc) * (n - 1) + m))
+    return kBlasInvalidValue;  // an operand outside device memory
+  Open open("cublasgemm");
+  std::vector<T> a(size_t(m) * size_t(k)), b(size_t(k) * size_t(n)), acc(size_t(m) * size_t(n));
+  for (long p = 0; p < k; ++p)
+    for (long i = 0; i < m; ++i) a[size_t(i + p * m)] = ta == kOpN ? A[i + p * lda] : A[p + i * lda];
+  for (long j = 0; j < n; ++j)
+    for (long p = 0; p < k; ++p) b[size_t(p + j * k)] = tb == kOpN ? B[p + j * ldb] : B[j + p * ldb];
+  static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  (fma ? product_fma<T> : product<T>)(m, n, k, a.data(), b.data(), acc.data());
+  const T x = *alpha, y = *beta;
+  for (long j = 0; j < n; ++j)
+    for (long i = 0; i < m; ++i) {
+      T& c = C[i + j * ldc];
+      c = y == T(0) ? x * acc[size_t(i + j * m)] : x * acc[size_t(i + j * m)] + y * c;
+    }
+  return kBlasSuccess;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ the driver API
+
+extern "C" {
+
+int cuInit(unsigned) {
+  std::lock_guard lock(mu());
+  install_fault_handler();
+  return kSuccess;
+}
+int cuDeviceGetCount(int* count) {
+  *count = 1;
+  return kSuccess;
+}
+int cuDeviceGet(int* dev, int ordinal) {
+  if (ordinal != 0) return kInvalidDevice;
+  *dev = 0;
+  return kSuccess;
+}
+int cuDeviceGetName(char* name, int len, int dev) {
+  if (dev != 0 || len <= 0) return kInvalidValue;
+  std::snprintf(name, size_t(len), "%s", "gradus emulated GPU (host)");
+  return kSuccess;
+}
+int cuDeviceGetAttribute(int* value, int attribute, int dev) {
+  if (dev != 0) return kInvalidDevice;
+  switch (attribute) {
+    case 75: *value = 9; break;   // compute capability major
+    case 76: *value = 0; break;   // minor
+    case 16: *value = 2; break;   // multiprocessors: small grids keep the emulation quick
+    case 1: *value = 1024; break; // max threads per block
+    default: *value = 0;
+  }
+  return kSuccess;
+}
+int cuGetErrorString(int code, const char** s) {
+  switch (code) {
+    case kSuccess: *s = "no error"; break;
+    case kInvalidValue: *s = "invalid argument (emulated device)"; break;
+    case kOutOfMemory: *s = "out of memory (emulated device)"; break;
+    case kInvalidImage: *s = "device kernel image is invalid (emulated device)"; break;
+    case kNotFound: *s = "named symbol not found (emulated device)"; break;
+    case kLaunchFailed: *s = "unspecified launch failure (emulated device)"; break;
+    default: *s = "unknown error (emulated device)";
+  }
+  return kSuccess;
+}
+int cuDevicePrimaryCtxRetain(void** ctx, int dev) {
+  if (dev != 0) return kInvalidDevice;
+  static int context;
+  *ctx = &context;
+  return kSuccess;
+}
+int cuCtxSetCurrent(void*) { return kSuccess; }
+int cuCtxSynchronize() { return kSuccess; }
+int cuStreamSynchronize(void*) { return kSuccess; }
+
+int cuMemAlloc_v2(Ptr* dptr, size_t size) {
+  std::lock_guard lock(mu());
+  if (size == 0) return kInvalidValue;
+  if (allocated_bytes + size > kDeviceMemory) return kOutOfMemory;
+  const size_t page = page_size();
+  Allocation a;
+  a.data_size = (size + 255 + page - 1) / page * page;
+  a.map_size = a.data_size + 2 * page;
+  void* m = mmap(nullptr, a.map_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return kOutOfMemory;
+  a.map = static_cast<char*>(m);
+  a.data = a.map + page;
+  // the end of the data as close to the guard page after it as 256-byte alignment allows
+  const auto end = reinterpret_cast<uintptr_t>(a.data + a.data_size);
+  a.ptr = Ptr((end - size) & ~uintptr_t(255));
+  a.size = size;
+  mprotect(a.data, a.data_size, PROT_READ | PROT_WRITE);
+  std::memset(a.data, 0xff, a.data_size);  // NaN in float and double: unwritten memory shows
+  if (!in_launch) mprotect(a.data, a.data_size, PROT_NONE);
+  allocations()[a.ptr] = a;
+  allocated_bytes += size;
+  *dptr = a.ptr;
+  return kSuccess;
+}
+int cuMemFree_v2(Ptr p) {
+  std::lock_guard lock(mu());
+  auto it = allocations().find(p);
+  if (it == allocations().end()) return kInvalidValue;
+  munmap(it->second.map, it->second.map_size);
+  allocated_bytes -= it->second.size;
+  allocations().erase(it);
+  return kSuccess;
+}
+int cuMemGetInfo_v2(size_t* free, size_t* total) {
+  std::lock_guard lock(mu());
+  *free = kDeviceMemory - allocated_bytes;
+  *total = kDeviceMemory;
+  return kSuccess;
+}
+int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n) {
+  std::lock_guard lock(mu());
+  if (n == 0) return kSuccess;
+  Allocation* a = find(dst, n);
+  if (!a) return kInvalidValue;
+  Open open("cuMemcpyHtoD", a);
+  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return kSuccess;
+}
+int cuMemcpyDtoH_v2(void* dst, Ptr src, size_t n) {
+  std::lock_guard lock(mu());
+  if (n == 0) return kSuccess;
+  Allocation* a = find(src, n);
+  if (!a) return kInvalidValue;
+  Open open("cuMemcpyDtoH", a);
+  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  return kSuccess;
+}
+int cuMemcpyDtoD_v2(Ptr dst, Ptr src, size_t n) {
+  std::lock_guard lock(mu());
+  if (n == 0) return kSuccess;
+  Allocation *a = find(dst, n), *b = find(src, n);
+  if (!a || !b) return kInvalidValue;
+  Open open("cuMemcpyDtoD", a, b);
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return kSuccess;
+}
+int cuMemsetD8_v2(Ptr dst, unsigned char v, size_t n) {
+  std::lock_guard lock(mu());
+  if (n == 0) return kSuccess;
+  Allocation* a = find(dst, n);
+  if (!a) return kInvalidValue;
+  Open open("cuMemsetD8", a);
+  std::memset(reinterpret_cast<void*>(dst), v, n);
+  return kSuccess;
+}
+
+int cuModuleLoadData(void** module, const void* image) {
+  std::lock_guard lock(mu());
+  std::string bytes;
+  if (!image || !from_hex(static_cast<const char*>(image), bytes)) return kInvalidImage;
+  static int counter = 0;
+  auto m = std::make_unique<Module>();
+  m->file = (work_dir() / ("module" + std::to_string(counter++) + ".so")).string();
+  std::ofstream(m->file, std::ios::binary) << bytes;
+  m->handle = dlopen(m->file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!m->handle) {
+    std::fprintf(stderr, "gradus GPU emulator: cannot load a module: %s\n", dlerror());
+    return kInvalidImage;
+  }
+  *module = m.get();
+  modules().push_back(std::move(m));
+  return kSuccess;
+}
+int cuModuleGetFunction(void** function, void* module, const char* name) {
+  std::lock_guard lock(mu());
+  auto* m = static_cast<Module*>(module);
+  auto f = std::make_unique<Function>();
+  f->entry = reinterpret_cast<Entry>(dlsym(m->handle, ("gradus_emu_entry_" + std::string(name)).c_str()));
+  f->bind = reinterpret_cast<Bind>(dlsym(m->handle, "gradus_emu_bind"));
+  f->name = std::string("kernel ") + name;
+  if (!f->entry || !f->bind) return kNotFound;
+  *function = f.get();
+  functions().push_back(std::move(f));
+  return kSuccess;
+}
+int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                   unsigned shared, void* /*stream*/, void** params, void** extra) {
+  std::lock_guard lock(mu());
+  auto* f = static_cast<Function*>(function);
+  // gradus launches one-dimensional grids of one-dimensional blocks, with no dynamic shared memory
+  if (!f || gx == 0 || bx == 0 || bx > 1024 || gy != 1 || gz != 1 || by != 1 || bz != 1 || shared != 0 || extra)
+    return kInvalidValue;
+  sched.ctx.grid_dim = {gx, 1, 1};
+  sched.ctx.block_dim = {bx, 1, 1};
+  sched.ctx.sync = &fiber_sync;
+  sched.entry = f->entry;
+  sched.args = params;
+  f->bind(&sched.ctx);
+  Open open(f->name.c_str());
+  for (unsigned b = gx; b-- > 0;) {  // in reverse: no kernel may rely on the order of blocks
+    sched.ctx.block_idx = {b, 0, 0};
+    run_block(bx);
+  }
+  return kSuccess;
+}
+
+// ------------------------------------------------------------------------------------ NVRTC API
+
+int nvrtcVersion(int* major, int* minor) {
+  *major = 13;
+  *minor = 0;
+  return 0;
+}
+int nvrtcCreateProgram(void** prog, const char* src, const char* name, int num_headers, const char* const*,
+                       const char* const*) {
+  if (!prog || !src || num_headers != 0) return 1;  // NVRTC_ERROR_INVALID_INPUT (gradus passes no headers)
+  auto* p = new Program;
+  p->source = src;
+  p->name = name ? name : "default_program";
+  *prog = p;
+  return 0;
+}
+int nvrtcCompileProgram(void* prog, int n, const char* const* options) {
+  std::lock_guard lock(mu());
+  std::vector<std::string> opts(options, options + n);
+  return compile(*static_cast<Program*>(prog), opts);
+}
+int nvrtcGetProgramLogSize(void* prog, size_t* size) {
+  *size = static_cast<Program*>(prog)->log.size() + 1;
+  return 0;
+}
+int nvrtcGetProgramLog(void* prog, char* log) {
+  const std::string& l = static_cast<Program*>(prog)->log;
+  std::memcpy(log, l.c_str(), l.size() + 1);
+  return 0;
+}
+int nvrtcGetPTXSize(void* prog, size_t* size) {
+  *size = static_cast<Program*>(prog)->image.size() + 1;
+  return 0;
+}
+int nvrtcGetPTX(void* prog, char* ptx) {
+  const std::string& i = static_cast<Program*>(prog)->image;
+  std::memcpy(ptx, i.c_str(), i.size() + 1);
+  return 0;
+}
+int nvrtcDestroyProgram(void** prog) {
+  delete static_cast<Program*>(*prog);
+  *prog = nullptr;
+  return 0;
+}
+const char* nvrtcGetErrorString(int code) {
+  return code == 0 ? "NVRTC_SUCCESS" : code == 6 ? "NVRTC_ERROR_COMPILATION (emulated)" : "NVRTC_ERROR (emulated)";
+}
+
+// ----------------------------------------------------------------------------------- cuBLAS API
+
+int cublasCreate_v2(void** handle) {
+  std::lock_guard lock(mu());
+  *handle = &blas_handles;
+  return kBlasSuccess;
+}
+int cublasDestroy_v2(void*) { return kBlasSuccess; }
+int cublasSetMathMode(void* handle, int) { return handle ? kBlasSuccess : kBlasNotInitialized; }
+int cublasSetStream_v2(void* handle, void*) { return handle ? kBlasSuccess : kBlasNotInitialized; }
+const char* cublasGetStatusString(int status) {
+  switch (status) {
+    case kBlasSuccess: return "CUBLAS_STATUS_SUCCESS";
+    case kBlasNotInitialized: return "CUBLAS_STATUS_NOT_INITIALIZED (emulated)";
+    case kBlasInvalidValue: return "CUBLAS_STATUS_INVALID_VALUE (emulated)";
+    case kBlasExecutionFailed: return "CUBLAS_STATUS_EXECUTION_FAILED (emulated)";
+    default: return "CUBLAS_STATUS_UNKNOWN (emulated)";
+  }
+}
+int cublasSgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
+                   const float* B, int ldb, const float* beta, float* C, int ldc) {
+  return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+int cublasDgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const double* alpha, const double* A, int lda,
+                   const double* B, int ldb, const double* beta, double* C, int ldc) {
+  return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // extern "C"
