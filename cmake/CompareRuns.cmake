@@ -1,0 +1,43 @@
+# Compares the final "step N: test loss L, test accuracy A" lines of two runs of
+# examples/train_fashion_mnist, as the gpu-emu test runs it on the CPU and on the emulated GPU:
+#   cmake -DCPU=<cpu log> -DGPU=<gpu log> [-DTOLERANCE=20] -P CompareRuns.cmake
+# Fails unless both lines exist, at the same step, and loss and accuracy (printed with four
+# decimals) agree within TOLERANCE units of the last decimal (default 20: 0.002).
+foreach(var CPU GPU)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "CompareRuns.cmake: ${var} is not set")
+  endif()
+endforeach()
+if(NOT DEFINED TOLERANCE)
+  set(TOLERANCE 20)
+endif()
+set(pattern "step ([0-9]+): test loss ([0-9]+\\.[0-9][0-9][0-9][0-9]), test accuracy ([0-9]+\\.[0-9][0-9][0-9][0-9])")
+foreach(run CPU GPU)
+  file(READ ${${run}} text)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "CompareRuns.cmake: ${${run}} has no line \"step N: test loss L, test accuracy A\":\n${text}")
+  endif()
+  set(${run}_step ${CMAKE_MATCH_1})
+  set(${run}_loss ${CMAKE_MATCH_2})
+  set(${run}_accuracy ${CMAKE_MATCH_3})
+endforeach()
+message(STATUS "cpu: step ${CPU_step}, test loss ${CPU_loss}, test accuracy ${CPU_accuracy}")
+message(STATUS "gpu: step ${GPU_step}, test loss ${GPU_loss}, test accuracy ${GPU_accuracy}")
+if(NOT CPU_step EQUAL GPU_step)
+  message(FATAL_ERROR "CompareRuns.cmake: the runs stopped at different steps")
+endif()
+foreach(what loss accuracy)
+  # in units of 1e-4 (CMake's math is integer): "2.3026" -> 23026
+  foreach(run CPU GPU)
+    string(REPLACE "." "" units "${${run}_${what}}")
+    string(REGEX REPLACE "^0+([0-9])" "\\1" ${run}_units "${units}")
+  endforeach()
+  math(EXPR diff "${CPU_units} - ${GPU_units}")
+  if(diff LESS 0)
+    math(EXPR diff "0 - ${diff}")
+  endif()
+  if(diff GREATER TOLERANCE)
+    message(FATAL_ERROR "CompareRuns.cmake: the test ${what} differs by ${diff}e-4 (more than ${TOLERANCE}e-4) "
+                        "between the CPU (${CPU_${what}}) and the GPU (${GPU_${what}})")
+  endif()
+endforeach()

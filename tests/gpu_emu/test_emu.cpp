@@ -1,0 +1,223 @@
+// The emulated GPU (emu.cpp) catches what it promises to catch: host code reading device memory,
+// a kernel writing past its buffer, memory nobody wrote, kernels that rely on the order of
+// threads, and bad cuBLAS arguments; and its barrier, warp shuffle and GEMM compute what a GPU
+// computes. It is called here through the C entry points gradus loads with dlopen.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using Ptr = unsigned long long;
+
+extern "C" {
+int cuInit(unsigned);
+int cuMemAlloc_v2(Ptr*, size_t);
+int cuMemFree_v2(Ptr);
+int cuMemcpyHtoD_v2(Ptr, const void*, size_t);
+int cuMemcpyDtoH_v2(void*, Ptr, size_t);
+int cuModuleLoadData(void**, const void*);
+int cuModuleGetFunction(void**, void*, const char*);
+int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**, void**);
+int nvrtcCreateProgram(void**, const char*, const char*, int, const char* const*, const char* const*);
+int nvrtcCompileProgram(void*, int, const char* const*);
+int nvrtcGetProgramLogSize(void*, size_t*);
+int nvrtcGetProgramLog(void*, char*);
+int nvrtcGetPTXSize(void*, size_t*);
+int nvrtcGetPTX(void*, char*);
+int nvrtcDestroyProgram(void**);
+int cublasCreate_v2(void**);
+int cublasSgemm_v2(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
+                   float*, int);
+}
+
+namespace {
+
+constexpr int kInvalidValue = 1, kNvrtcCompilation = 6, kBlasInvalidValue = 7;
+
+/// Compiles `source` with the emulated NVRTC: 0 and the image, or the error code and the log.
+int compile(const std::string& source, std::string& out) {
+  void* prog = nullptr;
+  REQUIRE(nvrtcCreateProgram(&prog, source.c_str(), "test.cu", 0, nullptr, nullptr) == 0);
+  const char* options[] = {"--gpu-architecture=compute_90"};
+  const int rc = nvrtcCompileProgram(prog, 1, options);
+  size_t size = 0;
+  if (rc == 0) {
+    nvrtcGetPTXSize(prog, &size);
+    out.assign(size, '\0');
+    nvrtcGetPTX(prog, out.data());
+  } else {
+    nvrtcGetProgramLogSize(prog, &size);
+    out.assign(size, '\0');
+    nvrtcGetProgramLog(prog, out.data());
+  }
+  nvrtcDestroyProgram(&prog);
+  return rc;
+}
+
+/// The kernel `name` of `source`, compiled and loaded.
+void* kernel(const std::string& source, const char* name) {
+  std::string image;
+  REQUIRE(compile(source, image) == 0);
+  void* module = nullptr;
+  REQUIRE(cuModuleLoadData(&module, image.c_str()) == 0);
+  void* fn = nullptr;
+  REQUIRE(cuModuleGetFunction(&fn, module, name) == 0);
+  return fn;
+}
+
+template <class T>
+std::vector<T> read(Ptr p, size_t n) {
+  std::vector<T> v(n);
+  REQUIRE(cuMemcpyDtoH_v2(v.data(), p, n * sizeof(T)) == 0);
+  return v;
+}
+
+/// Runs `body` in a child process: whether it died of SIGSEGV, and what it wrote to stderr.
+template <class F>
+std::pair<bool, std::string> in_child(F body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {  // the child's test framework reports the crash too: to /dev/null with its stdout
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (FILE* null = std::freopen("/dev/null", "w", stdout); !null) _exit(3);
+    body();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) err.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, err};
+}
+
+}  // namespace
+
+TEST_CASE("emulated GPU: fresh device memory is NaN, and copies stay inside an allocation", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  Ptr p = 0;
+  REQUIRE(cuMemAlloc_v2(&p, 10 * sizeof(float)) == 0);
+  CHECK(p % 256 == 0);
+  for (float x : read<float>(p, 10)) CHECK(std::isnan(x));
+  const std::vector<float> eleven(11, 1.f);
+  CHECK(cuMemcpyHtoD_v2(p, eleven.data(), 11 * sizeof(float)) == kInvalidValue);
+  CHECK(cuMemcpyHtoD_v2(p + 4, eleven.data(), 10 * sizeof(float)) == kInvalidValue);
+  CHECK(cuMemcpyHtoD_v2(p, eleven.data(), 10 * sizeof(float)) == 0);
+  CHECK(read<float>(p, 10) == std::vector<float>(10, 1.f));
+  CHECK(cuMemFree_v2(p) == 0);
+  CHECK(cuMemFree_v2(p) == kInvalidValue);
+}
+
+TEST_CASE("emulated GPU: host code that reads device memory dies, naming the allocation", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  Ptr p = 0;
+  REQUIRE(cuMemAlloc_v2(&p, 64) == 0);
+  const auto [segv, err] = in_child([p] {
+    volatile float x = *reinterpret_cast<const float*>(p);
+    (void)x;
+  });
+  CHECK(segv);
+  CHECK_THAT(err, Catch::Contains("host code touched device memory") && Catch::Contains("allocation of 64 bytes"));
+  cuMemFree_v2(p);
+}
+
+TEST_CASE("emulated GPU: a kernel that writes past its buffer dies, naming the kernel", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  void* fn = kernel("extern \"C\" __global__ void overrun(float* d, long n) {\n"
+                    "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n + 4096; i += gridDim.x * (long)blockDim.x)\n"
+                    "    d[i] = 1.f;\n"
+                    "}\n",
+                    "overrun");
+  Ptr p = 0;
+  REQUIRE(cuMemAlloc_v2(&p, 100 * sizeof(float)) == 0);
+  long n = 100;
+  void* params[] = {&p, &n};
+  const auto [segv, err] = in_child([&] { cuLaunchKernel(fn, 2, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr); });
+  CHECK(segv);
+  CHECK_THAT(err, Catch::Contains("kernel overrun accessed") && Catch::Contains("allocation of 400 bytes"));
+  cuMemFree_v2(p);
+}
+
+TEST_CASE("emulated GPU: threads run in reverse; __syncthreads and warp shuffles synchronise them", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  void* fn = kernel(
+      "extern \"C\" __global__ void blocks(int* last, int* mirrored, double* warp_sums) {\n"
+      "  const unsigned t = threadIdx.x;\n"
+      "  last[0] = blockIdx.x * blockDim.x + t;  // the thread that runs last wins\n"
+      "  __shared__ int s[256];\n"
+      "  s[t] = int(blockIdx.x * 1000 + t);\n"
+      "  __syncthreads();\n"
+      "  mirrored[blockIdx.x * blockDim.x + t] = s[blockDim.x - 1 - t];\n"
+      "  double x = t;\n"
+      "  for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);\n"
+      "  if ((t & 31u) == 0) warp_sums[blockIdx.x * (blockDim.x / 32) + t / 32] = x;\n"
+      "}\n",
+      "blocks");
+  constexpr unsigned kBlocks = 3, kThreads = 256;
+  Ptr last = 0, mirrored = 0, sums = 0;
+  REQUIRE(cuMemAlloc_v2(&last, sizeof(int)) == 0);
+  REQUIRE(cuMemAlloc_v2(&mirrored, kBlocks * kThreads * sizeof(int)) == 0);
+  REQUIRE(cuMemAlloc_v2(&sums, kBlocks * kThreads / 32 * sizeof(double)) == 0);
+  void* params[] = {&last, &mirrored, &sums};
+  REQUIRE(cuLaunchKernel(fn, kBlocks, 1, 1, kThreads, 1, 1, 0, nullptr, params, nullptr) == 0);
+  CHECK(read<int>(last, 1)[0] == 0);  // block 0's thread 0 ran last
+  const std::vector<int> m = read<int>(mirrored, kBlocks * kThreads);
+  for (unsigned b = 0; b < kBlocks; ++b)
+    for (unsigned t = 0; t < kThreads; ++t) CHECK(m[b * kThreads + t] == int(b * 1000 + kThreads - 1 - t));
+  const std::vector<double> s = read<double>(sums, kBlocks * kThreads / 32);
+  for (unsigned w = 0; w < s.size(); ++w) {
+    const double first = double(w % (kThreads / 32) * 32);
+    CHECK(s[w] == 32 * first + 31 * 32 / 2);  // lanes first .. first + 31
+  }
+  cuMemFree_v2(last);
+  cuMemFree_v2(mirrored);
+  cuMemFree_v2(sums);
+}
+
+TEST_CASE("emulated NVRTC: a compile error comes back as NVRTC's error with the compiler's log", "[gpu-emu]") {
+  std::string log;
+  CHECK(compile("extern \"C\" __global__ void broken(float* d) { d[0] = undeclared_name; }\n", log) ==
+        kNvrtcCompilation);
+  CHECK_THAT(log, Catch::Contains("undeclared_name"));
+}
+
+TEST_CASE("emulated cuBLAS: a column-major product, beta = 0 ignores C, and bad arguments are refused", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  void* h = nullptr;
+  REQUIRE(cublasCreate_v2(&h) == 0);
+  // A = [[1, 2, 3], [4, 5, 6]] (2 x 3), B = [[1, 0], [0, 1], [1, 1]] (3 x 2), column-major
+  const float a[] = {1, 4, 2, 5, 3, 6}, b[] = {1, 0, 1, 0, 1, 1};
+  Ptr A = 0, B = 0, C = 0;
+  REQUIRE(cuMemAlloc_v2(&A, sizeof a) == 0);
+  REQUIRE(cuMemAlloc_v2(&B, sizeof b) == 0);
+  REQUIRE(cuMemAlloc_v2(&C, 4 * sizeof(float)) == 0);  // NaN-filled
+  cuMemcpyHtoD_v2(A, a, sizeof a);
+  cuMemcpyHtoD_v2(B, b, sizeof b);
+  const float one = 1, zero = 0;
+  const auto* pa = reinterpret_cast<const float*>(A);
+  const auto* pb = reinterpret_cast<const float*>(B);
+  auto* pc = reinterpret_cast<float*>(C);
+  REQUIRE(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, pa, 2, pb, 3, &zero, pc, 2) == 0);
+  CHECK(read<float>(C, 4) == std::vector<float>{4, 10, 5, 11});  // A B = [[4, 5], [10, 11]]
+  // Aᵀ (3 x 2) times a 2 x 2 C again, now accumulating: C = Aᵀ... is 3 x 2, so use op(A) = Aᵀ with B' = C
+  CHECK(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, pa, 1, pb, 3, &zero, pc, 2) == kBlasInvalidValue);  // lda < m
+  CHECK(cublasSgemm_v2(h, 1, 0, 3, 2, 2, &one, pa, 1, pb, 2, &zero, pc, 3) == kBlasInvalidValue);  // lda < k
+  CHECK(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, pa, 2, pb, 3, &zero, pc, 3) == kBlasInvalidValue);  // C too small
+  const float host[6] = {};
+  CHECK(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, host, 2, pb, 3, &zero, pc, 2) == kBlasInvalidValue);  // not device
+  cuMemFree_v2(A);
+  cuMemFree_v2(B);
+  cuMemFree_v2(C);
+}
