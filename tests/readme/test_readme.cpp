@@ -198,7 +198,7 @@ TEST_CASE("readme: the marked examples of the README and of every docs/ page com
   for (const Block& b : found) {
     // the compilations (seconds each) run two at a time; their results are checked in order
     if (compiled.size() >= 2) compiled[compiled.size() - 2].status.wait();
-    compiled.push_back({b.what, std::async(std::launch::async, compile, source_of(b.block), dir / b.file)});
+    compiled.push_back({b.what, std::async(std::launch::async, [&dir, &b] { return compile(source_of(b.block), dir / b.file); })});
   }
   bool each_compiles = true;
   for (Compiled& c : compiled) {
