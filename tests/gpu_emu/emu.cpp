@@ -88,10 +88,6 @@ size_t allocated_bytes = 0;
 bool in_launch = false;           // the kernel, or a copy, may touch device memory
 const char* running_kernel = "";  // for the fault message
 
-void protect_all(int prot) {
-  for (auto& [p, a] : allocations()) mprotect(a.data, a.data_size, prot);
-}
-
 /// The allocation holding [p, p + n), or null.
 Allocation* find(Ptr p, size_t n) {
   auto& all = allocations();
@@ -103,27 +99,23 @@ Allocation* find(Ptr p, size_t n) {
   return &a;
 }
 
-/// Makes device memory readable while it lives (all of it, or the allocations it is given: those
-/// a copy names, or those a launch's parameters point into), and unreadable after.
+/// Makes the allocations it is given (those a copy or a GEMM names, or those a launch's
+/// parameters point into) readable while it lives, and unreadable after.
 struct Open {
-  explicit Open(const char* what) : all_(true) { open(what); }
-  Open(const char* what, std::vector<Allocation*> some) : some_(std::move(some)) { open(what); }
+  Open(const char* what, std::vector<Allocation*> some) : some_(std::move(some)) {
+    set(PROT_READ | PROT_WRITE);
+    in_launch = true;
+    running_kernel = what;
+  }
   ~Open() {
     in_launch = false;
     set(PROT_NONE);
   }
 
  private:
-  void open(const char* what) {
-    set(PROT_READ | PROT_WRITE);
-    in_launch = true;
-    running_kernel = what;
-  }
   void set(int prot) {
-    if (all_) return protect_all(prot);
     for (Allocation* a : some_) mprotect(a->data, a->data_size, prot);
   }
-  bool all_ = false;
   std::vector<Allocation*> some_;
 };
 
@@ -496,7 +488,7 @@ constexpr long kRowBlock = 256;
 /// of p with fused multiply-adds, as a GPU's GEMM does (the same result with or without FMA
 /// instructions: fma rounds once either way; the copy with them vectorises).
 template <class T>
-void product(long m, long n, long k, const T* a, const T* b, T* acc) {
+[[gnu::always_inline]] inline void product_body(long m, long n, long k, const T* a, const T* b, T* acc) {
   for (long i0 = 0; i0 < m; i0 += kRowBlock) {  // a block of a's rows stays in the cache
     const long rows = std::min(kRowBlock, m - i0);
     for (long j = 0; j < n; ++j) {
@@ -510,20 +502,14 @@ void product(long m, long n, long k, const T* a, const T* b, T* acc) {
     }
   }
 }
+// the same body compiled twice: for any x86-64, and with AVX2 + FMA (picked at run time)
+template <class T>
+void product(long m, long n, long k, const T* a, const T* b, T* acc) {
+  product_body(m, n, k, a, b, acc);
+}
 template <class T>
 [[gnu::target("avx2,fma")]] void product_fma(long m, long n, long k, const T* a, const T* b, T* acc) {
-  for (long i0 = 0; i0 < m; i0 += kRowBlock) {  // a block of a's rows stays in the cache
-    const long rows = std::min(kRowBlock, m - i0);
-    for (long j = 0; j < n; ++j) {
-      T* c = acc + j * m + i0;
-      std::fill(c, c + rows, T(0));
-      for (long p = 0; p < k; ++p) {
-        const T y = b[p + j * k];
-        const T* x = a + p * m + i0;
-        for (long i = 0; i < rows; ++i) c[i] = std::fma(x[i], y, c[i]);
-      }
-    }
-  }
+  product_body(m, n, k, a, b, acc);
 }
 
 /// C = alpha op(A) op(B) + beta C, column-major, as cublas<t>gemm; C is not read when beta = 0.
