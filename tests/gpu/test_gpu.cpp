@@ -5,7 +5,8 @@
 // What they check: the device's identity; tensors to the GPU and back, bit for bit; every
 // elementwise op and fused chains computed by generated kernels against the CPU (float to a few
 // ulps, double to 1e-12 relative); broadcasting and parameters; the device check of expressions;
-// and that a steady state of GPU evaluations allocates no device memory.
+// and that a steady state of GPU evaluations allocates no device memory. The tag [memcheck] marks
+// the quicker tests that scripts/gpu-check also runs under compute-sanitizer's memcheck.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -70,7 +71,7 @@ TEST_CASE("the GPU is found and named", "[gpu]") {
   CHECK_THROWS_AS(gd::cuda(gd::cuda::device_count()), gd::device_error);
 }
 
-TEST_CASE("tensors go to the GPU and back bit for bit", "[gpu]") {
+TEST_CASE("tensors go to the GPU and back bit for bit", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000003)}) {
@@ -113,7 +114,7 @@ TEST_CASE("generated kernels compute every elementwise op as the CPU does", "[gp
   check(double{}, 1e-12);
 }
 
-TEST_CASE("fused chains with numbers, parameters, masks and broadcasting run as one kernel", "[gpu]") {
+TEST_CASE("fused chains with numbers, parameters, masks and broadcasting run as one kernel", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   const auto a = uniform<double>({64, 100}, -2, 2, 6), b = uniform<double>({64, 100}, -2, 2, 7);
@@ -158,7 +159,7 @@ std::vector<gd::Tensor<double>> value_and_grads(F&& f, const std::vector<gd::Ten
 
 }  // namespace
 
-TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[gpu]") {
+TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   const std::vector<gd::Tensor<double>> xs{uniform<double>({300, 200}, -1, 1, 11), uniform<double>({300, 200}, -1, 1, 12),
@@ -179,7 +180,7 @@ TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[
   }
 }
 
-TEST_CASE("gradients on the GPU: a Var used twice, a mean, a comparison mask, accumulation over two passes", "[gpu]") {
+TEST_CASE("gradients on the GPU: a Var used twice, a mean, a comparison mask, accumulation over two passes", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({1000}, -2, 2, 15);
@@ -211,7 +212,7 @@ TEST_CASE("gradient check in double on the GPU: finite differences of the GPU's 
   }
 }
 
-TEST_CASE("matmul on the GPU (cuBLAS): products and gradients agree with the CPU", "[gpu]") {
+TEST_CASE("matmul on the GPU (cuBLAS): products and gradients agree with the CPU", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   REQUIRE_FALSE(gd::cuda::tf32_allowed());  // full float precision by default
@@ -272,7 +273,7 @@ TEST_CASE("training on the GPU: 50 SGD-momentum and Adam steps of a tanh regress
   }
 }
 
-TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gradient uses it", "[gpu]") {
+TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gradient uses it", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<float>({333, 77}, -1, 1, 40);
@@ -289,7 +290,7 @@ TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gr
   CHECK(std::vector<float>(ggpu.begin(), ggpu.end()) == std::vector<float>(gcpu.begin(), gcpu.end()));
 }
 
-TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree with the CPU", "[gpu]") {
+TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree with the CPU", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({6, 10, 4}, -3, 3, 50);
@@ -408,7 +409,7 @@ TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and c
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("conv2d and pooling on the GPU agree with the CPU, values and gradients", "[gpu]") {
+TEST_CASE("conv2d and pooling on the GPU agree with the CPU, values and gradients", "[gpu][memcheck]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);
   struct Case {

@@ -72,17 +72,18 @@ OpInfo pointwise(std::string name, F f, std::function<double(double, double, dou
   uint64_t seed = 310;
   for (const Weighting& wt : weightings(false))
     o.samples.push_back(sample(wt.label, wt.kinds, {preds(seed++)},
-                               [f, labels, wt, param](const V& v) { return VarD(f(labels, v[0], wt.red, wt.w, wt.ws, param)); },
+                               [f, labels, wt, param](const auto& v) { return as_var(v, f(like(v, labels), v[0], wt.red, like(v, wt.w), wt.ws, param)); },
                                ref_of(wt.red, wt.w, wt.ws, param)));
   for (double prm : params)
     o.samples.push_back(sample("parameter " + std::to_string(prm), gd::ops::kind::params, {preds(seed++)},
-                               [f, labels, prm](const V& v) { return VarD(f(labels, v[0], Reduction::sum, TensorD(), 1.0, prm)); },
+                               [f, labels, prm](const auto& v) { return as_var(v, f(like(v, labels), v[0], Reduction::sum, like(v, TensorD()), 1.0, prm)); },
                                ref_of(Reduction::sum, TensorD(), 1, prm)));
   // predictions from a chain: sigmoid(x) * b (in (0, 1)), b [4]
   o.samples.push_back(sample("of sigmoid(x) * b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                              {uniform({3, 4}, seed, -2, 2), uniform({4}, seed + 1, 0.5, 0.95)},
-                             [f, labels, param](const V& v) {
-                               return VarD(f(labels, gd::sigmoid(v[0]) * v[1], Reduction::sum_by_nonzero_weights, TensorD(), 1.0, param));
+                             [f, labels, param](const auto& v) {
+                               return as_var(v, f(like(v, labels), gd::sigmoid(v[0]) * v[1], Reduction::sum_by_nonzero_weights,
+                                                  like(v, TensorD()), 1.0, param));
                              },
                              [elem, labels, param](const Refs& t) {
                                const TensorD p = map2(t[0], t[1], [](double x, double b) { return b / (1 + std::exp(-x)); });
@@ -92,10 +93,10 @@ OpInfo pointwise(std::string name, F f, std::function<double(double, double, dou
   return o;
 }
 
-/// Options<double> (or another options type O) with reduction and weights set.
-template <class O>
-O options(Reduction red, const TensorD& w, double ws) {
-  O o{.reduction = red};
+/// Options<T> (or another options template O) with reduction and weights set.
+template <template <class> class O, class T>
+O<T> options(Reduction red, const gd::Tensor<T>& w, double ws) {
+  O<T> o{.reduction = red};
   if (w.defined())
     o.weights = w;
   else

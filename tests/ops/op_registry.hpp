@@ -20,6 +20,7 @@ namespace op_registry {
 namespace gd = gradus;
 using TensorD = gd::Tensor<double>;
 using VarD = gd::Var<double>;
+using VarF = gd::Var<float>;
 using TensorI64 = gd::Tensor<int64_t>;
 using Idx = std::vector<int64_t>;
 using gd::ops::OpInfo;
@@ -154,15 +155,54 @@ inline TensorD scalar(double v) {
 }
 
 // ------------------------------------------------------------------ building samples
-/// A sample: label, kinds, inputs, call, reference (tolerances default; adjust the result).
-inline OpSample sample(std::string label, unsigned kinds, std::vector<TensorD> inputs,
-                       std::function<VarD(const std::vector<VarD>&)> call,
-                       std::function<TensorD(const std::vector<TensorD>&)> reference) {
+/// The device the device pass is running the current sample on (the CPU otherwise): where
+/// `like` and `on_device` put the tensors a call uses besides its leaves.
+inline gd::Device& sample_device() {
+  static gd::Device d = gd::cpu;
+  return d;
+}
+/// The element type of a call's leaves (`const auto& v` in a call written for both types).
+template <class Vs>
+using element_of = typename std::remove_cvref_t<Vs>::value_type::value_type;
+/// A call's result as a Var of its leaves' element type.
+template <class T, class E>
+gd::Var<T> as_var(const std::vector<gd::Var<T>>&, const E& e) {
+  return gd::Var<T>(e);
+}
+/// A double tensor a call uses besides its leaves (a target, a mask), in the leaves' element type
+/// and on the sample's device. In double on the CPU it is `x` itself, not a copy, so that a warm
+/// call still allocates nothing.
+template <class T>
+gd::Tensor<T> like(const std::vector<gd::Var<T>>&, const TensorD& x) {
+  if (!x.defined()) return {};
+  if constexpr (std::is_same_v<T, double>) {
+    if (sample_device() == gd::Device(gd::cpu)) return x;
+    return x.to(sample_device());
+  } else {
+    gd::Tensor<T> t(x.shape());
+    for (int64_t i = 0; i < x.size(); ++i) t.data()[i] = static_cast<T>(x.data()[i]);
+    return sample_device() == gd::Device(gd::cpu) ? t : t.to(sample_device());
+  }
+}
+/// Integer labels or indices a call uses, on the sample's device (`x` itself on the CPU).
+inline TensorI64 on_device(const TensorI64& x) {
+  return sample_device() == gd::Device(gd::cpu) ? x : x.to(sample_device());
+}
+
+/// A sample: label, kinds, inputs, call, reference (tolerances default; adjust the result). A
+/// call written for any element type (`[](const auto& v) { ... }`, a generic lambda) is kept in
+/// float as well as in double, for the device pass; one written for `std::vector<VarD>` only in
+/// double.
+template <class Call>
+OpSample sample(std::string label, unsigned kinds, std::vector<TensorD> inputs, Call call,
+                std::function<TensorD(const std::vector<TensorD>&)> reference) {
   OpSample s;
   s.label = std::move(label);
   s.kinds = kinds;
   s.inputs = std::move(inputs);
-  s.call = std::move(call);
+  if constexpr (!requires { &Call::operator(); })  // a template call operator: generic
+    s.call_float = [call](const std::vector<VarF>& v) { return VarF(call(v)); };
+  s.call = [call = std::move(call)](const std::vector<VarD>& v) { return VarD(call(v)); };
   s.reference = std::move(reference);
   return s;
 }

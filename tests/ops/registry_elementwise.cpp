@@ -17,16 +17,16 @@ double sigmoid_ref(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp
 template <class F>
 OpInfo unary(std::string name, F f, std::function<double(double)> ref, double lo = -2, double hi = 2,
              std::vector<double> kinks = {0}) {
-  OpInfo info{.name = name, .needs_broadcast = true, .needs_fused = true};
+  OpInfo info{.name = name, .needs_broadcast = true, .needs_fused = true, .needs_repeated = true};
   info.samples.push_back(sample("[3,5]", gd::ops::kind::plain, {uniform({3, 5}, 1, lo, hi, kinks)},
-                                [f](const std::vector<VarD>& v) { return VarD(f(v[0])); },
+                                [f](const auto& v) { return as_var(v, f(v[0])); },
                                 [ref](const std::vector<TensorD>& x) { return map1(x[0], ref); }));
   info.samples.push_back(sample("rank 0", gd::ops::kind::edge, {uniform({}, 2, lo, hi, kinks)},
-                                [f](const std::vector<VarD>& v) { return VarD(f(v[0])); },
+                                [f](const auto& v) { return as_var(v, f(v[0])); },
                                 [ref](const std::vector<TensorD>& x) { return map1(x[0], ref); }));
-  info.samples.push_back(sample("sin(f(x) * b) + x, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast,
+  info.samples.push_back(sample("sin(f(x) * b) + x, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast | gd::ops::kind::repeated,
                                 {uniform({3, 5}, 3, lo, hi, kinks), uniform({5}, 4, 0.5, 1)},
-                                [f](const std::vector<VarD>& v) { return VarD(gd::sin(f(v[0]) * v[1]) + v[0]); },
+                                [f](const auto& v) { return as_var(v, gd::sin(f(v[0]) * v[1]) + v[0]); },
                                 [ref](const std::vector<TensorD>& x) {
                                   return map2(map2(x[0], x[1], [&](double a, double b) { return std::sin(ref(a) * b); }),
                                               x[0], [](double s, double a) { return s + a; });
@@ -39,7 +39,7 @@ template <class F>
 OpSample at_values(std::string label, F f, std::vector<double> x, std::vector<double> expected, bool gradient = true) {
   const auto n = int64_t(x.size());
   OpSample s = sample(std::move(label), gd::ops::kind::edge, {values(std::move(x), {n})},
-                      [f](const std::vector<VarD>& v) { return VarD(f(v[0])); },
+                      [f](const auto& v) { return as_var(v, f(v[0])); },
                       [e = std::move(expected), n](const std::vector<TensorD>&) { return values(e, {n}); });
   s.check_gradient = gradient;
   return s;
@@ -48,10 +48,9 @@ OpSample at_values(std::string label, F f, std::vector<double> x, std::vector<do
 }  // namespace
 
 void add_elementwise(std::vector<OpInfo>& r) {
-  using V = std::vector<VarD>;
   {
     OpInfo o = unary("neg", [](const auto& x) { return gd::neg(x); }, [](double x) { return -x; });
-    o.samples.push_back(sample("-x (operator)", gd::ops::kind::plain, {uniform({4}, 5)}, [](const V& v) { return VarD(-v[0]); },
+    o.samples.push_back(sample("-x (operator)", gd::ops::kind::plain, {uniform({4}, 5)}, [](const auto& v) { return as_var(v, -v[0]); },
                                [](const std::vector<TensorD>& x) { return map1(x[0], [](double a) { return -a; }); }));
     r.push_back(std::move(o));
   }
@@ -92,14 +91,14 @@ void add_elementwise(std::vector<OpInfo>& r) {
   {
     OpInfo o = unary("leaky_relu", [](const auto& x) { return gd::leaky_relu(x); }, [](double x) { return x > 0 ? x : 0.2 * x; });
     o.samples.push_back(sample("alpha 0.01", gd::ops::kind::params, {uniform({3, 4}, 6, -2, 2, {0})},
-                               [](const V& v) { return VarD(gd::leaky_relu(v[0], 0.01)); },
+                               [](const auto& v) { return as_var(v, gd::leaky_relu(v[0], 0.01)); },
                                [](const std::vector<TensorD>& x) { return map1(x[0], [](double a) { return a > 0 ? a : 0.01 * a; }); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o = unary("elu", [](const auto& x) { return gd::elu(x); }, [](double x) { return x > 0 ? x : std::exp(x) - 1; });
     o.samples.push_back(sample("alpha 2.5", gd::ops::kind::params, {uniform({3, 4}, 7, -2, 2, {0})},
-                               [](const V& v) { return VarD(gd::elu(v[0], 2.5)); },
+                               [](const auto& v) { return as_var(v, gd::elu(v[0], 2.5)); },
                                [](const std::vector<TensorD>& x) {
                                  return map1(x[0], [](double a) { return a > 0 ? a : 2.5 * (std::exp(a) - 1); });
                                }));
@@ -130,7 +129,7 @@ void add_elementwise(std::vector<OpInfo>& r) {
     OpInfo o = unary("clamp", [](const auto& x) { return gd::clamp(x, -1, 1); },
                      [](double x) { return std::min(std::max(x, -1.0), 1.0); }, -2, 2, {-1, 1});
     o.samples.push_back(sample("lo -0.5, hi 1.5", gd::ops::kind::params, {uniform({3, 4}, 8, -2, 2, {-0.5, 1.5})},
-                               [](const V& v) { return VarD(gd::clamp(v[0], -0.5, 1.5)); },
+                               [](const auto& v) { return as_var(v, gd::clamp(v[0], -0.5, 1.5)); },
                                [](const std::vector<TensorD>& x) {
                                  return map1(x[0], [](double a) { return std::min(std::max(a, -0.5), 1.5); });
                                }));

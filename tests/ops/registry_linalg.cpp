@@ -73,7 +73,7 @@ TensorD softmax_ref(const TensorD& x, int64_t axis, bool log) {
 void add_linalg_softmax(std::vector<OpInfo>& r) {
   {
     OpInfo o{.name = "matmul", .needs_broadcast = true};
-    auto call = [](const V& v) { return VarD(gd::matmul(v[0], v[1])); };
+    auto call = [](const auto& v) { return as_var(v, gd::matmul(v[0], v[1])); };
     auto ref = [](const std::vector<TensorD>& t) { return matmul_ref(t[0], t[1]); };
     struct Case {
       const char* label;
@@ -115,13 +115,13 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
     for (const TCase& c : tcases) {
       o.samples.push_back(sample(
           c.label, gd::ops::kind::plain, {uniform(c.a, seed), uniform(c.b, seed + 1)},
-          [c](const V& v) { return VarD(gd::matmul(v[0], v[1], {.transpose_a = c.ta, .transpose_b = c.tb})); },
+          [c](const auto& v) { return as_var(v, gd::matmul(v[0], v[1], {.transpose_a = c.ta, .transpose_b = c.tb})); },
           [c](const std::vector<TensorD>& t) { return matmul_ref(c.ta ? swap_last(t[0]) : t[0], c.tb ? swap_last(t[1]) : t[1]); }));
       seed += 2;
     }
     o.samples.push_back(sample("matmul(tanh(x), w) + b, b [5]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({3, 4}, 80), uniform({4, 5}, 81), uniform({5}, 82)},
-                               [](const V& v) { return VarD(gd::matmul(gd::tanh(v[0]), v[1]) + v[2]); },
+                               [](const auto& v) { return as_var(v, gd::matmul(gd::tanh(v[0]), v[1]) + v[2]); },
                                [](const std::vector<TensorD>& t) {
                                  return map2(matmul_ref(map1(t[0], [](double a) { return std::tanh(a); }), t[1]), t[2],
                                              [](double a, double b) { return a + b; });
@@ -130,29 +130,29 @@ void add_linalg_softmax(std::vector<OpInfo>& r) {
   }
   for (bool log : {false, true}) {
     OpInfo o{.name = log ? "log_softmax" : "softmax"};
-    auto f = [log](const auto& x, int64_t axis) { return log ? VarD(gd::log_softmax(x, axis)) : VarD(gd::softmax(x, axis)); };
+    auto f = [log](const auto& x, int64_t axis) { return log ? gd::to_var(gd::log_softmax(x, axis)) : gd::to_var(gd::softmax(x, axis)); };
     const TensorD x = uniform({2, 3, 4}, 90, -3, 3);
     for (int64_t axis : {0, 1, -1, 2}) {
       o.samples.push_back(sample("[2,3,4] axis " + std::to_string(axis), axis == -1 ? gd::ops::kind::plain : gd::ops::kind::params, {x},
-                                 [f, axis](const V& v) { return f(v[0], axis); },
+                                 [f, axis](const auto& v) { return f(v[0], axis); },
                                  [log, axis](const std::vector<TensorD>& t) { return softmax_ref(t[0], axis, log); }));
     }
     o.samples.push_back(sample("default axis, [5]", gd::ops::kind::edge, {uniform({5}, 91)},
-                               [log](const V& v) { return log ? VarD(gd::log_softmax(v[0])) : VarD(gd::softmax(v[0])); },
+                               [log](const auto& v) { return log ? as_var(v, gd::log_softmax(v[0])) : as_var(v, gd::softmax(v[0])); },
                                [log](const std::vector<TensorD>& t) { return softmax_ref(t[0], -1, log); }));
     o.samples.push_back(sample("one class [3,1]", gd::ops::kind::edge, {uniform({3, 1}, 92)},
-                               [f](const V& v) { return f(v[0], -1); },
+                               [f](const auto& v) { return f(v[0], -1); },
                                [log](const std::vector<TensorD>&) { return TensorD::full({3, 1}, log ? 0.0 : 1.0); }));
     // hand values: softmax([1000, 0, -1000]) = [1, e^-1000, e^-2000] = [1, 0, 0]
     o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({1000, 0, -1000, -1000, -1000, -1000}, {2, 3})},
-                               [f](const V& v) { return f(v[0], 1); },
+                               [f](const auto& v) { return f(v[0], 1); },
                                [log](const std::vector<TensorD>&) {
                                  const double l3 = 1.0986122886681098;  // log 3
                                  return log ? values({0, -1000, -2000, -l3, -l3, -l3}, {2, 3})
                                             : values({1, 0, 0, 1 / 3.0, 1 / 3.0, 1 / 3.0}, {2, 3});
                                }));
     o.samples.push_back(sample("of x * 2 + b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast, {x, uniform({4}, 93)},
-                               [f](const V& v) { return f(v[0] * 2.0 + v[1], -1); },
+                               [f](const auto& v) { return f(v[0] * 2.0 + v[1], -1); },
                                [log](const std::vector<TensorD>& t) {
                                  return softmax_ref(map2(t[0], t[1], [](double a, double b) { return a * 2 + b; }), -1, log);
                                }));

@@ -11,25 +11,24 @@ using namespace losses_ref;
 
 void add_losses(std::vector<OpInfo>& r) {
   namespace L = gd::losses;
-  using O = L::Options<double>;
   const TensorD y_real = uniform({3, 4}, 301, -1, 1);
   const TensorD y01 = values({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
   r.push_back(pointwise(
       "mean_squared_error",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::mean_squared_error(y, p, options<O>(red, w, ws));
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::mean_squared_error(y, p, options<L::Options>(red, w, ws));
       },
       [](double y, double p, double) { return (p - y) * (p - y); }, y_real, -2, 2, 0, {}));
   r.push_back(pointwise(
       "absolute_difference",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::absolute_difference(y, p, options<O>(red, w, ws));
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::absolute_difference(y, p, options<L::Options>(red, w, ws));
       },
       [](double y, double p, double) { return std::abs(p - y); }, y_real, -2, 2, 0, {}, {0}));
   r.push_back(pointwise(
       "huber_loss",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double delta) {
-        auto o = options<L::HuberOptions<double>>(red, w, ws);
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double delta) {
+        auto o = options<L::HuberOptions>(red, w, ws);
         o.delta = delta;
         return L::huber_loss(y, p, o);
       },
@@ -40,20 +39,20 @@ void add_losses(std::vector<OpInfo>& r) {
       y_real, -2.5, 2.5, 1.0, {0.3, 2.0}, {-1, 1, -0.3, 0.3, -2, 2}));
   r.push_back(pointwise(
       "log_cosh",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::log_cosh(y, p, options<O>(red, w, ws));
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::log_cosh(y, p, options<L::Options>(red, w, ws));
       },
       [](double y, double p, double) { return std::log(std::cosh(p - y)); }, y_real, -2, 2, 0, {}));
   r.push_back(pointwise(
       "exponential_loss",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::exponential_loss(y, p, options<O>(red, w, ws));
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::exponential_loss(y, p, options<L::Options>(red, w, ws));
       },
       [](double y, double x, double) { return std::exp(-(2 * y - 1) * x); }, y01, -2, 2, 0, {}));
   r.push_back(pointwise(
       "compute_weighted_loss",
-      [](const TensorD&, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::compute_weighted_loss(p, options<O>(red, w, ws));
+      [](const auto&, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::compute_weighted_loss(p, options<L::Options>(red, w, ws));
       },
       [](double, double p, double) { return p; }, y_real, -2, 2, 0, {}));
   // extreme values (hand values): log_cosh(+-1000) = 1000 - log 2; sigmoid xent of logits
@@ -62,7 +61,7 @@ void add_losses(std::vector<OpInfo>& r) {
   for (OpInfo& o : r)
     if (o.name == "log_cosh")
       o.samples.push_back(sample("differences of +-1000", gd::ops::kind::edge, {values({1000, -1000}, {2})},
-                                 [](const V& v) { return VarD(L::log_cosh(TensorD::zeros({2}), v[0], {.reduction = Reduction::none})); },
+                                 [](const auto& v) { return as_var(v, L::log_cosh(like(v, TensorD::zeros({2})), v[0], {.reduction = Reduction::none})); },
                                  [](const Refs&) { return values({1000 - 0.69314718055994531, 1000 - 0.69314718055994531}, {2}); }));
   {
     OpInfo o{.name = "l2_loss", .needs_broadcast = true, .needs_fused = true};
@@ -71,12 +70,12 @@ void add_losses(std::vector<OpInfo>& r) {
       for (double v : t[0]) s += v * v / 2;
       return scalar(s);
     };
-    o.samples.push_back(sample("[3,4]", gd::ops::kind::plain, {uniform({3, 4}, 370)}, [](const V& v) { return VarD(L::l2_loss(v[0])); }, half_sq));
-    o.samples.push_back(sample("rank 0", gd::ops::kind::edge, {uniform({}, 371)}, [](const V& v) { return VarD(L::l2_loss(v[0])); }, half_sq));
+    o.samples.push_back(sample("[3,4]", gd::ops::kind::plain, {uniform({3, 4}, 370)}, [](const auto& v) { return as_var(v, L::l2_loss(v[0])); }, half_sq));
+    o.samples.push_back(sample("rank 0", gd::ops::kind::edge, {uniform({}, 371)}, [](const auto& v) { return as_var(v, L::l2_loss(v[0])); }, half_sq));
     o.samples.push_back(sample("of x * b, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast, {uniform({3, 4}, 372), uniform({4}, 373)},
-                               [](const V& v) { return VarD(L::l2_loss(v[0] * v[1])); },
+                               [](const auto& v) { return as_var(v, L::l2_loss(v[0] * v[1])); },
                                [half_sq](const Refs& t) { return half_sq({map2(t[0], t[1], [](double a, double b) { return a * b; })}); }));
-    o.samples.push_back(no_gradient(sample("empty: 0", gd::ops::kind::edge, {TensorD::zeros({0})}, [](const V& v) { return VarD(L::l2_loss(v[0])); },
+    o.samples.push_back(no_gradient(sample("empty: 0", gd::ops::kind::edge, {TensorD::zeros({0})}, [](const auto& v) { return as_var(v, L::l2_loss(v[0])); },
                                            [](const Refs&) { return scalar(0); })));
     r.push_back(std::move(o));
   }

@@ -134,18 +134,18 @@ void add_nn(std::vector<OpInfo>& r) {
     for (const Case& c : cases) {
       const gd::Conv2dArgs opt{.strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid, .dilations = c.d};
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed), uniform(c.w, seed + 1)},
-                                 [opt](const V& v) { return VarD(gd::conv2d(v[0], v[1], opt)); },
+                                 [opt](const auto& v) { return as_var(v, gd::conv2d(v[0], v[1], opt)); },
                                  [c](const Refs& t) { return conv_ref(t[0], t[1], nullptr, c.s, c.same, c.d); }));
       seed += 2;
     }
     const gd::Conv2dArgs same2{.strides = {1, 2}, .padding = gd::Padding::same};
     o.samples.push_back(sample("with bias, same, strides {1,2}", gd::ops::kind::params,
                                {uniform({2, 4, 5, 2}, 220), uniform({3, 3, 2, 3}, 221), uniform({3}, 222)},
-                               [same2](const V& v) { return VarD(gd::conv2d(v[0], v[1], v[2], same2)); },
+                               [same2](const auto& v) { return as_var(v, gd::conv2d(v[0], v[1], v[2], same2)); },
                                [](const Refs& t) { return conv_ref(t[0], t[1], &t[2], {1, 2}, true, {1, 1}); }));
     o.samples.push_back(sample("tanh(conv2d(x * 0.5, w, b)) * 2", gd::ops::kind::fused,
                                {uniform({1, 4, 4, 2}, 223), uniform({2, 2, 2, 3}, 224), uniform({3}, 225)},
-                               [](const V& v) { return VarD(gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
+                               [](const auto& v) { return as_var(v, gd::tanh(gd::conv2d(v[0] * 0.5, v[1], v[2])) * 2.0); },
                                [](const Refs& t) {
                                  const TensorD y = conv_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], &t[2], {1, 1}, false, {1, 1});
                                  return map1(y, [](double a) { return std::tanh(a) * 2; });
@@ -173,12 +173,12 @@ void add_nn(std::vector<OpInfo>& r) {
     for (const Case& c : cases) {
       const gd::Pool2dOptions opt{.ksize = c.k, .strides = c.s, .padding = c.same ? gd::Padding::same : gd::Padding::valid};
       o.samples.push_back(sample(c.label, c.kinds, {uniform(c.x, seed++)},
-                                 [opt, max](const V& v) { return max ? VarD(gd::max_pool2d(v[0], opt)) : VarD(gd::avg_pool2d(v[0], opt)); },
+                                 [opt, max](const auto& v) { return max ? as_var(v, gd::max_pool2d(v[0], opt)) : as_var(v, gd::avg_pool2d(v[0], opt)); },
                                  [c, max](const Refs& t) { return pool_ref(t[0], c.k, c.s, c.same, max); }));
     }
     o.samples.push_back(sample("of exp(x) * 0.5, default options", gd::ops::kind::fused, {uniform({1, 4, 4, 2}, seed)},
-                               [max](const V& v) {
-                                 return max ? VarD(gd::max_pool2d(gd::exp(v[0]) * 0.5)) : VarD(gd::avg_pool2d(gd::exp(v[0]) * 0.5));
+                               [max](const auto& v) {
+                                 return max ? as_var(v, gd::max_pool2d(gd::exp(v[0]) * 0.5)) : as_var(v, gd::avg_pool2d(gd::exp(v[0]) * 0.5));
                                },
                                [max](const Refs& t) {
                                  return pool_ref(map1(t[0], [](double a) { return std::exp(a) * 0.5; }), {2, 2}, {2, 2}, false, max);
@@ -188,27 +188,27 @@ void add_nn(std::vector<OpInfo>& r) {
   {
     OpInfo o{.name = "dropout", .needs_fused = true};
     o.samples.push_back(sample("rate 0.3, seed 5", gd::ops::kind::plain, {uniform({4, 5}, 270)},
-                               [](const V& v) {
+                               [](const auto& v) {
                                  gd::Rng rng(5);
-                                 return VarD(gd::dropout(v[0], 0.3, rng));
+                                 return as_var(v, gd::dropout(v[0], 0.3, rng));
                                },
                                [](const Refs& t) { return dropout_ref(t[0], 0.3, 5); }));
     o.samples.push_back(sample("rate 0.5 of x * 2 + 1, seed 9", gd::ops::kind::fused | gd::ops::kind::params, {uniform({3, 7}, 271)},
-                               [](const V& v) {
+                               [](const auto& v) {
                                  gd::Rng rng(9);
-                                 return VarD(gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
+                                 return as_var(v, gd::dropout(v[0] * 2.0 + 1.0, 0.5, rng));
                                },
                                [](const Refs& t) { return dropout_ref(map1(t[0], [](double a) { return a * 2 + 1; }), 0.5, 9); }));
     o.samples.push_back(sample("rate 0 and training = false: the identity", gd::ops::kind::edge, {uniform({2, 3}, 272)},
-                               [](const V& v) {
+                               [](const auto& v) {
                                  gd::Rng rng(1);
-                                 return VarD(gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
+                                 return as_var(v, gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
                                },
                                [](const Refs& t) { return map1(t[0], [](double a) { return 2 * a; }); }));
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "lstm_sequence"};
+    OpInfo o{.name = "lstm_sequence", .no_kernel_on = {gd::DeviceType::cuda}};
     struct Case {
       const char* label;
       int64_t n, steps, u;
@@ -224,10 +224,10 @@ void add_nn(std::vector<OpInfo>& r) {
       o.samples.push_back(sample(c.label, c.kinds,
                                  {uniform({c.n, c.steps, 4 * c.u}, seed), uniform({c.u, 4 * c.u}, seed + 1, -1, 1),
                                   uniform({c.n, c.u}, seed + 2, -1, 1), uniform({c.n, c.u}, seed + 3, -1, 1)},
-                                 [c](const V& v) {
+                                 [c](const auto& v) {
                                    auto out = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
-                                   const VarD fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {c.n, 1, c.u}));
-                                   return VarD(out.h + fin);
+                                   const auto fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {c.n, 1, c.u}));
+                                   return as_var(v, out.h + fin);
                                  },
                                  [c](const Refs& t) { return lstm_joined_ref(lstm_ref(t[0], t[1], t[2], t[3]), c.n, c.steps, c.u); }));
       seed += 4;
@@ -235,9 +235,9 @@ void add_nn(std::vector<OpInfo>& r) {
     o.samples.push_back(sample("of xp * 0.5 with the final state alone", gd::ops::kind::edge,
                                {uniform({2, 3, 8}, 295), uniform({2, 8}, 296, -1, 1), uniform({2, 2}, 297, -1, 1),
                                 uniform({2, 2}, 298, -1, 1)},
-                               [](const V& v) {
+                               [](const auto& v) {
                                  auto out = gd::lstm_sequence(gd::to_var(v[0] * 0.5), v[1], v[2], v[3]);
-                                 return VarD(out.h_final + out.c_final * 2.0);
+                                 return as_var(v, out.h_final + out.c_final * 2.0);
                                },
                                [](const Refs& t) {
                                  const TensorD all = lstm_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], t[2], t[3]);

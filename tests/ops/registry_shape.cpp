@@ -69,47 +69,47 @@ TensorD gather_ref(const TensorD& x, const TensorI64& idx, int64_t axis) {
 void add_shape(std::vector<OpInfo>& r) {
   const TensorD x234 = uniform({2, 3, 4}, 100);
   {
-    OpInfo o{.name = "transpose"};
+    OpInfo o{.name = "transpose", .no_kernel_on = {gd::DeviceType::cuda}};
     o.samples.push_back(sample("[3,4], no perm (matrix transpose)", gd::ops::kind::plain, {uniform({3, 4}, 101)},
-                               [](const V& v) { return VarD(gd::transpose(v[0])); },
+                               [](const auto& v) { return as_var(v, gd::transpose(v[0])); },
                                [](const Refs& t) { return transpose_ref(t[0], {}); }));
     for (const Idx& perm : {Idx{2, 0, 1}, Idx{0, 2, 1}, Idx{0, 1, 2}}) {
       o.samples.push_back(sample("[2,3,4] perm " + std::to_string(perm[0]) + std::to_string(perm[1]) + std::to_string(perm[2]),
-                                 gd::ops::kind::params, {x234}, [perm](const V& v) { return VarD(gd::transpose(v[0], perm)); },
+                                 gd::ops::kind::params, {x234}, [perm](const auto& v) { return as_var(v, gd::transpose(v[0], perm)); },
                                  [perm](const Refs& t) { return transpose_ref(t[0], perm); }));
     }
     o.samples.push_back(sample("[2,3,2,3] perm 1032, no perm", gd::ops::kind::edge, {uniform({2, 3, 2, 3}, 102)},
-                               [p = Idx{1, 0, 3, 2}](const V& v) { return VarD(gd::transpose(gd::transpose(v[0], p))); },
+                               [p = Idx{1, 0, 3, 2}](const auto& v) { return as_var(v, gd::transpose(gd::transpose(v[0], p))); },
                                [](const Refs& t) { return transpose_ref(transpose_ref(t[0], {1, 0, 3, 2}), {}); }));
     o.samples.push_back(sample("of x * 2 + 1", gd::ops::kind::fused, {uniform({3, 2}, 103)},
-                               [](const V& v) { return VarD(gd::transpose(v[0] * 2.0 + 1.0)); },
+                               [](const auto& v) { return as_var(v, gd::transpose(v[0] * 2.0 + 1.0)); },
                                [](const Refs& t) { return transpose_ref(map1(t[0], [](double a) { return a * 2 + 1; }), {}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "reshape"};
     o.samples.push_back(sample("[2,3,4] -> [3,8]", gd::ops::kind::plain, {x234},
-                               [d = Idx{3, 8}](const V& v) { return VarD(gd::reshape(v[0], d)); },
+                               [d = Idx{3, 8}](const auto& v) { return as_var(v, gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {3, 8}); }));
     o.samples.push_back(sample("[2,3,4] -> [4,-1] (inferred)", gd::ops::kind::params, {x234},
-                               [d = Idx{4, -1}](const V& v) { return VarD(gd::reshape(v[0], d)); },
+                               [d = Idx{4, -1}](const auto& v) { return as_var(v, gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {4, 6}); }));
     o.samples.push_back(sample("[2,3,4] -> Shape{24}", gd::ops::kind::params, {x234},
-                               [](const V& v) { return VarD(gd::reshape(v[0], gd::Shape{24})); },
+                               [](const auto& v) { return as_var(v, gd::reshape(v[0], gd::Shape{24})); },
                                [](const Refs& t) { return same_data(t[0], {24}); }));
     o.samples.push_back(sample("[1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1}, 104)},
-                               [d = Idx{}](const V& v) { return VarD(gd::reshape(v[0], d)); },
+                               [d = Idx{}](const auto& v) { return as_var(v, gd::reshape(v[0], d)); },
                                [](const Refs& t) { return same_data(t[0], {}); }));
     o.samples.push_back(sample("of exp(x)", gd::ops::kind::fused, {uniform({3, 2}, 105)},
-                               [d = Idx{-1}](const V& v) { return VarD(gd::reshape(gd::exp(v[0]), d)); },
+                               [d = Idx{-1}](const auto& v) { return as_var(v, gd::reshape(gd::exp(v[0]), d)); },
                                [](const Refs& t) { return same_data(map1(t[0], [](double a) { return std::exp(a); }), {6}); }));
     r.push_back(std::move(o));
   }
   {
     OpInfo o{.name = "flatten"};
-    o.samples.push_back(sample("[2,3,4] -> [2,12]", gd::ops::kind::plain, {x234}, [](const V& v) { return VarD(gd::flatten(v[0])); },
+    o.samples.push_back(sample("[2,3,4] -> [2,12]", gd::ops::kind::plain, {x234}, [](const auto& v) { return as_var(v, gd::flatten(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {2, 12}); }));
-    o.samples.push_back(sample("[5] -> [5,1]", gd::ops::kind::edge, {uniform({5}, 106)}, [](const V& v) { return VarD(gd::flatten(v[0])); },
+    o.samples.push_back(sample("[5] -> [5,1]", gd::ops::kind::edge, {uniform({5}, 106)}, [](const auto& v) { return as_var(v, gd::flatten(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {5, 1}); }));
     r.push_back(std::move(o));
   }
@@ -117,7 +117,7 @@ void add_shape(std::vector<OpInfo>& r) {
     OpInfo o{.name = "expand_dims"};
     for (int64_t a : {0, 1, 2, -1, -3}) {
       o.samples.push_back(sample("[2,3] at " + std::to_string(a), a == 1 ? gd::ops::kind::plain : gd::ops::kind::params, {uniform({2, 3}, 107)},
-                                 [a](const V& v) { return VarD(gd::expand_dims(v[0], a)); },
+                                 [a](const auto& v) { return as_var(v, gd::expand_dims(v[0], a)); },
                                  [a](const Refs& t) {
                                    Idx d{2, 3};
                                    d.insert(d.begin() + (a < 0 ? a + 3 : a), 1);
@@ -129,50 +129,50 @@ void add_shape(std::vector<OpInfo>& r) {
   {
     OpInfo o{.name = "squeeze"};
     const TensorD x = uniform({2, 1, 3, 1}, 108);
-    o.samples.push_back(sample("[2,1,3,1], all", gd::ops::kind::plain, {x}, [](const V& v) { return VarD(gd::squeeze(v[0])); },
+    o.samples.push_back(sample("[2,1,3,1], all", gd::ops::kind::plain, {x}, [](const auto& v) { return as_var(v, gd::squeeze(v[0])); },
                                [](const Refs& t) { return same_data(t[0], {2, 3}); }));
-    o.samples.push_back(sample("axis 1", gd::ops::kind::params, {x}, [](const V& v) { return VarD(gd::squeeze(v[0], 1)); },
+    o.samples.push_back(sample("axis 1", gd::ops::kind::params, {x}, [](const auto& v) { return as_var(v, gd::squeeze(v[0], 1)); },
                                [](const Refs& t) { return same_data(t[0], {2, 3, 1}); }));
     o.samples.push_back(sample("axes {-1, 1}", gd::ops::kind::params, {x},
-                               [a = Idx{-1, 1}](const V& v) { return VarD(gd::squeeze(v[0], a)); },
+                               [a = Idx{-1, 1}](const auto& v) { return as_var(v, gd::squeeze(v[0], a)); },
                                [](const Refs& t) { return same_data(t[0], {2, 3}); }));
     o.samples.push_back(sample("[1,1] -> [] (rank 0)", gd::ops::kind::edge, {uniform({1, 1}, 109)},
-                               [](const V& v) { return VarD(gd::squeeze(v[0])); }, [](const Refs& t) { return same_data(t[0], {}); }));
+                               [](const auto& v) { return as_var(v, gd::squeeze(v[0])); }, [](const Refs& t) { return same_data(t[0], {}); }));
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "concat"};
+    OpInfo o{.name = "concat", .no_kernel_on = {gd::DeviceType::cuda}};
     o.samples.push_back(sample("[2,3], [2,4], [2,1] on axis 1", gd::ops::kind::plain,
                                {uniform({2, 3}, 110), uniform({2, 4}, 111), uniform({2, 1}, 112)},
-                               [](const V& v) { return VarD(gd::concat(v, 1)); },
+                               [](const auto& v) { return as_var(v, gd::concat(v, 1)); },
                                [](const Refs& t) { return concat_ref(t, 1, false); }));
     o.samples.push_back(sample("[1,2,3], [2,2,3] on axis -3", gd::ops::kind::params, {uniform({1, 2, 3}, 113), uniform({2, 2, 3}, 114)},
-                               [](const V& v) { return VarD(gd::concat(v, -3)); },
+                               [](const auto& v) { return as_var(v, gd::concat(v, -3)); },
                                [](const Refs& t) { return concat_ref(t, 0, false); }));
     o.samples.push_back(sample("one input; [3] and [0] (empty)", gd::ops::kind::edge, {uniform({3}, 115)},
-                               [e = TensorD::zeros({0})](const V& v) {
-                                 return VarD(gd::concat({v[0], VarD::constant(e)}, 0));
+                               [e = TensorD::zeros({0})](const auto& v) {
+                                 return as_var(v, gd::concat({v[0], gd::Var<element_of<decltype(v)>>::constant(like(v, e))}, 0));
                                },
                                [](const Refs& t) { return t[0]; }));
     allocates(o, "the input list and its parts, ops/shape.hpp join");
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "stack"};
+    OpInfo o{.name = "stack", .no_kernel_on = {gd::DeviceType::cuda}};
     const std::vector<TensorD> xs{uniform({2, 3}, 116), uniform({2, 3}, 117), uniform({2, 3}, 118)};
     for (int64_t a : {0, 1, -1}) {
       o.samples.push_back(sample("three [2,3] on axis " + std::to_string(a), a == 0 ? gd::ops::kind::plain : gd::ops::kind::params, xs,
-                                 [a](const V& v) { return VarD(gd::stack(v, a)); },
+                                 [a](const auto& v) { return as_var(v, gd::stack(v, a)); },
                                  [a](const Refs& t) { return concat_ref(t, a, true); }));
     }
     o.samples.push_back(sample("rank-0 inputs", gd::ops::kind::edge, {uniform({}, 119), uniform({}, 120)},
-                               [](const V& v) { return VarD(gd::stack(v, 0)); },
+                               [](const auto& v) { return as_var(v, gd::stack(v, 0)); },
                                [](const Refs& t) { return concat_ref(t, 0, true); }));
     allocates(o, "the input list and its parts, ops/shape.hpp join");
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "slice"};
+    OpInfo o{.name = "slice", .no_kernel_on = {gd::DeviceType::cuda}};
     auto slice_ref = [](const TensorD& x, Idx begin, Idx size) {
       const Idx d = dims(x.shape());
       for (size_t k = 0; k < d.size(); ++k)
@@ -184,37 +184,37 @@ void add_shape(std::vector<OpInfo>& r) {
       });
     };
     o.samples.push_back(sample("[3,2,4] begin {1,0,1} size {2,-1,2}", gd::ops::kind::plain, {uniform({3, 2, 4}, 121)},
-                               [b = Idx{1, 0, 1}, s = Idx{2, -1, 2}](const V& v) { return VarD(gd::slice(v[0], b, s)); },
+                               [b = Idx{1, 0, 1}, s = Idx{2, -1, 2}](const auto& v) { return as_var(v, gd::slice(v[0], b, s)); },
                                [slice_ref](const Refs& t) { return slice_ref(t[0], {1, 0, 1}, {2, -1, 2}); }));
     o.samples.push_back(sample("the whole tensor; one element", gd::ops::kind::edge, {uniform({2, 3}, 122)},
-                               [b = Idx{0, 0}, s = Idx{-1, -1}, b1 = Idx{1, 2}, s1 = Idx{1, 1}](const V& v) {
-                                 return VarD(gd::slice(v[0], b, s) * gd::slice(v[0], b1, s1));
+                               [b = Idx{0, 0}, s = Idx{-1, -1}, b1 = Idx{1, 2}, s1 = Idx{1, 1}](const auto& v) {
+                                 return as_var(v, gd::slice(v[0], b, s) * gd::slice(v[0], b1, s1));
                                },
                                [slice_ref](const Refs& t) {
                                  const double e = at(t[0], {1, 2});
                                  return map1(t[0], [e](double a) { return a * e; });
                                }));
     o.samples.push_back(sample("of tanh(x) * x", gd::ops::kind::fused, {uniform({3, 2}, 123)},
-                               [b = Idx{1, 0}, s = Idx{2, -1}](const V& v) { return VarD(gd::slice(gd::tanh(v[0]) * v[0], b, s)); },
+                               [b = Idx{1, 0}, s = Idx{2, -1}](const auto& v) { return as_var(v, gd::slice(gd::tanh(v[0]) * v[0], b, s)); },
                                [slice_ref](const Refs& t) {
                                  return slice_ref(map1(t[0], [](double a) { return std::tanh(a) * a; }), {1, 0}, {2, -1});
                                }));
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "gather"};
+    OpInfo o{.name = "gather", .no_kernel_on = {gd::DeviceType::cuda}};
     const TensorI64 i2 = TensorI64::from({2, 0, 2, 1, 2, 2}, {3, 2}), i1 = TensorI64::from({1, 1, 0});
     o.samples.push_back(sample("[3,2] by [3,2] indices (repeated) on axis 0", gd::ops::kind::plain, {uniform({3, 2}, 124)},
-                               [i2](const V& v) { return VarD(gd::gather(v[0], i2, 0)); },
+                               [i2](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i2), 0)); },
                                [i2](const Refs& t) { return gather_ref(t[0], i2, 0); }));
     o.samples.push_back(sample("[2,3,2] by [3] on axis 1", gd::ops::kind::params, {uniform({2, 3, 2}, 125)},
-                               [i1](const V& v) { return VarD(gd::gather(v[0], i1, 1)); },
+                               [i1](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i1), 1)); },
                                [i1](const Refs& t) { return gather_ref(t[0], i1, 1); }));
     o.samples.push_back(sample("[2,3,2] by [3] on axis -1", gd::ops::kind::params, {uniform({2, 3, 2}, 126)},
-                               [i = TensorI64::from({1, 0, 1})](const V& v) { return VarD(gd::gather(v[0], i, -1)); },
+                               [i = TensorI64::from({1, 0, 1})](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i), -1)); },
                                [](const Refs& t) { return gather_ref(t[0], TensorI64::from({1, 0, 1}), 2); }));
     o.samples.push_back(sample("no indices", gd::ops::kind::edge, {uniform({3, 2}, 127)},
-                               [i = TensorI64::zeros({0})](const V& v) { return VarD(gd::gather(v[0], i, 0)); },
+                               [i = TensorI64::zeros({0})](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i), 0)); },
                                [](const Refs&) { return TensorD::zeros({0, 2}); }));
     r.push_back(std::move(o));
   }
@@ -222,19 +222,25 @@ void add_shape(std::vector<OpInfo>& r) {
     OpInfo o{.name = "one_hot", .differentiable = false};
     const TensorI64 labels = TensorI64::from({2, 0, -1, 3, 1, 5}, {2, 3});  // -1 and 5 are out of range: rows of `off`
     o.samples.push_back(no_gradient(sample("[2,3] labels, depth 4, out-of-range ones", gd::ops::kind::edge, {},
-                                           [labels](const V&) { return VarD::constant(gd::one_hot<double>(labels, 4)); },
+                                           [labels](const auto& v) {
+                                             using T = element_of<decltype(v)>;
+                                             return gd::Var<T>::constant(gd::one_hot<T>(on_device(labels), 4));
+                                           },
                                            [labels](const Refs&) {
                                              return build({2, 3, 4}, [&](const Idx& i) {
                                                return labels.data()[i[0] * 3 + i[1]] == i[2] ? 1.0 : 0.0;
                                              });
                                            })));
     o.samples.push_back(no_gradient(sample("on 2.5, off -1", gd::ops::kind::params, {},
-                                           [l = TensorI64::from({1, 0})](const V&) { return VarD::constant(gd::one_hot<double>(l, 3, 2.5, -1.0)); },
+                                           [l = TensorI64::from({1, 0})](const auto& v) {
+                                             using T = element_of<decltype(v)>;
+                                             return gd::Var<T>::constant(gd::one_hot<T>(on_device(l), 3, 2.5, -1.0));
+                                           },
                                            [](const Refs&) { return values({-1, 2.5, -1, 2.5, -1, -1}, {2, 3}); })));
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "pad"};
+    OpInfo o{.name = "pad", .no_kernel_on = {gd::DeviceType::cuda}};
     using P = std::vector<std::pair<int64_t, int64_t>>;
     auto pad_ref = [](const TensorD& x, const P& p, double c) {
       const Idx d = dims(x.shape());
@@ -251,26 +257,30 @@ void add_shape(std::vector<OpInfo>& r) {
     };
     const P p1{{1, 2}, {0, 0}, {2, 1}};
     o.samples.push_back(sample("[2,3,2] {{1,2},{0,0},{2,1}}", gd::ops::kind::plain, {uniform({2, 3, 2}, 128)},
-                               [p1](const V& v) { return VarD(gd::pad(v[0], p1)); },
+                               [p1](const auto& v) { return as_var(v, gd::pad(v[0], p1)); },
                                [pad_ref, p1](const Refs& t) { return pad_ref(t[0], p1, 0); }));
     const P p2{{1, 1}, {0, 2}};
     o.samples.push_back(sample("[2,3] constant 0.5", gd::ops::kind::params, {uniform({2, 3}, 129)},
-                               [p2](const V& v) { return VarD(gd::pad(v[0], p2, 0.5)); },
+                               [p2](const auto& v) { return as_var(v, gd::pad(v[0], p2, 0.5)); },
                                [pad_ref, p2](const Refs& t) { return pad_ref(t[0], p2, 0.5); }));
     const P p0{{0, 0}, {0, 0}};
-    o.samples.push_back(sample("no padding", gd::ops::kind::edge, {uniform({2, 3}, 130)}, [p0](const V& v) { return VarD(gd::pad(v[0], p0)); },
+    o.samples.push_back(sample("no padding", gd::ops::kind::edge, {uniform({2, 3}, 130)}, [p0](const auto& v) { return as_var(v, gd::pad(v[0], p0)); },
                                [pad_ref, p0](const Refs& t) { return pad_ref(t[0], p0, 0); }));
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "cast"};
+    OpInfo o{.name = "cast", .no_kernel_on = {gd::DeviceType::cuda}};
     o.samples.push_back(sample("double -> double (the input itself)", gd::ops::kind::plain, {uniform({2, 3}, 131)},
-                               [](const V& v) { return VarD(gd::cast<double>(v[0] * v[0])); },
+                               [](const auto& v) { return as_var(v, gd::cast<element_of<decltype(v)>>(v[0] * v[0])); },
                                [](const Refs& t) { return map1(t[0], [](double a) { return a * a; }); }));
     // through float and back: values rounded to float; the gradient is cast back (linear, so
     // central differences over a large step see only the rounding)
     OpSample f = sample("double -> float -> double", gd::ops::kind::params, {uniform({2, 3}, 132)},
-                        [](const V& v) { return VarD(gd::cast<double>(gd::cast<float>(v[0]) * 3.0f)); },
+                        [](const auto& v) {  // in float: float -> double -> float
+                          using T = element_of<decltype(v)>;
+                          using U = std::conditional_t<std::is_same_v<T, double>, float, double>;
+                          return as_var(v, gd::cast<T>(gd::cast<U>(v[0]) * U(3)));
+                        },
                         [](const Refs& t) { return map1(t[0], [](double a) { return double(float(a) * 3.0f); }); });
     r.push_back(std::move(o));
     r.back().samples.push_back(with_tol(std::move(f), 0, 1e-4, 1e-2));

@@ -37,13 +37,12 @@ TensorD sequence_loss_ref(const TensorD& ce, const TensorD& w, const gd::losses:
 
 void add_xent(std::vector<OpInfo>& r) {
   namespace L = gd::losses;
-  using O = L::Options<double>;
   const TensorD y01 = values({1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1}, {3, 4});
   const TensorD y_soft = uniform({3, 4}, 302, 0, 1);
   r.push_back(pointwise(
       "log_loss",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double eps) {
-        auto o = options<L::LogLossOptions<double>>(red, w, ws);
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double eps) {
+        auto o = options<L::LogLossOptions>(red, w, ws);
         o.epsilon = eps;
         return L::log_loss(y, p, o);
       },
@@ -51,14 +50,14 @@ void add_xent(std::vector<OpInfo>& r) {
       0.95, 1e-7, {0.0, 0.1}));
   r.push_back(pointwise(
       "hinge_loss",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double) {
-        return L::hinge_loss(y, p, options<O>(red, w, ws));
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double) {
+        return L::hinge_loss(y, p, options<L::Options>(red, w, ws));
       },
       [](double y, double x, double) { return std::max(0.0, 1 - (2 * y - 1) * x); }, y01, -2, 2, 0, {}));
   r.push_back(pointwise(
       "sigmoid_cross_entropy_with_logits",
-      [](const TensorD& y, const auto& p, Reduction red, const TensorD& w, double ws, double s) {
-        auto o = options<L::SmoothingOptions<double>>(red, w, ws);
+      [](const auto& y, const auto& p, Reduction red, const auto& w, double ws, double s) {
+        auto o = options<L::SmoothingOptions>(red, w, ws);
         o.label_smoothing = s;
         return L::sigmoid_cross_entropy_with_logits(y, p, o);
       },
@@ -71,8 +70,8 @@ void add_xent(std::vector<OpInfo>& r) {
   for (OpInfo& o : r)
     if (o.name == "sigmoid_cross_entropy_with_logits")
       o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({-1000, 1000, 1000, -1000}, {4})},
-                                 [y = values({1, 0, 1, 0}, {4})](const V& v) {
-                                   return VarD(L::sigmoid_cross_entropy_with_logits(y, v[0], {.reduction = Reduction::none}));
+                                 [y = values({1, 0, 1, 0}, {4})](const auto& v) {
+                                   return as_var(v, L::sigmoid_cross_entropy_with_logits(like(v, y), v[0], {.reduction = Reduction::none}));
                                  },
                                  [](const Refs&) { return values({1000, 1000, 0, 0}, {4}); }));
   {
@@ -86,28 +85,28 @@ void add_xent(std::vector<OpInfo>& r) {
     uint64_t seed = 330;
     for (const Weighting& wt : weightings(true)) {
       o.samples.push_back(sample(wt.label, wt.kinds, {uniform({3, 4}, seed++, -3, 3)},
-                                 [labels, wt](const V& v) {
-                                   return VarD(L::softmax_cross_entropy_with_logits(
-                                       labels, v[0], options<L::SmoothingOptions<double>>(wt.red, wt.w, wt.ws)));
+                                 [labels, wt](const auto& v) {
+                                   return as_var(v, L::softmax_cross_entropy_with_logits(
+                                       like(v, labels), v[0], options<L::SmoothingOptions>(wt.red, like(v, wt.w), wt.ws)));
                                  },
                                  [labels, wt](const Refs& t) { return reduce_loss(softmax_xent_ref(labels, t[0], 0), wt.red, wt.w, wt.ws); }));
     }
     o.samples.push_back(sample("label_smoothing 0.1, soft labels differentiable too", gd::ops::kind::params,
                                {labels, uniform({3, 4}, seed++, -3, 3)},
-                               [](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(v[0], v[1], {.label_smoothing = 0.1})); },
+                               [](const auto& v) { return as_var(v, L::softmax_cross_entropy_with_logits(v[0], v[1], {.label_smoothing = 0.1})); },
                                [](const Refs& t) { return reduce_loss(softmax_xent_ref(t[0], t[1], 0.1), Reduction::sum_by_nonzero_weights, {}, 1); }));
     const TensorD l3 = one_hot_ref(TensorI64::from({0, 3, 1, 2, 2, 0}, {2, 3}), 4);
     o.samples.push_back(sample("logits [2,3,4], weights [2,1] broadcast", gd::ops::kind::broadcast, {uniform({2, 3, 4}, seed++, -3, 3)},
-                               [l3, w = values({2, 0.5}, {2, 1})](const V& v) {
-                                 return VarD(L::softmax_cross_entropy_with_logits(l3, v[0], {.reduction = Reduction::sum, .weights = w}));
+                               [l3, w = values({2, 0.5}, {2, 1})](const auto& v) {
+                                 return as_var(v, L::softmax_cross_entropy_with_logits(like(v, l3), v[0], {.reduction = Reduction::sum, .weights = like(v, w)}));
                                },
                                [l3](const Refs& t) { return reduce_loss(softmax_xent_ref(l3, t[0], 0), Reduction::sum, values({2, 0.5}, {2, 1}), 1); }));
     o.samples.push_back(sample("logits of +-1000 (hand value 1000)", gd::ops::kind::edge, {values({1000, 0, -1000}, {1, 3})},
-                               [y = values({0, 1, 0}, {1, 3})](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(y, v[0])); },
+                               [y = values({0, 1, 0}, {1, 3})](const auto& v) { return as_var(v, L::softmax_cross_entropy_with_logits(like(v, y), v[0])); },
                                [](const Refs&) { return scalar(1000); }));
     o.samples.push_back(sample("of logits tanh(x) * b * 3, b [4]", gd::ops::kind::fused | gd::ops::kind::broadcast,
                                {uniform({3, 4}, seed++), uniform({4}, seed++, 0.5, 1)},
-                               [labels](const V& v) { return VarD(L::softmax_cross_entropy_with_logits(labels, gd::tanh(v[0]) * v[1] * 3.0)); },
+                               [labels](const auto& v) { return as_var(v, L::softmax_cross_entropy_with_logits(like(v, labels), gd::tanh(v[0]) * v[1] * 3.0)); },
                                [labels](const Refs& t) {
                                  const TensorD x = map2(t[0], t[1], [](double a, double b) { return std::tanh(a) * b * 3; });
                                  return reduce_loss(softmax_xent_ref(labels, x, 0), Reduction::sum_by_nonzero_weights, {}, 1);
@@ -120,8 +119,8 @@ void add_xent(std::vector<OpInfo>& r) {
     uint64_t seed = 350;
     for (const Weighting& wt : weightings(true)) {
       o.samples.push_back(sample(wt.label, wt.kinds, {uniform({3, 4}, seed++, -3, 3)},
-                                 [labels, wt](const V& v) {
-                                   return VarD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0], options<O>(wt.red, wt.w, wt.ws)));
+                                 [labels, wt](const auto& v) {
+                                   return as_var(v, L::sparse_softmax_cross_entropy_with_logits(on_device(labels), v[0], options<L::Options>(wt.red, like(v, wt.w), wt.ws)));
                                  },
                                  [labels, wt](const Refs& t) {
                                    return reduce_loss(softmax_xent_ref(one_hot_ref(labels, 4), t[0], 0), wt.red, wt.w, wt.ws);
@@ -129,12 +128,12 @@ void add_xent(std::vector<OpInfo>& r) {
     }
     const TensorI64 l2 = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
     o.samples.push_back(sample("labels [2,3], logits [2,3,5]", gd::ops::kind::edge, {uniform({2, 3, 5}, seed++, -3, 3)},
-                               [l2](const V& v) { return VarD(L::sparse_softmax_cross_entropy_with_logits(l2, v[0])); },
+                               [l2](const auto& v) { return as_var(v, L::sparse_softmax_cross_entropy_with_logits(on_device(l2), v[0])); },
                                [l2](const Refs& t) {
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(l2, 5), t[0], 0), Reduction::sum_by_nonzero_weights, {}, 1);
                                }));
     o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({3, 4}, seed++)},
-                               [labels](const V& v) { return VarD(L::sparse_softmax_cross_entropy_with_logits(labels, v[0] * 2.0 - 1.0)); },
+                               [labels](const auto& v) { return as_var(v, L::sparse_softmax_cross_entropy_with_logits(on_device(labels), v[0] * 2.0 - 1.0)); },
                                [labels](const Refs& t) {
                                  const TensorD x = map1(t[0], [](double a) { return a * 2 - 1; });
                                  return reduce_loss(softmax_xent_ref(one_hot_ref(labels, 4), x, 0), Reduction::sum_by_nonzero_weights, {}, 1);
@@ -158,18 +157,18 @@ void add_xent(std::vector<OpInfo>& r) {
     for (const auto& [label, so] : options)
       o.samples.push_back(sample(label, &so == &options[0].second ? gd::ops::kind::plain : gd::ops::kind::params,
                                  {uniform({2, 3, 5}, seed++, -3, 3)},
-                                 [targets, w, so](const V& v) { return VarD(L::sequence_loss(targets, v[0], w, so)); },
+                                 [targets, w, so](const auto& v) { return as_var(v, L::sequence_loss(on_device(targets), v[0], like(v, w), so)); },
                                  [targets, w, so](const Refs& t) {
                                    return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0), w, so);
                                  }));
     o.samples.push_back(sample("logits of +-1000 (hand value (0 + 2000) / 2)", gd::ops::kind::edge,
                                {values({1000, 0, -1000, 1000, 0, -1000}, {1, 2, 3})},
-                               [t = TensorI64::from({0, 2}, {1, 2}), w1 = values({1, 1}, {1, 2})](const V& v) {
-                                 return VarD(L::sequence_loss(t, v[0], w1));
+                               [t = TensorI64::from({0, 2}, {1, 2}), w1 = values({1, 1}, {1, 2})](const auto& v) {
+                                 return as_var(v, L::sequence_loss(on_device(t), v[0], like(v, w1)));
                                },
                                [](const Refs&) { return scalar(1000); }));
     o.samples.push_back(sample("of logits x * 2 - 1", gd::ops::kind::fused, {uniform({2, 3, 5}, seed++)},
-                               [targets, w](const V& v) { return VarD(L::sequence_loss(targets, v[0] * 2.0 - 1.0, w)); },
+                               [targets, w](const auto& v) { return as_var(v, L::sequence_loss(on_device(targets), v[0] * 2.0 - 1.0, like(v, w))); },
                                [targets, w](const Refs& t) {
                                  const TensorD x = map1(t[0], [](double a) { return a * 2 - 1; });
                                  return sequence_loss_ref(softmax_xent_ref(one_hot_ref(targets, 5), x, 0), w, {});
@@ -181,7 +180,7 @@ void add_xent(std::vector<OpInfo>& r) {
     const TensorI64 targets = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
     const TensorD w = values({1, 0.5, 0, 2, 1, 0}, {2, 3});
     o.samples.push_back(sample("weighted", gd::ops::kind::plain, {uniform({2, 3, 5}, 380, -3, 3)},
-                               [targets, w](const V& v) { return VarD(L::perplexity(targets, v[0], w)); },
+                               [targets, w](const auto& v) { return as_var(v, L::perplexity(on_device(targets), v[0], like(v, w))); },
                                [targets, w](const Refs& t) {
                                  const TensorD ce = softmax_xent_ref(one_hot_ref(targets, 5), t[0], 0);
                                  return scalar(std::exp(sequence_loss_ref(ce, w, {}).item()));

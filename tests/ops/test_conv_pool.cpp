@@ -55,19 +55,28 @@ void naive_conv(const TensorD& x, const TensorD& w, const gd::Conv2dArgs& o, Ten
   if (y) *y = TensorD::zeros({xs[0], ah.out, aw.out, ws[3]});
   if (dx) *dx = TensorD::zeros(xs);
   if (dw) *dw = TensorD::zeros(ws);
+  // row-major NHWC / HWCF offsets by hand (the test area builds at -O0, where x(n, h, w, c) is slow)
+  const int64_t H = xs[1], W = xs[2], C = xs[3], KW = ws[1], F = ws[3];
+  auto at_x = [&](int64_t n, int64_t h, int64_t v, int64_t c) { return ((n * H + h) * W + v) * C + c; };
+  auto at_w = [&](int64_t i, int64_t j, int64_t c, int64_t f) { return ((i * KW + j) * C + c) * F + f; };
+  auto at_y = [&](int64_t n, int64_t h, int64_t v, int64_t f) { return ((n * ah.out + h) * aw.out + v) * F + f; };
+  const double *xd = x.data(), *wd = w.data(), *gd_ = g ? g->data() : nullptr;
+  double *yd = y ? y->data() : nullptr, *dxd = dx ? dx->data() : nullptr, *dwd = dw ? dw->data() : nullptr;
   for (int64_t n = 0; n < xs[0]; ++n)
     for (int64_t oy = 0; oy < ah.out; ++oy)
       for (int64_t ox = 0; ox < aw.out; ++ox)
-        for (int64_t f = 0; f < ws[3]; ++f)
+        for (int64_t f = 0; f < F; ++f)
           for (int64_t i = 0; i < ws[0]; ++i)
-            for (int64_t j = 0; j < ws[1]; ++j) {
+            for (int64_t j = 0; j < KW; ++j) {
               const int64_t iy = oy * o.strides[0] - ah.pad + i * o.dilations[0];
               const int64_t ix = ox * o.strides[1] - aw.pad + j * o.dilations[1];
-              if (iy < 0 || iy >= xs[1] || ix < 0 || ix >= xs[2]) continue;
-              for (int64_t c = 0; c < xs[3]; ++c) {
-                if (y) (*y)(n, oy, ox, f) += x(n, iy, ix, c) * w(i, j, c, f);
-                if (dx) (*dx)(n, iy, ix, c) += (*g)(n, oy, ox, f) * w(i, j, c, f);
-                if (dw) (*dw)(i, j, c, f) += (*g)(n, oy, ox, f) * x(n, iy, ix, c);
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              const int64_t yo = at_y(n, oy, ox, f);
+              for (int64_t c = 0; c < C; ++c) {
+                const int64_t xo = at_x(n, iy, ix, c), wo = at_w(i, j, c, f);
+                if (yd) yd[yo] += xd[xo] * wd[wo];
+                if (dxd) dxd[xo] += gd_[yo] * wd[wo];
+                if (dwd) dwd[wo] += gd_[yo] * xd[xo];
               }
             }
 }

@@ -294,6 +294,7 @@ TEST_CASE("registry: each op has the samples its entry asks for", "[registry]") 
     for (const OpSample& s : op.samples) kinds |= s.kinds, gradient = gradient || s.check_gradient;
     if (op.needs_fused) CHECK((kinds & gd::ops::kind::fused) != 0);
     if (op.needs_broadcast) CHECK((kinds & gd::ops::kind::broadcast) != 0);
+    if (op.needs_repeated) CHECK((kinds & gd::ops::kind::repeated) != 0);
     CHECK(gradient == op.differentiable);
   }
 }

@@ -133,18 +133,18 @@ auto weighted_loss(const char* op, const E& e, Reduction reduction, const Weight
     GRADUS_CHECK(shape_error, fits, op, ": weights shape ", s, " does not broadcast to losses shape ", ls,
                  " (weights must be a scalar or have rank ", ls.rank(), " with each dimension 1 or equal)");
     const double copies = double(n / w.tensor.size());
-    for (const T v : w.tensor) wsum += double(v), nonzero += v != T(0);
+    for (const T v : w.tensor.to(gradus::cpu)) wsum += double(v), nonzero += v != T(0);  // a GPU's weights read back
     wsum *= copies;
     nonzero *= copies;
   }
   if (reduction == Reduction::none) {
     if (scalar) return materialize(e * ws);  // a number: no tensor to place on e's device
-    return materialize(e * w.tensor);
+    return materialize(e * w.tensor.to(backend::device_of(e)));  // the weights go where the losses are
   }
   const double denom = reduction == Reduction::sum ? 1.0 : reduction == Reduction::mean ? wsum : nonzero;
   const double scale = denom == 0 ? 0.0 : 1.0 / denom;
   if (scalar) return sum(e * T(double(ws) * scale));
-  return sum(e * Tensor<T>(w.tensor * T(scale)));
+  return sum(e * Tensor<T>(w.tensor.to(backend::device_of(e)) * T(scale)));
 }
 
 /// Per-example softmax cross-entropy -sum(labels * log_softmax(logits), -1), stable for any logits.

@@ -106,12 +106,23 @@ void reduce_logsumexp(const AxisView& v, const T* x, T* y) {
   });
 }
 
-/// dx = g · exp(x - y): the softmax of each line times its output adjoint.
+/// dx = g · softmax(x) along each line, as exp(x - m) / sum(exp(x - m)) from the line's maximum
+/// m again rather than exp(x - y): y = m + log s is rounded at the magnitude of m, which for
+/// logits of 1000 in float costs about 3e-5 in every gradient.
 template <class T>
 void reduce_logsumexp_backward(const AxisView& v, const T* x, const T* y, const T* g, T* dx) {
   for_each_line(v, [&](int64_t base) {
     const int64_t o = v.out_index(base);
-    for (int64_t k = 0; k < v.n; ++k) dx[base + k * v.inner] = g[o] * std::exp(x[base + k * v.inner] - y[o]);
+    T m = -std::numeric_limits<T>::infinity();
+    for (int64_t k = 0; k < v.n; ++k) m = std::max(m, x[base + k * v.inner]);
+    if (!std::isfinite(m)) {  // an empty line, or infinities: the plain formula
+      for (int64_t k = 0; k < v.n; ++k) dx[base + k * v.inner] = g[o] * std::exp(x[base + k * v.inner] - y[o]);
+      return;
+    }
+    T s = 0;
+    for (int64_t k = 0; k < v.n; ++k) s += (dx[base + k * v.inner] = std::exp(x[base + k * v.inner] - m));
+    const T scale = g[o] / s;
+    for (int64_t k = 0; k < v.n; ++k) dx[base + k * v.inner] *= scale;
   });
 }
 

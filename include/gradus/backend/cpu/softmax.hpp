@@ -33,9 +33,9 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
           s += e;
         }
         if (log) {
-          const T shift = m + std::log(s);
+          const T ls = std::log(s);  // (x - m) - log s: exact where x - m is, unlike x - (m + log s)
           GRADUS_SIMD
-          for (int64_t k = 0; k < n; ++k) out[k] = in[k] - shift;
+          for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - m) - ls;
         } else {
           GRADUS_SIMD
           for (int64_t k = 0; k < n; ++k) out[k] /= s;
@@ -48,7 +48,7 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
     T s = 0;
     for (int64_t k = 0; k < v.n; ++k) s += (out[k * st] = std::exp(in[k * st] - m));
     const T ls = std::log(s);
-    for (int64_t k = 0; k < v.n; ++k) out[k * st] = log ? in[k * st] - m - ls : out[k * st] / s;
+    for (int64_t k = 0; k < v.n; ++k) out[k * st] = log ? (in[k * st] - m) - ls : out[k * st] / s;
   });
 }
 

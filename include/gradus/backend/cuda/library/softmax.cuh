@@ -12,8 +12,8 @@
       T s = 0;                                                                                     \
       for (long j = 0; j < n; ++j) s += gradus_exp(x[b + j * inner] - m);                         \
       if (lg) {                                                                                    \
-        const T ls = m + gradus_log(s);                                                            \
-        for (long j = 0; j < n; ++j) y[b + j * inner] = x[b + j * inner] - ls;                     \
+        const T ls = gradus_log(s); /* (x - m) - log s: exact where x - m is, unlike x - (m + log s) */ \
+        for (long j = 0; j < n; ++j) y[b + j * inner] = (x[b + j * inner] - m) - ls;               \
       } else {                                                                                     \
         for (long j = 0; j < n; ++j) y[b + j * inner] = gradus_exp(x[b + j * inner] - m) / s;      \
       }                                                                                            \
