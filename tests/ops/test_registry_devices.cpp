@@ -94,7 +94,7 @@ std::vector<gd::Device> devices() {
   if (gd::cuda::is_available())
     d.push_back(gd::cuda(0));
   else
-    WARN("no GPU: " << gd::cuda::unavailable_reason() << " (the device pass runs on the CPU alone)");
+    WARN("no GPU: " << gd::cuda::unavailable_reason());  // the device pass runs on the CPU alone
   return d;
 }
 
@@ -102,7 +102,7 @@ bool marked(const OpInfo& op, gd::DeviceType t) {
   return std::find(op.no_kernel_on.begin(), op.no_kernel_on.end(), t) != op.no_kernel_on.end();
 }
 
-const std::string kRoot = GRADUS_TEST_DATA_DIR "/../..";
+const std::string kReadme = GRADUS_TEST_DATA_DIR "/../../README.md";
 
 /// The README's table of ops by device, from the registry's no_kernel_on marks.
 std::string ops_by_device_table() {
@@ -164,7 +164,7 @@ TEST_CASE("registry: every sample is also written for float", "[registry][device
 TEST_CASE("registry: the README's table of ops by device is the registry's", "[registry][readme]") {
   const std::string begin = "<!-- ops by device: generated from the op registry by tests/ops/test_registry_devices.cpp -->\n";
   const std::string end = "<!-- end of ops by device -->";
-  const std::string path = kRoot + "/README.md";
+  const std::string path = kReadme;
   std::string text;
   {
     std::ifstream in(path);
