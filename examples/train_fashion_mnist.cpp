@@ -38,7 +38,8 @@
 
 #include <gradus/data/fashion_mnist.hpp>
 #include <gradus/gradus.hpp>
-#include <gradus/train.hpp>
+#include <gradus/train/fit.hpp>            // fit, evaluate, predict, checkpoints
+#include <gradus/train/summary_saver.hpp>  // SummarySaver, with gd::summary
 
 #ifdef GRADUS_HAVE_DIST
 #include <gradus/dist.hpp>

@@ -42,6 +42,10 @@
 //     session.run([&] { auto [x, y] = next_batch(); return my_loss(net, x, y); });   // scalar Var
 //   session.close();
 //
+// Lighter: <gradus/train/fit.hpp> alone has fit, evaluate and predict on in-memory Data, the
+// Session, checkpoints and the hooks of train/hooks.hpp (about half the compile time of this
+// header); <gradus/train/summary_saver.hpp> adds SummarySaver.
+//
 // A model of several inputs and outputs (Keras' multi-output Model, one weighted loss per output)
 // trains on gd::train::MultiData: #include <gradus/train/fit_multi.hpp> (not included here).
 #pragma once
