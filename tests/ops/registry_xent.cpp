@@ -127,6 +127,13 @@ void add_xent(std::vector<OpInfo>& r) {
                                  }));
     }
     const TensorI64 l2 = TensorI64::from({1, 0, 4, 4, 2, 3}, {2, 3});
+    // log(1 + e^-1) and log 3 (Python's math), their mean: nothing may round at the magnitude of
+    // the logits, which in float costs 3e-5
+    o.samples.push_back(sample("logits of +-1000", gd::ops::kind::edge, {values({1000, 999, -1000, -1000, -1000, -1000}, {2, 3})},
+                               [l = TensorI64::from({0, 2})](const auto& v) {
+                                 return as_var(v, L::sparse_softmax_cross_entropy_with_logits(on_device(l), v[0]));
+                               },
+                               [](const Refs&) { return scalar((0.31326168751822286 + 1.0986122886681098) / 2); }));
     o.samples.push_back(sample("labels [2,3], logits [2,3,5]", gd::ops::kind::edge, {uniform({2, 3, 5}, seed++, -3, 3)},
                                [l2](const auto& v) { return as_var(v, L::sparse_softmax_cross_entropy_with_logits(on_device(l2), v[0])); },
                                [l2](const Refs& t) {
