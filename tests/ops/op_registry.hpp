@@ -169,25 +169,26 @@ template <class T, class E>
 gd::Var<T> as_var(const std::vector<gd::Var<T>>&, const E& e) {
   return gd::Var<T>(e);
 }
+/// `x` in element type T, element by element.
+template <class T>
+gd::Tensor<T> convert(const TensorD& x) {
+  gd::Tensor<T> t(x.shape());
+  for (int64_t i = 0; i < x.size(); ++i) t.data()[i] = static_cast<T>(x.data()[i]);
+  return t;
+}
 /// A double tensor a call uses besides its leaves (a target, a mask), in the leaves' element type
-/// and on the sample's device. In double on the CPU it is `x` itself, not a copy, so that a warm
-/// call still allocates nothing.
+/// and on the sample's device. In double on the CPU it is `x` itself (Tensor::to shares the
+/// storage of a tensor already there), so that a warm call still allocates nothing.
 template <class T>
 gd::Tensor<T> like(const std::vector<gd::Var<T>>&, const TensorD& x) {
   if (!x.defined()) return {};
-  if constexpr (std::is_same_v<T, double>) {
-    if (sample_device() == gd::Device(gd::cpu)) return x;
+  if constexpr (std::is_same_v<T, double>)
     return x.to(sample_device());
-  } else {
-    gd::Tensor<T> t(x.shape());
-    for (int64_t i = 0; i < x.size(); ++i) t.data()[i] = static_cast<T>(x.data()[i]);
-    return sample_device() == gd::Device(gd::cpu) ? t : t.to(sample_device());
-  }
+  else
+    return convert<T>(x).to(sample_device());
 }
 /// Integer labels or indices a call uses, on the sample's device (`x` itself on the CPU).
-inline TensorI64 on_device(const TensorI64& x) {
-  return sample_device() == gd::Device(gd::cpu) ? x : x.to(sample_device());
-}
+inline TensorI64 on_device(const TensorI64& x) { return x.to(sample_device()); }
 
 /// A sample: label, kinds, inputs, call, reference (tolerances default; adjust the result). A
 /// call written for any element type (`[](const auto& v) { ... }`, a generic lambda) is kept in

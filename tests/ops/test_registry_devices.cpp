@@ -16,11 +16,10 @@
 
 #include <cfloat>
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
 
+#include "../support/files.hpp"
 #include "op_registry.hpp"
 
 namespace {
@@ -33,13 +32,6 @@ struct Run {
   gd::Tensor<T> value;
   std::vector<gd::Tensor<T>> gradients;  ///< empty: the result needs no gradient
 };
-
-template <class T>
-gd::Tensor<T> convert(const TensorD& x) {
-  gd::Tensor<T> t(x.shape());
-  for (int64_t i = 0; i < x.size(); ++i) t.data()[i] = static_cast<T>(x.data()[i]);
-  return t;
-}
 
 /// The cotangent of a result of shape `s`: fixed values in [0.5, 1.5], a different one for each
 /// element.
@@ -126,11 +118,17 @@ std::string ops_by_device_table() {
 TEST_CASE("registry: every sample on every device, in float and double, matches the CPU in double", "[registry][device]") {
   const std::vector<gd::Device> devs = devices();
   for (const OpInfo& op : registry()) {
+    std::vector<Run<double>> refs;  // each sample on the CPU in double, once for every device
+    for (const OpSample& s : op.samples) {
+      INFO("op " << op.name << ", sample \"" << s.label << "\" on the CPU in double");
+      refs.push_back(run<double>(s, s.call, gd::cpu, op.differentiable));
+    }
     for (const gd::Device& device : devs) {
       bool threw = false;  // the device's backend has no kernel for one of the op's samples
-      for (const OpSample& s : op.samples) {
+      for (size_t k = 0; k < op.samples.size(); ++k) {
+        const OpSample& s = op.samples[k];
+        const Run<double>& ref = refs[k];
         INFO("op " << op.name << ", sample \"" << s.label << "\" on " << device);
-        const Run<double> ref = run<double>(s, s.call, gd::cpu, op.differentiable);
         try {
           if (device != gd::Device(gd::cpu)) compare(run<double>(s, s.call, device, op.differentiable), ref, 1e-12, "double");
           if (s.call_float)
@@ -164,15 +162,7 @@ TEST_CASE("registry: every sample is also written for float", "[registry][device
 TEST_CASE("registry: the README's table of ops by device is the registry's", "[registry][readme]") {
   const std::string begin = "<!-- ops by device: generated from the op registry by tests/ops/test_registry_devices.cpp -->\n";
   const std::string end = "<!-- end of ops by device -->";
-  const std::string path = kReadme;
-  std::string text;
-  {
-    std::ifstream in(path);
-    REQUIRE(in.good());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  const std::string text = gradus_test::slurp_existing(kReadme);
   const size_t b = text.find(begin), e = text.find(end);
   INFO("README.md needs the lines\n" << begin << "and\n" << end);
   REQUIRE(b != std::string::npos);
@@ -180,7 +170,7 @@ TEST_CASE("registry: the README's table of ops by device is the registry's", "[r
   REQUIRE(b < e);
   const std::string now = text.substr(b + begin.size(), e - b - begin.size()), table = ops_by_device_table();
   if (now != table && std::getenv("GRADUS_UPDATE_DOCS")) {
-    std::ofstream(path) << text.substr(0, b + begin.size()) << table << text.substr(e);
+    gradus_test::spit(kReadme, text.substr(0, b + begin.size()) + table + text.substr(e));
     WARN("README.md: the table of ops by device rewritten");
     return;
   }
