@@ -7,6 +7,9 @@
 // here.
 #define GRADUS_BUILDING_LIBRARY
 #define GRADUS_COMPILED
+#include "gradus/data/csv.hpp"
 #include "gradus/data/fashion_mnist.hpp"
+#include "gradus/data/text.hpp"
+#include "gradus/data/tfrecord.hpp"
 #include "gradus/gradus.hpp"
 #include "gradus/train.hpp"

@@ -4,6 +4,9 @@
 #define GRADUS_BUILDING_LIBRARY
 #define GRADUS_LIBRARY_DOUBLE
 #define GRADUS_COMPILED
+#include "gradus/data/csv.hpp"
 #include "gradus/data/fashion_mnist.hpp"
+#include "gradus/data/text.hpp"
+#include "gradus/data/tfrecord.hpp"
 #include "gradus/gradus.hpp"
 #include "gradus/train.hpp"

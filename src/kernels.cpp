@@ -1,6 +1,11 @@
 // src/kernels.cpp — the gradus::kernels library: the CPU kernels of backend/cpu/compiled.hpp,
 // compiled once for float and double from the header-only definitions, for programs built with
 // GRADUS_COMPILED_KERNELS (CMake defines it for every target that links gradus::kernels).
+// Compiled as part of libgradus: like every translation unit of a program that links it, this one
+// sees the declarations of the code src/gradus.cpp holds (the allocator, the thread pool, Tensor's
+// members, ...) and calls that one copy; an inline copy of its own would have a thread pool and a
+// tensor cache of its own.
+#define GRADUS_COMPILED
 #include "gradus/backend/cpu/compiled.hpp"  // first: the declarations must match the definitions
 #include "gradus/backend/cpu/conv.hpp"
 #include "gradus/backend/cpu/gemm.hpp"

@@ -8,36 +8,14 @@
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus {
 namespace detail {
 
 /// Nodes reachable from `root` that need a gradient, in reverse creation order (a valid
 /// reverse topological order, since a node is always created after its inputs).
-inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
-  auto& st = TapeState::local();
-  const uint64_t epoch = ++st.visit_epoch;
-  auto& order = st.order;
-  auto& stack = st.stack;
-  order.clear();
-  stack.clear();
-  stack.push_back(root);
-  root->visited = epoch;
-  while (!stack.empty()) {
-    NodeBase* n = stack.back();
-    stack.pop_back();
-    order.push_back(n);
-    st.inputs.clear();
-    n->inputs(st.inputs);
-    for (NodeBase* in : st.inputs)
-      if (in->requires_grad && in->visited != epoch) {
-        in->visited = epoch;
-        stack.push_back(in);
-      }
-  }
-  std::sort(order.begin(), order.end(), [](const NodeBase* a, const NodeBase* b) { return a->seq > b->seq; });
-  return order;
-}
+std::vector<NodeBase*>& reverse_order(NodeBase* root);
 
 }  // namespace detail
 
@@ -51,68 +29,22 @@ inline std::vector<NodeBase*>& reverse_order(NodeBase* root) {
 ///   gd::remove_leaf_ready_hook(id);
 using LeafReadyHook = std::function<void(const detail::NodeBase* leaf)>;
 namespace detail {
-inline std::vector<std::pair<int, LeafReadyHook>>& leaf_ready_hooks() {
-  thread_local std::vector<std::pair<int, LeafReadyHook>> hooks;
-  return hooks;
-}
+std::vector<std::pair<int, LeafReadyHook>>& leaf_ready_hooks();
 /// For each trainable leaf fed by a node of `order`, the (last consumer, leaf) pair: the consumer
 /// with the smallest seq runs last. Sorted as `order` runs (descending consumer seq).
-inline std::vector<std::pair<NodeBase*, NodeBase*>> plan_leaf_ready(const std::vector<NodeBase*>& order) {
-  std::vector<std::pair<NodeBase*, NodeBase*>> plan;
-  std::unordered_set<const NodeBase*> seen;
-  std::vector<NodeBase*> in;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // ascending seq: first seen = last to run
-    if ((*it)->is_leaf) continue;
-    in.clear();
-    (*it)->inputs(in);
-    for (NodeBase* x : in)
-      if (x->is_leaf && x->requires_grad && seen.insert(x).second) plan.emplace_back(*it, x);
-  }
-  std::stable_sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first->seq > b.first->seq; });
-  return plan;
-}
+std::vector<std::pair<NodeBase*, NodeBase*>> plan_leaf_ready(const std::vector<NodeBase*>& order);
 /// Runs the hooks for the leaves whose last consumer is `n` (plan[*next..] in order).
-inline void fire_leaf_ready(NodeBase* n, const std::vector<std::pair<NodeBase*, NodeBase*>>& plan, size_t* next) {
-  for (; *next < plan.size() && plan[*next].first == n; ++*next) {
-    NodeBase* leaf = plan[*next].second;
-    leaf->accumulate_grad();  // the same as the end of gd::backward does, done early
-    leaf->clear_adjoint();
-    for (auto& [id, hook] : leaf_ready_hooks()) hook(leaf);
-  }
-}
+void fire_leaf_ready(NodeBase* n, const std::vector<std::pair<NodeBase*, NodeBase*>>& plan, size_t* next);
 }  // namespace detail
 /// Registers a leaf-ready callback on this thread; returns its id for remove_leaf_ready_hook.
-inline int add_leaf_ready_hook(LeafReadyHook hook) {
-  static thread_local int next_id = 0;
-  detail::leaf_ready_hooks().emplace_back(++next_id, std::move(hook));
-  return next_id;
-}
+int add_leaf_ready_hook(LeafReadyHook hook);
 /// Removes the callback `id` registered on this thread (no-op when it is not there).
-inline void remove_leaf_ready_hook(int id) {
-  auto& h = detail::leaf_ready_hooks();
-  std::erase_if(h, [id](const auto& e) { return e.first == id; });
-}
+void remove_leaf_ready_hook(int id);
 
 namespace detail {
 
 /// Runs one node's backward inside a profiler event that describes the node.
-inline void profiled_backward(NodeBase* n) {
-  OpScope prof(OpPhase::backward);
-  if (prof) {
-    OpDescription d;
-    d.op = n->name();
-    d.dtype = n->dtype_name();
-    d.element_bytes = n->element_bytes();
-    d.output = n->value_shape();
-    d.node = n->seq;
-    std::vector<NodeBase*> in;
-    n->inputs(in);
-    for (const NodeBase* x : in)  // the operands that receive a gradient
-      if (x->requires_grad) d.add_input(x->value_shape(), x->seq);
-    prof.observer()->describe(d);
-  }
-  n->backward();
-}
+void profiled_backward(NodeBase* n);
 
 template <class T>
 std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, const char* op, bool accumulate) {
@@ -233,3 +165,105 @@ auto gradients(const E& y, std::initializer_list<Var<value_type_t<E>>> xs) {
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+namespace detail {
+GRADUS_INLINE std::vector<NodeBase*>& reverse_order(NodeBase* root) {
+  auto& st = TapeState::local();
+  const uint64_t epoch = ++st.visit_epoch;
+  auto& order = st.order;
+  auto& stack = st.stack;
+  order.clear();
+  stack.clear();
+  stack.push_back(root);
+  root->visited = epoch;
+  while (!stack.empty()) {
+    NodeBase* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    st.inputs.clear();
+    n->inputs(st.inputs);
+    for (NodeBase* in : st.inputs)
+      if (in->requires_grad && in->visited != epoch) {
+        in->visited = epoch;
+        stack.push_back(in);
+      }
+  }
+  std::sort(order.begin(), order.end(), [](const NodeBase* a, const NodeBase* b) { return a->seq > b->seq; });
+  return order;
+}
+GRADUS_INLINE std::vector<std::pair<int, LeafReadyHook>>& leaf_ready_hooks() {
+  thread_local std::vector<std::pair<int, LeafReadyHook>> hooks;
+  return hooks;
+}
+GRADUS_INLINE std::vector<std::pair<NodeBase*, NodeBase*>> plan_leaf_ready(const std::vector<NodeBase*>& order) {
+  std::vector<std::pair<NodeBase*, NodeBase*>> plan;
+  std::unordered_set<const NodeBase*> seen;
+  std::vector<NodeBase*> in;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {  // ascending seq: first seen = last to run
+    if ((*it)->is_leaf) continue;
+    in.clear();
+    (*it)->inputs(in);
+    for (NodeBase* x : in)
+      if (x->is_leaf && x->requires_grad && seen.insert(x).second) plan.emplace_back(*it, x);
+  }
+  std::stable_sort(plan.begin(), plan.end(), [](const auto& a, const auto& b) { return a.first->seq > b.first->seq; });
+  return plan;
+}
+GRADUS_INLINE void fire_leaf_ready(NodeBase* n, const std::vector<std::pair<NodeBase*, NodeBase*>>& plan, size_t* next) {
+  for (; *next < plan.size() && plan[*next].first == n; ++*next) {
+    NodeBase* leaf = plan[*next].second;
+    leaf->accumulate_grad();  // the same as the end of gd::backward does, done early
+    leaf->clear_adjoint();
+    for (auto& [id, hook] : leaf_ready_hooks()) hook(leaf);
+  }
+}
+GRADUS_INLINE void profiled_backward(NodeBase* n) {
+  OpScope prof(OpPhase::backward);
+  if (prof) {
+    OpDescription d;
+    d.op = n->name();
+    d.dtype = n->dtype_name();
+    d.element_bytes = n->element_bytes();
+    d.output = n->value_shape();
+    d.node = n->seq;
+    std::vector<NodeBase*> in;
+    n->inputs(in);
+    for (const NodeBase* x : in)  // the operands that receive a gradient
+      if (x->requires_grad) d.add_input(x->value_shape(), x->seq);
+    prof.observer()->describe(d);
+  }
+  n->backward();
+}
+}  // namespace detail
+GRADUS_INLINE int add_leaf_ready_hook(LeafReadyHook hook) {
+  static thread_local int next_id = 0;
+  detail::leaf_ready_hooks().emplace_back(++next_id, std::move(hook));
+  return next_id;
+}
+GRADUS_INLINE void remove_leaf_ready_hook(int id) {
+  auto& h = detail::leaf_ready_hooks();
+  std::erase_if(h, [id](const auto& e) { return e.first == id; });
+}
+}  // namespace gradus
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INSTANCE std::vector<detail::NodeBase*>& detail::run_backward(const Var<float>&, const Tensor<float>*,
+                                                                              const char*, bool);
+GRADUS_INSTANCE_DOUBLE std::vector<detail::NodeBase*>& detail::run_backward(const Var<double>&,
+                                                                                     const Tensor<double>*, const char*,
+                                                                                     bool);
+GRADUS_INSTANCE void backward(const Var<float>&);
+GRADUS_INSTANCE_DOUBLE void backward(const Var<double>&);
+GRADUS_INSTANCE void backward(const Var<float>&, const Tensor<float>&);
+GRADUS_INSTANCE_DOUBLE void backward(const Var<double>&, const Tensor<double>&);
+GRADUS_INSTANCE std::vector<Tensor<float>> gradients(const Var<float>&, const std::vector<Var<float>>&,
+                                                              const Tensor<float>*);
+GRADUS_INSTANCE_DOUBLE std::vector<Tensor<double>> gradients(const Var<double>&,
+                                                                      const std::vector<Var<double>>&,
+                                                                      const Tensor<double>*);
+}  // namespace gradus
+#endif

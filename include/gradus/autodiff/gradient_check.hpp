@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "gradus/autodiff/backward.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus {
 
@@ -89,15 +91,31 @@ void central_differences(const std::vector<Var<T>>& targets, double delta, Eval&
   }
 }
 
+/// Both Jacobians of y = `eval(ctx)` (a Var computed from `xs`) with respect to each x: the work
+/// of jacobians_of, compiled once per element type.
+template <Real T>
+std::vector<Jacobians<T>> jacobians_of_function(Var<T> (*eval)(void* ctx), void* ctx, const std::vector<Var<T>>& xs,
+                                                GradientCheckOptions opt, Shape* y_shape);
+
 /// Both Jacobians of `call()` (which returns y as an expression of `xs`) with respect to each x.
 /// `y_shape`, when given, receives the shape of y.
 template <Real T, class Call>
 std::vector<Jacobians<T>> jacobians_of(Call&& call, const std::vector<Var<T>>& xs, GradientCheckOptions opt,
                                        Shape* y_shape = nullptr) {
+  using C = std::remove_reference_t<Call>;
+  static_assert(is_var_v<decltype(materialize(call()))>,
+                "F_MUST_RETURN_AN_EXPRESSION_OF_ITS_VAR_ARGUMENTS: compute_gradient");
+  return jacobians_of_function<T>([](void* c) -> Var<T> { return materialize((*static_cast<C*>(c))()); },
+                                  const_cast<void*>(static_cast<const void*>(std::addressof(call))), xs, opt,
+                                  y_shape);
+}
+
+template <Real T>
+std::vector<Jacobians<T>> jacobians_of_function(Var<T> (*eval)(void* ctx), void* ctx, const std::vector<Var<T>>& xs,
+                                                GradientCheckOptions opt, Shape* y_shape) {
   GRADUS_CHECK(value_error, opt.delta >= 0, "compute_gradient: delta must be positive (or 0 for automatic), got ",
                opt.delta);
-  const auto y = materialize(call());
-  static_assert(is_var_v<decltype(y)>, "F_MUST_RETURN_AN_EXPRESSION_OF_ITS_VAR_ARGUMENTS: compute_gradient");
+  const Var<T> y = eval(ctx);
   const int64_t ny = y.size();
   if (y_shape) *y_shape = y.shape();
   std::vector<Jacobians<T>> out(xs.size());
@@ -116,7 +134,7 @@ std::vector<Jacobians<T>> jacobians_of(Call&& call, const std::vector<Var<T>>& x
         for (int64_t i = 0; i < xs[k].size(); ++i) out[k].theoretical.data()[i * ny + j] = g[k].data()[i];
     }
   }
-  central_differences<T>(xs, opt.delta, [&] { return materialize(call()); },
+  central_differences<T>(xs, opt.delta, [&] { return eval(ctx); },
                          [&](size_t k, int64_t i, int64_t j, double d) { out[k].numerical.data()[i * ny + j] = T(d); });
   return out;
 }
@@ -320,3 +338,17 @@ GradientCheckResult check_gradient(const F& f, const std::vector<Tensor<T>>& x0,
 }
 
 }  // namespace gradus
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+#define GRADUS_GRADIENT_CHECK(INSTANCE, T)                                                                          \
+  INSTANCE std::vector<Jacobians<T>> jacobians_of_function(Var<T> (*)(void*), void*, const std::vector<Var<T>>&, \
+                                                           GradientCheckOptions, Shape*);                         \
+  INSTANCE double max_gradient_error(const std::vector<Jacobians<T>>&);                                           \
+  INSTANCE GradientCheckResult judge_tolerances(const std::vector<Jacobians<T>>&, const std::vector<Tensor<T>>&,  \
+                                                const Shape&, const GradientCheckOptions&);
+GRADUS_GRADIENT_CHECK(GRADUS_INSTANCE, float)
+GRADUS_GRADIENT_CHECK(GRADUS_INSTANCE_DOUBLE, double)
+#undef GRADUS_GRADIENT_CHECK
+}  // namespace gradus::detail
+#endif

@@ -10,6 +10,7 @@
 #include "gradus/autodiff/adjoint.hpp"
 #include "gradus/autodiff/var.hpp"
 #include "gradus/backend/backend.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus {
 
@@ -263,3 +264,10 @@ auto make_result(const char* op, Tensor<T> out, F backward, const In&... in) {
 }
 
 }  // namespace gradus
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INSTANCE class Var<float>;
+GRADUS_INSTANCE_DOUBLE class Var<double>;
+}  // namespace gradus
+#endif

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/eigen.hpp"
 #include "gradus/core/op_events.hpp"
 
@@ -121,8 +122,13 @@ inline void retain(NodeBase* n) {
 /// so freeing a long chain would recurse once per node: instead, a release that happens while
 /// this thread is already freeing nodes only queues the node, and the outermost call frees the
 /// queue in a loop. Stack depth stays constant for any graph (a 10^6-node chain included).
+void free_nodes(NodeBase* n);
 inline void release(NodeBase* n) {
-  if (!n || n->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (n && n->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) free_nodes(n);
+}
+#if GRADUS_DEFINE_COMPILED  // libgradus holds it with GRADUS_COMPILED (core/compiled.hpp)
+/// Frees `n`, whose last reference went, and the nodes that only it held (see release).
+GRADUS_INLINE void free_nodes(NodeBase* n) {
   struct Pending {
     bool draining = false;
     std::vector<NodeBase*> nodes;  // capacity kept, so a warm loop allocates nothing here
@@ -143,6 +149,7 @@ inline void release(NodeBase* n) {
   }
   pending.draining = false;
 }
+#endif  // GRADUS_DEFINE_COMPILED
 
 /// Allocates a node of type N from this thread's pool.
 template <class N, class... Args>
@@ -170,43 +177,51 @@ struct Node : NodeBase {
   void begin_accumulate() override {
     if (grad.defined() && !adj.defined() && grad.use_count() == 1) adj = std::move(grad);
   }
-  void accumulate_grad() override {
-    if (!adj.defined()) return;
-    if (!grad.defined()) {
-      grad = adj.use_count() == 1 ? std::move(adj) : adj.clone();
-    } else {
-      backend::add_into(grad.device_data(), adj.device_data(), grad.size(), grad.device());
-    }
-  }
+  void accumulate_grad() override;
 
   /// Adds `g` (same shape as value) into this node's adjoint; adopts g's storage when possible.
-  void add_adjoint(const Tensor<T>& g) {
-    GRADUS_CHECK(shape_error, g.shape() == value.shape() || g.size() == value.size(), name(),
-                 ": gradient shape ", g.shape(), " does not match value shape ", value.shape());
-    if (!adj.defined()) {
-      adj = g.shape() == value.shape() ? g : g.reshape(value.shape());
-      return;
-    }
-    make_adjoint_writable();
-    GRADUS_CHECK(device_error, g.device() == adj.device(), name(), ": a gradient on ", g.device(),
-                 " for a value on ", adj.device());
-    backend::add_into(adj.device_data(), g.device_data(), adj.size(), adj.device());
-  }
+  void add_adjoint(const Tensor<T>& g);
   /// The adjoint buffer to write into: `*add` tells whether it already holds a value.
-  T* adjoint_buffer(bool* add) {
-    if (!adj.defined()) {
-      adj = Tensor<T>::empty(value.shape(), value.device());
-      *add = false;
-    } else {
-      make_adjoint_writable();
-      *add = true;
-    }
-    return adj.device_data();  // in the value's memory: a GPU's for a value on a GPU
-  }
+  T* adjoint_buffer(bool* add);
   void make_adjoint_writable() {
     if (adj.use_count() > 1) adj = adj.clone();
   }
 };
+
+// Out of the class, so that a program built with GRADUS_COMPILED compiles no copy of them.
+template <Real T>
+void Node<T>::accumulate_grad() {
+  if (!adj.defined()) return;
+  if (!grad.defined()) {
+    grad = adj.use_count() == 1 ? std::move(adj) : adj.clone();
+  } else {
+    backend::add_into(grad.device_data(), adj.device_data(), grad.size(), grad.device());
+  }
+}
+template <Real T>
+void Node<T>::add_adjoint(const Tensor<T>& g) {
+  GRADUS_CHECK(shape_error, g.shape() == value.shape() || g.size() == value.size(), name(), ": gradient shape ",
+               g.shape(), " does not match value shape ", value.shape());
+  if (!adj.defined()) {
+    adj = g.shape() == value.shape() ? g : g.reshape(value.shape());
+    return;
+  }
+  make_adjoint_writable();
+  GRADUS_CHECK(device_error, g.device() == adj.device(), name(), ": a gradient on ", g.device(), " for a value on ",
+               adj.device());
+  backend::add_into(adj.device_data(), g.device_data(), adj.size(), adj.device());
+}
+template <Real T>
+T* Node<T>::adjoint_buffer(bool* add) {
+  if (!adj.defined()) {
+    adj = Tensor<T>::empty(value.shape(), value.device());
+    *add = false;
+  } else {
+    make_adjoint_writable();
+    *add = true;
+  }
+  return adj.device_data();  // in the value's memory: a GPU's for a value on a GPU
+}
 
 /// A trainable (or constant) input: no inputs of its own.
 template <Real T>
@@ -219,3 +234,12 @@ struct LeafNode final : Node<T> {
 };
 
 }  // namespace gradus::detail
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INSTANCE struct Node<float>;
+GRADUS_INSTANCE struct LeafNode<float>;
+GRADUS_INSTANCE_DOUBLE struct Node<double>;
+GRADUS_INSTANCE_DOUBLE struct LeafNode<double>;
+}  // namespace gradus::detail
+#endif

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/error.hpp"
 
@@ -53,64 +54,11 @@ static_assert(sizeof(Block) <= kAlign, "THE_BLOCK_HEADER_MUST_FIT_IN_ONE_ALIGNME
 
 class CachingAllocator {
  public:
-  static CachingAllocator& instance() {
-    static CachingAllocator* a = new CachingAllocator;  // never destroyed: tensors may outlive statics
-    return *a;
-  }
+  static CachingAllocator& instance();
 
-  Block* allocate(size_t bytes) {
-    const int cls = size_class(bytes);
-    const size_t cap = class_bytes(cls);
-    {
-      std::lock_guard lock(mu_);
-      auto& list = free_[size_t(cls)];
-      if (!list.empty()) {
-        Block* b = list.back();
-        list.pop_back();
-        stats_.cache_hits++;
-        stats_.bytes_cached -= int64_t(cap);
-        stats_.bytes_in_use += int64_t(cap);
-        stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-        b->refs.store(1, std::memory_order_relaxed);
-        return b;
-      }
-      stats_.system_allocations++;
-      stats_.bytes_in_use += int64_t(cap);
-      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
-    }
-    void* raw = ::operator new(cap + kAlign, std::align_val_t(kAlign));
-    Block* b = new (raw) Block;
-    b->size_class = cls;
-    b->capacity = cap;
-    return b;
-  }
+  Block* allocate(size_t bytes);
 
-  void release(Block* b) {
-    if (b->recycle) {  // a backend's block (device memory): its own cache takes it back
-      b->recycle(b);
-      return;
-    }
-    if (b->size_class < 0) {
-      if (b->release_external) b->release_external(b->keepalive);
-      b->~Block();
-      ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
-      return;
-    }
-    const size_t cap = b->capacity;
-    {
-      std::lock_guard lock(mu_);
-      stats_.bytes_in_use -= int64_t(cap);
-      if (stats_.bytes_cached + int64_t(cap) <= limit_) {
-        auto& list = free_[size_t(b->size_class)];
-        if (list.capacity() == list.size()) list.reserve(list.size() * 2 + 8);
-        list.push_back(b);
-        stats_.bytes_cached += int64_t(cap);
-        return;
-      }
-    }
-    b->~Block();
-    ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
-  }
+  void release(Block* b);
 
   MemoryStats stats() {
     std::lock_guard lock(mu_);
@@ -124,17 +72,7 @@ class CachingAllocator {
   }
 
   /// Returns every cached block to the system.
-  void empty_cache() {
-    std::lock_guard lock(mu_);
-    for (auto& list : free_) {
-      for (Block* b : list) {
-        stats_.bytes_cached -= int64_t(b->capacity);
-        b->~Block();
-        ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
-      }
-      list.clear();
-    }
-  }
+  void empty_cache();
 
   void set_limit(int64_t bytes) {
     std::lock_guard lock(mu_);
@@ -156,9 +94,7 @@ class CachingAllocator {
   }
 
  private:
-  CachingAllocator() {
-    if (const char* env = std::getenv("GRADUS_CACHE_LIMIT_MB")) limit_ = std::atoll(env) * (int64_t(1) << 20);
-  }
+  CachingAllocator();
   std::mutex mu_;
   std::array<std::vector<Block*>, 256> free_{};
   MemoryStats stats_{};
@@ -166,7 +102,87 @@ class CachingAllocator {
 };
 
 /// Wraps memory owned elsewhere; `release(keepalive)` runs when the last tensor lets go.
-inline Block* wrap_external(void* data, size_t bytes, void* keepalive, void (*release)(void*)) {
+Block* wrap_external(void* data, size_t bytes, void* keepalive, void (*release)(void*));
+
+inline void retain(Block* b) {
+  if (b) b->refs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void release(Block* b) {
+  if (b && b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) CachingAllocator::instance().release(b);
+}
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE CachingAllocator& CachingAllocator::instance() {
+  static CachingAllocator* a = new CachingAllocator;  // never destroyed: tensors may outlive statics
+  return *a;
+}
+GRADUS_INLINE Block* CachingAllocator::allocate(size_t bytes) {
+  const int cls = size_class(bytes);
+  const size_t cap = class_bytes(cls);
+  {
+    std::lock_guard lock(mu_);
+    auto& list = free_[size_t(cls)];
+    if (!list.empty()) {
+      Block* b = list.back();
+      list.pop_back();
+      stats_.cache_hits++;
+      stats_.bytes_cached -= int64_t(cap);
+      stats_.bytes_in_use += int64_t(cap);
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+      b->refs.store(1, std::memory_order_relaxed);
+      return b;
+    }
+    stats_.system_allocations++;
+    stats_.bytes_in_use += int64_t(cap);
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  }
+  void* raw = ::operator new(cap + kAlign, std::align_val_t(kAlign));
+  Block* b = new (raw) Block;
+  b->size_class = cls;
+  b->capacity = cap;
+  return b;
+}
+GRADUS_INLINE void CachingAllocator::release(Block* b) {
+  if (b->recycle) {  // a backend's block (device memory): its own cache takes it back
+    b->recycle(b);
+    return;
+  }
+  if (b->size_class < 0) {
+    if (b->release_external) b->release_external(b->keepalive);
+    b->~Block();
+    ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
+    return;
+  }
+  const size_t cap = b->capacity;
+  {
+    std::lock_guard lock(mu_);
+    stats_.bytes_in_use -= int64_t(cap);
+    if (stats_.bytes_cached + int64_t(cap) <= limit_) {
+      auto& list = free_[size_t(b->size_class)];
+      if (list.capacity() == list.size()) list.reserve(list.size() * 2 + 8);
+      list.push_back(b);
+      stats_.bytes_cached += int64_t(cap);
+      return;
+    }
+  }
+  b->~Block();
+  ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
+}
+GRADUS_INLINE void CachingAllocator::empty_cache() {
+  std::lock_guard lock(mu_);
+  for (auto& list : free_) {
+    for (Block* b : list) {
+      stats_.bytes_cached -= int64_t(b->capacity);
+      b->~Block();
+      ::operator delete(static_cast<void*>(b), std::align_val_t(kAlign));
+    }
+    list.clear();
+  }
+}
+GRADUS_INLINE CachingAllocator::CachingAllocator() {
+  if (const char* env = std::getenv("GRADUS_CACHE_LIMIT_MB")) limit_ = std::atoll(env) * (int64_t(1) << 20);
+}
+GRADUS_INLINE Block* wrap_external(void* data, size_t bytes, void* keepalive, void (*release)(void*)) {
   void* raw = ::operator new(sizeof(Block) < kAlign ? kAlign : sizeof(Block), std::align_val_t(kAlign));
   Block* b = new (raw) Block;
   b->external = data;
@@ -175,13 +191,7 @@ inline Block* wrap_external(void* data, size_t bytes, void* keepalive, void (*re
   b->release_external = release;
   return b;
 }
-
-inline void retain(Block* b) {
-  if (b) b->refs.fetch_add(1, std::memory_order_relaxed);
-}
-inline void release(Block* b) {
-  if (b && b->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) CachingAllocator::instance().release(b);
-}
+#endif  // GRADUS_DEFINE_COMPILED
 
 }  // namespace detail
 

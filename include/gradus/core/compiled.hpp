@@ -32,6 +32,19 @@
 #define GRADUS_INLINE inline
 #endif
 
+// A virtual function of a (non-template) class whose definition is a GRADUS_INLINE one is
+// declared with GRADUS_INLINE_DECL in the class:
+//   GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
+// Header-only that is `inline`, so the class has no key function and a translation unit emits its
+// vtable (and so every virtual function) only when it uses the class, as when the bodies were in
+// the class; otherwise it is nothing: the library's definition is the key function, and the
+// vtable is compiled once, in libgradus.
+#if GRADUS_DEFINE_COMPILED && !defined(GRADUS_BUILDING_LIBRARY)
+#define GRADUS_INLINE_DECL inline
+#else
+#define GRADUS_INLINE_DECL
+#endif
+
 // The class templates over the element type that libgradus instantiates for float and double
 // (optimizers, the training session's model adapter, ...): each header ends with
 //   #if GRADUS_INSTANCES

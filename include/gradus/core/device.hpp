@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gradus/core/compiled.hpp"
+
 namespace gradus {
 
 /// The kind of a device: which backend owns its memory and runs its kernels. `cpu` and `cuda`
@@ -21,10 +23,7 @@ inline constexpr int kMaxDeviceTypes = 8;
 
 namespace detail {
 /// The printed name of each device type; empty for a value nobody registered.
-inline std::string& device_type_name_slot(DeviceType t) {
-  static std::string names[kMaxDeviceTypes] = {"cpu", "cuda"};
-  return names[static_cast<int>(t)];
-}
+std::string& device_type_name_slot(DeviceType t);
 }  // namespace detail
 
 /// The name a device type prints as (`cpu`, `cuda`, or the registered one).
@@ -33,18 +32,7 @@ inline const std::string& device_type_name(DeviceType t) { return detail::device
 /// A new device type named `name`, for a backend registered at run time (its tensors print as
 /// `name:index`); registering the same name again returns the same type. Throws
 /// std::length_error when every one of the kMaxDeviceTypes values is taken.
-inline DeviceType register_device_type(const std::string& name) {
-  for (int i = 0; i < kMaxDeviceTypes; ++i)
-    if (detail::device_type_name_slot(DeviceType(i)) == name) return DeviceType(i);
-  for (int i = 2; i < kMaxDeviceTypes; ++i) {
-    std::string& slot = detail::device_type_name_slot(DeviceType(i));
-    if (slot.empty()) {
-      slot = name;
-      return DeviceType(i);
-    }
-  }
-  throw std::length_error("register_device_type: every device type is taken, cannot add '" + name + "'");
-}
+DeviceType register_device_type(const std::string& name);
 
 /// A device: its type and, for GPUs, its ordinal.
 struct Device {
@@ -55,10 +43,10 @@ struct Device {
   constexpr bool is_cuda() const { return type == DeviceType::cuda; }
   friend constexpr bool operator==(const Device&, const Device&) = default;
   /// `cpu`, `cuda:0`, or a registered type's `name:index`.
-  friend std::ostream& operator<<(std::ostream& os, const Device& d) {
-    if (d.is_cpu()) return os << "cpu";
-    return os << device_type_name(d.type) << ':' << d.index;
-  }
+  friend std::ostream& operator<<(std::ostream& os, const Device& d) { return d.print(os); }
+
+ private:
+  std::ostream& print(std::ostream& os) const;
 };
 
 /// The host CPU.
@@ -79,9 +67,35 @@ struct DeviceHooks {
 };
 
 /// The hooks of the backend for device type `t` (all null until the backend registers).
-inline DeviceHooks& device_hooks(DeviceType t) {
+DeviceHooks& device_hooks(DeviceType t);
+
+}  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INLINE std::string& detail::device_type_name_slot(DeviceType t) {
+  static std::string names[kMaxDeviceTypes] = {"cpu", "cuda"};
+  return names[static_cast<int>(t)];
+}
+GRADUS_INLINE DeviceType register_device_type(const std::string& name) {
+  for (int i = 0; i < kMaxDeviceTypes; ++i)
+    if (detail::device_type_name_slot(DeviceType(i)) == name) return DeviceType(i);
+  for (int i = 2; i < kMaxDeviceTypes; ++i) {
+    std::string& slot = detail::device_type_name_slot(DeviceType(i));
+    if (slot.empty()) {
+      slot = name;
+      return DeviceType(i);
+    }
+  }
+  throw std::length_error("register_device_type: every device type is taken, cannot add '" + name + "'");
+}
+GRADUS_INLINE std::ostream& Device::print(std::ostream& os) const {
+  if (is_cpu()) return os << "cpu";
+  return os << device_type_name(type) << ':' << index;
+}
+GRADUS_INLINE DeviceHooks& device_hooks(DeviceType t) {
   static DeviceHooks hooks[kMaxDeviceTypes];
   return hooks[static_cast<int>(t)];
 }
-
 }  // namespace gradus
+#endif  // GRADUS_DEFINE_COMPILED

@@ -4,7 +4,10 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
+
+#include "gradus/core/compiled.hpp"
 
 namespace gradus {
 
@@ -31,11 +34,39 @@ struct io_error : error {
 };
 
 namespace detail {
+// The pieces of a message, each appended as `std::ostream <<` would print it by default (text,
+// integers, floating point as %g with 6 significant digits), by functions compiled once; a type
+// of its own goes through its operator<<.
+void append_text(std::string& out, std::string_view text);
+void append_signed(std::string& out, long long v);
+void append_unsigned(std::string& out, unsigned long long v);
+void append_floating(std::string& out, double v);
+void append_streamed(std::string& out, void (*print)(std::ostream&, const void*), const void* v);
+
+template <class T>
+void append(std::string& out, const T& v) {
+  if constexpr (std::is_convertible_v<const T&, std::string_view>)
+    append_text(out, std::string_view(v));
+  else if constexpr (std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>)
+    out += char(v);
+  else if constexpr (std::is_same_v<T, bool>)
+    out += v ? '1' : '0';
+  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>)
+    append_signed(out, static_cast<long long>(v));
+  else if constexpr (std::is_integral_v<T>)
+    append_unsigned(out, static_cast<unsigned long long>(v));
+  else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    append_floating(out, double(v));
+  else
+    append_streamed(out, [](std::ostream& os, const void* p) { os << *static_cast<const T*>(p); }, &v);
+}
+
+/// The arguments printed one after another, as `(os << ... << args)` would print them.
 template <class... Args>
 std::string str(const Args&... args) {
-  std::ostringstream os;
-  (os << ... << args);
-  return os.str();
+  std::string out;
+  (append(out, args), ...);
+  return out;
 }
 }  // namespace detail
 
@@ -68,3 +99,22 @@ int guard_main(F&& body, std::ostream& err = std::cerr) {
     if (!(cond)) [[unlikely]]        \
       throw ::gradus::Exc(::gradus::detail::str(__VA_ARGS__)); \
   } while (0)
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+#include <cstdio>
+namespace gradus::detail {
+GRADUS_INLINE void append_text(std::string& out, std::string_view text) { out += text; }
+GRADUS_INLINE void append_signed(std::string& out, long long v) { out += std::to_string(v); }
+GRADUS_INLINE void append_unsigned(std::string& out, unsigned long long v) { out += std::to_string(v); }
+GRADUS_INLINE void append_floating(std::string& out, double v) {
+  char buf[32];
+  const int n = std::snprintf(buf, sizeof buf, "%g", v);  // what std::ostream prints by default
+  out.append(buf, size_t(n));
+}
+GRADUS_INLINE void append_streamed(std::string& out, void (*print)(std::ostream&, const void*), const void* v) {
+  std::ostringstream os;
+  print(os, v);
+  out += os.str();
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus {
@@ -20,8 +21,8 @@ class Shape {
  public:
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.end()); }
-  explicit Shape(std::span<const int64_t> dims) { assign(dims.begin(), dims.end()); }
-  explicit Shape(const std::vector<int64_t>& dims) { assign(dims.begin(), dims.end()); }
+  explicit Shape(std::span<const int64_t> dims) { assign(dims.data(), dims.data() + dims.size()); }
+  explicit Shape(const std::vector<int64_t>& dims) { assign(dims.data(), dims.data() + dims.size()); }
 
   int rank() const { return rank_; }
   int size() const { return rank_; }
@@ -55,17 +56,8 @@ class Shape {
     }
     return zero ? 0 : n;
   }
-  void push_back(int64_t d) {
-    GRADUS_CHECK(value_error, rank_ < kMaxRank, "shape: rank exceeds ", kMaxRank);
-    d_[static_cast<size_t>(rank_++)] = d;
-    checked_numel();
-  }
-  void insert(int pos, int64_t d) {
-    push_back(0);
-    for (int i = rank_ - 1; i > pos; --i) d_[size_t(i)] = d_[size_t(i - 1)];
-    d_[size_t(pos)] = d;
-    checked_numel();
-  }
+  void push_back(int64_t d);
+  void insert(int pos, int64_t d);
   void erase(int pos) {
     for (int i = pos; i + 1 < rank_; ++i) d_[size_t(i)] = d_[size_t(i + 1)];
     --rank_;
@@ -75,30 +67,14 @@ class Shape {
   friend bool operator==(const Shape& a, const Shape& b) {
     return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
   }
-  friend std::ostream& operator<<(std::ostream& os, const Shape& s) {
-    os << '[';
-    for (int i = 0; i < s.rank_; ++i) os << (i ? "," : "") << s[i];
-    return os << ']';
-  }
-  std::string str() const { return detail::str(*this); }
+  friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return s.print(os); }
+  /// "[2,3]".
+  std::string str() const;
 
  private:
-  template <class It>
-  void assign(It first, It last) {
-    GRADUS_CHECK(value_error, last - first <= kMaxRank, "shape: rank ", last - first, " exceeds ", kMaxRank);
-    rank_ = 0;
-    for (; first != last; ++first) {
-      GRADUS_CHECK(value_error, *first >= 0, "shape: negative dimension ", *first);
-      d_[static_cast<size_t>(rank_++)] = *first;
-    }
-    checked_numel();
-  }
-  int64_t checked_numel() const {
-    const int64_t n = count({begin(), end()});
-    GRADUS_CHECK(shape_error, n >= 0, "shape ", *this, ": more elements than int64 can count (over ",
-                 INT64_MAX, "), counting only its nonzero dimensions");
-    return n;
-  }
+  void assign(const int64_t* first, const int64_t* last);
+  int64_t checked_numel() const;
+  std::ostream& print(std::ostream& os) const;
   std::array<int64_t, kMaxRank> d_{};
   int rank_ = 0;
 };
@@ -115,25 +91,70 @@ inline std::array<int64_t, kMaxRank> row_major_strides(const Shape& s) {
   return st;
 }
 
+namespace detail {
+[[noreturn, gnu::cold]] void axis_error(int64_t axis, int rank, const char* op);
+}  // namespace detail
+
 /// Normalises a possibly negative axis against `rank`; throws naming `op` when out of range.
 inline int normalize_axis(int64_t axis, int rank, const char* op) {
-  GRADUS_CHECK(value_error, axis >= -rank && axis < std::max(rank, 1), op, ": axis ", axis,
-               " out of range for rank ", rank);
+  if (!(axis >= -rank && axis < std::max(rank, 1))) [[unlikely]]
+    detail::axis_error(axis, rank, op);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 /// NumPy broadcast of two shapes; throws shape_error naming `op` when they do not fit.
-inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INLINE void Shape::push_back(int64_t d) {
+  GRADUS_CHECK(value_error, rank_ < kMaxRank, "shape: rank exceeds ", kMaxRank);
+  d_[static_cast<size_t>(rank_++)] = d;
+  checked_numel();
+}
+GRADUS_INLINE void Shape::insert(int pos, int64_t d) {
+  push_back(0);
+  for (int i = rank_ - 1; i > pos; --i) d_[size_t(i)] = d_[size_t(i - 1)];
+  d_[size_t(pos)] = d;
+  checked_numel();
+}
+GRADUS_INLINE std::string Shape::str() const { return detail::str(*this); }
+GRADUS_INLINE void Shape::assign(const int64_t* first, const int64_t* last) {
+  GRADUS_CHECK(value_error, last - first <= kMaxRank, "shape: rank ", last - first, " exceeds ", kMaxRank);
+  rank_ = 0;
+  for (; first != last; ++first) {
+    GRADUS_CHECK(value_error, *first >= 0, "shape: negative dimension ", *first);
+    d_[static_cast<size_t>(rank_++)] = *first;
+  }
+  checked_numel();
+}
+GRADUS_INLINE int64_t Shape::checked_numel() const {
+  const int64_t n = count({begin(), end()});
+  GRADUS_CHECK(shape_error, n >= 0, "shape ", *this, ": more elements than int64 can count (over ", INT64_MAX,
+               "), counting only its nonzero dimensions");
+  return n;
+}
+GRADUS_INLINE std::ostream& Shape::print(std::ostream& os) const {
+  os << '[';
+  for (int i = 0; i < rank_; ++i) os << (i ? "," : "") << d_[size_t(i)];
+  return os << ']';
+}
+GRADUS_INLINE void detail::axis_error(int64_t axis, int rank, const char* op) {
+  throw value_error(str(op, ": axis ", axis, " out of range for rank ", rank));
+}
+GRADUS_INLINE Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const int r = std::max(a.rank(), b.rank());
   Shape out;
   for (int i = 0; i < r; ++i) {
     const int ia = i - (r - a.rank()), ib = i - (r - b.rank());
     const int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
-    GRADUS_CHECK(shape_error, da == db || da == 1 || db == 1, op,
-                 ": shapes cannot be broadcast together: ", a, " vs ", b);
+    GRADUS_CHECK(shape_error, da == db || da == 1 || db == 1, op, ": shapes cannot be broadcast together: ", a,
+                 " vs ", b);
     out.push_back(da == 1 ? db : da);
   }
   return out;
 }
-
 }  // namespace gradus
+#endif  // GRADUS_DEFINE_COMPILED

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gradus/core/allocator.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/shape.hpp"
@@ -44,22 +45,15 @@ concept expression_like = is_expression<std::remove_cvref_t<E>>::value;
 ///   gd::Tensor<float> a = gd::Tensor<float>::zeros({2, 3});
 ///   a(1, 2) = 5.f;  gd::Tensor<float> b = a * 2.f + 1.f;   // evaluates the expression
 namespace detail {
-[[noreturn, gnu::cold, gnu::noinline]] inline void host_access_error(Device d) {
-  throw device_error(str("Tensor::data(): the elements are in the memory of ", d,
-                         ", not the host's; copy them with .to(gd::cpu) first"));
-}
-inline const DeviceHooks& hooks_for(Device d, const char* what) {
-  const DeviceHooks& h = device_hooks(d.type);
-  GRADUS_CHECK(device_error, h.allocate && h.copy, what, "(", d, "): no backend for ", d,
-               " is loaded (include gradus/backend/cuda/device.hpp and make the device with gd::cuda(i))");
-  return h;
-}
-inline Block* device_allocate(Device d, size_t bytes) { return hooks_for(d, "Tensor::empty").allocate(d, bytes); }
+[[noreturn, gnu::cold]] void host_access_error(Device d);
+const DeviceHooks& hooks_for(Device d, const char* what);
+Block* device_allocate(Device d, size_t bytes);
 /// Copies bytes between two buffers, at least one of them in a device's memory.
-inline void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  const Device owner = dst_device.is_cpu() ? src_device : dst_device;
-  hooks_for(owner, "Tensor::to").copy(dst, dst_device, src, src_device, bytes);
-}
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+/// The shape `dims` names for a tensor of `numel` elements of shape `from` (Tensor::reshape).
+Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from);
+/// The bytes a tensor of `shape` needs, at least 1; shape_error past PTRDIFF_MAX.
+size_t checked_bytes(const Shape& shape, size_t element_size);
 }  // namespace detail
 
 template <Element T>
@@ -105,45 +99,21 @@ class Tensor {
   static Tensor empty(const Shape& shape) { return Tensor(shape); }
   static Tensor zeros(const Shape& shape) { return full(shape, T(0)); }
   static Tensor ones(const Shape& shape) { return full(shape, T(1)); }
-  static Tensor full(const Shape& shape, T value) {
-    Tensor t(shape);
-    std::fill_n(t.data(), t.size(), value);
-    return t;
-  }
+  static Tensor full(const Shape& shape, T value);
   /// Copies `values` into a tensor of `shape`; the sizes must agree.
-  static Tensor from(const std::vector<T>& values, const Shape& shape) {
-    GRADUS_CHECK(shape_error, int64_t(values.size()) == shape.numel(), "Tensor::from: ", values.size(),
-                 " values do not fill shape ", shape, " (", shape.numel(), " elements)");
-    Tensor t(shape);
-    std::copy(values.begin(), values.end(), t.data());
-    return t;
-  }
+  static Tensor from(const std::vector<T>& values, const Shape& shape);
   /// A rank-1 tensor of the values.
   static Tensor from(const std::vector<T>& values) { return from(values, Shape{int64_t(values.size())}); }
   /// A rank-0 tensor holding `value`.
   static Tensor scalar(T value) { return full(Shape{}, value); }
   /// 0, 1, ..., n-1.
-  static Tensor arange(int64_t n) {
-    Tensor t(Shape{n});
-    for (int64_t i = 0; i < n; ++i) t.data_[i] = T(i);
-    return t;
-  }
+  static Tensor arange(int64_t n);
   /// Normal(mean, stddev) samples drawn from `rng`.
   static Tensor random_normal(const Shape& shape, Rng& rng, double mean = 0, double stddev = 1)
-    requires Real<T>
-  {
-    Tensor t(shape);
-    for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.normal(mean, stddev));
-    return t;
-  }
+    requires Real<T>;
   /// Uniform samples in [lo, hi) drawn from `rng`.
   static Tensor random_uniform(const Shape& shape, Rng& rng, double lo = 0, double hi = 1)
-    requires Real<T>
-  {
-    Tensor t(shape);
-    for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.uniform(lo, hi));
-    return t;
-  }
+    requires Real<T>;
   /// Wraps memory owned elsewhere without copying; `data` must outlive every handle unless
   /// `release(keepalive)` frees it when the last handle goes.
   static Tensor wrap(T* data, const Shape& shape, void* keepalive = nullptr, void (*release)(void*) = nullptr) {
@@ -198,46 +168,20 @@ class Tensor {
     return data()[offset(idx...)];
   }
   /// The value of a one-element tensor.
-  T item() const {
-    GRADUS_CHECK(value_error, defined() && size() == 1, "item: expected a tensor with one element, got shape ",
-                 shape_);
-    if (on_device()) return to(cpu).data_[0];
-    return data_[0];
-  }
+  T item() const;
 
   /// A deep copy with its own storage, on the same device.
-  Tensor clone() const {
-    Tensor t = empty(shape_, device());
-    if (!size()) return t;
-    if (on_device())
-      detail::device_copy(t.data_, device(), data_, device(), size_t(size()) * sizeof(T));
-    else
-      std::memcpy(t.data_, data_, size_t(size()) * sizeof(T));
-    return t;
-  }
+  Tensor clone() const;
 
   /// This tensor on `device`: itself (shared storage) when it is there already, else a copy.
   ///   gd::Tensor<float> g = x.to(gd::cuda(0));   ...   gd::Tensor<float> back = g.to(gd::cpu);
-  Tensor to(Device d) const {
-    GRADUS_CHECK(value_error, defined(), "Tensor::to(", d, "): the tensor is undefined");
-    if (d == device()) return *this;
-    Tensor t = empty(shape_, d);
-    if (size()) detail::device_copy(t.data_, d, data_, device(), size_t(size()) * sizeof(T));
-    return t;
-  }
+  Tensor to(Device d) const;
   /// An uninitialised tensor of `shape` in the memory of `device`.
-  static Tensor empty(const Shape& shape, Device device) {
-    if (device.is_cpu()) return Tensor(shape);
-    Tensor t;
-    t.shape_ = shape;
-    t.block_ = detail::device_allocate(device, t.checked_bytes());
-    t.data_ = reinterpret_cast<T*>(t.block_->data());
-    return t;
-  }
+  static Tensor empty(const Shape& shape, Device device);
   /// A view with another shape over the same storage; one dimension may be -1.
   Tensor reshape(std::span<const int64_t> dims) const {
     Tensor t = *this;
-    t.shape_ = resolve_reshape(dims, size(), shape_);
+    t.shape_ = detail::resolve_reshape(dims, size(), shape_);
     return t;
   }
   Tensor reshape(const std::vector<int64_t>& dims) const { return reshape(std::span<const int64_t>(dims)); }
@@ -251,15 +195,7 @@ class Tensor {
   }
   /// Copies `src` into this tensor's storage (shapes must have equal sizes), across devices
   /// when the two are on different ones.
-  Tensor& copy_(const Tensor& src) {
-    GRADUS_CHECK(shape_error, src.size() == size(), "copy_: sizes differ: ", shape_, " vs ", src.shape());
-    if (!size() || src.data_ == data_) return *this;
-    if (on_device() || src.on_device())
-      detail::device_copy(data_, device(), src.data_, src.device(), size_t(size()) * sizeof(T));
-    else
-      std::memmove(data_, src.data_, size_t(size()) * sizeof(T));
-    return *this;
-  }
+  Tensor& copy_(const Tensor& src);
   /// Evaluates `e` into this tensor's existing storage (the shapes must match).
   template <class E>
     requires detail::expression_like<E>
@@ -269,46 +205,12 @@ class Tensor {
   }
 
   static Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {
-    GRADUS_CHECK(value_error, dims.size() <= size_t(kMaxRank), "reshape: rank ", dims.size(), " exceeds ", kMaxRank);
-    std::array<int64_t, kMaxRank> d{};
-    int infer = -1;
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] == -1) {
-        GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in the new shape of ", from);
-        infer = int(i);
-        d[i] = 1;
-      } else {
-        GRADUS_CHECK(value_error, dims[i] >= 0, "reshape: negative dimension ", dims[i]);
-        d[i] = dims[i];
-      }
-    }
-    const std::span<const int64_t> target(d.data(), dims.size());
-    const int64_t known = Shape::count(target);
-    if (known < 0) {
-      std::ostringstream os;
-      for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
-      throw shape_error(detail::str("reshape: cannot reshape ", from, " (", numel, " elements) into [", os.str(),
-                                    "] (more than ", INT64_MAX, " elements)"));
-    }
-    if (infer >= 0) {
-      GRADUS_CHECK(shape_error, known != 0 && numel % known == 0, "reshape: cannot reshape ", from, " (", numel,
-                   " elements) with a -1 into ", known, "-element blocks");
-      d[size_t(infer)] = numel / known;
-    }
-    const Shape s(target);
-    GRADUS_CHECK(shape_error, s.numel() == numel, "reshape: cannot reshape ", from, " (", numel, " elements) into ", s,
-                 " (", s.numel(), " elements)");
-    return s;
+    return detail::resolve_reshape(dims, numel, from);
   }
 
  private:
   bool on_device() const { return block_ && block_->device.type != DeviceType::cpu; }
-  size_t checked_bytes() const {
-    const int64_t n = shape_.numel();
-    GRADUS_CHECK(shape_error, n <= int64_t(PTRDIFF_MAX / sizeof(T)), "Tensor: shape ", shape_, " needs more than ",
-                 PTRDIFF_MAX, " bytes");
-    return std::max<size_t>(size_t(n) * sizeof(T), 1);
-  }
+  size_t checked_bytes() const { return detail::checked_bytes(shape_, sizeof(T)); }
   void allocate() {
     block_ = detail::CachingAllocator::instance().allocate(checked_bytes());
     data_ = reinterpret_cast<T*>(block_->data());
@@ -332,6 +234,89 @@ class Tensor {
   T* data_ = nullptr;
   Shape shape_;
 };
+
+
+// Members that are not worth inlining, out of the class: a program built with GRADUS_COMPILED
+// compiles no copy of them for float, double and int64_t (libgradus instantiates the class).
+template <Element T>
+Tensor<T> Tensor<T>::full(const Shape& shape, T value) {
+  Tensor t(shape);
+  std::fill_n(t.data(), t.size(), value);
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::from(const std::vector<T>& values, const Shape& shape) {
+  GRADUS_CHECK(shape_error, int64_t(values.size()) == shape.numel(), "Tensor::from: ", values.size(),
+               " values do not fill shape ", shape, " (", shape.numel(), " elements)");
+  Tensor t(shape);
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::arange(int64_t n) {
+  Tensor t(Shape{n});
+  for (int64_t i = 0; i < n; ++i) t.data_[i] = T(i);
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::random_normal(const Shape& shape, Rng& rng, double mean, double stddev)
+  requires Real<T>
+{
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.normal(mean, stddev));
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::random_uniform(const Shape& shape, Rng& rng, double lo, double hi)
+  requires Real<T>
+{
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.size(); ++i) t.data_[i] = T(rng.uniform(lo, hi));
+  return t;
+}
+template <Element T>
+T Tensor<T>::item() const {
+  GRADUS_CHECK(value_error, defined() && size() == 1, "item: expected a tensor with one element, got shape ", shape_);
+  if (on_device()) return to(cpu).data_[0];
+  return data_[0];
+}
+template <Element T>
+Tensor<T> Tensor<T>::clone() const {
+  Tensor t = empty(shape_, device());
+  if (!size()) return t;
+  if (on_device())
+    detail::device_copy(t.data_, device(), data_, device(), size_t(size()) * sizeof(T));
+  else
+    std::memcpy(t.data_, data_, size_t(size()) * sizeof(T));
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::to(Device d) const {
+  GRADUS_CHECK(value_error, defined(), "Tensor::to(", d, "): the tensor is undefined");
+  if (d == device()) return *this;
+  Tensor t = empty(shape_, d);
+  if (size()) detail::device_copy(t.data_, d, data_, device(), size_t(size()) * sizeof(T));
+  return t;
+}
+template <Element T>
+Tensor<T> Tensor<T>::empty(const Shape& shape, Device device) {
+  if (device.is_cpu()) return Tensor(shape);
+  Tensor t;
+  t.shape_ = shape;
+  t.block_ = detail::device_allocate(device, t.checked_bytes());
+  t.data_ = reinterpret_cast<T*>(t.block_->data());
+  return t;
+}
+template <Element T>
+Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
+  GRADUS_CHECK(shape_error, src.size() == size(), "copy_: sizes differ: ", shape_, " vs ", src.shape());
+  if (!size() || src.data_ == data_) return *this;
+  if (on_device() || src.on_device())
+    detail::device_copy(data_, device(), src.data_, src.device(), size_t(size()) * sizeof(T));
+  else
+    std::memmove(data_, src.data_, size_t(size()) * sizeof(T));
+  return *this;
+}
 
 namespace detail {
 template <class T>
@@ -379,3 +364,69 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE void host_access_error(Device d) {
+  throw device_error(str("Tensor::data(): the elements are in the memory of ", d,
+                         ", not the host's; copy them with .to(gd::cpu) first"));
+}
+GRADUS_INLINE const DeviceHooks& hooks_for(Device d, const char* what) {
+  const DeviceHooks& h = device_hooks(d.type);
+  GRADUS_CHECK(device_error, h.allocate && h.copy, what, "(", d, "): no backend for ", d,
+               " is loaded (include gradus/backend/cuda/device.hpp and make the device with gd::cuda(i))");
+  return h;
+}
+GRADUS_INLINE Block* device_allocate(Device d, size_t bytes) { return hooks_for(d, "Tensor::empty").allocate(d, bytes); }
+GRADUS_INLINE void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  const Device owner = dst_device.is_cpu() ? src_device : dst_device;
+  hooks_for(owner, "Tensor::to").copy(dst, dst_device, src, src_device, bytes);
+}
+GRADUS_INLINE size_t checked_bytes(const Shape& shape, size_t element_size) {
+  const int64_t n = shape.numel();
+  GRADUS_CHECK(shape_error, n <= int64_t(PTRDIFF_MAX / element_size), "Tensor: shape ", shape, " needs more than ",
+               PTRDIFF_MAX, " bytes");
+  return std::max<size_t>(size_t(n) * element_size, 1);
+}
+GRADUS_INLINE Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {
+  GRADUS_CHECK(value_error, dims.size() <= size_t(kMaxRank), "reshape: rank ", dims.size(), " exceeds ", kMaxRank);
+  std::array<int64_t, kMaxRank> d{};
+  int infer = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1) {
+      GRADUS_CHECK(value_error, infer < 0, "reshape: more than one -1 in the new shape of ", from);
+      infer = int(i);
+      d[i] = 1;
+    } else {
+      GRADUS_CHECK(value_error, dims[i] >= 0, "reshape: negative dimension ", dims[i]);
+      d[i] = dims[i];
+    }
+  }
+  const std::span<const int64_t> target(d.data(), dims.size());
+  const int64_t known = Shape::count(target);
+  if (known < 0) {
+    std::ostringstream os;
+    for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+    throw shape_error(detail::str("reshape: cannot reshape ", from, " (", numel, " elements) into [", os.str(),
+                                  "] (more than ", INT64_MAX, " elements)"));
+  }
+  if (infer >= 0) {
+    GRADUS_CHECK(shape_error, known != 0 && numel % known == 0, "reshape: cannot reshape ", from, " (", numel,
+                 " elements) with a -1 into ", known, "-element blocks");
+    d[size_t(infer)] = numel / known;
+  }
+  const Shape s(target);
+  GRADUS_CHECK(shape_error, s.numel() == numel, "reshape: cannot reshape ", from, " (", numel, " elements) into ", s,
+               " (", s.numel(), " elements)");
+  return s;
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INSTANCE class Tensor<float>;
+GRADUS_INSTANCE class Tensor<int64_t>;
+GRADUS_INSTANCE_DOUBLE class Tensor<double>;
+}  // namespace gradus
+#endif

@@ -63,32 +63,34 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/data/cache.hpp"
 #include "gradus/data/parallel.hpp"
 #include "gradus/data/pipeline.hpp"
 #include "gradus/data/sources.hpp"
 #include "gradus/data/transforms.hpp"
 
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::data {
 
 // ================================================================================================
 // Dataset's members.
 
-inline Dataset Dataset::from_tensor_slices(Example columns) {
+GRADUS_INLINE Dataset Dataset::from_tensor_slices(Example columns) {
   return Dataset(std::make_shared<detail::SlicesSource>(std::move(columns)));
 }
-inline Dataset Dataset::range(int64_t begin, int64_t end, int64_t step) {
+GRADUS_INLINE Dataset Dataset::range(int64_t begin, int64_t end, int64_t step) {
   return Dataset(std::make_shared<detail::RangeSource>(begin, end, step));
 }
-inline Dataset Dataset::generator(std::function<std::optional<Example>(int64_t)> fn) {
+GRADUS_INLINE Dataset Dataset::generator(std::function<std::optional<Example>(int64_t)> fn) {
   return Dataset(std::make_shared<detail::GeneratorSource>(std::move(fn)));
 }
-inline Dataset Dataset::idx_images(const std::string& path) { return from_tensor_slices(read_idx_images(path)); }
-inline Dataset Dataset::idx_labels(const std::string& path) { return from_tensor_slices(read_idx_labels(path)); }
-inline Dataset Dataset::text_lines(std::vector<std::string> files) {
+GRADUS_INLINE Dataset Dataset::idx_images(const std::string& path) { return from_tensor_slices(read_idx_images(path)); }
+GRADUS_INLINE Dataset Dataset::idx_labels(const std::string& path) { return from_tensor_slices(read_idx_labels(path)); }
+GRADUS_INLINE Dataset Dataset::text_lines(std::vector<std::string> files) {
   return Dataset(std::make_shared<detail::TextLinesSource>(std::move(files)));
 }
-inline Dataset Dataset::zip(std::vector<Dataset> datasets) {
+GRADUS_INLINE Dataset Dataset::zip(std::vector<Dataset> datasets) {
   std::vector<std::shared_ptr<const Source>> in;
   for (auto& d : datasets) {
     d.check_source();
@@ -96,62 +98,63 @@ inline Dataset Dataset::zip(std::vector<Dataset> datasets) {
   }
   return Dataset(std::make_shared<detail::ZipSource>(std::move(in)));
 }
-inline Dataset Dataset::map_impl(MapFn fn) const {
+GRADUS_INLINE Dataset Dataset::map_impl(MapFn fn) const {
   src();
   return Dataset(std::make_shared<detail::MapSource>(source_, std::move(fn)));
 }
-inline Dataset Dataset::parallel_map_impl(MapFn fn, int threads, int buffer) const {
+GRADUS_INLINE Dataset Dataset::parallel_map_impl(MapFn fn, int threads, int buffer) const {
   src();
   return Dataset(std::make_shared<detail::ParallelMapSource>(source_, std::move(fn), threads, buffer));
 }
-inline Dataset Dataset::filter(Predicate pred) const {
+GRADUS_INLINE Dataset Dataset::filter(Predicate pred) const {
   src();
   return Dataset(std::make_shared<detail::FilterSource>(source_, std::move(pred)));
 }
-inline Dataset Dataset::shuffle(int64_t buffer, uint64_t seed) const {
+GRADUS_INLINE Dataset Dataset::shuffle(int64_t buffer, uint64_t seed) const {
   src();
   return Dataset(std::make_shared<detail::ShuffleSource>(source_, buffer, seed));
 }
-inline Dataset Dataset::batch(int64_t n, bool drop_remainder) const {
+GRADUS_INLINE Dataset Dataset::batch(int64_t n, bool drop_remainder) const {
   src();
   return Dataset(std::make_shared<detail::BatchSource>(source_, n, drop_remainder, nullptr));
 }
-inline Dataset Dataset::padded_batch(int64_t n, PaddedBatchOptions options) const {
+GRADUS_INLINE Dataset Dataset::padded_batch(int64_t n, PaddedBatchOptions options) const {
   src();
   return Dataset(std::make_shared<detail::BatchSource>(source_, n, options.drop_remainder, &options));
 }
-inline Dataset Dataset::repeat(int64_t count) const {
+GRADUS_INLINE Dataset Dataset::repeat(int64_t count) const {
   src();
   return Dataset(std::make_shared<detail::RepeatSource>(source_, count));
 }
-inline Dataset Dataset::skip(int64_t n) const {
+GRADUS_INLINE Dataset Dataset::skip(int64_t n) const {
   src();
   return Dataset(std::make_shared<detail::SkipTakeSource>(source_, detail::SkipTakeSource::kSkip, n));
 }
-inline Dataset Dataset::take(int64_t n) const {
+GRADUS_INLINE Dataset Dataset::take(int64_t n) const {
   src();
   return Dataset(std::make_shared<detail::SkipTakeSource>(source_, detail::SkipTakeSource::kTake, n));
 }
-inline Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
+GRADUS_INLINE Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
   src();
   return Dataset(std::make_shared<detail::ShardSource>(source_, num_shards, index));
 }
-inline Dataset Dataset::prefetch(int64_t n) const {
+GRADUS_INLINE Dataset Dataset::prefetch(int64_t n) const {
   src();
   return Dataset(std::make_shared<detail::PrefetchSource>(source_, n));
 }
-inline Dataset Dataset::interleave(std::function<Dataset(const Example&)> fn, int64_t cycle_length,
-                                   int64_t block_length) const {
+GRADUS_INLINE Dataset Dataset::interleave(std::function<Dataset(const Example&)> fn, int64_t cycle_length,
+                                          int64_t block_length) const {
   src();
   return Dataset(std::make_shared<detail::InterleaveSource>(source_, std::move(fn), cycle_length, block_length));
 }
-inline Dataset Dataset::cache() const {
+GRADUS_INLINE Dataset Dataset::cache() const {
   src();
   return Dataset(std::make_shared<detail::MemoryCacheSource>(source_));
 }
-inline Dataset Dataset::cache(const std::string& path) const {
+GRADUS_INLINE Dataset Dataset::cache(const std::string& path) const {
   src();
   return Dataset(std::make_shared<detail::FileCacheSource>(source_, path));
 }
 
 }  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -27,15 +28,7 @@ using Strings = std::vector<std::string>;
 using Value = std::variant<Tensor<float>, Tensor<double>, Tensor<int64_t>, std::string, Strings>;
 
 /// What a field holds, in words: "float32 [2,3]", "int64 []", "string", "strings [4]".
-inline std::string describe(const Value& v) {
-  switch (v.index()) {
-    case 0: return gradus::detail::str("float32 ", std::get<0>(v).shape());
-    case 1: return gradus::detail::str("float64 ", std::get<1>(v).shape());
-    case 2: return gradus::detail::str("int64 ", std::get<2>(v).shape());
-    case 3: return "string";
-    default: return gradus::detail::str("strings [", std::get<4>(v).size(), "]");
-  }
-}
+std::string describe(const Value& v);
 
 namespace detail {
 template <class T>
@@ -67,9 +60,7 @@ class Example {
   }
   Example(std::string s) { fields_.push_back({std::string(), Value(std::move(s))}); }  // NOLINT
   /// Named (or, with "", positional) fields in order: {{"x", x}, {"y", y}}.
-  Example(std::initializer_list<Field> fields) {
-    for (const Field& f : fields) add(f.name, f.value);
-  }
+  Example(std::initializer_list<Field> fields);
   /// Unnamed fields in order: Example::tuple(x, y).
   template <class... V>
   static Example tuple(V&&... values) {
@@ -79,11 +70,7 @@ class Example {
   }
 
   /// Appends a field; a non-empty name must not be taken yet.
-  Example& add(std::string name, Value v) {
-    GRADUS_CHECK(value_error, name.empty() || index(name) < 0, "Example: two fields named '", name, "'");
-    fields_.push_back({std::move(name), std::move(v)});
-    return *this;
-  }
+  Example& add(std::string name, Value v);
 
   int size() const { return int(fields_.size()); }
   bool empty() const { return fields_.empty(); }
@@ -163,3 +150,27 @@ class Example {
 };
 
 }  // namespace gradus::data
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data {
+GRADUS_INLINE std::string describe(const Value& v) {
+  switch (v.index()) {
+    case 0: return gradus::detail::str("float32 ", std::get<0>(v).shape());
+    case 1: return gradus::detail::str("float64 ", std::get<1>(v).shape());
+    case 2: return gradus::detail::str("int64 ", std::get<2>(v).shape());
+    case 3: return "string";
+    default: return gradus::detail::str("strings [", std::get<4>(v).size(), "]");
+  }
+}
+
+GRADUS_INLINE Example::Example(std::initializer_list<Field> fields) {
+  for (const Field& f : fields) add(f.name, f.value);
+}
+
+GRADUS_INLINE Example& Example::add(std::string name, Value v) {
+  GRADUS_CHECK(value_error, name.empty() || index(name) < 0, "Example: two fields named '", name, "'");
+  fields_.push_back({std::move(name), std::move(v)});
+  return *this;
+}
+}  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

@@ -30,61 +30,20 @@ namespace gradus::detail {
 /// A file read through zlib: gzip streams are inflated, other files are read as they are.
 class IdxStream {
  public:
-  explicit IdxStream(const std::string& path) : path_(path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    const auto st = fs::status(path, ec);
-    GRADUS_CHECK(io_error, fs::exists(st), "read_idx: cannot open '", path, "': no such file");
-    GRADUS_CHECK(io_error, !fs::is_directory(st), "read_idx: cannot open '", path, "': it is a directory");
-    errno = 0;
-    file_.reset(gzopen(path.c_str(), "rb"));
-    GRADUS_CHECK(io_error, file_ != nullptr, "read_idx: cannot open '", path, "': ",
-                 errno ? std::strerror(errno) : "out of memory");
-    gzbuffer(file_.get(), 1 << 17);
-    direct_ = gzdirect(file_.get()) != 0;
-    if (direct_) {
-      const auto n = fs::file_size(path, ec);
-      GRADUS_CHECK(io_error, !ec, "read_idx: cannot size '", path, "': ", ec.message());
-      raw_size_ = uint64_t(n);
-    }
-    check_gz("while opening");
-  }
+  explicit IdxStream(const std::string& path);
 
   /// True when the file is not gzip-compressed; `raw_size()` is then its size in bytes.
   bool direct() const { return direct_; }
   uint64_t raw_size() const { return raw_size_; }
 
   /// Reads up to `n` bytes; fewer only at the end of the data. Throws on corrupt gzip data.
-  size_t read(void* dst, size_t n) {
-    auto* out = static_cast<unsigned char*>(dst);
-    size_t got = 0;
-    while (got < n) {
-      const unsigned want = unsigned(std::min<size_t>(n - got, size_t(1) << 24));
-      const int r = gzread(file_.get(), out + got, want);
-      check_gz("while reading");
-      if (r <= 0) break;
-      got += size_t(r);
-    }
-    return got;
-  }
+  size_t read(void* dst, size_t n);
 
  private:
-  void check_gz(const char* when) {
-    int err = Z_OK;
-    const char* msg = gzerror(file_.get(), &err);
-    if (err == Z_OK) return;
-    GRADUS_CHECK(io_error, err != Z_ERRNO, "read_idx: I/O error ", when, " '", path_, "': ", std::strerror(errno));
-    GRADUS_CHECK(io_error, err != Z_BUF_ERROR, "read_idx: corrupt gzip file '", path_,
-                 "': the compressed stream ends early (", zlib_message(msg), ")");
-    throw io_error(str("read_idx: corrupt gzip file '", path_, "': ", zlib_message(msg)));
-  }
+  void check_gz(const char* when);
 
   /// zlib's message without the "path: " prefix it adds.
-  std::string zlib_message(const char* msg) const {
-    std::string m = msg ? msg : "";
-    const std::string prefix = path_ + ": ";
-    return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
-  }
+  std::string zlib_message(const char* msg) const;
 
   struct Close {
     void operator()(gzFile f) const { gzclose(f); }
@@ -95,19 +54,9 @@ class IdxStream {
   uint64_t raw_size_ = 0;
 };
 
-inline std::string hex_bytes(const unsigned char* p, int n) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < n; ++i) {
-    s += digits[p[i] >> 4];
-    s += digits[p[i] & 15];
-  }
-  return s;
-}
+std::string hex_bytes(const unsigned char* p, int n);
 
-inline bool ends_with_gz(const std::string& path) {
-  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-}
+bool ends_with_gz(const std::string& path);
 
 }  // namespace gradus::detail
 
@@ -242,4 +191,71 @@ GRADUS_INLINE Tensor<int64_t> read_idx_labels(const std::string& path) {
   return t;
 }
 }  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE IdxStream::IdxStream(const std::string& path) : path_(path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  GRADUS_CHECK(io_error, fs::exists(st), "read_idx: cannot open '", path, "': no such file");
+  GRADUS_CHECK(io_error, !fs::is_directory(st), "read_idx: cannot open '", path, "': it is a directory");
+  errno = 0;
+  file_.reset(gzopen(path.c_str(), "rb"));
+  GRADUS_CHECK(io_error, file_ != nullptr, "read_idx: cannot open '", path, "': ",
+               errno ? std::strerror(errno) : "out of memory");
+  gzbuffer(file_.get(), 1 << 17);
+  direct_ = gzdirect(file_.get()) != 0;
+  if (direct_) {
+    const auto n = fs::file_size(path, ec);
+    GRADUS_CHECK(io_error, !ec, "read_idx: cannot size '", path, "': ", ec.message());
+    raw_size_ = uint64_t(n);
+  }
+  check_gz("while opening");
+}
+
+GRADUS_INLINE size_t IdxStream::read(void* dst, size_t n) {
+  auto* out = static_cast<unsigned char*>(dst);
+  size_t got = 0;
+  while (got < n) {
+    const unsigned want = unsigned(std::min<size_t>(n - got, size_t(1) << 24));
+    const int r = gzread(file_.get(), out + got, want);
+    check_gz("while reading");
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  return got;
+}
+
+GRADUS_INLINE void IdxStream::check_gz(const char* when) {
+  int err = Z_OK;
+  const char* msg = gzerror(file_.get(), &err);
+  if (err == Z_OK) return;
+  GRADUS_CHECK(io_error, err != Z_ERRNO, "read_idx: I/O error ", when, " '", path_, "': ", std::strerror(errno));
+  GRADUS_CHECK(io_error, err != Z_BUF_ERROR, "read_idx: corrupt gzip file '", path_,
+               "': the compressed stream ends early (", zlib_message(msg), ")");
+  throw io_error(str("read_idx: corrupt gzip file '", path_, "': ", zlib_message(msg)));
+}
+
+GRADUS_INLINE std::string IdxStream::zlib_message(const char* msg) const {
+  std::string m = msg ? msg : "";
+  const std::string prefix = path_ + ": ";
+  return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+}
+
+GRADUS_INLINE std::string hex_bytes(const unsigned char* p, int n) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    s += digits[p[i] >> 4];
+    s += digits[p[i] & 15];
+  }
+  return s;
+}
+
+GRADUS_INLINE bool ends_with_gz(const std::string& path) {
+  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+}  // namespace gradus::detail
 #endif  // GRADUS_DEFINE_COMPILED

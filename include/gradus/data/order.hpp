@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 
@@ -48,14 +49,7 @@ T draw(std::vector<T>& pool, Rng& rng) {
 /// Fisher–Yates shuffle driven by shuffle_rng(seed, key): positions n-1, n-2, ..., 0 take the
 /// examples drawn one after the other from all of them. A uniformly random permutation that
 /// depends on (n, seed, key) alone.
-inline std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, uint64_t key) {
-  std::vector<int64_t> pool(size_t(n > 0 ? n : 0));
-  std::iota(pool.begin(), pool.end(), int64_t(0));
-  std::vector<int64_t> order(pool.size());
-  Rng rng = shuffle_rng(seed, key);
-  for (size_t i = order.size(); i > 0; --i) order[i - 1] = draw(pool, rng);
-  return order;
-}
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, uint64_t key);
 
 /// Shard `index` of `num_shards`: a sequence is read in rounds of `num_shards` equal parts, and
 /// the shard takes part `index` of every round. Dataset::shard's parts are single elements (it
@@ -67,12 +61,7 @@ struct Shard {
 
   /// The shard, or a value_error naming `who` unless num_shards >= 1 and index is in
   /// [0, num_shards).
-  static Shard checked(int64_t num_shards, int64_t index, const char* who) {
-    GRADUS_CHECK(value_error, num_shards >= 1 && index >= 0 && index < num_shards, who,
-                 ": expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards ", num_shards,
-                 ", shard_index ", index);
-    return {num_shards, index};
-  }
+  static Shard checked(int64_t num_shards, int64_t index, const char* who);
   /// The position of this shard's first item in a round that starts at `round_first` and whose
   /// parts hold `part` items each.
   int64_t first(int64_t round_first, int64_t part) const { return round_first + index * part; }
@@ -81,3 +70,23 @@ struct Shard {
 };
 
 }  // namespace gradus::data
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data {
+GRADUS_INLINE std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, uint64_t key) {
+  std::vector<int64_t> pool(size_t(n > 0 ? n : 0));
+  std::iota(pool.begin(), pool.end(), int64_t(0));
+  std::vector<int64_t> order(pool.size());
+  Rng rng = shuffle_rng(seed, key);
+  for (size_t i = order.size(); i > 0; --i) order[i - 1] = draw(pool, rng);
+  return order;
+}
+
+GRADUS_INLINE Shard Shard::checked(int64_t num_shards, int64_t index, const char* who) {
+  GRADUS_CHECK(value_error, num_shards >= 1 && index >= 0 && index < num_shards, who,
+               ": expected num_shards >= 1 and shard_index in [0, num_shards), got num_shards ", num_shards,
+               ", shard_index ", index);
+  return {num_shards, index};
+}
+}  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/shape.hpp"
@@ -50,79 +51,15 @@ struct ElementOrError {
 /// `window` numbers are handed out beyond the one the consumer waits for.
 class ParallelMapStream final : public Stream {
  public:
-  ParallelMapStream(std::unique_ptr<Stream> in, std::shared_ptr<const Dataset::MapFn> fn, int threads, int64_t window)
-      : in_(std::move(in)), fn_(std::move(fn)), window_(window) {
-    workers_.reserve(size_t(threads));
-    try {
-      for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
-    } catch (...) {
-      shutdown();
-      throw;
-    }
-  }
-  ~ParallelMapStream() override { shutdown(); }
+  ParallelMapStream(std::unique_ptr<Stream> in, std::shared_ptr<const Dataset::MapFn> fn, int threads, int64_t window);
+  GRADUS_INLINE_DECL ~ParallelMapStream() override;
 
-  std::optional<Example> next() override {
-    std::unique_lock lock(m_);
-    ready_.wait(lock, [&] { return stop_ || done_.count(next_out_) || next_out_ >= end_; });
-    auto it = done_.find(next_out_);
-    if (it == done_.end()) return std::nullopt;
-    ElementOrError p = std::move(it->second);
-    done_.erase(it);
-    ++next_out_;
-    room_.notify_all();
-    lock.unlock();
-    if (p.error) std::rethrow_exception(p.error);
-    return std::move(p.value);
-  }
-  void cancel() override {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    room_.notify_all();
-    ready_.notify_all();
-    in_->cancel();
-  }
+  GRADUS_INLINE_DECL std::optional<Example> next() override;
+  GRADUS_INLINE_DECL void cancel() override;
 
  private:
-  void work() {
-    for (;;) {
-      std::unique_lock in_lock(in_m_);  // input elements are taken in order, one worker at a time
-      int64_t seq;
-      {
-        std::unique_lock lock(m_);
-        room_.wait(lock, [&] { return stop_ || next_take_ >= end_ || next_take_ < next_out_ + window_; });
-        if (stop_ || next_take_ >= end_) return;
-        seq = next_take_++;
-      }
-      ElementOrError p;
-      bool at_end = false;
-      try {
-        std::optional<Example> e = in_->next();
-        in_lock.unlock();
-        if (e)
-          p.value = (*fn_)(std::move(*e));
-        else
-          at_end = true;
-      } catch (...) {
-        p.error = std::current_exception();
-        if (in_lock.owns_lock()) at_end = true;  // the input failed: it ends after this error
-      }
-      {
-        std::lock_guard lock(m_);
-        if (at_end) end_ = std::min(end_, p.error ? seq + 1 : seq);
-        if (!at_end || p.error) done_.emplace(seq, std::move(p));
-      }
-      ready_.notify_all();
-      room_.notify_all();
-    }
-  }
-  void shutdown() {
-    cancel();
-    for (auto& t : workers_)
-      if (t.joinable()) t.join();
-  }
+  void work();
+  void shutdown();
 
   std::unique_ptr<Stream> in_;
   std::shared_ptr<const Dataset::MapFn> fn_;
@@ -137,15 +74,8 @@ class ParallelMapStream final : public Stream {
 
 class ParallelMapSource final : public UnarySource {
  public:
-  ParallelMapSource(std::shared_ptr<const Source> in, Dataset::MapFn fn, int threads, int buffer)
-      : UnarySource(std::move(in)), fn_(std::make_shared<Dataset::MapFn>(std::move(fn))), threads_(threads),
-        window_(buffer > 0 ? buffer : 2 * int64_t(threads)) {
-    GRADUS_CHECK(value_error, threads >= 1, "parallel_map: threads must be >= 1, got ", threads);
-    GRADUS_CHECK(value_error, buffer >= 0, "parallel_map: buffer must be >= 0, got ", buffer);
-  }
-  std::unique_ptr<Stream> open(uint64_t key) const override {
-    return std::make_unique<ParallelMapStream>(in_->open(key), fn_, threads_, window_);
-  }
+  ParallelMapSource(std::shared_ptr<const Source> in, Dataset::MapFn fn, int threads, int buffer);
+  GRADUS_INLINE_DECL std::unique_ptr<Stream> open(uint64_t key) const override;
 
  private:
   std::shared_ptr<const Dataset::MapFn> fn_;
@@ -157,52 +87,162 @@ class ParallelMapSource final : public UnarySource {
 
 class PrefetchStream final : public UnaryStream {
  public:
-  PrefetchStream(std::unique_ptr<Stream> in, size_t n) : UnaryStream(std::move(in)), q_(n) {
-    thread_ = std::thread([this] { produce(); });
-  }
-  ~PrefetchStream() override {
-    cancel();
-    thread_.join();
-  }
-  std::optional<Example> next() override {
-    std::optional<ElementOrError> p = q_.pop();
-    if (!p) return std::nullopt;
-    if (p->error) std::rethrow_exception(p->error);
-    return std::move(p->value);
-  }
-  void cancel() override {
-    q_.cancel();
-    in_->cancel();
-  }
+  PrefetchStream(std::unique_ptr<Stream> in, size_t n);
+  GRADUS_INLINE_DECL ~PrefetchStream() override;
+  GRADUS_INLINE_DECL std::optional<Example> next() override;
+  GRADUS_INLINE_DECL void cancel() override;
 
  private:
-  void produce() {
-    std::exception_ptr error;
-    try {
-      while (std::optional<Example> e = in_->next())
-        if (!q_.push(ElementOrError{std::move(e), nullptr})) return;
-    } catch (...) {
-      error = std::current_exception();
-    }
-    // Queued only once the handler is left, so the consumer holds the last reference to it.
-    if (error) q_.push(ElementOrError{std::nullopt, std::move(error)});
-    q_.close();
-  }
+  void produce();
   BoundedQueue<ElementOrError> q_;
   std::thread thread_;
 };
 
 class PrefetchSource final : public UnarySource {
  public:
-  PrefetchSource(std::shared_ptr<const Source> in, int64_t n) : UnarySource(std::move(in)), n_(n) {
-    GRADUS_CHECK(value_error, n >= 1, "prefetch: buffer size must be >= 1, got ", n);
-  }
-  std::unique_ptr<Stream> open(uint64_t key) const override {
-    return std::make_unique<PrefetchStream>(in_->open(key), size_t(n_));
-  }
+  PrefetchSource(std::shared_ptr<const Source> in, int64_t n);
+  GRADUS_INLINE_DECL std::unique_ptr<Stream> open(uint64_t key) const override;
 
  private:
   int64_t n_;
 };
 
 }  // namespace gradus::data::detail
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data::detail {
+GRADUS_INLINE ParallelMapStream::ParallelMapStream(std::unique_ptr<Stream> in,
+                                                   std::shared_ptr<const Dataset::MapFn> fn, int threads,
+                                                   int64_t window)
+    : in_(std::move(in)), fn_(std::move(fn)), window_(window) {
+  workers_.reserve(size_t(threads));
+  try {
+    for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { work(); });
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+GRADUS_INLINE ParallelMapStream::~ParallelMapStream() { shutdown(); }
+
+GRADUS_INLINE std::optional<Example> ParallelMapStream::next() {
+  std::unique_lock lock(m_);
+  ready_.wait(lock, [&] { return stop_ || done_.count(next_out_) || next_out_ >= end_; });
+  auto it = done_.find(next_out_);
+  if (it == done_.end()) return std::nullopt;
+  ElementOrError p = std::move(it->second);
+  done_.erase(it);
+  ++next_out_;
+  room_.notify_all();
+  lock.unlock();
+  if (p.error) std::rethrow_exception(p.error);
+  return std::move(p.value);
+}
+
+GRADUS_INLINE void ParallelMapStream::cancel() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  room_.notify_all();
+  ready_.notify_all();
+  in_->cancel();
+}
+
+GRADUS_INLINE void ParallelMapStream::work() {
+  for (;;) {
+    std::unique_lock in_lock(in_m_);  // input elements are taken in order, one worker at a time
+    int64_t seq;
+    {
+      std::unique_lock lock(m_);
+      room_.wait(lock, [&] { return stop_ || next_take_ >= end_ || next_take_ < next_out_ + window_; });
+      if (stop_ || next_take_ >= end_) return;
+      seq = next_take_++;
+    }
+    ElementOrError p;
+    bool at_end = false;
+    try {
+      std::optional<Example> e = in_->next();
+      in_lock.unlock();
+      if (e)
+        p.value = (*fn_)(std::move(*e));
+      else
+        at_end = true;
+    } catch (...) {
+      p.error = std::current_exception();
+      if (in_lock.owns_lock()) at_end = true;  // the input failed: it ends after this error
+    }
+    {
+      std::lock_guard lock(m_);
+      if (at_end) end_ = std::min(end_, p.error ? seq + 1 : seq);
+      if (!at_end || p.error) done_.emplace(seq, std::move(p));
+    }
+    ready_.notify_all();
+    room_.notify_all();
+  }
+}
+
+GRADUS_INLINE void ParallelMapStream::shutdown() {
+  cancel();
+  for (auto& t : workers_)
+    if (t.joinable()) t.join();
+}
+
+GRADUS_INLINE ParallelMapSource::ParallelMapSource(std::shared_ptr<const Source> in, Dataset::MapFn fn,
+                                                   int threads, int buffer)
+    : UnarySource(std::move(in)), fn_(std::make_shared<Dataset::MapFn>(std::move(fn))), threads_(threads),
+      window_(buffer > 0 ? buffer : 2 * int64_t(threads)) {
+  GRADUS_CHECK(value_error, threads >= 1, "parallel_map: threads must be >= 1, got ", threads);
+  GRADUS_CHECK(value_error, buffer >= 0, "parallel_map: buffer must be >= 0, got ", buffer);
+}
+
+GRADUS_INLINE std::unique_ptr<Stream> ParallelMapSource::open(uint64_t key) const {
+  return std::make_unique<ParallelMapStream>(in_->open(key), fn_, threads_, window_);
+}
+
+GRADUS_INLINE PrefetchStream::PrefetchStream(std::unique_ptr<Stream> in, size_t n)
+    : UnaryStream(std::move(in)), q_(n) {
+  thread_ = std::thread([this] { produce(); });
+}
+
+GRADUS_INLINE PrefetchStream::~PrefetchStream() {
+  cancel();
+  thread_.join();
+}
+
+GRADUS_INLINE std::optional<Example> PrefetchStream::next() {
+  std::optional<ElementOrError> p = q_.pop();
+  if (!p) return std::nullopt;
+  if (p->error) std::rethrow_exception(p->error);
+  return std::move(p->value);
+}
+
+GRADUS_INLINE void PrefetchStream::cancel() {
+  q_.cancel();
+  in_->cancel();
+}
+
+GRADUS_INLINE void PrefetchStream::produce() {
+  std::exception_ptr error;
+  try {
+    while (std::optional<Example> e = in_->next())
+      if (!q_.push(ElementOrError{std::move(e), nullptr})) return;
+  } catch (...) {
+    error = std::current_exception();
+  }
+  // Queued only once the handler is left, so the consumer holds the last reference to it.
+  if (error) q_.push(ElementOrError{std::nullopt, std::move(error)});
+  q_.close();
+}
+
+GRADUS_INLINE PrefetchSource::PrefetchSource(std::shared_ptr<const Source> in, int64_t n)
+    : UnarySource(std::move(in)), n_(n) {
+  GRADUS_CHECK(value_error, n >= 1, "prefetch: buffer size must be >= 1, got ", n);
+}
+
+GRADUS_INLINE std::unique_ptr<Stream> PrefetchSource::open(uint64_t key) const {
+  return std::make_unique<PrefetchStream>(in_->open(key), size_t(n_));
+}
+}  // namespace gradus::data::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/shape.hpp"
@@ -45,11 +46,7 @@ class Stream {
   virtual std::optional<Example> next() = 0;
   /// Drops up to `n` elements; returns how many there were. Override when it can be done
   /// without producing them.
-  virtual int64_t skip(int64_t n) {
-    int64_t k = 0;
-    while (k < n && next()) ++k;
-    return k;
-  }
+  GRADUS_INLINE_DECL virtual int64_t skip(int64_t n);
   /// Called from another thread to end the pass early: a stream that may block (on a queue, on
   /// its input) must wake and end. Streams with inputs forward it to them. Must be thread-safe.
   virtual void cancel() {}
@@ -75,35 +72,12 @@ struct IteratorState {
 /// joins the pipeline's threads).
 class Iterator {
  public:
-  Iterator(std::shared_ptr<const Source> source, int64_t epoch, int64_t skip = 0)
-      : source_(std::move(source)), epoch_(epoch) {
-    stream_ = source_->open(uint64_t(epoch));
-    if (skip > 0) consumed_ = stream_->skip(skip);
-  }
+  Iterator(std::shared_ptr<const Source> source, int64_t epoch, int64_t skip = 0);
   Iterator(Iterator&&) noexcept = default;
-  Iterator& operator=(Iterator&& o) noexcept {
-    if (this != &o) {
-      stream_.reset();  // before the source it may read goes
-      current_.reset();
-      source_ = std::move(o.source_);
-      stream_ = std::move(o.stream_);
-      epoch_ = o.epoch_;
-      consumed_ = o.consumed_;
-      current_ = std::move(o.current_);
-    }
-    return *this;
-  }
+  Iterator& operator=(Iterator&& o) noexcept;
 
   /// The next element, or nullopt at the end of the epoch.
-  std::optional<Example> next() {
-    if (!stream_) return std::nullopt;
-    std::optional<Example> e = stream_->next();
-    if (e)
-      ++consumed_;
-    else
-      stream_.reset();  // the end: threads are joined now, not when the iterator goes
-    return e;
-  }
+  std::optional<Example> next();
   /// (epoch, elements given so far): `Dataset::iterator(state)` resumes right after them.
   IteratorState state() const { return {epoch_, consumed_}; }
 
@@ -143,9 +117,7 @@ class Dataset {
   using Predicate = std::function<bool(const Example&)>;
 
   Dataset() = default;
-  explicit Dataset(std::shared_ptr<const Source> source) : source_(std::move(source)) {
-    GRADUS_CHECK(value_error, source_ != nullptr, "Dataset: null source");
-  }
+  explicit Dataset(std::shared_ptr<const Source> source);
 
   // --- sources -------------------------------------------------------------------------------
 
@@ -164,11 +136,7 @@ class Dataset {
   /// The same with the tensors in braces, as TensorFlow's from_tensor_slices((x, y)); their
   /// element types may differ (float images, int64 labels). Fields are unnamed, numbered from 0.
   ///   Dataset::from_tensor_slices({images, labels})   // element i: (images[i], labels[i])
-  static Dataset from_tensor_slices(std::initializer_list<Value> columns) {
-    Example e;
-    for (const Value& v : columns) e.add("", v);
-    return from_tensor_slices(std::move(e));
-  }
+  static Dataset from_tensor_slices(std::initializer_list<Value> columns);
   /// One string per element.
   static Dataset from_strings(Strings values) { return from_tensor_slices(Example::tuple(std::move(values))); }
   /// begin, begin + step, ... before end (after end when step < 0), as int64 scalars.
@@ -246,13 +214,7 @@ class Dataset {
   }
   /// Resumes at `state`: epoch state.epoch with its first state.consumed elements skipped;
   /// the epoch after it comes next.
-  Iterator iterator(const IteratorState& state) {
-    check_source();
-    GRADUS_CHECK(value_error, state.epoch >= 0 && state.consumed >= 0, "Dataset::iterator: bad state (epoch ",
-                 state.epoch, ", consumed ", state.consumed, ")");
-    next_epoch_ = state.epoch + 1;
-    return Iterator(source_, state.epoch, state.consumed);
-  }
+  Iterator iterator(const IteratorState& state);
   /// Range-for: each loop is the next epoch.
   Iterator begin() {
     Iterator it = iterator();
@@ -261,30 +223,16 @@ class Dataset {
   }
   std::default_sentinel_t end() const { return {}; }
   /// The next epoch's elements in a vector (at most `limit` when limit >= 0).
-  std::vector<Example> collect(int64_t limit = -1) {
-    std::vector<Example> out;
-    Iterator it = iterator();
-    while (limit < 0 || int64_t(out.size()) < limit) {
-      auto e = it.next();
-      if (!e) break;
-      out.push_back(std::move(*e));
-    }
-    return out;
-  }
+  std::vector<Example> collect(int64_t limit = -1);
   /// The number of the epoch the next pass gets.
   int64_t epoch() const { return next_epoch_; }
-  void set_epoch(int64_t e) {
-    GRADUS_CHECK(value_error, e >= 0, "Dataset::set_epoch: epoch must be >= 0, got ", e);
-    next_epoch_ = e;
-  }
+  void set_epoch(int64_t e);
   const std::shared_ptr<const Source>& source() const { return source_; }
 
  private:
   Dataset map_impl(MapFn fn) const;
   Dataset parallel_map_impl(MapFn fn, int threads, int buffer) const;
-  void check_source() const {
-    GRADUS_CHECK(value_error, source_ != nullptr, "Dataset: iterating a default-constructed (empty) Dataset");
-  }
+  void check_source() const;
   const Source& src() const {
     check_source();
     return *source_;
@@ -297,19 +245,7 @@ class Dataset {
 /// The names matching a glob pattern (`*`, `?`, `[...]`), sorted bytewise — the shards
 /// "train.tfrecord-00000-of-00004" ... in order. io_error when nothing matches.
 ///   auto files = gd::data::list_files("data/train.tfrecord-*-of-00004");
-inline std::vector<std::string> list_files(const std::string& pattern) {
-  glob_t g{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
-  std::vector<std::string> out;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
-  GRADUS_CHECK(io_error, rc != GLOB_NOSPACE, "list_files: out of memory while matching '", pattern, "'");
-  GRADUS_CHECK(io_error, rc != GLOB_ABORTED, "list_files: cannot read a directory while matching '", pattern, "'");
-  GRADUS_CHECK(io_error, rc == 0 && !out.empty(), "list_files: no file matches '", pattern, "'");
-  std::sort(out.begin(), out.end());
-  return out;
-}
+std::vector<std::string> list_files(const std::string& pattern);
 
 // ================================================================================================
 // Implementation: one Source and one Stream per source and transformation.
@@ -343,3 +279,94 @@ class UnarySource : public Source {
 
 }  // namespace detail
 }  // namespace gradus::data
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data {
+GRADUS_INLINE int64_t Stream::skip(int64_t n) {
+  int64_t k = 0;
+  while (k < n && next()) ++k;
+  return k;
+}
+
+GRADUS_INLINE Iterator::Iterator(std::shared_ptr<const Source> source, int64_t epoch, int64_t skip)
+    : source_(std::move(source)), epoch_(epoch) {
+  stream_ = source_->open(uint64_t(epoch));
+  if (skip > 0) consumed_ = stream_->skip(skip);
+}
+
+GRADUS_INLINE Iterator& Iterator::operator=(Iterator&& o) noexcept {
+  if (this != &o) {
+    stream_.reset();  // before the source it may read goes
+    current_.reset();
+    source_ = std::move(o.source_);
+    stream_ = std::move(o.stream_);
+    epoch_ = o.epoch_;
+    consumed_ = o.consumed_;
+    current_ = std::move(o.current_);
+  }
+  return *this;
+}
+
+GRADUS_INLINE std::optional<Example> Iterator::next() {
+  if (!stream_) return std::nullopt;
+  std::optional<Example> e = stream_->next();
+  if (e)
+    ++consumed_;
+  else
+    stream_.reset();  // the end: threads are joined now, not when the iterator goes
+  return e;
+}
+
+GRADUS_INLINE Dataset::Dataset(std::shared_ptr<const Source> source) : source_(std::move(source)) {
+  GRADUS_CHECK(value_error, source_ != nullptr, "Dataset: null source");
+}
+
+GRADUS_INLINE Dataset Dataset::from_tensor_slices(std::initializer_list<Value> columns) {
+  Example e;
+  for (const Value& v : columns) e.add("", v);
+  return from_tensor_slices(std::move(e));
+}
+
+GRADUS_INLINE Iterator Dataset::iterator(const IteratorState& state) {
+  check_source();
+  GRADUS_CHECK(value_error, state.epoch >= 0 && state.consumed >= 0, "Dataset::iterator: bad state (epoch ",
+               state.epoch, ", consumed ", state.consumed, ")");
+  next_epoch_ = state.epoch + 1;
+  return Iterator(source_, state.epoch, state.consumed);
+}
+
+GRADUS_INLINE std::vector<Example> Dataset::collect(int64_t limit) {
+  std::vector<Example> out;
+  Iterator it = iterator();
+  while (limit < 0 || int64_t(out.size()) < limit) {
+    auto e = it.next();
+    if (!e) break;
+    out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+GRADUS_INLINE void Dataset::set_epoch(int64_t e) {
+  GRADUS_CHECK(value_error, e >= 0, "Dataset::set_epoch: epoch must be >= 0, got ", e);
+  next_epoch_ = e;
+}
+
+GRADUS_INLINE void Dataset::check_source() const {
+  GRADUS_CHECK(value_error, source_ != nullptr, "Dataset: iterating a default-constructed (empty) Dataset");
+}
+
+GRADUS_INLINE std::vector<std::string> list_files(const std::string& pattern) {
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  GRADUS_CHECK(io_error, rc != GLOB_NOSPACE, "list_files: out of memory while matching '", pattern, "'");
+  GRADUS_CHECK(io_error, rc != GLOB_ABORTED, "list_files: cannot read a directory while matching '", pattern, "'");
+  GRADUS_CHECK(io_error, rc == 0 && !out.empty(), "list_files: no file matches '", pattern, "'");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus::data {
@@ -146,17 +147,9 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
   /// Requests a stop and joins the threads still running (a recorded exception is dropped).
-  ~Coordinator() {
-    request_stop();
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
+  ~Coordinator();
 
-  void request_stop() {
-    std::lock_guard lock(m_);
-    stop_ = true;
-    cv_.notify_all();
-  }
+  void request_stop();
   bool should_stop() const {
     std::lock_guard lock(m_);
     return stop_;
@@ -169,18 +162,9 @@ class Coordinator {
   }
   /// Clears a stop request and a recorded exception, so the coordinator can run threads again
   /// (after `join`).
-  void clear_stop() {
-    std::lock_guard lock(m_);
-    stop_ = false;
-    error_ = nullptr;
-  }
+  void clear_stop();
   /// Keeps `e` (unless an exception is already kept) and requests a stop.
-  void record_exception(std::exception_ptr e) {
-    std::lock_guard lock(m_);
-    if (!error_) error_ = std::move(e);
-    stop_ = true;
-    cv_.notify_all();
-  }
+  void record_exception(std::exception_ptr e);
 
   /// Starts a thread running `f()` (or `f(*this)`); an exception escaping it is recorded.
   template <class F>
@@ -199,28 +183,11 @@ class Coordinator {
     threads_.push_back(std::move(t));
   }
   /// Makes `join` wait for a thread started elsewhere.
-  void register_thread(std::thread t) {
-    std::lock_guard lock(m_);
-    threads_.push_back(std::move(t));
-  }
+  void register_thread(std::thread t);
 
   /// Joins every thread (call `request_stop` first unless they end by themselves), then
   /// re-throws the first exception a thread recorded.
-  void join() {
-    std::vector<std::thread> threads;
-    {
-      std::lock_guard lock(m_);
-      threads.swap(threads_);
-    }
-    for (auto& t : threads)
-      if (t.joinable()) t.join();
-    std::exception_ptr e;
-    {
-      std::lock_guard lock(m_);
-      e = error_;
-    }
-    if (e) std::rethrow_exception(e);
-  }
+  void join();
 
  private:
   mutable std::mutex m_;
@@ -231,3 +198,53 @@ class Coordinator {
 };
 
 }  // namespace gradus::data
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::data {
+GRADUS_INLINE Coordinator::~Coordinator() {
+  request_stop();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+GRADUS_INLINE void Coordinator::request_stop() {
+  std::lock_guard lock(m_);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+GRADUS_INLINE void Coordinator::clear_stop() {
+  std::lock_guard lock(m_);
+  stop_ = false;
+  error_ = nullptr;
+}
+
+GRADUS_INLINE void Coordinator::record_exception(std::exception_ptr e) {
+  std::lock_guard lock(m_);
+  if (!error_) error_ = std::move(e);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+GRADUS_INLINE void Coordinator::register_thread(std::thread t) {
+  std::lock_guard lock(m_);
+  threads_.push_back(std::move(t));
+}
+
+GRADUS_INLINE void Coordinator::join() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(m_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads)
+    if (t.joinable()) t.join();
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(m_);
+    e = error_;
+  }
+  if (e) std::rethrow_exception(e);
+}
+}  // namespace gradus::data
+#endif  // GRADUS_DEFINE_COMPILED

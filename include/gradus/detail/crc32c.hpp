@@ -18,6 +18,7 @@
 #include <nmmintrin.h>
 #endif
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/detail/endian.hpp"
 
 namespace gradus::detail {
@@ -39,16 +40,7 @@ consteval Crc32cTables make_crc32c_tables() {
 inline constexpr Crc32cTables crc32c_tables = make_crc32c_tables();
 
 /// Continues the raw (un-inverted) CRC state `c` over `n` bytes with the table method.
-inline uint32_t crc32c_extend_portable(uint32_t c, const unsigned char* p, size_t n) {
-  const auto& t = crc32c_tables;
-  for (; n >= 8; n -= 8, p += 8) {
-    const uint64_t w = load_le<8>(p) ^ c;
-    c = t[7][w & 0xFF] ^ t[6][(w >> 8) & 0xFF] ^ t[5][(w >> 16) & 0xFF] ^ t[4][(w >> 24) & 0xFF] ^
-        t[3][(w >> 32) & 0xFF] ^ t[2][(w >> 40) & 0xFF] ^ t[1][(w >> 48) & 0xFF] ^ t[0][w >> 56];
-  }
-  for (; n > 0; --n, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFF];
-  return c;
-}
+uint32_t crc32c_extend_portable(uint32_t c, const unsigned char* p, size_t n);
 
 #if defined(__SSE4_2__)
 inline uint32_t crc32c_extend_sse42(uint32_t c, const unsigned char* p, size_t n) {
@@ -65,19 +57,10 @@ inline uint32_t crc32c_extend_sse42(uint32_t c, const unsigned char* p, size_t n
 #endif
 
 /// CRC-32C of `data` by the portable table method, whatever the target (for tests).
-inline uint32_t crc32c_portable(std::string_view data) {
-  return ~crc32c_extend_portable(~0u, reinterpret_cast<const unsigned char*>(data.data()), data.size());
-}
+uint32_t crc32c_portable(std::string_view data);
 
 /// CRC-32C (Castagnoli) of `data`: crc32c("123456789") == 0xE3069283.
-inline uint32_t crc32c(std::string_view data) {
-  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
-#if defined(__SSE4_2__)
-  return ~crc32c_extend_sse42(~0u, p, data.size());
-#else
-  return ~crc32c_extend_portable(~0u, p, data.size());
-#endif
-}
+uint32_t crc32c(std::string_view data);
 
 /// The TFRecord mask of a CRC: ((c >> 15) | (c << 17)) + 0xa282ead8, in uint32 arithmetic.
 constexpr uint32_t mask_crc(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
@@ -86,3 +69,31 @@ constexpr uint32_t mask_crc(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa28
 inline uint32_t masked_crc32c(std::string_view data) { return mask_crc(crc32c(data)); }
 
 }  // namespace gradus::detail
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE uint32_t crc32c_extend_portable(uint32_t c, const unsigned char* p, size_t n) {
+  const auto& t = crc32c_tables;
+  for (; n >= 8; n -= 8, p += 8) {
+    const uint64_t w = load_le<8>(p) ^ c;
+    c = t[7][w & 0xFF] ^ t[6][(w >> 8) & 0xFF] ^ t[5][(w >> 16) & 0xFF] ^ t[4][(w >> 24) & 0xFF] ^
+        t[3][(w >> 32) & 0xFF] ^ t[2][(w >> 40) & 0xFF] ^ t[1][(w >> 48) & 0xFF] ^ t[0][w >> 56];
+  }
+  for (; n > 0; --n, ++p) c = (c >> 8) ^ t[0][(c ^ *p) & 0xFF];
+  return c;
+}
+
+GRADUS_INLINE uint32_t crc32c_portable(std::string_view data) {
+  return ~crc32c_extend_portable(~0u, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+}
+
+GRADUS_INLINE uint32_t crc32c(std::string_view data) {
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+#if defined(__SSE4_2__)
+  return ~crc32c_extend_sse42(~0u, p, data.size());
+#else
+  return ~crc32c_extend_portable(~0u, p, data.size());
+#endif
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

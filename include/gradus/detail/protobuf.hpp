@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/detail/endian.hpp"
 
@@ -59,24 +60,10 @@ inline void put_bytes(std::string& out, int field, std::string_view bytes) {
   put_varint(out, bytes.size());
   out.append(bytes);
 }
-inline void put_packed_doubles(std::string& out, int field, std::span<const double> values) {
-  put_key(out, field, wire_bytes);
-  put_varint(out, values.size() * 8);
-  for (double v : values) store_le<8>(out, std::bit_cast<uint64_t>(v));
-}
-inline void put_packed_floats(std::string& out, int field, std::span<const float> values) {
-  put_key(out, field, wire_bytes);
-  put_varint(out, values.size() * 4);
-  for (float v : values) store_le<4>(out, std::bit_cast<uint32_t>(v));
-}
+void put_packed_doubles(std::string& out, int field, std::span<const double> values);
+void put_packed_floats(std::string& out, int field, std::span<const float> values);
 /// A packed repeated int64 field: the varints of `values` (two's complement) after their length.
-inline void put_packed_int64s(std::string& out, int field, std::span<const int64_t> values) {
-  size_t bytes = 0;
-  for (int64_t v : values) bytes += varint_size(uint64_t(v));
-  put_key(out, field, wire_bytes);
-  put_varint(out, bytes);
-  for (int64_t v : values) put_varint(out, uint64_t(v));
-}
+void put_packed_int64s(std::string& out, int field, std::span<const int64_t> values);
 
 /// Walks the fields of one encoded message: `while (r.next()) switch (r.field()) {...}`.
 class ProtoReader {
@@ -159,16 +146,7 @@ class ProtoReader {
     while (r.pos_ < r.data_.size()) out.push_back(int64_t(r.varint()));
   }
   /// Skips the value of the current field (unknown fields are allowed, as in protobuf).
-  void skip() {
-    switch (wire_) {
-      case wire_varint: varint(); break;
-      case wire_fixed64: take(8); break;
-      case wire_bytes: take(varint()); break;
-      case wire_fixed32: take(4); break;
-      default:
-        throw io_error(str(who_, ": ", what_, ": field ", field_, " has unsupported wire type ", wire_));
-    }
-  }
+  void skip();
 
  private:
   void expect(int wire) const {
@@ -183,12 +161,7 @@ class ProtoReader {
     return s;
   }
   /// The bytes of a packed field of `width`-byte elements.
-  std::string_view packed(size_t width, const char* elements) {
-    const std::string_view b = bytes_value();
-    GRADUS_CHECK(io_error, b.size() % width == 0, who_, ": ", what_, ": field ", field_, ": packed ", elements, " of ",
-                 b.size(), " bytes (not a multiple of ", width, ")");
-    return b;
-  }
+  std::string_view packed(size_t width, const char* elements);
 
   std::string_view data_;
   std::string_view what_;
@@ -199,3 +172,43 @@ class ProtoReader {
 };
 
 }  // namespace gradus::detail::proto
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail::proto {
+GRADUS_INLINE void put_packed_doubles(std::string& out, int field, std::span<const double> values) {
+  put_key(out, field, wire_bytes);
+  put_varint(out, values.size() * 8);
+  for (double v : values) store_le<8>(out, std::bit_cast<uint64_t>(v));
+}
+GRADUS_INLINE void put_packed_floats(std::string& out, int field, std::span<const float> values) {
+  put_key(out, field, wire_bytes);
+  put_varint(out, values.size() * 4);
+  for (float v : values) store_le<4>(out, std::bit_cast<uint32_t>(v));
+}
+GRADUS_INLINE void put_packed_int64s(std::string& out, int field, std::span<const int64_t> values) {
+  size_t bytes = 0;
+  for (int64_t v : values) bytes += varint_size(uint64_t(v));
+  put_key(out, field, wire_bytes);
+  put_varint(out, bytes);
+  for (int64_t v : values) put_varint(out, uint64_t(v));
+}
+
+GRADUS_INLINE void ProtoReader::skip() {
+  switch (wire_) {
+    case wire_varint: varint(); break;
+    case wire_fixed64: take(8); break;
+    case wire_bytes: take(varint()); break;
+    case wire_fixed32: take(4); break;
+    default:
+      throw io_error(str(who_, ": ", what_, ": field ", field_, " has unsupported wire type ", wire_));
+  }
+}
+
+GRADUS_INLINE std::string_view ProtoReader::packed(size_t width, const char* elements) {
+  const std::string_view b = bytes_value();
+  GRADUS_CHECK(io_error, b.size() % width == 0, who_, ": ", what_, ": field ", field_, ": packed ", elements, " of ",
+               b.size(), " bytes (not a multiple of ", width, ")");
+  return b;
+}
+}  // namespace gradus::detail::proto
+#endif  // GRADUS_DEFINE_COMPILED

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/image/dtype.hpp"
@@ -27,12 +28,7 @@ namespace gradus::image {
 using Box = std::array<float, 4>;
 
 /// TF's default colours of draw_bounding_boxes (RGBA).
-inline const std::vector<std::array<float, 4>>& default_box_colors() {
-  static const std::vector<std::array<float, 4>> c = {{1, 1, 0, 1},   {0, 0, 1, 1},     {1, 0, 0, 1}, {0, 1, 0, 1},
-                                                      {0.5, 0, 0.5, 1}, {0.5, 0.5, 0, 1}, {0.5, 0, 0, 1}, {0, 0, 0.5, 1},
-                                                      {0, 1, 1, 1},   {1, 0, 1, 1}};
-  return c;
-}
+const std::vector<std::array<float, 4>>& default_box_colors();
 
 /// A copy of `images` ([N, H, W, C] or [H, W, C], C in 1..4) with the outlines of `boxes`
 /// ([N, B, 4], or [B, 4] for a single image) drawn in `colors` (RGBA, cycled; the first C
@@ -111,8 +107,37 @@ struct PixelRect {
 
 /// TF's GenerateRandomCrop: a crop of relative area in [min_area, max_area] and the given aspect
 /// ratio (width / height) inside a width x height image, or false.
-inline bool generate_random_crop(Rng& rng, int64_t width, int64_t height, float min_rel, float max_rel, float aspect,
-                                 PixelRect* crop) {
+bool generate_random_crop(Rng& rng, int64_t width, int64_t height, float min_rel, float max_rel, float aspect,
+                          PixelRect* crop);
+
+bool covers_some_box(const PixelRect& crop, float min_covered, const std::vector<PixelRect>& boxes);
+
+}  // namespace detail
+
+/// A random crop of an image of `image_size` {H, W, C} that covers at least
+/// min_object_covered of one of `bounding_boxes` (tf.image.sample_distorted_bounding_box; see
+/// the file comment). With no boxes it needs use_image_if_no_bounding_boxes (the whole image is
+/// then the box). value_error on boxes outside [0, 1] or with min > max, or bad ranges.
+///   auto d = gd::image::sample_distorted_bounding_box({480, 640, 3}, {{0.1f, 0.1f, 0.9f, 0.8f}}, rng);
+///   auto crop = gd::image::crop_to_bounding_box(img, d.begin[0], d.begin[1], d.size[0], d.size[1]);
+DistortedBox sample_distorted_bounding_box(std::array<int64_t, 3> image_size, const std::vector<Box>& bounding_boxes,
+                                           Rng& rng, const DistortedBoxOptions& o = {});
+
+}  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image {
+GRADUS_INLINE const std::vector<std::array<float, 4>>& default_box_colors() {
+  static const std::vector<std::array<float, 4>> c = {{1, 1, 0, 1},   {0, 0, 1, 1},     {1, 0, 0, 1}, {0, 1, 0, 1},
+                                                      {0.5, 0, 0.5, 1}, {0.5, 0.5, 0, 1}, {0.5, 0, 0, 1}, {0, 0, 0.5, 1},
+                                                      {0, 1, 1, 1},   {1, 0, 1, 1}};
+  return c;
+}
+}  // namespace gradus::image
+
+namespace gradus::image::detail {
+GRADUS_INLINE bool generate_random_crop(Rng& rng, int64_t width, int64_t height, float min_rel, float max_rel,
+                                        float aspect, PixelRect* crop) {
   if (max_rel <= 0 || aspect <= 0 || width <= 0 || height <= 0 || min_rel > max_rel) return false;
   const float min_area = min_rel * float(width) * float(height), max_area = max_rel * float(width) * float(height);
   int64_t h = std::lrint(std::sqrt(min_area / aspect));
@@ -143,7 +168,7 @@ inline bool generate_random_crop(Rng& rng, int64_t width, int64_t height, float 
   return true;
 }
 
-inline bool covers_some_box(const PixelRect& crop, float min_covered, const std::vector<PixelRect>& boxes) {
+GRADUS_INLINE bool covers_some_box(const PixelRect& crop, float min_covered, const std::vector<PixelRect>& boxes) {
   if (crop.area() < 1) return false;
   for (const auto& b : boxes) {
     if (b.area() < 1) continue;
@@ -151,17 +176,12 @@ inline bool covers_some_box(const PixelRect& crop, float min_covered, const std:
   }
   return false;
 }
+}  // namespace gradus::image::detail
 
-}  // namespace detail
-
-/// A random crop of an image of `image_size` {H, W, C} that covers at least
-/// min_object_covered of one of `bounding_boxes` (tf.image.sample_distorted_bounding_box; see
-/// the file comment). With no boxes it needs use_image_if_no_bounding_boxes (the whole image is
-/// then the box). value_error on boxes outside [0, 1] or with min > max, or bad ranges.
-///   auto d = gd::image::sample_distorted_bounding_box({480, 640, 3}, {{0.1f, 0.1f, 0.9f, 0.8f}}, rng);
-///   auto crop = gd::image::crop_to_bounding_box(img, d.begin[0], d.begin[1], d.size[0], d.size[1]);
-inline DistortedBox sample_distorted_bounding_box(std::array<int64_t, 3> image_size, const std::vector<Box>& bounding_boxes,
-                                                  Rng& rng, const DistortedBoxOptions& o = {}) {
+namespace gradus::image {
+GRADUS_INLINE DistortedBox sample_distorted_bounding_box(std::array<int64_t, 3> image_size,
+                                                         const std::vector<Box>& bounding_boxes, Rng& rng,
+                                                         const DistortedBoxOptions& o) {
   const int64_t height = image_size[0], width = image_size[1];
   GRADUS_CHECK(value_error, height >= 1 && width >= 1, "sample_distorted_bounding_box: image size must be positive, got ",
                height, "x", width);
@@ -206,5 +226,5 @@ inline DistortedBox sample_distorted_bounding_box(std::array<int64_t, 3> image_s
             float(crop.x1) / float(width)};
   return d;
 }
-
 }  // namespace gradus::image
+#endif  // GRADUS_DEFINE_COMPILED

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -128,12 +129,7 @@ inline const std::array<uint8_t, 7>& glyph(char ch) {
   return font5x7[(u >= 32 && u <= 126) ? u - 32 : '?' - 32];
 }
 
-inline int64_t check_image(const Tensor<float>& image, const char* who) {
-  const Shape& s = image.shape();
-  GRADUS_CHECK(shape_error, s.rank() == 3 && (s[2] == 1 || s[2] == 3 || s[2] == 4), who,
-               ": expected an image [H, W, C] with C in {1, 3, 4}, got shape ", s);
-  return s[2];
-}
+int64_t check_image(const Tensor<float>& image, const char* who);
 
 /// Paints pixel (x, y) of an image with `channels` channels, if inside.
 inline void put_pixel(float* data, int64_t h, int64_t w, int64_t channels, int64_t x, int64_t y,
@@ -151,7 +147,38 @@ inline void put_pixel(float* data, int64_t h, int64_t w, int64_t channels, int64
 }  // namespace detail
 
 /// Pixel extent {width, height} of `text` drawn by draw_text at `scale` (0 x 0 when empty).
-inline std::array<int64_t, 2> measure_text(std::string_view text, int scale = 1) {
+std::array<int64_t, 2> measure_text(std::string_view text, int scale = 1);
+
+/// Draws `text` onto `image_hwc` with its top-left corner at (x, y) = (column, row), in the
+/// built-in 5x7 font magnified `scale` times (scale >= 1); pixels outside the image are skipped.
+///   gd::image::draw_text(img, "pred 3", 1, 1, {1, 1, 0}, 2);
+void draw_text(Tensor<float>& image_hwc, std::string_view text, int64_t x, int64_t y,
+               std::array<float, 3> color = {1, 0, 0}, int scale = 1);
+
+/// Fills the rectangle of columns [x, x + width) and rows [y, y + height) with `color`, clipped.
+void fill_rect(Tensor<float>& image_hwc, int64_t x, int64_t y, int64_t width, int64_t height,
+               std::array<float, 3> color);
+
+/// A copy of `image_hwc` magnified `factor` times by repeating pixels: [H, W, C] -> [H*f, W*f, C].
+Tensor<float> upscale_nearest(const Tensor<float>& image_hwc, int factor);
+
+/// A copy of `image_hwc` with 3 or 4 channels: gray is repeated into RGB; RGB and RGBA are copied.
+Tensor<float> to_rgb(const Tensor<float>& image_hwc);
+
+}  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image::detail {
+GRADUS_INLINE int64_t check_image(const Tensor<float>& image, const char* who) {
+  const Shape& s = image.shape();
+  GRADUS_CHECK(shape_error, s.rank() == 3 && (s[2] == 1 || s[2] == 3 || s[2] == 4), who,
+               ": expected an image [H, W, C] with C in {1, 3, 4}, got shape ", s);
+  return s[2];
+}
+}  // namespace gradus::image::detail
+
+namespace gradus::image {
+GRADUS_INLINE std::array<int64_t, 2> measure_text(std::string_view text, int scale) {
   int64_t lines = text.empty() ? 0 : 1, longest = 0, cur = 0;
   for (char ch : text) {
     if (ch == '\n') {
@@ -165,11 +192,8 @@ inline std::array<int64_t, 2> measure_text(std::string_view text, int scale = 1)
   return {(longest * detail::cell_width - 1) * scale, ((lines - 1) * detail::cell_height + detail::glyph_height) * scale};
 }
 
-/// Draws `text` onto `image_hwc` with its top-left corner at (x, y) = (column, row), in the
-/// built-in 5x7 font magnified `scale` times (scale >= 1); pixels outside the image are skipped.
-///   gd::image::draw_text(img, "pred 3", 1, 1, {1, 1, 0}, 2);
-inline void draw_text(Tensor<float>& image_hwc, std::string_view text, int64_t x, int64_t y,
-                      std::array<float, 3> color = {1, 0, 0}, int scale = 1) {
+GRADUS_INLINE void draw_text(Tensor<float>& image_hwc, std::string_view text, int64_t x, int64_t y,
+                             std::array<float, 3> color, int scale) {
   const int64_t c = detail::check_image(image_hwc, "draw_text");
   GRADUS_CHECK(value_error, scale >= 1, "draw_text: scale must be >= 1, got ", scale);
   const int64_t h = image_hwc.shape()[0], w = image_hwc.shape()[1];
@@ -193,9 +217,8 @@ inline void draw_text(Tensor<float>& image_hwc, std::string_view text, int64_t x
   }
 }
 
-/// Fills the rectangle of columns [x, x + width) and rows [y, y + height) with `color`, clipped.
-inline void fill_rect(Tensor<float>& image_hwc, int64_t x, int64_t y, int64_t width, int64_t height,
-                      std::array<float, 3> color) {
+GRADUS_INLINE void fill_rect(Tensor<float>& image_hwc, int64_t x, int64_t y, int64_t width, int64_t height,
+                             std::array<float, 3> color) {
   const int64_t c = detail::check_image(image_hwc, "fill_rect");
   const int64_t h = image_hwc.shape()[0], w = image_hwc.shape()[1];
   for (int64_t r = std::max<int64_t>(y, 0); r < std::min(y + height, h); ++r)
@@ -203,8 +226,7 @@ inline void fill_rect(Tensor<float>& image_hwc, int64_t x, int64_t y, int64_t wi
       detail::put_pixel(image_hwc.data(), h, w, c, col, r, color);
 }
 
-/// A copy of `image_hwc` magnified `factor` times by repeating pixels: [H, W, C] -> [H*f, W*f, C].
-inline Tensor<float> upscale_nearest(const Tensor<float>& image_hwc, int factor) {
+GRADUS_INLINE Tensor<float> upscale_nearest(const Tensor<float>& image_hwc, int factor) {
   const int64_t c = detail::check_image(image_hwc, "upscale_nearest");
   GRADUS_CHECK(value_error, factor >= 1, "upscale_nearest: factor must be >= 1, got ", factor);
   const int64_t h = image_hwc.shape()[0], w = image_hwc.shape()[1];
@@ -217,8 +239,7 @@ inline Tensor<float> upscale_nearest(const Tensor<float>& image_hwc, int factor)
   return out;
 }
 
-/// A copy of `image_hwc` with 3 or 4 channels: gray is repeated into RGB; RGB and RGBA are copied.
-inline Tensor<float> to_rgb(const Tensor<float>& image_hwc) {
+GRADUS_INLINE Tensor<float> to_rgb(const Tensor<float>& image_hwc) {
   const int64_t c = detail::check_image(image_hwc, "to_rgb");
   if (c != 1) return image_hwc.clone();
   const int64_t n = image_hwc.shape()[0] * image_hwc.shape()[1];
@@ -226,5 +247,5 @@ inline Tensor<float> to_rgb(const Tensor<float>& image_hwc) {
   for (int64_t i = 0; i < n; ++i) std::fill_n(out.data() + 3 * i, 3, image_hwc.data()[i]);
   return out;
 }
-
 }  // namespace gradus::image
+#endif  // GRADUS_DEFINE_COMPILED

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gradus/backend/plans.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -40,27 +41,14 @@ struct ConvertImageOptions {
 namespace detail {
 
 /// The largest sample of an integer image of `bits` bits (255 or 65535); value_error otherwise.
-inline int64_t max_sample(int bits, const char* who) {
-  GRADUS_CHECK(value_error, bits == 8 || bits == 16, who, ": bits must be 8 or 16, got ", bits);
-  return (int64_t(1) << bits) - 1;
-}
+int64_t max_sample(int bits, const char* who);
 
 /// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was
 /// batched; the plan the image loops of backend/cpu/image.hpp take.
 using ImageGeom = backend::ImagePlan;
 
 /// Checks that `s` is [H, W, C] or [N, H, W, C] (`channels` 0 for any C >= 1, else C must be it).
-inline ImageGeom geom(const Shape& s, const char* who, int64_t channels = 0) {
-  GRADUS_CHECK(shape_error, s.rank() == 3 || s.rank() == 4, who,
-               ": expected an image [H, W, C] or a batch [N, H, W, C], got shape ", s);
-  const bool b = s.rank() == 4;
-  ImageGeom g{b ? s[0] : 1, s[b ? 1 : 0], s[b ? 2 : 1], s[b ? 3 : 2], b};
-  if (channels)
-    GRADUS_CHECK(shape_error, g.c == channels, who, ": expected ", channels, " channels (the last axis), got shape ", s);
-  else
-    GRADUS_CHECK(shape_error, g.c >= 1, who, ": expected at least one channel, got shape ", s);
-  return g;
-}
+ImageGeom geom(const Shape& s, const char* who, int64_t channels = 0);
 
 /// Decoded samples straight from a codec: h x w x c samples of `bits` (8: one byte each; 16: one
 /// native-endian uint16 each), row-major, in memory from malloc (freed with the object).
@@ -169,3 +157,24 @@ Tensor<To> convert_image_dtype(const Tensor<From>& image, const ConvertImageOpti
 }
 
 }  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image::detail {
+GRADUS_INLINE int64_t max_sample(int bits, const char* who) {
+  GRADUS_CHECK(value_error, bits == 8 || bits == 16, who, ": bits must be 8 or 16, got ", bits);
+  return (int64_t(1) << bits) - 1;
+}
+
+GRADUS_INLINE ImageGeom geom(const Shape& s, const char* who, int64_t channels) {
+  GRADUS_CHECK(shape_error, s.rank() == 3 || s.rank() == 4, who,
+               ": expected an image [H, W, C] or a batch [N, H, W, C], got shape ", s);
+  const bool b = s.rank() == 4;
+  ImageGeom g{b ? s[0] : 1, s[b ? 1 : 0], s[b ? 2 : 1], s[b ? 3 : 2], b};
+  if (channels)
+    GRADUS_CHECK(shape_error, g.c == channels, who, ": expected ", channels, " channels (the last axis), got shape ", s);
+  else
+    GRADUS_CHECK(shape_error, g.c >= 1, who, ": expected at least one channel, got shape ", s);
+  return g;
+}
+}  // namespace gradus::image::detail
+#endif  // GRADUS_DEFINE_COMPILED

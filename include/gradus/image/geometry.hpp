@@ -18,6 +18,7 @@
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/cpu/image.hpp"
 #include "gradus/backend/plans.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/image/dtype.hpp"
 
@@ -49,16 +50,7 @@ auto separable_op(const X& x, std::shared_ptr<const backend::AxisTaps> th, std::
 }
 
 /// Taps that copy input o + offset to output o when 0 <= o + offset < in, else leave a zero.
-inline std::shared_ptr<const backend::AxisTaps> shift_taps(int64_t in, int64_t out, int64_t offset) {
-  auto t = std::make_shared<backend::AxisTaps>();
-  t->in = in, t->out = out;
-  for (int64_t o = 0; o < out; ++o) {
-    const int64_t i = o + offset;
-    if (i >= 0 && i < in) t->add(i, 1.0);
-    t->next();
-  }
-  return t;
-}
+std::shared_ptr<const backend::AxisTaps> shift_taps(int64_t in, int64_t out, int64_t offset);
 
 /// `x` with each image whose flag is set reversed along H (`vertical`) or W.
 template <class X>
@@ -218,3 +210,18 @@ auto random_crop(const E& image, std::array<int64_t, 2> size, Rng& rng) {
 }
 
 }  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image::detail {
+GRADUS_INLINE std::shared_ptr<const backend::AxisTaps> shift_taps(int64_t in, int64_t out, int64_t offset) {
+  auto t = std::make_shared<backend::AxisTaps>();
+  t->in = in, t->out = out;
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t i = o + offset;
+    if (i >= 0 && i < in) t->add(i, 1.0);
+    t->next();
+  }
+  return t;
+}
+}  // namespace gradus::image::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -37,6 +37,7 @@
 
 #include <jpeglib.h>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/image/dtype.hpp"
@@ -91,26 +92,103 @@ struct JpegIo {
   unsigned long out_size = 0;
 };
 
-inline void jpeg_on_error(j_common_ptr cinfo) {
+void jpeg_on_error(j_common_ptr cinfo);
+/// True for libjpeg's JWRN_JPEG_EOF, found by its text (jerror.h's macros stay out of user code).
+bool jpeg_truncation_warning(const jpeg_error_mgr* err);
+/// Warnings (level -1) mean corrupt or truncated data: errors when strict, else only truncation
+/// is. Trace messages are dropped.
+void jpeg_on_message(j_common_ptr cinfo, int level);
+void jpeg_on_progress(j_common_ptr cinfo);
+
+/// Fails the current libjpeg call with `what` (jumps to the setjmp of jpeg_decode_c / jpeg_encode_c).
+[[noreturn]] void jpeg_fail(JpegIo* io, const char* what);
+
+void jpeg_init_err(JpegIo* io, bool strict = true);
+
+/// Decodes io->in into io->pixels (h x w x c bytes); false with io->err.message on error.
+bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool fast_dct, bool strict);
+
+/// Encodes h x w x c bytes (c 1 or 3) into io->out; false with io->err.message on error.
+bool jpeg_encode_c(JpegIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c,
+                   const JpegEncodeOptions* o);
+
+/// Frees what jpeg_decode_c / jpeg_encode_c allocated.
+struct JpegIoGuard {
+  JpegIo& io;
+  ~JpegIoGuard();
+};
+
+}  // namespace detail
+
+/// JPEG bytes of `image_hwc` ([H, W, 1] or [H, W, 3], H and W in 1..65500): real samples clamped
+/// to [0, 1] and rounded to 8 bits, or integer samples 0..255.
+///   std::string jpg = gd::image::encode_jpeg(img, {.quality = 90});
+template <Element T>
+std::string encode_jpeg(const Tensor<T>& image_hwc, const JpegEncodeOptions& opts = {}) {
+  const Shape& s = image_hwc.shape();
+  GRADUS_CHECK(shape_error, s.rank() == 3 && (s[2] == 1 || s[2] == 3), "encode_jpeg: expected an image [H, W, C] "
+               "with C 1 or 3, got shape ", s);
+  GRADUS_CHECK(value_error, s[0] >= 1 && s[1] >= 1 && s[0] <= JPEG_MAX_DIMENSION && s[1] <= JPEG_MAX_DIMENSION,
+               "encode_jpeg: image size ", s[0], "x", s[1], " is outside 1..", JPEG_MAX_DIMENSION, " (JPEG's limit)");
+  GRADUS_CHECK(value_error, opts.quality >= 0 && opts.quality <= 100, "encode_jpeg: quality must be in 0..100, got ",
+               opts.quality);
+  const std::vector<uint8_t> px = detail::tensor_to_raw(image_hwc, 8, "encode_jpeg");
+  auto io = std::make_unique<detail::JpegIo>();
+  detail::JpegIoGuard guard{*io};
+  GRADUS_CHECK(io_error, detail::jpeg_encode_c(io.get(), px.data(), s[0], s[1], s[2], &opts),
+               "encode_jpeg: libjpeg failed on a ", s[0], "x", s[1], "x", s[2], " image: ", io->err.message);
+  return std::string(reinterpret_cast<const char*>(io->out), size_t(io->out_size));
+}
+
+/// The image in JPEG `bytes` as [H, W, C] (see the file comment for channels and sample types).
+/// io_error on corrupt, truncated or oversized data.
+///   gd::Tensor<float> img = gd::image::decode_jpeg(bytes);               // [H, W, 3] in [0, 1]
+///   gd::Tensor<int64_t> px = gd::image::decode_jpeg<int64_t>(bytes, {.channels = 1});
+template <Element T = float>
+Tensor<T> decode_jpeg(std::string_view bytes, const JpegDecodeOptions& opts = {}) {
+  GRADUS_CHECK(value_error, opts.channels == 0 || opts.channels == 1 || opts.channels == 3,
+               "decode_jpeg: channels must be 0, 1 or 3, got ", opts.channels);
+  GRADUS_CHECK(value_error, opts.ratio == 1 || opts.ratio == 2 || opts.ratio == 4 || opts.ratio == 8,
+               "decode_jpeg: ratio must be 1, 2, 4 or 8, got ", opts.ratio);
+  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_jpeg");
+  GRADUS_CHECK(io_error, bytes.size() >= 4, "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes)");
+  auto io = std::make_unique<detail::JpegIo>();
+  detail::JpegIoGuard guard{*io};
+  io->in = reinterpret_cast<const uint8_t*>(bytes.data());
+  io->in_size = bytes.size();
+  GRADUS_CHECK(io_error, detail::jpeg_decode_c(io.get(), opts.channels, opts.ratio, opts.fancy_upscaling, opts.fast_dct,
+                                               opts.strict),
+               "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes): ", io->err.message);
+  detail::RawImage raw;
+  raw.h = io->h, raw.w = io->w, raw.c = io->c, raw.bits = 8;
+  raw.data.reset(std::exchange(io->pixels, nullptr));
+  return detail::raw_to_tensor<T>(raw, opts.bits, "decode_jpeg");
+}
+
+}  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image::detail {
+GRADUS_INLINE void jpeg_on_error(j_common_ptr cinfo) {
   auto* err = reinterpret_cast<JpegErr*>(cinfo->err);
   char buf[JMSG_LENGTH_MAX];
   (*cinfo->err->format_message)(cinfo, buf);
   std::snprintf(err->message, sizeof err->message, "%s", buf);
   std::longjmp(err->jump, 1);
 }
-/// True for libjpeg's JWRN_JPEG_EOF, found by its text (jerror.h's macros stay out of user code).
-inline bool jpeg_truncation_warning(const jpeg_error_mgr* err) {
+
+GRADUS_INLINE bool jpeg_truncation_warning(const jpeg_error_mgr* err) {
   const int code = err->msg_code;
   return code >= 0 && code <= err->last_jpeg_message && err->jpeg_message_table &&
          std::strcmp(err->jpeg_message_table[code], "Premature end of JPEG file") == 0;
 }
-/// Warnings (level -1) mean corrupt or truncated data: errors when strict, else only truncation
-/// is. Trace messages are dropped.
-inline void jpeg_on_message(j_common_ptr cinfo, int level) {
+
+GRADUS_INLINE void jpeg_on_message(j_common_ptr cinfo, int level) {
   if (level >= 0) return;
   if (reinterpret_cast<JpegErr*>(cinfo->err)->strict || jpeg_truncation_warning(cinfo->err)) jpeg_on_error(cinfo);
 }
-inline void jpeg_on_progress(j_common_ptr cinfo) {
+
+GRADUS_INLINE void jpeg_on_progress(j_common_ptr cinfo) {
   if (!cinfo->is_decompressor) return;
   auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
   if (d->progressive_mode && d->input_scan_number > kMaxJpegScans) {
@@ -120,13 +198,12 @@ inline void jpeg_on_progress(j_common_ptr cinfo) {
   }
 }
 
-/// Fails the current libjpeg call with `what` (jumps to the setjmp of jpeg_decode_c / jpeg_encode_c).
-[[noreturn]] inline void jpeg_fail(JpegIo* io, const char* what) {
+GRADUS_INLINE void jpeg_fail(JpegIo* io, const char* what) {
   std::snprintf(io->err.message, sizeof io->err.message, "%s", what);
   std::longjmp(io->err.jump, 1);
 }
 
-inline void jpeg_init_err(JpegIo* io, bool strict = true) {
+GRADUS_INLINE void jpeg_init_err(JpegIo* io, bool strict) {
   jpeg_std_error(&io->err.pub);
   io->err.strict = strict;
   io->err.pub.error_exit = jpeg_on_error;
@@ -134,8 +211,7 @@ inline void jpeg_init_err(JpegIo* io, bool strict = true) {
   io->err.message[0] = 0;
 }
 
-/// Decodes io->in into io->pixels (h x w x c bytes); false with io->err.message on error.
-inline bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool fast_dct, bool strict) {
+GRADUS_INLINE bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool fast_dct, bool strict) {
   std::memset(&io->d, 0, sizeof io->d);
   jpeg_init_err(io, strict);
   io->d.err = &io->err.pub;
@@ -194,9 +270,8 @@ inline bool jpeg_decode_c(JpegIo* io, int channels, int ratio, bool fancy, bool 
   return true;
 }
 
-/// Encodes h x w x c bytes (c 1 or 3) into io->out; false with io->err.message on error.
-inline bool jpeg_encode_c(JpegIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c,
-                          const JpegEncodeOptions* o) {
+GRADUS_INLINE bool jpeg_encode_c(JpegIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c,
+                                 const JpegEncodeOptions* o) {
   std::memset(&io->e, 0, sizeof io->e);
   jpeg_init_err(io);
   io->e.err = &io->err.pub;
@@ -227,61 +302,10 @@ inline bool jpeg_encode_c(JpegIo* io, const uint8_t* pixels, int64_t h, int64_t 
   return true;
 }
 
-/// Frees what jpeg_decode_c / jpeg_encode_c allocated.
-struct JpegIoGuard {
-  JpegIo& io;
-  ~JpegIoGuard() {
-    std::free(io.pixels);
-    std::free(io.cmyk_row);
-    std::free(io.out);
-  }
-};
-
-}  // namespace detail
-
-/// JPEG bytes of `image_hwc` ([H, W, 1] or [H, W, 3], H and W in 1..65500): real samples clamped
-/// to [0, 1] and rounded to 8 bits, or integer samples 0..255.
-///   std::string jpg = gd::image::encode_jpeg(img, {.quality = 90});
-template <Element T>
-std::string encode_jpeg(const Tensor<T>& image_hwc, const JpegEncodeOptions& opts = {}) {
-  const Shape& s = image_hwc.shape();
-  GRADUS_CHECK(shape_error, s.rank() == 3 && (s[2] == 1 || s[2] == 3), "encode_jpeg: expected an image [H, W, C] "
-               "with C 1 or 3, got shape ", s);
-  GRADUS_CHECK(value_error, s[0] >= 1 && s[1] >= 1 && s[0] <= JPEG_MAX_DIMENSION && s[1] <= JPEG_MAX_DIMENSION,
-               "encode_jpeg: image size ", s[0], "x", s[1], " is outside 1..", JPEG_MAX_DIMENSION, " (JPEG's limit)");
-  GRADUS_CHECK(value_error, opts.quality >= 0 && opts.quality <= 100, "encode_jpeg: quality must be in 0..100, got ",
-               opts.quality);
-  const std::vector<uint8_t> px = detail::tensor_to_raw(image_hwc, 8, "encode_jpeg");
-  auto io = std::make_unique<detail::JpegIo>();
-  detail::JpegIoGuard guard{*io};
-  GRADUS_CHECK(io_error, detail::jpeg_encode_c(io.get(), px.data(), s[0], s[1], s[2], &opts),
-               "encode_jpeg: libjpeg failed on a ", s[0], "x", s[1], "x", s[2], " image: ", io->err.message);
-  return std::string(reinterpret_cast<const char*>(io->out), size_t(io->out_size));
+GRADUS_INLINE JpegIoGuard::~JpegIoGuard() {
+  std::free(io.pixels);
+  std::free(io.cmyk_row);
+  std::free(io.out);
 }
-
-/// The image in JPEG `bytes` as [H, W, C] (see the file comment for channels and sample types).
-/// io_error on corrupt, truncated or oversized data.
-///   gd::Tensor<float> img = gd::image::decode_jpeg(bytes);               // [H, W, 3] in [0, 1]
-///   gd::Tensor<int64_t> px = gd::image::decode_jpeg<int64_t>(bytes, {.channels = 1});
-template <Element T = float>
-Tensor<T> decode_jpeg(std::string_view bytes, const JpegDecodeOptions& opts = {}) {
-  GRADUS_CHECK(value_error, opts.channels == 0 || opts.channels == 1 || opts.channels == 3,
-               "decode_jpeg: channels must be 0, 1 or 3, got ", opts.channels);
-  GRADUS_CHECK(value_error, opts.ratio == 1 || opts.ratio == 2 || opts.ratio == 4 || opts.ratio == 8,
-               "decode_jpeg: ratio must be 1, 2, 4 or 8, got ", opts.ratio);
-  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_jpeg");
-  GRADUS_CHECK(io_error, bytes.size() >= 4, "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes)");
-  auto io = std::make_unique<detail::JpegIo>();
-  detail::JpegIoGuard guard{*io};
-  io->in = reinterpret_cast<const uint8_t*>(bytes.data());
-  io->in_size = bytes.size();
-  GRADUS_CHECK(io_error, detail::jpeg_decode_c(io.get(), opts.channels, opts.ratio, opts.fancy_upscaling, opts.fast_dct,
-                                               opts.strict),
-               "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes): ", io->err.message);
-  detail::RawImage raw;
-  raw.h = io->h, raw.w = io->w, raw.c = io->c, raw.bits = 8;
-  raw.data.reset(std::exchange(io->pixels, nullptr));
-  return detail::raw_to_tensor<T>(raw, opts.bits, "decode_jpeg");
-}
-
-}  // namespace gradus::image
+}  // namespace gradus::image::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/image/dtype.hpp"
@@ -67,19 +68,90 @@ struct PngIo {
   char message[256] = {};
 };
 
-inline void png_on_error(png_structp png, png_const_charp msg) {
+void png_on_error(png_structp png, png_const_charp msg);
+inline void png_on_warning(png_structp, png_const_charp) {}
+void png_on_read(png_structp png, png_bytep dst, size_t n);
+void png_on_write(png_structp png, png_bytep src, size_t n);
+inline void png_on_flush(png_structp) {}
+
+/// Decodes io->in into io->pixels (see PngIo); false with io->message on any error. `channels`
+/// 0, 1, 3 or 4; `want_bits` 0 (the file's: 8, or 16 for 16-bit files) or 8.
+bool png_decode_c(PngIo* io, int channels, int want_bits);
+
+/// Encodes h x w x c samples of `bits` bits (native-endian uint16 for 16) into io->out; false
+/// with io->message on error.
+bool png_encode_c(PngIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c, int bits, int level);
+
+/// Frees what png_decode_c / png_encode_c allocated.
+struct PngIoGuard {
+  PngIo& io;
+  ~PngIoGuard();
+};
+
+/// Checks an image tensor for PNG/JPEG encoding and returns its (height, width, channels).
+std::array<int64_t, 3> image_dims(const Shape& s, const char* who);
+
+}  // namespace detail
+
+/// PNG bytes of `image_hwc` ([H, W, C], C in {1, 3, 4}, H and W in 1..1000000): real samples
+/// clamped to [0, 1] and rounded, or integer samples in 0..2^bits - 1; 8- or 16-bit.
+///   std::string png = gd::image::encode_png(img);                    // [H, W, 3] floats
+///   std::string deep = gd::image::encode_png(img, {.bits = 16});
+template <Element T>
+std::string encode_png(const Tensor<T>& image_hwc, const PngEncodeOptions& opts = {}) {
+  const auto [h, w, c] = detail::image_dims(image_hwc.shape(), "encode_png");
+  GRADUS_CHECK(value_error, h >= 1 && w >= 1 && h <= 1000000 && w <= 1000000, "encode_png: image size ", h, "x", w,
+               " is outside 1..1000000 (libpng's limit)");
+  GRADUS_CHECK(value_error, opts.compression >= -1 && opts.compression <= 9,
+               "encode_png: compression must be -1 (default) or 0..9, got ", opts.compression);
+  const std::vector<uint8_t> px = detail::tensor_to_raw(image_hwc, opts.bits, "encode_png");
+  detail::PngIo io;
+  detail::PngIoGuard guard{io};
+  GRADUS_CHECK(io_error, detail::png_encode_c(&io, px.data(), h, w, c, opts.bits, opts.compression),
+               "encode_png: libpng failed on a ", h, "x", w, "x", c, " image: ", io.message);
+  return std::string(reinterpret_cast<const char*>(io.out), io.out_size);
+}
+
+/// The image in PNG `bytes` as [H, W, C] (see the file comment for channels and sample types).
+/// io_error on corrupt or truncated data or more than 2^28 samples.
+///   gd::Tensor<float> img = gd::image::decode_png(bytes);                    // [0, 1]
+///   gd::Tensor<int64_t> px = gd::image::decode_png<int64_t>(bytes, {.channels = 3, .bits = 16});
+template <Element T = float>
+Tensor<T> decode_png(std::string_view bytes, const PngDecodeOptions& opts = {}) {
+  GRADUS_CHECK(value_error, opts.channels == 0 || opts.channels == 1 || opts.channels == 3 || opts.channels == 4,
+               "decode_png: channels must be 0, 1, 3 or 4, got ", opts.channels);
+  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_png");
+  detail::PngIo io;
+  detail::PngIoGuard guard{io};
+  io.in = reinterpret_cast<const uint8_t*>(bytes.data());
+  io.in_size = bytes.size();
+  const int want_bits = std::is_same_v<T, int64_t> && opts.bits == 8 ? 8 : 0;
+  GRADUS_CHECK(io_error, detail::png_decode_c(&io, opts.channels, want_bits), "decode_png: not a valid PNG (",
+               bytes.size(), " bytes): ", io.message);
+  detail::RawImage raw;
+  raw.h = io.h, raw.w = io.w, raw.c = io.c, raw.bits = io.bits;
+  raw.data.reset(std::exchange(io.pixels, nullptr));
+  return detail::raw_to_tensor<T>(raw, opts.bits, "decode_png");
+}
+
+}  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image::detail {
+GRADUS_INLINE void png_on_error(png_structp png, png_const_charp msg) {
   auto* io = static_cast<PngIo*>(png_get_error_ptr(png));
   std::snprintf(io->message, sizeof io->message, "%s", msg ? msg : "unknown libpng error");
   png_longjmp(png, 1);
 }
-inline void png_on_warning(png_structp, png_const_charp) {}
-inline void png_on_read(png_structp png, png_bytep dst, size_t n) {
+
+GRADUS_INLINE void png_on_read(png_structp png, png_bytep dst, size_t n) {
   auto* io = static_cast<PngIo*>(png_get_io_ptr(png));
   if (n > io->in_size - io->in_pos) png_error(png, "unexpected end of data (truncated PNG)");
   std::memcpy(dst, io->in + io->in_pos, n);
   io->in_pos += n;
 }
-inline void png_on_write(png_structp png, png_bytep src, size_t n) {
+
+GRADUS_INLINE void png_on_write(png_structp png, png_bytep src, size_t n) {
   auto* io = static_cast<PngIo*>(png_get_io_ptr(png));
   if (n > io->out_cap - io->out_size) {
     size_t cap = io->out_cap ? io->out_cap : 4096;
@@ -91,11 +163,8 @@ inline void png_on_write(png_structp png, png_bytep src, size_t n) {
   std::memcpy(io->out + io->out_size, src, n);
   io->out_size += n;
 }
-inline void png_on_flush(png_structp) {}
 
-/// Decodes io->in into io->pixels (see PngIo); false with io->message on any error. `channels`
-/// 0, 1, 3 or 4; `want_bits` 0 (the file's: 8, or 16 for 16-bit files) or 8.
-inline bool png_decode_c(PngIo* io, int channels, int want_bits) {
+GRADUS_INLINE bool png_decode_c(PngIo* io, int channels, int want_bits) {
   io->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, io, png_on_error, png_on_warning);
   if (io->png) io->info = png_create_info_struct(io->png);
   if (!io->png || !io->info) {
@@ -148,9 +217,8 @@ inline bool png_decode_c(PngIo* io, int channels, int want_bits) {
   return true;
 }
 
-/// Encodes h x w x c samples of `bits` bits (native-endian uint16 for 16) into io->out; false
-/// with io->message on error.
-inline bool png_encode_c(PngIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c, int bits, int level) {
+GRADUS_INLINE bool png_encode_c(PngIo* io, const uint8_t* pixels, int64_t h, int64_t w, int64_t c, int bits,
+                                int level) {
   io->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, io, png_on_error, png_on_warning);
   if (io->png) io->info = png_create_info_struct(io->png);
   if (!io->png || !io->info) {
@@ -179,64 +247,16 @@ inline bool png_encode_c(PngIo* io, const uint8_t* pixels, int64_t h, int64_t w,
   return true;
 }
 
-/// Frees what png_decode_c / png_encode_c allocated.
-struct PngIoGuard {
-  PngIo& io;
-  ~PngIoGuard() {
-    std::free(io.out);
-    std::free(io.pixels);
-    std::free(io.rows);
-  }
-};
+GRADUS_INLINE PngIoGuard::~PngIoGuard() {
+  std::free(io.out);
+  std::free(io.pixels);
+  std::free(io.rows);
+}
 
-/// Checks an image tensor for PNG/JPEG encoding and returns its (height, width, channels).
-inline std::array<int64_t, 3> image_dims(const Shape& s, const char* who) {
+GRADUS_INLINE std::array<int64_t, 3> image_dims(const Shape& s, const char* who) {
   GRADUS_CHECK(shape_error, s.rank() == 3 && (s[2] == 1 || s[2] == 3 || s[2] == 4), who,
                ": expected an image [H, W, C] with C in {1, 3, 4}, got shape ", s);
   return {s[0], s[1], s[2]};
 }
-
-}  // namespace detail
-
-/// PNG bytes of `image_hwc` ([H, W, C], C in {1, 3, 4}, H and W in 1..1000000): real samples
-/// clamped to [0, 1] and rounded, or integer samples in 0..2^bits - 1; 8- or 16-bit.
-///   std::string png = gd::image::encode_png(img);                    // [H, W, 3] floats
-///   std::string deep = gd::image::encode_png(img, {.bits = 16});
-template <Element T>
-std::string encode_png(const Tensor<T>& image_hwc, const PngEncodeOptions& opts = {}) {
-  const auto [h, w, c] = detail::image_dims(image_hwc.shape(), "encode_png");
-  GRADUS_CHECK(value_error, h >= 1 && w >= 1 && h <= 1000000 && w <= 1000000, "encode_png: image size ", h, "x", w,
-               " is outside 1..1000000 (libpng's limit)");
-  GRADUS_CHECK(value_error, opts.compression >= -1 && opts.compression <= 9,
-               "encode_png: compression must be -1 (default) or 0..9, got ", opts.compression);
-  const std::vector<uint8_t> px = detail::tensor_to_raw(image_hwc, opts.bits, "encode_png");
-  detail::PngIo io;
-  detail::PngIoGuard guard{io};
-  GRADUS_CHECK(io_error, detail::png_encode_c(&io, px.data(), h, w, c, opts.bits, opts.compression),
-               "encode_png: libpng failed on a ", h, "x", w, "x", c, " image: ", io.message);
-  return std::string(reinterpret_cast<const char*>(io.out), io.out_size);
-}
-
-/// The image in PNG `bytes` as [H, W, C] (see the file comment for channels and sample types).
-/// io_error on corrupt or truncated data or more than 2^28 samples.
-///   gd::Tensor<float> img = gd::image::decode_png(bytes);                    // [0, 1]
-///   gd::Tensor<int64_t> px = gd::image::decode_png<int64_t>(bytes, {.channels = 3, .bits = 16});
-template <Element T = float>
-Tensor<T> decode_png(std::string_view bytes, const PngDecodeOptions& opts = {}) {
-  GRADUS_CHECK(value_error, opts.channels == 0 || opts.channels == 1 || opts.channels == 3 || opts.channels == 4,
-               "decode_png: channels must be 0, 1, 3 or 4, got ", opts.channels);
-  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_png");
-  detail::PngIo io;
-  detail::PngIoGuard guard{io};
-  io.in = reinterpret_cast<const uint8_t*>(bytes.data());
-  io.in_size = bytes.size();
-  const int want_bits = std::is_same_v<T, int64_t> && opts.bits == 8 ? 8 : 0;
-  GRADUS_CHECK(io_error, detail::png_decode_c(&io, opts.channels, want_bits), "decode_png: not a valid PNG (",
-               bytes.size(), " bytes): ", io.message);
-  detail::RawImage raw;
-  raw.h = io.h, raw.w = io.w, raw.c = io.c, raw.bits = io.bits;
-  raw.data.reset(std::exchange(io.pixels, nullptr));
-  return detail::raw_to_tensor<T>(raw, opts.bits, "decode_png");
-}
-
-}  // namespace gradus::image
+}  // namespace gradus::image::detail
+#endif  // GRADUS_DEFINE_COMPILED

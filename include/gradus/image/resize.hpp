@@ -27,6 +27,7 @@
 #include <memory>
 #include <string_view>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/image/geometry.hpp"
 
 namespace gradus::image {
@@ -41,7 +42,48 @@ struct ResizeOptions {
   bool preserve_aspect_ratio = false;
 };
 
-inline std::string_view to_string(ResizeMethod m) {
+std::string_view to_string(ResizeMethod m);
+
+namespace detail {
+
+/// Keys' cubic kernel with a = -0.5 at the 1025 points i / 1024 of [0, 1] (weights of the two
+/// near taps) and 1 + i / 1024 (the two far ones), stored in float as TF's table.
+const std::array<float, 2 * 1025>& keys_cubic_table();
+
+/// The taps of one axis resized from `in` to `out` pixels by `method` (see the file comment).
+std::shared_ptr<const backend::AxisTaps> resize_taps(int64_t in, int64_t out, ResizeMethod method);
+
+}  // namespace detail
+
+/// `images` ([H, W, C] or [N, H, W, C], float or double, or int64_t samples with `nearest`; a
+/// Tensor or a Var) resized to
+/// size = {new_height, new_width} (tf.image.resize; see the file comment for the methods).
+///   auto small = gd::image::resize(batch, {224, 224});
+///   auto up = gd::image::resize(img, {64, 64}, {.method = gd::image::ResizeMethod::bicubic});
+template <Expression E>
+auto resize(const E& images, std::array<int64_t, 2> size, const ResizeOptions& opts = {}) {
+  auto x = materialize(images);
+  if constexpr (!Real<value_type_t<E>>)
+    GRADUS_CHECK(value_error, opts.method == ResizeMethod::nearest, "resize: integer images resize with `nearest` "
+                 "only; convert them first for ", to_string(opts.method), " (gd::image::convert_image_dtype<float>)");
+  const auto g = detail::geom_of(x, "resize");
+  GRADUS_CHECK(value_error, size[0] > 0 && size[1] > 0, "resize: the new size must be positive, got ", size[0], "x",
+               size[1]);
+  GRADUS_CHECK(value_error, g.h > 0 && g.w > 0, "resize: cannot resize an empty ", g.h, "x", g.w, " image");
+  if (opts.preserve_aspect_ratio) {
+    const double s = std::min(double(size[0]) / double(g.h), double(size[1]) / double(g.w));
+    size = {std::max<int64_t>(1, int64_t(std::nearbyint(s * double(g.h)))),  // TF's round: half to even
+            std::max<int64_t>(1, int64_t(std::nearbyint(s * double(g.w))))};
+  }
+  return detail::separable_op(x, detail::resize_taps(g.h, size[0], opts.method),
+                              detail::resize_taps(g.w, size[1], opts.method), "resize");
+}
+
+}  // namespace gradus::image
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::image {
+GRADUS_INLINE std::string_view to_string(ResizeMethod m) {
   switch (m) {
     case ResizeMethod::bilinear: return "bilinear";
     case ResizeMethod::nearest: return "nearest";
@@ -50,12 +92,10 @@ inline std::string_view to_string(ResizeMethod m) {
   }
   return "?";
 }
+}  // namespace gradus::image
 
-namespace detail {
-
-/// Keys' cubic kernel with a = -0.5 at the 1025 points i / 1024 of [0, 1] (weights of the two
-/// near taps) and 1 + i / 1024 (the two far ones), stored in float as TF's table.
-inline const std::array<float, 2 * 1025>& keys_cubic_table() {
+namespace gradus::image::detail {
+GRADUS_INLINE const std::array<float, 2 * 1025>& keys_cubic_table() {
   static const std::array<float, 2 * 1025> table = [] {
     std::array<float, 2 * 1025> t{};
     const double a = -0.5;
@@ -70,8 +110,7 @@ inline const std::array<float, 2 * 1025>& keys_cubic_table() {
   return table;
 }
 
-/// The taps of one axis resized from `in` to `out` pixels by `method` (see the file comment).
-inline std::shared_ptr<const backend::AxisTaps> resize_taps(int64_t in, int64_t out, ResizeMethod method) {
+GRADUS_INLINE std::shared_ptr<const backend::AxisTaps> resize_taps(int64_t in, int64_t out, ResizeMethod method) {
   auto t = std::make_shared<backend::AxisTaps>();
   t->in = in, t->out = out;
   const float scale = float(in) / float(out);
@@ -129,31 +168,5 @@ inline std::shared_ptr<const backend::AxisTaps> resize_taps(int64_t in, int64_t 
   }
   return t;
 }
-
-}  // namespace detail
-
-/// `images` ([H, W, C] or [N, H, W, C], float or double, or int64_t samples with `nearest`; a
-/// Tensor or a Var) resized to
-/// size = {new_height, new_width} (tf.image.resize; see the file comment for the methods).
-///   auto small = gd::image::resize(batch, {224, 224});
-///   auto up = gd::image::resize(img, {64, 64}, {.method = gd::image::ResizeMethod::bicubic});
-template <Expression E>
-auto resize(const E& images, std::array<int64_t, 2> size, const ResizeOptions& opts = {}) {
-  auto x = materialize(images);
-  if constexpr (!Real<value_type_t<E>>)
-    GRADUS_CHECK(value_error, opts.method == ResizeMethod::nearest, "resize: integer images resize with `nearest` "
-                 "only; convert them first for ", to_string(opts.method), " (gd::image::convert_image_dtype<float>)");
-  const auto g = detail::geom_of(x, "resize");
-  GRADUS_CHECK(value_error, size[0] > 0 && size[1] > 0, "resize: the new size must be positive, got ", size[0], "x",
-               size[1]);
-  GRADUS_CHECK(value_error, g.h > 0 && g.w > 0, "resize: cannot resize an empty ", g.h, "x", g.w, " image");
-  if (opts.preserve_aspect_ratio) {
-    const double s = std::min(double(size[0]) / double(g.h), double(size[1]) / double(g.w));
-    size = {std::max<int64_t>(1, int64_t(std::nearbyint(s * double(g.h)))),  // TF's round: half to even
-            std::max<int64_t>(1, int64_t(std::nearbyint(s * double(g.w))))};
-  }
-  return detail::separable_op(x, detail::resize_taps(g.h, size[0], opts.method),
-                              detail::resize_taps(g.w, size[1], opts.method), "resize");
-}
-
-}  // namespace gradus::image
+}  // namespace gradus::image::detail
+#endif  // GRADUS_DEFINE_COMPILED

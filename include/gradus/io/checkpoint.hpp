@@ -50,11 +50,7 @@ class Problems {
     (os_ << ... << parts);
   }
   bool empty() const { return count_ == 0; }
-  std::string text() const {
-    std::string s = os_.str();
-    if (count_ > kShown) s += ::gradus::detail::str("; and ", count_ - kShown, " more");
-    return s;
-  }
+  std::string text() const;
 
  private:
   static constexpr int kShown = 12;
@@ -204,14 +200,7 @@ std::vector<std::string> optimizer_param_names(const optim::Optimizer<T>& opt, c
 }
 
 /// "param<i>/<slot>" (a state_dict key) with <i> replaced by names[i]; "step" stays.
-inline std::string named_state_key(const std::string& key, const std::vector<std::string>& names) {
-  if (!key.starts_with("param")) return key;
-  const size_t slash = key.find('/');
-  size_t i = 0;
-  const auto [end, ec] = std::from_chars(key.data() + 5, key.data() + slash, i);
-  if (ec != std::errc() || end != key.data() + slash || i >= names.size()) return key;
-  return names[i] + key.substr(slash);
-}
+std::string named_state_key(const std::string& key, const std::vector<std::string>& names);
 
 }  // namespace detail
 
@@ -348,6 +337,22 @@ int64_t load(const std::filesystem::path& path, nn::Module<T>& model) {
 }  // namespace gradus::io
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE std::string Problems::text() const {
+  std::string s = os_.str();
+  if (count_ > kShown) s += ::gradus::detail::str("; and ", count_ - kShown, " more");
+  return s;
+}
+
+GRADUS_INLINE std::string named_state_key(const std::string& key, const std::vector<std::string>& names) {
+  if (!key.starts_with("param")) return key;
+  const size_t slash = key.find('/');
+  size_t i = 0;
+  const auto [end, ec] = std::from_chars(key.data() + 5, key.data() + slash, i);
+  if (ec != std::errc() || end != key.data() + slash || i >= names.size()) return key;
+  return names[i] + key.substr(slash);
+}
+}  // namespace gradus::io::detail
 namespace gradus::io {
 GRADUS_INLINE void add_rng(TensorList& out, const Rng& rng, const std::string& name) {
   const Rng::State s = rng.state();

@@ -58,6 +58,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
@@ -153,23 +154,7 @@ namespace detail {
 
 namespace pb = ::gradus::detail::proto;
 
-inline std::string encode_feature(const Feature& f) {
-  std::string out;
-  if (const auto* b = std::get_if<BytesList>(&f.kind)) {
-    std::string list;
-    for (const std::string& v : *b) pb::put_bytes(list, 1, v);
-    pb::put_bytes(out, 1, list);
-  } else if (const auto* fl = std::get_if<FloatList>(&f.kind)) {
-    std::string list;
-    if (!fl->empty()) pb::put_packed_floats(list, 1, *fl);
-    pb::put_bytes(out, 2, list);
-  } else if (const auto* il = std::get_if<Int64List>(&f.kind)) {
-    std::string list;
-    if (!il->empty()) pb::put_packed_int64s(list, 1, *il);
-    pb::put_bytes(out, 3, list);
-  }
-  return out;
-}
+std::string encode_feature(const Feature& f);
 
 /// A map<string, M> field: one entry {key = 1, value = 2} per element, in key order.
 template <class Map, class EncodeValue>
@@ -184,43 +169,12 @@ std::string encode_map(const Map& map, EncodeValue encode_value) {
   return out;
 }
 
-inline std::string encode_features(const Features& f) { return encode_map(f, encode_feature); }
+std::string encode_features(const Features& f);
 
-inline std::string encode_feature_list(const FeatureList& list) {
-  std::string out;
-  for (const Feature& f : list) pb::put_bytes(out, 1, encode_feature(f));
-  return out;
-}
+std::string encode_feature_list(const FeatureList& list);
 
 /// Merges an encoded Feature into `f`: the same kind of list appends, another kind replaces.
-inline void decode_feature_into(Feature& f, pb::ProtoReader r) {
-  while (r.next()) {
-    switch (r.field()) {
-      case 1: {
-        if (!std::holds_alternative<BytesList>(f.kind)) f.kind = BytesList{};
-        auto& out = std::get<BytesList>(f.kind);
-        pb::ProtoReader list = r.nested("BytesList");
-        while (list.next()) list.field() == 1 ? void(out.emplace_back(list.bytes_value())) : list.skip();
-        break;
-      }
-      case 2: {
-        if (!std::holds_alternative<FloatList>(f.kind)) f.kind = FloatList{};
-        auto& out = std::get<FloatList>(f.kind);
-        pb::ProtoReader list = r.nested("FloatList");
-        while (list.next()) list.field() == 1 ? list.append_floats(out) : list.skip();
-        break;
-      }
-      case 3: {
-        if (!std::holds_alternative<Int64List>(f.kind)) f.kind = Int64List{};
-        auto& out = std::get<Int64List>(f.kind);
-        pb::ProtoReader list = r.nested("Int64List");
-        while (list.next()) list.field() == 1 ? list.append_int64s(out) : list.skip();
-        break;
-      }
-      default: r.skip();
-    }
-  }
-}
+void decode_feature_into(Feature& f, pb::ProtoReader r);
 
 /// Decodes a map<string, V> entry into `map` (the last entry of a key wins); `decode_value`
 /// merges an encoded value into a V.
@@ -238,77 +192,23 @@ void decode_map_entry(Map& map, pb::ProtoReader entry, DecodeValue decode_value,
   map.insert_or_assign(std::move(key), std::move(value));
 }
 
-inline void decode_features_into(Features& out, pb::ProtoReader r) {
-  while (r.next()) {
-    if (r.field() == 1)
-      decode_map_entry(out, r.nested("Features.FeatureEntry"), decode_feature_into, "Feature");
-    else
-      r.skip();
-  }
-}
+void decode_features_into(Features& out, pb::ProtoReader r);
 
-inline void decode_feature_list_into(FeatureList& out, pb::ProtoReader r) {
-  while (r.next()) {
-    if (r.field() == 1)
-      decode_feature_into(out.emplace_back(), r.nested("Feature"));
-    else
-      r.skip();
-  }
-}
+void decode_feature_list_into(FeatureList& out, pb::ProtoReader r);
 
 }  // namespace detail
 
 /// The protobuf encoding of `example` (a tf.train.Example's SerializeToString()).
-inline std::string encode_example(const Example& example) {
-  std::string out;
-  detail::pb::put_bytes(out, 1, detail::encode_features(example.features));
-  return out;
-}
+std::string encode_example(const Example& example);
 
 /// The tf.train.Example encoded in `bytes`; io_error on malformed or truncated bytes.
-inline Example decode_example(std::string_view bytes) {
-  Example ex;
-  detail::pb::ProtoReader r(bytes, "Example", "decode_example");
-  while (r.next()) {
-    if (r.field() == 1)
-      detail::decode_features_into(ex.features, r.nested("Features"));
-    else
-      r.skip();
-  }
-  return ex;
-}
+Example decode_example(std::string_view bytes);
 
 /// The protobuf encoding of `example` (a tf.train.SequenceExample's SerializeToString()).
-inline std::string encode_sequence_example(const SequenceExample& example) {
-  std::string out;
-  detail::pb::put_bytes(out, 1, detail::encode_features(example.context));
-  detail::pb::put_bytes(out, 2, detail::encode_map(example.feature_lists, detail::encode_feature_list));
-  return out;
-}
+std::string encode_sequence_example(const SequenceExample& example);
 
 /// The tf.train.SequenceExample encoded in `bytes`; io_error on malformed or truncated bytes.
-inline SequenceExample decode_sequence_example(std::string_view bytes) {
-  SequenceExample ex;
-  detail::pb::ProtoReader r(bytes, "SequenceExample", "decode_sequence_example");
-  while (r.next()) {
-    switch (r.field()) {
-      case 1: detail::decode_features_into(ex.context, r.nested("Features")); break;
-      case 2: {
-        detail::pb::ProtoReader lists = r.nested("FeatureLists");
-        while (lists.next()) {
-          if (lists.field() == 1)
-            detail::decode_map_entry(ex.feature_lists, lists.nested("FeatureLists.FeatureListEntry"),
-                                     detail::decode_feature_list_into, "FeatureList");
-          else
-            lists.skip();
-        }
-        break;
-      }
-      default: r.skip();
-    }
-  }
-  return ex;
-}
+SequenceExample decode_sequence_example(std::string_view bytes);
 
 // ---------------------------------------------------------------------------------------
 // Typed parsing.
@@ -378,18 +278,11 @@ struct ParsedSequenceExample {
 
 namespace detail {
 
-inline void check_spec_shape(std::string_view who, std::string_view name, const Shape& shape) {
-  for (int64_t d : shape)
-    GRADUS_CHECK(value_error, d >= 0, who, ": feature '", name, "': the spec's shape ", shape,
-                 " has a negative dimension");
-}
+void check_spec_shape(std::string_view who, std::string_view name, const Shape& shape);
 
 /// Checks that `f` holds values of `dtype` (or no kind at all) before its values are used.
-inline void check_dtype(std::string_view who, std::string_view name, std::string_view what, const Feature& f,
-                        FeatureDtype dtype) {
-  GRADUS_CHECK(value_error, !f.dtype() || *f.dtype() == dtype, who, ": feature '", name, "': expected ",
-               list_name(dtype), ", ", what, " holds ", list_name(*f.dtype()));
-}
+void check_dtype(std::string_view who, std::string_view name, std::string_view what, const Feature& f,
+                        FeatureDtype dtype);
 
 /// A zero-filled tensor of `dtype` and `shape` that features' values (dtypes already checked)
 /// are copied into.
@@ -398,17 +291,7 @@ struct TensorBuilder {
   Shape shape;
   FeatureTensor out;
 
-  TensorBuilder(FeatureDtype d, const Shape& s) : dtype(d), shape(s) {
-    if (d == FeatureDtype::float32) {
-      out = Tensor<float>(s);
-      std::fill_n(std::get<Tensor<float>>(out).data(), s.numel(), 0.f);
-    } else if (d == FeatureDtype::int64) {
-      out = Tensor<int64_t>(s);
-      std::fill_n(std::get<Tensor<int64_t>>(out).data(), s.numel(), int64_t(0));
-    } else {
-      out = BytesTensor{s, std::vector<std::string>(size_t(s.numel()))};
-    }
-  }
+  TensorBuilder(FeatureDtype d, const Shape& s);
   /// The elements of `out`, typed as the values of a `L` list.
   template <class L>
   auto* target() {
@@ -420,22 +303,207 @@ struct TensorBuilder {
       return std::get<BytesTensor>(out).values.data();
   }
   /// Copies the values of `f` to element `at` onwards; `repeat` copies its one value `count` times.
-  void put(const Feature& f, int64_t at, int64_t count, bool repeat = false) {
-    std::visit(
-        [&](const auto& list) {
-          using L = std::decay_t<decltype(list)>;
-          if constexpr (!std::is_same_v<L, std::monostate>) {
-            auto* dst = target<L>();
-            for (int64_t i = 0; i < count; ++i) dst[at + i] = list[repeat ? 0 : size_t(i)];
-          }
-        },
-        f.kind);
-  }
+  void put(const Feature& f, int64_t at, int64_t count, bool repeat = false);
 
 };
 
-inline FeatureTensor parse_fixed(std::string_view who, std::string_view name, const FixedLen& spec,
-                                 const Feature* f) {
+FeatureTensor parse_fixed(std::string_view who, std::string_view name, const FixedLen& spec,
+                                 const Feature* f);
+
+FeatureTensor parse_varlen(std::string_view who, std::string_view name, const VarLen& spec, const Feature* f);
+
+ParsedFeatures parse_features(std::string_view who, const Features& features, const ParseSpec& spec);
+
+FeatureTensor parse_sequence_fixed(std::string_view who, std::string_view name, const FixedLenSequence& spec,
+                                          const FeatureList* list);
+
+/// The most memory a VarLen feature list may pad to (1 GiB, counting 8 bytes per number and
+/// sizeof(std::string) per bytes value), so that a few long steps among many short ones cannot
+/// claim memory far beyond the values present.
+inline constexpr int64_t kMaxPaddedBytes = int64_t(1) << 30;
+
+FeatureTensor parse_sequence_varlen(std::string_view who, std::string_view name, const VarLen& spec,
+                                           const FeatureList* list);
+
+}  // namespace detail
+
+/// The features of `features` that `spec` names, as tensors (see the top of this header).
+ParsedFeatures parse_features(const Features& features, const ParseSpec& spec);
+
+/// tf.io.parse_single_example: decodes the Example in `serialized` and parses the features that
+/// `spec` names; io_error on malformed bytes, value_error when the example does not fit `spec`.
+ParsedFeatures parse_single_example(std::string_view serialized, const ParseSpec& spec);
+
+/// tf.io.parse_single_sequence_example: the context features `context_spec` names and the
+/// feature lists `sequence_spec` names, as tensors (see the top of this header).
+ParsedSequenceExample parse_single_sequence_example(std::string_view serialized, const ParseSpec& context_spec,
+                                                           const SequenceParseSpec& sequence_spec);
+
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE std::string encode_feature(const Feature& f) {
+  std::string out;
+  if (const auto* b = std::get_if<BytesList>(&f.kind)) {
+    std::string list;
+    for (const std::string& v : *b) pb::put_bytes(list, 1, v);
+    pb::put_bytes(out, 1, list);
+  } else if (const auto* fl = std::get_if<FloatList>(&f.kind)) {
+    std::string list;
+    if (!fl->empty()) pb::put_packed_floats(list, 1, *fl);
+    pb::put_bytes(out, 2, list);
+  } else if (const auto* il = std::get_if<Int64List>(&f.kind)) {
+    std::string list;
+    if (!il->empty()) pb::put_packed_int64s(list, 1, *il);
+    pb::put_bytes(out, 3, list);
+  }
+  return out;
+}
+
+GRADUS_INLINE std::string encode_features(const Features& f) { return encode_map(f, encode_feature); }
+
+GRADUS_INLINE std::string encode_feature_list(const FeatureList& list) {
+  std::string out;
+  for (const Feature& f : list) pb::put_bytes(out, 1, encode_feature(f));
+  return out;
+}
+
+GRADUS_INLINE void decode_feature_into(Feature& f, pb::ProtoReader r) {
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: {
+        if (!std::holds_alternative<BytesList>(f.kind)) f.kind = BytesList{};
+        auto& out = std::get<BytesList>(f.kind);
+        pb::ProtoReader list = r.nested("BytesList");
+        while (list.next()) list.field() == 1 ? void(out.emplace_back(list.bytes_value())) : list.skip();
+        break;
+      }
+      case 2: {
+        if (!std::holds_alternative<FloatList>(f.kind)) f.kind = FloatList{};
+        auto& out = std::get<FloatList>(f.kind);
+        pb::ProtoReader list = r.nested("FloatList");
+        while (list.next()) list.field() == 1 ? list.append_floats(out) : list.skip();
+        break;
+      }
+      case 3: {
+        if (!std::holds_alternative<Int64List>(f.kind)) f.kind = Int64List{};
+        auto& out = std::get<Int64List>(f.kind);
+        pb::ProtoReader list = r.nested("Int64List");
+        while (list.next()) list.field() == 1 ? list.append_int64s(out) : list.skip();
+        break;
+      }
+      default: r.skip();
+    }
+  }
+}
+
+GRADUS_INLINE void decode_features_into(Features& out, pb::ProtoReader r) {
+  while (r.next()) {
+    if (r.field() == 1)
+      decode_map_entry(out, r.nested("Features.FeatureEntry"), decode_feature_into, "Feature");
+    else
+      r.skip();
+  }
+}
+
+GRADUS_INLINE void decode_feature_list_into(FeatureList& out, pb::ProtoReader r) {
+  while (r.next()) {
+    if (r.field() == 1)
+      decode_feature_into(out.emplace_back(), r.nested("Feature"));
+    else
+      r.skip();
+  }
+}
+}  // namespace gradus::io::detail
+namespace gradus::io {
+GRADUS_INLINE std::string encode_example(const Example& example) {
+  std::string out;
+  detail::pb::put_bytes(out, 1, detail::encode_features(example.features));
+  return out;
+}
+
+GRADUS_INLINE Example decode_example(std::string_view bytes) {
+  Example ex;
+  detail::pb::ProtoReader r(bytes, "Example", "decode_example");
+  while (r.next()) {
+    if (r.field() == 1)
+      detail::decode_features_into(ex.features, r.nested("Features"));
+    else
+      r.skip();
+  }
+  return ex;
+}
+
+GRADUS_INLINE std::string encode_sequence_example(const SequenceExample& example) {
+  std::string out;
+  detail::pb::put_bytes(out, 1, detail::encode_features(example.context));
+  detail::pb::put_bytes(out, 2, detail::encode_map(example.feature_lists, detail::encode_feature_list));
+  return out;
+}
+
+GRADUS_INLINE SequenceExample decode_sequence_example(std::string_view bytes) {
+  SequenceExample ex;
+  detail::pb::ProtoReader r(bytes, "SequenceExample", "decode_sequence_example");
+  while (r.next()) {
+    switch (r.field()) {
+      case 1: detail::decode_features_into(ex.context, r.nested("Features")); break;
+      case 2: {
+        detail::pb::ProtoReader lists = r.nested("FeatureLists");
+        while (lists.next()) {
+          if (lists.field() == 1)
+            detail::decode_map_entry(ex.feature_lists, lists.nested("FeatureLists.FeatureListEntry"),
+                                     detail::decode_feature_list_into, "FeatureList");
+          else
+            lists.skip();
+        }
+        break;
+      }
+      default: r.skip();
+    }
+  }
+  return ex;
+}
+}  // namespace gradus::io
+namespace gradus::io::detail {
+GRADUS_INLINE void check_spec_shape(std::string_view who, std::string_view name, const Shape& shape) {
+  for (int64_t d : shape)
+    GRADUS_CHECK(value_error, d >= 0, who, ": feature '", name, "': the spec's shape ", shape,
+                 " has a negative dimension");
+}
+
+GRADUS_INLINE void check_dtype(std::string_view who, std::string_view name, std::string_view what,
+                               const Feature& f, FeatureDtype dtype) {
+  GRADUS_CHECK(value_error, !f.dtype() || *f.dtype() == dtype, who, ": feature '", name, "': expected ",
+               list_name(dtype), ", ", what, " holds ", list_name(*f.dtype()));
+}
+
+GRADUS_INLINE TensorBuilder::TensorBuilder(FeatureDtype d, const Shape& s) : dtype(d), shape(s) {
+  if (d == FeatureDtype::float32) {
+    out = Tensor<float>(s);
+    std::fill_n(std::get<Tensor<float>>(out).data(), s.numel(), 0.f);
+  } else if (d == FeatureDtype::int64) {
+    out = Tensor<int64_t>(s);
+    std::fill_n(std::get<Tensor<int64_t>>(out).data(), s.numel(), int64_t(0));
+  } else {
+    out = BytesTensor{s, std::vector<std::string>(size_t(s.numel()))};
+  }
+}
+
+GRADUS_INLINE void TensorBuilder::put(const Feature& f, int64_t at, int64_t count, bool repeat) {
+  std::visit(
+      [&](const auto& list) {
+        using L = std::decay_t<decltype(list)>;
+        if constexpr (!std::is_same_v<L, std::monostate>) {
+          auto* dst = target<L>();
+          for (int64_t i = 0; i < count; ++i) dst[at + i] = list[repeat ? 0 : size_t(i)];
+        }
+      },
+      f.kind);
+}
+
+GRADUS_INLINE FeatureTensor parse_fixed(std::string_view who, std::string_view name, const FixedLen& spec,
+                                        const Feature* f) {
   check_spec_shape(who, name, spec.shape);
   const int64_t n = spec.shape.numel();
   TensorBuilder b(spec.dtype, spec.shape);
@@ -457,7 +525,8 @@ inline FeatureTensor parse_fixed(std::string_view who, std::string_view name, co
   return std::move(b.out);
 }
 
-inline FeatureTensor parse_varlen(std::string_view who, std::string_view name, const VarLen& spec, const Feature* f) {
+GRADUS_INLINE FeatureTensor parse_varlen(std::string_view who, std::string_view name, const VarLen& spec,
+                                         const Feature* f) {
   const int64_t n = f ? int64_t(f->size()) : 0;
   if (f) check_dtype(who, name, "the example", *f, spec.dtype);
   TensorBuilder b(spec.dtype, {n});
@@ -465,7 +534,7 @@ inline FeatureTensor parse_varlen(std::string_view who, std::string_view name, c
   return std::move(b.out);
 }
 
-inline ParsedFeatures parse_features(std::string_view who, const Features& features, const ParseSpec& spec) {
+GRADUS_INLINE ParsedFeatures parse_features(std::string_view who, const Features& features, const ParseSpec& spec) {
   ParsedFeatures out;
   for (const auto& entry : spec) {  // not a structured binding: clang 14 cannot capture one
     const std::string& name = entry.first;
@@ -483,8 +552,8 @@ inline ParsedFeatures parse_features(std::string_view who, const Features& featu
   return out;
 }
 
-inline FeatureTensor parse_sequence_fixed(std::string_view who, std::string_view name, const FixedLenSequence& spec,
-                                          const FeatureList* list) {
+GRADUS_INLINE FeatureTensor parse_sequence_fixed(std::string_view who, std::string_view name,
+                                                 const FixedLenSequence& spec, const FeatureList* list) {
   check_spec_shape(who, name, spec.shape);
   GRADUS_CHECK(value_error, list || spec.allow_missing, who, ": feature list '", name,
                "' is missing from the example (set allow_missing for zero steps)");
@@ -505,13 +574,8 @@ inline FeatureTensor parse_sequence_fixed(std::string_view who, std::string_view
   return std::move(b.out);
 }
 
-/// The most memory a VarLen feature list may pad to (1 GiB, counting 8 bytes per number and
-/// sizeof(std::string) per bytes value), so that a few long steps among many short ones cannot
-/// claim memory far beyond the values present.
-inline constexpr int64_t kMaxPaddedBytes = int64_t(1) << 30;
-
-inline FeatureTensor parse_sequence_varlen(std::string_view who, std::string_view name, const VarLen& spec,
-                                           const FeatureList* list) {
+GRADUS_INLINE FeatureTensor parse_sequence_varlen(std::string_view who, std::string_view name, const VarLen& spec,
+                                                  const FeatureList* list) {
   const int64_t steps = list ? int64_t(list->size()) : 0;
   int64_t longest = 0;
   for (int64_t t = 0; t < steps; ++t) {
@@ -531,24 +595,19 @@ inline FeatureTensor parse_sequence_varlen(std::string_view who, std::string_vie
   }
   return std::move(b.out);
 }
-
-}  // namespace detail
-
-/// The features of `features` that `spec` names, as tensors (see the top of this header).
-inline ParsedFeatures parse_features(const Features& features, const ParseSpec& spec) {
+}  // namespace gradus::io::detail
+namespace gradus::io {
+GRADUS_INLINE ParsedFeatures parse_features(const Features& features, const ParseSpec& spec) {
   return detail::parse_features("parse_features", features, spec);
 }
 
-/// tf.io.parse_single_example: decodes the Example in `serialized` and parses the features that
-/// `spec` names; io_error on malformed bytes, value_error when the example does not fit `spec`.
-inline ParsedFeatures parse_single_example(std::string_view serialized, const ParseSpec& spec) {
+GRADUS_INLINE ParsedFeatures parse_single_example(std::string_view serialized, const ParseSpec& spec) {
   return detail::parse_features("parse_single_example", decode_example(serialized).features, spec);
 }
 
-/// tf.io.parse_single_sequence_example: the context features `context_spec` names and the
-/// feature lists `sequence_spec` names, as tensors (see the top of this header).
-inline ParsedSequenceExample parse_single_sequence_example(std::string_view serialized, const ParseSpec& context_spec,
-                                                           const SequenceParseSpec& sequence_spec) {
+GRADUS_INLINE ParsedSequenceExample parse_single_sequence_example(std::string_view serialized,
+                                                                  const ParseSpec& context_spec,
+                                                                  const SequenceParseSpec& sequence_spec) {
   constexpr std::string_view who = "parse_single_sequence_example";
   const SequenceExample ex = decode_sequence_example(serialized);
   ParsedSequenceExample out;
@@ -568,5 +627,5 @@ inline ParsedSequenceExample parse_single_sequence_example(std::string_view seri
   }
   return out;
 }
-
 }  // namespace gradus::io
+#endif  // GRADUS_DEFINE_COMPILED

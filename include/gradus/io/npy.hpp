@@ -33,13 +33,7 @@ namespace gradus::io {
 
 namespace detail {
 
-inline std::string_view npy_descr(const AnyTensor& t) {
-  switch (t.index()) {
-    case 0: return "<f4";
-    case 1: return "<f8";
-    default: return "<i8";
-  }
-}
+std::string_view npy_descr(const AnyTensor& t);
 
 /// Parses the Python dict literal of an .npy header: exactly the keys 'descr' (a string),
 /// 'fortran_order' (a bool) and 'shape' (a tuple of non-negative ints).
@@ -51,48 +45,7 @@ class NpyHeaderParser {
   bool fortran_order = false;
   std::vector<uint64_t> shape;
 
-  void parse() {
-    skip_ws();
-    expect('{', "the header must be a Python dict starting with '{'");
-    unsigned seen = 0;
-    for (;;) {
-      skip_ws();
-      if (peek() == '}') break;
-      const std::string key = quoted();
-      skip_ws();
-      expect(':', "expected ':' after a key");
-      skip_ws();
-      unsigned bit;
-      if (key == "descr") {
-        bit = 1;
-        if (peek() != '\'' && peek() != '"') fail("'descr' must be a string such as '<f4' (structured dtypes are not read)");
-        descr = quoted();
-      } else if (key == "fortran_order") {
-        bit = 2;
-        if (take("True")) fortran_order = true;
-        else if (take("False")) fortran_order = false;
-        else fail("'fortran_order' must be True or False");
-      } else if (key == "shape") {
-        bit = 4;
-        tuple();
-      } else {
-        fail("unexpected key '", key, "' (an .npy header has 'descr', 'fortran_order' and 'shape')");
-      }
-      if (seen & bit) fail("key '", key, "' appears twice");
-      seen |= bit;
-      skip_ws();
-      if (peek() == ',') {
-        ++i_;
-        continue;
-      }
-      skip_ws();
-      if (peek() != '}') fail("expected ',' or '}' after the value of '", key, "'");
-    }
-    ++i_;
-    skip_ws();
-    if (i_ != s_.size()) fail("unexpected text after the header dict");
-    if (seen != 7) fail("the header lacks ", !(seen & 1) ? "'descr'" : !(seen & 2) ? "'fortran_order'" : "'shape'");
-  }
+  void parse();
 
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
@@ -113,44 +66,8 @@ class NpyHeaderParser {
     i_ += word.size();
     return true;
   }
-  std::string quoted() {
-    const char q = peek();
-    if (q != '\'' && q != '"') fail("expected a quoted key or '}'");
-    const size_t end = s_.find(q, i_ + 1);
-    if (end == std::string_view::npos) fail("a string is not closed");
-    std::string out(s_.substr(i_ + 1, end - i_ - 1));
-    if (out.find('\\') != std::string::npos) fail("escapes in header strings are not supported");
-    i_ = end + 1;
-    return out;
-  }
-  void tuple() {
-    expect('(', "'shape' must be a tuple of non-negative integers");
-    bool comma_after_last = false;
-    for (;;) {
-      skip_ws();
-      if (peek() == ')') break;
-      if (peek() < '0' || peek() > '9') fail("'shape' must be a tuple of non-negative integers");
-      uint64_t v = 0;
-      while (peek() >= '0' && peek() <= '9') {
-        const unsigned d = unsigned(peek() - '0');
-        if (v > (uint64_t(INT64_MAX) - d) / 10) fail("a dimension of 'shape' is too large");
-        v = v * 10 + d;
-        ++i_;
-      }
-      if (peek() == 'L') ++i_;  // Python 2's long suffix
-      if (shape.size() == size_t(kMaxRank)) fail("'shape' has more than ", kMaxRank, " dimensions (gradus's maximum)");
-      shape.push_back(v);
-      skip_ws();
-      comma_after_last = peek() == ',';
-      if (comma_after_last) {
-        ++i_;
-        continue;
-      }
-      if (peek() != ')') fail("'shape' must be a tuple of non-negative integers");
-    }
-    ++i_;
-    if (shape.size() == 1 && !comma_after_last) fail("'shape' must be a tuple: '(n)' needs a comma, '(n,)'");
-  }
+  std::string quoted();
+  void tuple();
 
   std::string_view s_;
   std::string_view source_;
@@ -207,116 +124,16 @@ class NpzReader {
 
   /// The end-of-central-directory record (the last signature whose comment runs exactly to the
   /// end), followed to the ZIP64 record when a field is saturated.
-  Directory directory() const {
-    const uint64_t size = bytes_.size();
-    if (size < 22) fail("too short for a zip archive (", size, " bytes)");
-    uint64_t eocd = UINT64_MAX;
-    for (uint64_t p = size - 22 + 1; p-- > 0 && size - p <= 22 + 0xFFFF;)
-      if (u32(p) == 0x06054b50 && p + 22 + u16(p + 20) == size) {
-        eocd = p;
-        break;
-      }
-    if (eocd == UINT64_MAX) fail("not a zip archive (no end-of-central-directory record)");
-    if (u16(eocd + 4) != 0 || u16(eocd + 6) != 0) fail("multi-disk zip archives are not supported");
-    Directory d{u16(eocd + 10), u32(eocd + 16), u32(eocd + 12)};
-    if (u16(eocd + 8) != d.count) fail("inconsistent member counts in the end-of-central-directory record");
-    uint64_t limit = eocd;  // the central directory ends before this
-    if (d.count == 0xFFFF || d.size == 0xFFFFFFFF || d.offset == 0xFFFFFFFF) {
-      // ZIP64: a locator right before the record points at the ZIP64 end-of-central-directory record.
-      if (eocd < 20 || u32(eocd - 20) != 0x07064b50) fail("ZIP64 values without a ZIP64 locator");
-      const uint64_t z = u64(eocd - 20 + 8);
-      if (z > eocd - 20 || eocd - 20 - z < 56 || u32(z) != 0x06064b50) fail("bad ZIP64 end-of-central-directory record");
-      d = {u64(z + 32), u64(z + 48), u64(z + 40)};
-      limit = z;
-    }
-    if (d.offset > limit || d.size > limit - d.offset)
-      fail("the central directory [", d.offset, ", +", d.size, ") lies outside the archive");
-    if (d.count > d.size / 46) fail("the central directory is too small for ", d.count, " members");
-    return d;
-  }
+  Directory directory() const;
 
   /// Entry `k` at `*p` (advanced past it), its ZIP64 extra field applied.
-  Entry entry(uint64_t* p, uint64_t end, uint64_t k) const {
-    const uint64_t at = *p;
-    if (end - at < 46 || u32(at) != 0x02014b50) fail("central directory entry ", k, " is corrupt");
-    Entry e;
-    e.flags = u16(at + 8), e.method = u16(at + 10), e.crc = u32(at + 16);
-    e.csize = u32(at + 20), e.usize = u32(at + 24), e.local = u32(at + 42);
-    const uint64_t nlen = u16(at + 28), elen = u16(at + 30), clen = u16(at + 32);
-    if (end - at - 46 < nlen + elen + clen) fail("central directory entry ", k, " runs past the directory");
-    e.name = std::string(bytes_.substr(size_t(at + 46), size_t(nlen)));
-    // ZIP64 extended information: the 8-byte values of the fields set to 0xFFFFFFFF, in order.
-    for (uint64_t x = at + 46 + nlen, x_end = x + elen; x_end - x >= 4;) {
-      const uint64_t id = u16(x), len = u16(x + 2);
-      if (x_end - x - 4 < len) fail("member '", e.name, "': corrupt extra field");
-      if (id == 1) {
-        uint64_t q = x + 4;
-        for (uint64_t* field : {&e.usize, &e.csize, &e.local})
-          if (*field == 0xFFFFFFFF) {
-            if (x + 4 + len - q < 8) fail("member '", e.name, "': truncated ZIP64 extra field");
-            *field = u64(q);
-            q += 8;
-          }
-      }
-      x += 4 + len;
-    }
-    *p = at + 46 + nlen + elen + clen;
-    return e;
-  }
+  Entry entry(uint64_t* p, uint64_t end, uint64_t k) const;
 
   /// The member's stored (possibly deflated) bytes, after checking what it is and its local header.
-  std::string_view packed(const Entry& e, uint64_t cd_offset) const {
-    if (e.flags & 1) fail("member '", e.name, "' is encrypted");
-    if (e.method != 0 && e.method != 8)
-      fail("member '", e.name, "' uses compression method ", e.method, " (only STORED and DEFLATE are read)");
-    if (e.name.size() < 5 || !e.name.ends_with(".npy")) fail("member '", e.name, "' is not an .npy file");
-    if (e.local > cd_offset || cd_offset - e.local < 30 || u32(e.local) != 0x04034b50)
-      fail("member '", e.name, "': bad local header offset ", e.local);
-    const uint64_t lnlen = u16(e.local + 26), lelen = u16(e.local + 28);
-    const uint64_t data_at = e.local + 30 + lnlen + lelen;
-    if (data_at > cd_offset || e.csize > cd_offset - data_at) fail("member '", e.name, "': its data runs past the archive");
-    if (bytes_.substr(size_t(e.local + 30), size_t(lnlen)) != e.name)
-      fail("member '", e.name, "': the local header names '", bytes_.substr(size_t(e.local + 30), size_t(lnlen)), "'");
-    if (e.method == 0 && e.csize != e.usize)
-      fail("member '", e.name, "' is stored but its sizes differ (", e.csize, " vs ", e.usize, ")");
-    return bytes_.substr(size_t(data_at), size_t(e.csize));
-  }
+  std::string_view packed(const Entry& e, uint64_t cd_offset) const;
 
   /// The inflated bytes of a DEFLATE member: exactly its claimed size, or io_error.
-  std::string inflate_member(const Entry& e, std::string_view packed) const {
-    // Deflate expands at most ~1032:1; a larger claim is corrupt and must not be allocated.
-    if (e.usize > e.csize * 1032 + 1024) fail("member '", e.name, "' claims ", e.usize, " bytes from ", e.csize, " compressed");
-    // The buffer grows with the output actually produced, never past the claimed size.
-    std::string inflated(size_t(std::min<uint64_t>(e.usize, std::max<uint64_t>(e.csize * 4, 1 << 16))), '\0');
-    z_stream z{};
-    if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
-    uint64_t in_left = e.csize, produced = 0;
-    int rc;
-    for (;;) {  // zlib counts in uInt: feed chunks of at most 1 GiB
-      if (z.avail_in == 0 && in_left) {
-        z.avail_in = uInt(std::min<uint64_t>(in_left, 1u << 30));
-        in_left -= z.avail_in;
-      }
-      if (produced == inflated.size() && inflated.size() < e.usize)
-        inflated.resize(size_t(std::min<uint64_t>(e.usize, 2 * uint64_t(inflated.size()))));
-      z.next_out = reinterpret_cast<Bytef*>(inflated.data() + produced);
-      z.avail_out = uInt(std::min<uint64_t>(inflated.size() - produced, 1u << 30));
-      const uInt room = z.avail_out;
-      rc = inflate(&z, Z_NO_FLUSH);
-      produced += room - z.avail_out;
-      if (rc != Z_OK) break;
-    }
-    const std::string msg = z.msg ? z.msg : "";
-    inflateEnd(&z);
-    if (rc == Z_BUF_ERROR)
-      fail("member '", e.name, "': corrupt deflate data (",
-           produced == e.usize ? "it inflates to more than its size, " : "the stream ends early, ", e.usize, " bytes)");
-    if (rc != Z_STREAM_END) fail("member '", e.name, "': corrupt deflate data (", msg.empty() ? "zlib error" : msg, ")");
-    if (produced != e.usize) fail("member '", e.name, "' inflates to ", produced, " bytes, not ", e.usize);
-    inflated.resize(size_t(produced));
-    return inflated;
-  }
+  std::string inflate_member(const Entry& e, std::string_view packed) const;
 
  private:
   uint64_t u16(uint64_t at) const { return load_le<2>(bytes_.data() + at); }
@@ -342,6 +159,206 @@ inline TensorList load_npz(const std::filesystem::path& path) { return decode_np
 }  // namespace gradus::io
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE std::string_view npy_descr(const AnyTensor& t) {
+  switch (t.index()) {
+    case 0: return "<f4";
+    case 1: return "<f8";
+    default: return "<i8";
+  }
+}
+
+GRADUS_INLINE void NpyHeaderParser::parse() {
+  skip_ws();
+  expect('{', "the header must be a Python dict starting with '{'");
+  unsigned seen = 0;
+  for (;;) {
+    skip_ws();
+    if (peek() == '}') break;
+    const std::string key = quoted();
+    skip_ws();
+    expect(':', "expected ':' after a key");
+    skip_ws();
+    unsigned bit;
+    if (key == "descr") {
+      bit = 1;
+      if (peek() != '\'' && peek() != '"') fail("'descr' must be a string such as '<f4' (structured dtypes are not read)");
+      descr = quoted();
+    } else if (key == "fortran_order") {
+      bit = 2;
+      if (take("True")) fortran_order = true;
+      else if (take("False")) fortran_order = false;
+      else fail("'fortran_order' must be True or False");
+    } else if (key == "shape") {
+      bit = 4;
+      tuple();
+    } else {
+      fail("unexpected key '", key, "' (an .npy header has 'descr', 'fortran_order' and 'shape')");
+    }
+    if (seen & bit) fail("key '", key, "' appears twice");
+    seen |= bit;
+    skip_ws();
+    if (peek() == ',') {
+      ++i_;
+      continue;
+    }
+    skip_ws();
+    if (peek() != '}') fail("expected ',' or '}' after the value of '", key, "'");
+  }
+  ++i_;
+  skip_ws();
+  if (i_ != s_.size()) fail("unexpected text after the header dict");
+  if (seen != 7) fail("the header lacks ", !(seen & 1) ? "'descr'" : !(seen & 2) ? "'fortran_order'" : "'shape'");
+}
+
+GRADUS_INLINE std::string NpyHeaderParser::quoted() {
+  const char q = peek();
+  if (q != '\'' && q != '"') fail("expected a quoted key or '}'");
+  const size_t end = s_.find(q, i_ + 1);
+  if (end == std::string_view::npos) fail("a string is not closed");
+  std::string out(s_.substr(i_ + 1, end - i_ - 1));
+  if (out.find('\\') != std::string::npos) fail("escapes in header strings are not supported");
+  i_ = end + 1;
+  return out;
+}
+
+GRADUS_INLINE void NpyHeaderParser::tuple() {
+  expect('(', "'shape' must be a tuple of non-negative integers");
+  bool comma_after_last = false;
+  for (;;) {
+    skip_ws();
+    if (peek() == ')') break;
+    if (peek() < '0' || peek() > '9') fail("'shape' must be a tuple of non-negative integers");
+    uint64_t v = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      const unsigned d = unsigned(peek() - '0');
+      if (v > (uint64_t(INT64_MAX) - d) / 10) fail("a dimension of 'shape' is too large");
+      v = v * 10 + d;
+      ++i_;
+    }
+    if (peek() == 'L') ++i_;  // Python 2's long suffix
+    if (shape.size() == size_t(kMaxRank)) fail("'shape' has more than ", kMaxRank, " dimensions (gradus's maximum)");
+    shape.push_back(v);
+    skip_ws();
+    comma_after_last = peek() == ',';
+    if (comma_after_last) {
+      ++i_;
+      continue;
+    }
+    if (peek() != ')') fail("'shape' must be a tuple of non-negative integers");
+  }
+  ++i_;
+  if (shape.size() == 1 && !comma_after_last) fail("'shape' must be a tuple: '(n)' needs a comma, '(n,)'");
+}
+
+GRADUS_INLINE NpzReader::Directory NpzReader::directory() const {
+  const uint64_t size = bytes_.size();
+  if (size < 22) fail("too short for a zip archive (", size, " bytes)");
+  uint64_t eocd = UINT64_MAX;
+  for (uint64_t p = size - 22 + 1; p-- > 0 && size - p <= 22 + 0xFFFF;)
+    if (u32(p) == 0x06054b50 && p + 22 + u16(p + 20) == size) {
+      eocd = p;
+      break;
+    }
+  if (eocd == UINT64_MAX) fail("not a zip archive (no end-of-central-directory record)");
+  if (u16(eocd + 4) != 0 || u16(eocd + 6) != 0) fail("multi-disk zip archives are not supported");
+  Directory d{u16(eocd + 10), u32(eocd + 16), u32(eocd + 12)};
+  if (u16(eocd + 8) != d.count) fail("inconsistent member counts in the end-of-central-directory record");
+  uint64_t limit = eocd;  // the central directory ends before this
+  if (d.count == 0xFFFF || d.size == 0xFFFFFFFF || d.offset == 0xFFFFFFFF) {
+    // ZIP64: a locator right before the record points at the ZIP64 end-of-central-directory record.
+    if (eocd < 20 || u32(eocd - 20) != 0x07064b50) fail("ZIP64 values without a ZIP64 locator");
+    const uint64_t z = u64(eocd - 20 + 8);
+    if (z > eocd - 20 || eocd - 20 - z < 56 || u32(z) != 0x06064b50) fail("bad ZIP64 end-of-central-directory record");
+    d = {u64(z + 32), u64(z + 48), u64(z + 40)};
+    limit = z;
+  }
+  if (d.offset > limit || d.size > limit - d.offset)
+    fail("the central directory [", d.offset, ", +", d.size, ") lies outside the archive");
+  if (d.count > d.size / 46) fail("the central directory is too small for ", d.count, " members");
+  return d;
+}
+
+GRADUS_INLINE NpzReader::Entry NpzReader::entry(uint64_t* p, uint64_t end, uint64_t k) const {
+  const uint64_t at = *p;
+  if (end - at < 46 || u32(at) != 0x02014b50) fail("central directory entry ", k, " is corrupt");
+  Entry e;
+  e.flags = u16(at + 8), e.method = u16(at + 10), e.crc = u32(at + 16);
+  e.csize = u32(at + 20), e.usize = u32(at + 24), e.local = u32(at + 42);
+  const uint64_t nlen = u16(at + 28), elen = u16(at + 30), clen = u16(at + 32);
+  if (end - at - 46 < nlen + elen + clen) fail("central directory entry ", k, " runs past the directory");
+  e.name = std::string(bytes_.substr(size_t(at + 46), size_t(nlen)));
+  // ZIP64 extended information: the 8-byte values of the fields set to 0xFFFFFFFF, in order.
+  for (uint64_t x = at + 46 + nlen, x_end = x + elen; x_end - x >= 4;) {
+    const uint64_t id = u16(x), len = u16(x + 2);
+    if (x_end - x - 4 < len) fail("member '", e.name, "': corrupt extra field");
+    if (id == 1) {
+      uint64_t q = x + 4;
+      for (uint64_t* field : {&e.usize, &e.csize, &e.local})
+        if (*field == 0xFFFFFFFF) {
+          if (x + 4 + len - q < 8) fail("member '", e.name, "': truncated ZIP64 extra field");
+          *field = u64(q);
+          q += 8;
+        }
+    }
+    x += 4 + len;
+  }
+  *p = at + 46 + nlen + elen + clen;
+  return e;
+}
+
+GRADUS_INLINE std::string_view NpzReader::packed(const Entry& e, uint64_t cd_offset) const {
+  if (e.flags & 1) fail("member '", e.name, "' is encrypted");
+  if (e.method != 0 && e.method != 8)
+    fail("member '", e.name, "' uses compression method ", e.method, " (only STORED and DEFLATE are read)");
+  if (e.name.size() < 5 || !e.name.ends_with(".npy")) fail("member '", e.name, "' is not an .npy file");
+  if (e.local > cd_offset || cd_offset - e.local < 30 || u32(e.local) != 0x04034b50)
+    fail("member '", e.name, "': bad local header offset ", e.local);
+  const uint64_t lnlen = u16(e.local + 26), lelen = u16(e.local + 28);
+  const uint64_t data_at = e.local + 30 + lnlen + lelen;
+  if (data_at > cd_offset || e.csize > cd_offset - data_at) fail("member '", e.name, "': its data runs past the archive");
+  if (bytes_.substr(size_t(e.local + 30), size_t(lnlen)) != e.name)
+    fail("member '", e.name, "': the local header names '", bytes_.substr(size_t(e.local + 30), size_t(lnlen)), "'");
+  if (e.method == 0 && e.csize != e.usize)
+    fail("member '", e.name, "' is stored but its sizes differ (", e.csize, " vs ", e.usize, ")");
+  return bytes_.substr(size_t(data_at), size_t(e.csize));
+}
+
+GRADUS_INLINE std::string NpzReader::inflate_member(const Entry& e, std::string_view packed) const {
+  // Deflate expands at most ~1032:1; a larger claim is corrupt and must not be allocated.
+  if (e.usize > e.csize * 1032 + 1024) fail("member '", e.name, "' claims ", e.usize, " bytes from ", e.csize, " compressed");
+  // The buffer grows with the output actually produced, never past the claimed size.
+  std::string inflated(size_t(std::min<uint64_t>(e.usize, std::max<uint64_t>(e.csize * 4, 1 << 16))), '\0');
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK) fail("zlib inflateInit2 failed");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+  uint64_t in_left = e.csize, produced = 0;
+  int rc;
+  for (;;) {  // zlib counts in uInt: feed chunks of at most 1 GiB
+    if (z.avail_in == 0 && in_left) {
+      z.avail_in = uInt(std::min<uint64_t>(in_left, 1u << 30));
+      in_left -= z.avail_in;
+    }
+    if (produced == inflated.size() && inflated.size() < e.usize)
+      inflated.resize(size_t(std::min<uint64_t>(e.usize, 2 * uint64_t(inflated.size()))));
+    z.next_out = reinterpret_cast<Bytef*>(inflated.data() + produced);
+    z.avail_out = uInt(std::min<uint64_t>(inflated.size() - produced, 1u << 30));
+    const uInt room = z.avail_out;
+    rc = inflate(&z, Z_NO_FLUSH);
+    produced += room - z.avail_out;
+    if (rc != Z_OK) break;
+  }
+  const std::string msg = z.msg ? z.msg : "";
+  inflateEnd(&z);
+  if (rc == Z_BUF_ERROR)
+    fail("member '", e.name, "': corrupt deflate data (",
+         produced == e.usize ? "it inflates to more than its size, " : "the stream ends early, ", e.usize, " bytes)");
+  if (rc != Z_STREAM_END) fail("member '", e.name, "': corrupt deflate data (", msg.empty() ? "zlib error" : msg, ")");
+  if (produced != e.usize) fail("member '", e.name, "' inflates to ", produced, " bytes, not ", e.usize);
+  inflated.resize(size_t(produced));
+  return inflated;
+}
+}  // namespace gradus::io::detail
 namespace gradus::io {
 GRADUS_INLINE std::string encode_npy(const AnyTensor& t) {
   GRADUS_CHECK(value_error, detail::is_defined(t), "encode_npy: the tensor is undefined");

@@ -43,11 +43,7 @@ struct Safetensors {
   std::string source = "<memory>";
 
   /// The tensor called `name`, or nullptr when there is none.
-  const AnyTensor* find(std::string_view name) const {
-    for (const auto& [n, t] : tensors)
-      if (n == name) return &t;
-    return nullptr;
-  }
+  const AnyTensor* find(std::string_view name) const;
   /// The tensor called `name` as a Tensor<T> (sharing storage); io_error naming the entry when
   /// it is absent or has another dtype.
   template <Element T>
@@ -70,24 +66,7 @@ inline std::string_view safetensors_dtype(const AnyTensor& t) {
 }
 
 /// Appends `s` as a JSON string literal (s is valid UTF-8).
-inline void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
+void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace detail
 
@@ -126,7 +105,32 @@ Safetensors load_safetensors(const std::filesystem::path& path, const char* who 
 #include <nlohmann/json.hpp>
 
 namespace gradus::io {
+GRADUS_INLINE const AnyTensor* Safetensors::find(std::string_view name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
 namespace detail {
+
+GRADUS_INLINE void append_json_string(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      out += "\\u00";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
 
 /// One header entry, checked against the data section.
 struct StEntry {

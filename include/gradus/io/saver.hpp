@@ -48,28 +48,15 @@ struct CheckpointState {
 
 namespace detail {
 
-inline bool has_control_char(std::string_view s) {
-  for (char c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return true;
-  return false;
-}
+bool has_control_char(std::string_view s);
 /// True for a plain file name inside a directory: not empty, ".", "..", no '/' or control characters.
-inline bool plain_file_name(std::string_view s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string_view::npos && !has_control_char(s);
-}
+bool plain_file_name(std::string_view s);
 
 /// `dir/name` for the newest name in `kept` (searched from the back) that exists as a file.
 std::optional<std::filesystem::path> newest_existing(const std::filesystem::path& dir,
                                                      const std::vector<std::string>& kept);
 
-inline void append_quoted(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  out += '"';
-}
+void append_quoted(std::string& out, std::string_view s);
 
 }  // namespace detail
 
@@ -95,15 +82,7 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 class Saver {
  public:
   /// Creates `dir` (and its parents) when missing and reads its state file when there is one.
-  explicit Saver(std::filesystem::path dir, SaverOptions options = {}) : dir_(std::move(dir)), options_(std::move(options)) {
-    GRADUS_CHECK(value_error, detail::plain_file_name(options_.prefix), "Saver: prefix '", options_.prefix,
-                 "' must be a plain file name (non-empty, no '/', no control characters)");
-    std::error_code ec;
-    std::filesystem::create_directories(dir_, ec);
-    GRADUS_CHECK(io_error, !ec, "Saver: cannot create directory '", dir_.string(), "': ", ec.message());
-    GRADUS_CHECK(io_error, std::filesystem::is_directory(dir_, ec), "Saver: '", dir_.string(), "' is not a directory");
-    if (auto state = read_checkpoint_state(dir_)) kept_ = std::move(state->kept);
-  }
+  explicit Saver(std::filesystem::path dir, SaverOptions options = {});
 
   /// Writes the checkpoint of `step` (metadata gets "global_step" = step), updates the state file,
   /// deletes the oldest beyond max_to_keep; returns the written path. Saving a step again replaces
@@ -123,18 +102,9 @@ class Saver {
 
  private:
   /// True for "<prefix>-<digits>.safetensors".
-  bool checkpoint_name(std::string_view f) const {
-    const std::string head = options_.prefix + "-";
-    constexpr std::string_view tail = ".safetensors";
-    if (f.size() <= head.size() + tail.size() || !f.starts_with(head) || !f.ends_with(tail)) return false;
-    const std::string_view digits = f.substr(head.size(), f.size() - head.size() - tail.size());
-    return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
-  }
+  bool checkpoint_name(std::string_view f) const;
   /// True for the (possibly cut) target name of a temporary file this saver writes.
-  bool own_target(std::string_view target) const {
-    if (target == "checkpoint" || checkpoint_name(target)) return true;
-    return target.size() == 200 && target.starts_with(std::string_view(options_.prefix + "-").substr(0, 200));
-  }
+  bool own_target(std::string_view target) const;
   /// Deletes unlisted checkpoints and stale temporaries (see save); errors are ignored.
   void collect_debris() const;
 
@@ -147,6 +117,25 @@ class Saver {
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::io::detail {
+GRADUS_INLINE bool has_control_char(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return true;
+  return false;
+}
+
+GRADUS_INLINE bool plain_file_name(std::string_view s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string_view::npos && !has_control_char(s);
+}
+
+GRADUS_INLINE void append_quoted(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
 GRADUS_INLINE std::optional<std::filesystem::path> newest_existing(const std::filesystem::path& dir,
                                                                    const std::vector<std::string>& kept) {
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
@@ -252,6 +241,30 @@ GRADUS_INLINE std::optional<std::filesystem::path> latest_checkpoint(const std::
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::io {
+GRADUS_INLINE Saver::Saver(std::filesystem::path dir, SaverOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)) {
+  GRADUS_CHECK(value_error, detail::plain_file_name(options_.prefix), "Saver: prefix '", options_.prefix,
+               "' must be a plain file name (non-empty, no '/', no control characters)");
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  GRADUS_CHECK(io_error, !ec, "Saver: cannot create directory '", dir_.string(), "': ", ec.message());
+  GRADUS_CHECK(io_error, std::filesystem::is_directory(dir_, ec), "Saver: '", dir_.string(), "' is not a directory");
+  if (auto state = read_checkpoint_state(dir_)) kept_ = std::move(state->kept);
+}
+
+GRADUS_INLINE bool Saver::checkpoint_name(std::string_view f) const {
+  const std::string head = options_.prefix + "-";
+  constexpr std::string_view tail = ".safetensors";
+  if (f.size() <= head.size() + tail.size() || !f.starts_with(head) || !f.ends_with(tail)) return false;
+  const std::string_view digits = f.substr(head.size(), f.size() - head.size() - tail.size());
+  return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+GRADUS_INLINE bool Saver::own_target(std::string_view target) const {
+  if (target == "checkpoint" || checkpoint_name(target)) return true;
+  return target.size() == 200 && target.starts_with(std::string_view(options_.prefix + "-").substr(0, 200));
+}
+
 GRADUS_INLINE std::filesystem::path Saver::save(int64_t step, const TensorList& tensors, Metadata metadata) {
   GRADUS_CHECK(value_error, step >= 0, "Saver::save: step must be >= 0, got ", step);
   const std::string name = options_.prefix + "-" + std::to_string(step) + ".safetensors";

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
@@ -47,22 +48,10 @@ inline size_t element_size(const AnyTensor& t) {
 }
 
 /// Reverses the bytes of each of `n` elements of `width` bytes at `p` (big-endian hosts only).
-inline void swap_each(char* p, size_t n, size_t width) {
-  for (size_t i = 0; i < n; ++i, p += width)
-    for (size_t a = 0, b = width - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
-}
+void swap_each(char* p, size_t n, size_t width);
 
 /// Writes the elements of `t` to `dst` as little-endian bytes (t.size() * sizeof(T) of them).
-inline void write_le(char* dst, const AnyTensor& t) {
-  std::visit(
-      [dst](const auto& x) {
-        using T = typename std::decay_t<decltype(x)>::value_type;
-        const size_t n = size_t(x.size());
-        if (n) std::memcpy(dst, x.to(gradus::cpu).data(), n * sizeof(T));  // a GPU's tensor is read back first
-        if constexpr (std::endian::native == std::endian::big) swap_each(dst, n, sizeof(T));
-      },
-      t);
-}
+void write_le(char* dst, const AnyTensor& t);
 
 /// A new tensor of `shape` holding the little-endian elements at `src` (shape.numel() of them).
 template <Element T>
@@ -81,7 +70,34 @@ using ::gradus::detail::store_le;
 /// int64_t; false on overflow. A zero dimension makes the product 0, but the other dimensions are
 /// bounded all the same: a shape [0, 2^62, 2^62] is rejected, since a reduction over its zero
 /// axis or a reshape would produce a count that wraps.
-inline bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel, uint64_t& bytes) {
+bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel, uint64_t& bytes);
+
+/// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(std::string_view s);
+
+}  // namespace detail
+}  // namespace gradus::io
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::io::detail {
+GRADUS_INLINE void swap_each(char* p, size_t n, size_t width) {
+  for (size_t i = 0; i < n; ++i, p += width)
+    for (size_t a = 0, b = width - 1; a < b; ++a, --b) std::swap(p[a], p[b]);
+}
+
+GRADUS_INLINE void write_le(char* dst, const AnyTensor& t) {
+  std::visit(
+      [dst](const auto& x) {
+        using T = typename std::decay_t<decltype(x)>::value_type;
+        const size_t n = size_t(x.size());
+        if (n) std::memcpy(dst, x.to(gradus::cpu).data(), n * sizeof(T));  // a GPU's tensor is read back first
+        if constexpr (std::endian::native == std::endian::big) swap_each(dst, n, sizeof(T));
+      },
+      t);
+}
+
+GRADUS_INLINE bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel,
+                                 uint64_t& bytes) {
   constexpr uint64_t kMax = uint64_t(INT64_MAX);
   uint64_t n = 1;
   bool zero = false;
@@ -99,8 +115,7 @@ inline bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uin
   return true;
 }
 
-/// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-inline bool valid_utf8(std::string_view s) {
+GRADUS_INLINE bool valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
@@ -130,6 +145,5 @@ inline bool valid_utf8(std::string_view s) {
   }
   return true;
 }
-
-}  // namespace detail
-}  // namespace gradus::io
+}  // namespace gradus::io::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/metrics/metric.hpp"
 
 namespace gradus::metrics {
@@ -44,18 +45,8 @@ class CategoricalAccuracy : public MeanMetric {
   CategoricalAccuracy() : MeanMetric("categorical_accuracy") {}
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), name(), ": labels shape ", labels.shape(),
-                 " does not match predictions shape ", predictions.shape());
-    GRADUS_CHECK(shape_error, predictions.rank() >= 1 && predictions.shape().back() > 0, name(),
-                 ": predictions need a non-empty last (class) dimension, got shape ", predictions.shape());
-    const int64_t c = predictions.shape().back();
-    const double *a = labels.data(), *b = predictions.data();
-    accumulate(detail::drop_last(predictions.shape()), weights, [&](int64_t i) {
-      return detail::argmax_row(a + i * c, c) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
-    });
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
 };
 
 /// How often the class-id label equals argmax(predictions): labels [...] (or [..., 1]),
@@ -65,12 +56,8 @@ class SparseCategoricalAccuracy : public MeanMetric {
   SparseCategoricalAccuracy() : MeanMetric("sparse_categorical_accuracy") {}
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    accumulate_rows(labels, predictions, weights, [](const double* row, int64_t c, int64_t label) {
-      return label == detail::argmax_row(row, c) ? 1.0 : 0.0;
-    });
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
 };
 
 /// How often the class-id label is among the k highest predictions (tf.nn.in_top_k): classes
@@ -78,25 +65,12 @@ class SparseCategoricalAccuracy : public MeanMetric {
 /// non-finite score counts as a miss. Labels [...] (or [..., 1]), predictions [..., C].
 class TopKAccuracy : public MeanMetric {
  public:
-  explicit TopKAccuracy(int64_t k = 5) : MeanMetric("top_k_accuracy"), k_(k) {
-    GRADUS_CHECK(value_error, k >= 1, "top_k_accuracy: k must be at least 1, got ", k);
-  }
+  explicit TopKAccuracy(int64_t k = 5);
   int64_t k() const { return k_; }
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    accumulate_rows(labels, predictions, weights, [&](const double* row, int64_t c, int64_t label) {
-      const double target = row[label];
-      if (!std::isfinite(target)) return 0.0;
-      int64_t above = 0;
-      for (int64_t j = 0; j < c; ++j) {
-        if (!std::isfinite(row[j])) return 0.0;
-        above += row[j] > target;
-      }
-      return above < k_ ? 1.0 : 0.0;
-    });
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
 
  private:
   int64_t k_;
@@ -107,48 +81,15 @@ class TopKAccuracy : public MeanMetric {
 /// col_c - cm[c][c]) averaged over classes whose denominator is non-zero (0 when none is).
 class MeanIoU : public Metric {
  public:
-  explicit MeanIoU(int64_t num_classes) : Metric("mean_iou"), c_(num_classes) {
-    GRADUS_CHECK(value_error, num_classes >= 1, "mean_iou: num_classes must be at least 1, got ", num_classes);
-    cm_.assign(size_t(c_ * c_), 0.0);
-  }
+  explicit MeanIoU(int64_t num_classes);
   int64_t num_classes() const { return c_; }
   /// The accumulated confusion matrix [C, C]: rows are labels, columns predictions (a copy).
   Tensor<double> confusion_matrix() const { return Tensor<double>::from(cm_, Shape{c_, c_}); }
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const Tensor<double> w = detail::weights_for(weights, p.shape(), name());
-    const double *a = l.data(), *b = p.data(), *wp = w.defined() ? w.data() : nullptr;
-    const int64_t n = p.size();
-    for (int64_t i = 0; i < n; ++i) {
-      if (wp && wp[i] == 0) continue;
-      class_index(a[i], c_, "label", i);
-      class_index(b[i], c_, "prediction", i);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      if (wp && wp[i] == 0) continue;
-      cm_[size_t(int64_t(a[i]) * c_ + int64_t(b[i]))] += wp ? wp[i] : 1.0;
-    }
-  }
-  double compute() const override {
-    double sum = 0;
-    int64_t valid = 0;
-    for (int64_t k = 0; k < c_; ++k) {
-      double row = 0, col = 0;
-      for (int64_t j = 0; j < c_; ++j) {
-        row += cm_[size_t(k * c_ + j)];
-        col += cm_[size_t(j * c_ + k)];
-      }
-      const double diag = cm_[size_t(k * c_ + k)];
-      const double denom = row + col - diag;
-      if (denom != 0) ++valid;
-      sum += diag / (denom > 0 ? denom : 1.0);
-    }
-    return valid > 0 ? sum / double(valid) : 0.0;
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
+  GRADUS_INLINE_DECL double compute() const override;
   void clear() override { std::fill(cm_.begin(), cm_.end(), 0.0); }
 
  private:
@@ -177,25 +118,114 @@ class Perplexity : public MeanMetric {
     update_log_likelihood_tensors(detail::to_double(log_likelihoods), &w);
   }
   /// The non-template form of `update_log_likelihoods`; `weights` may be null.
-  void update_log_likelihood_tensors(const Tensor<double>& log_likelihoods, const Tensor<double>* weights) {
-    require_defined(log_likelihoods, "log_likelihoods");
-    if (weights) require_defined(*weights, "weights");
-    const double* ll = log_likelihoods.data();
-    accumulate(log_likelihoods.shape(), weights, [&](int64_t i) { return -ll[i]; });
-    mark_updated();
-  }
+  void update_log_likelihood_tensors(const Tensor<double>& log_likelihoods, const Tensor<double>* weights);
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& logits,
-                    const Tensor<double>* weights) override {
-    accumulate_rows(labels, logits, weights, [](const double* row, int64_t c, int64_t label) {
-      const double m = *std::max_element(row, row + c);
-      double s = 0;
-      for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
-      return m + std::log(s) - row[label];
-    });
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& logits,
+                    const Tensor<double>* weights) override;
   double compute() const override { return std::exp(mean()); }
 };
 
 }  // namespace gradus::metrics
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::metrics {
+GRADUS_INLINE void CategoricalAccuracy::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                                     const Tensor<double>* weights) {
+  GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), name(), ": labels shape ", labels.shape(),
+               " does not match predictions shape ", predictions.shape());
+  GRADUS_CHECK(shape_error, predictions.rank() >= 1 && predictions.shape().back() > 0, name(),
+               ": predictions need a non-empty last (class) dimension, got shape ", predictions.shape());
+  const int64_t c = predictions.shape().back();
+  const double *a = labels.data(), *b = predictions.data();
+  accumulate(detail::drop_last(predictions.shape()), weights, [&](int64_t i) {
+    return detail::argmax_row(a + i * c, c) == detail::argmax_row(b + i * c, c) ? 1.0 : 0.0;
+  });
+}
+
+GRADUS_INLINE void SparseCategoricalAccuracy::update_batch(const Tensor<double>& labels,
+                                                           const Tensor<double>& predictions,
+                                                           const Tensor<double>* weights) {
+  accumulate_rows(labels, predictions, weights, [](const double* row, int64_t c, int64_t label) {
+    return label == detail::argmax_row(row, c) ? 1.0 : 0.0;
+  });
+}
+
+GRADUS_INLINE TopKAccuracy::TopKAccuracy(int64_t k) : MeanMetric("top_k_accuracy"), k_(k) {
+  GRADUS_CHECK(value_error, k >= 1, "top_k_accuracy: k must be at least 1, got ", k);
+}
+
+GRADUS_INLINE void TopKAccuracy::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                              const Tensor<double>* weights) {
+  accumulate_rows(labels, predictions, weights, [&](const double* row, int64_t c, int64_t label) {
+    const double target = row[label];
+    if (!std::isfinite(target)) return 0.0;
+    int64_t above = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      if (!std::isfinite(row[j])) return 0.0;
+      above += row[j] > target;
+    }
+    return above < k_ ? 1.0 : 0.0;
+  });
+}
+
+GRADUS_INLINE MeanIoU::MeanIoU(int64_t num_classes) : Metric("mean_iou"), c_(num_classes) {
+  GRADUS_CHECK(value_error, num_classes >= 1, "mean_iou: num_classes must be at least 1, got ", num_classes);
+  cm_.assign(size_t(c_ * c_), 0.0);
+}
+
+GRADUS_INLINE void MeanIoU::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                         const Tensor<double>* weights) {
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const Tensor<double> w = detail::weights_for(weights, p.shape(), name());
+  const double *a = l.data(), *b = p.data(), *wp = w.defined() ? w.data() : nullptr;
+  const int64_t n = p.size();
+  for (int64_t i = 0; i < n; ++i) {
+    if (wp && wp[i] == 0) continue;
+    class_index(a[i], c_, "label", i);
+    class_index(b[i], c_, "prediction", i);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (wp && wp[i] == 0) continue;
+    cm_[size_t(int64_t(a[i]) * c_ + int64_t(b[i]))] += wp ? wp[i] : 1.0;
+  }
+}
+
+GRADUS_INLINE double MeanIoU::compute() const {
+  double sum = 0;
+  int64_t valid = 0;
+  for (int64_t k = 0; k < c_; ++k) {
+    double row = 0, col = 0;
+    for (int64_t j = 0; j < c_; ++j) {
+      row += cm_[size_t(k * c_ + j)];
+      col += cm_[size_t(j * c_ + k)];
+    }
+    const double diag = cm_[size_t(k * c_ + k)];
+    const double denom = row + col - diag;
+    if (denom != 0) ++valid;
+    sum += diag / (denom > 0 ? denom : 1.0);
+  }
+  return valid > 0 ? sum / double(valid) : 0.0;
+}
+
+GRADUS_INLINE void Perplexity::update_log_likelihood_tensors(const Tensor<double>& log_likelihoods,
+                                                             const Tensor<double>* weights) {
+  require_defined(log_likelihoods, "log_likelihoods");
+  if (weights) require_defined(*weights, "weights");
+  const double* ll = log_likelihoods.data();
+  accumulate(log_likelihoods.shape(), weights, [&](int64_t i) { return -ll[i]; });
+  mark_updated();
+}
+
+GRADUS_INLINE void Perplexity::update_batch(const Tensor<double>& labels, const Tensor<double>& logits,
+                                            const Tensor<double>* weights) {
+  accumulate_rows(labels, logits, weights, [](const double* row, int64_t c, int64_t label) {
+    const double m = *std::max_element(row, row + c);
+    double s = 0;
+    for (int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+    return m + std::log(s) - row[label];
+  });
+}
+}  // namespace gradus::metrics
+#endif  // GRADUS_DEFINE_COMPILED

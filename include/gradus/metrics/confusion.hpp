@@ -10,6 +10,7 @@
 #include <numeric>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/metrics/metric.hpp"
 
 namespace gradus::metrics {
@@ -19,20 +20,7 @@ namespace gradus::metrics {
 class ThresholdConfusion {
  public:
   ThresholdConfusion() = default;
-  explicit ThresholdConfusion(std::vector<double> thresholds) : thresholds_(std::move(thresholds)) {
-    const size_t t = thresholds_.size();
-    std::vector<size_t> order(t);
-    std::iota(order.begin(), order.end(), size_t(0));
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return float(thresholds_[a]) < float(thresholds_[b]); });
-    sorted_.resize(t);
-    rank_.resize(t);
-    for (size_t j = 0; j < t; ++j) {
-      sorted_[j] = float(thresholds_[order[j]]);
-      rank_[order[j]] = j;
-    }
-    clear();
-  }
+  explicit ThresholdConfusion(std::vector<double> thresholds);
 
   /// The thresholds, in the order given.
   const std::vector<double>& thresholds() const { return thresholds_; }
@@ -47,37 +35,8 @@ class ThresholdConfusion {
   double fn(size_t i) const { return fn_[rank_[i]]; }
 
   /// Adds a batch: labels, predictions and weights (undefined: all ones) of one shape.
-  void add(const Tensor<double>& labels, const Tensor<double>& predictions, const Tensor<double>& weights) {
-    const size_t t = sorted_.size();
-    pos_.assign(t + 1, 0.0);
-    neg_.assign(t + 1, 0.0);
-    const double *l = labels.data(), *p = predictions.data();
-    const double* w = weights.defined() ? weights.data() : nullptr;
-    for (int64_t i = 0, n = predictions.size(); i < n; ++i) {
-      const double wi = w ? w[i] : 1.0;
-      if (wi == 0) continue;
-      // Number of thresholds below the prediction: it is positive at exactly those.
-      const auto k = size_t(std::lower_bound(sorted_.begin(), sorted_.end(), float(p[i])) - sorted_.begin());
-      (l[i] != 0 ? pos_ : neg_)[k] += wi;
-    }
-    double pos = 0, neg = 0;
-    for (size_t j = t; j-- > 0;) {
-      pos += pos_[j + 1];
-      neg += neg_[j + 1];
-      tp_[j] += pos;
-      fp_[j] += neg;
-    }
-    pos = neg = 0;
-    for (size_t j = 0; j < t; ++j) {
-      pos += pos_[j];
-      neg += neg_[j];
-      fn_[j] += pos;
-      tn_[j] += neg;
-    }
-  }
-  void clear() {
-    for (auto* v : {&tp_, &fp_, &tn_, &fn_}) v->assign(thresholds_.size(), 0.0);
-  }
+  void add(const Tensor<double>& labels, const Tensor<double>& predictions, const Tensor<double>& weights);
+  void clear();
 
  private:
   std::vector<double> thresholds_;
@@ -95,24 +54,9 @@ class ConfusionMetric : public Metric {
 
  protected:
   /// `unit_interval`: predictions must lie in [0, 1] (TF asserts so for the curve metrics).
-  ConfusionMetric(std::string name, std::vector<double> thresholds, bool unit_interval)
-      : Metric(std::move(name)), counts_(std::move(thresholds)), unit_interval_(unit_interval) {
-    GRADUS_CHECK(value_error, counts_.size() > 0, this->name(), ": needs at least one threshold");
-  }
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const Tensor<double> w = detail::weights_for(weights, p.shape(), name());
-    if (unit_interval_) {
-      const double* wp = w.defined() ? w.data() : nullptr;
-      const double* pp = p.data();
-      for (int64_t i = 0, n = p.size(); i < n; ++i)
-        GRADUS_CHECK(value_error, (wp && wp[i] == 0) || (pp[i] >= 0 && pp[i] <= 1), name(),
-                     ": predictions must be in [0, 1], got ", pp[i]);
-    }
-    counts_.add(l, p, w);
-  }
+  ConfusionMetric(std::string name, std::vector<double> thresholds, bool unit_interval);
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
   void clear() override { counts_.clear(); }
 
   ThresholdConfusion counts_;
@@ -131,23 +75,14 @@ struct ThresholdOptions {
 class ThresholdMetric : public ConfusionMetric {
  public:
   /// One value per threshold, in the order given; throws before any update.
-  std::vector<double> results() const {
-    require_result();
-    std::vector<double> r(counts_.size());
-    for (size_t i = 0; i < r.size(); ++i) r[i] = value_at(i);
-    return r;
-  }
+  std::vector<double> results() const;
 
  protected:
   ThresholdMetric(std::string name, ThresholdOptions opts)
       : ConfusionMetric(std::move(name), std::move(opts.thresholds), false) {}
   virtual double value_at(size_t i) const = 0;
   /// result() is the value at the only threshold; with several it throws (use results()).
-  double compute() const override {
-    GRADUS_CHECK(value_error, counts_.size() == 1, name(), ": result() needs exactly one threshold, this metric has ",
-                 counts_.size(), "; use results()");
-    return value_at(0);
-  }
+  GRADUS_INLINE_DECL double compute() const override;
 };
 
 namespace detail {
@@ -207,20 +142,9 @@ class Recall : public detail::CountsMetric<detail::recall> {
 
 namespace detail {
 /// TF's curve thresholds: {-1e-7, 1/(n-1), ..., (n-2)/(n-1), top}.
-inline std::vector<double> curve_thresholds(int num_thresholds, double top, std::string_view metric) {
-  GRADUS_CHECK(value_error, num_thresholds >= 2, metric, ": num_thresholds must be at least 2, got ", num_thresholds);
-  std::vector<double> t{-1e-7};
-  for (int i = 0; i < num_thresholds - 2; ++i) t.push_back((i + 1) * 1.0 / (num_thresholds - 1));
-  t.push_back(top);
-  return t;
-}
+std::vector<double> curve_thresholds(int num_thresholds, double top, std::string_view metric);
 /// User thresholds, sorted, between the endpoints {-1e-7, 1 + 1e-7} (tf.metrics.auc thresholds=).
-inline std::vector<double> bracketed_thresholds(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  t.insert(t.begin(), -1e-7);
-  t.push_back(1.0 + 1e-7);
-  return t;
-}
+std::vector<double> bracketed_thresholds(std::vector<double> t);
 }  // namespace detail
 
 /// Which curve AUC integrates: ROC (recall over false-positive rate) or PR (precision over recall).
@@ -243,57 +167,16 @@ struct AucOptions {
 ///   AUC roc;  AUC pr({.curve = Curve::pr, .summation = Summation::careful_interpolation});
 class AUC : public ConfusionMetric {
  public:
-  explicit AUC(AucOptions opts = {})
-      : ConfusionMetric("auc",
-                        opts.thresholds.empty() ? detail::curve_thresholds(opts.num_thresholds, 1.0 + 1e-7, "auc")
-                                                : detail::bracketed_thresholds(opts.thresholds),
-                        true),
-        curve_(opts.curve), summation_(opts.summation) {}
+  explicit AUC(AucOptions opts = {});
 
  protected:
-  double compute() const override {
-    const size_t t = counts_.size();
-    std::vector<double> tp(t), fp(t), tn(t), fn(t);
-    for (size_t i = 0; i < t; ++i) tp[i] = counts_.tp(i), fp[i] = counts_.fp(i), tn[i] = counts_.tn(i), fn[i] = counts_.fn(i);
-    if (curve_ == Curve::pr && summation_ == Summation::careful_interpolation) return interpolate_pr(tp, fp, fn);
-    constexpr double eps = 1e-6;
-    std::vector<double> x(t), y(t);
-    for (size_t i = 0; i < t; ++i) {
-      const double rec = (tp[i] + eps) / (tp[i] + fn[i] + eps);
-      if (curve_ == Curve::roc) {
-        x[i] = fp[i] / (fp[i] + tn[i] + eps);
-        y[i] = rec;
-      } else {
-        x[i] = rec;
-        y[i] = (tp[i] + eps) / (tp[i] + fp[i] + eps);
-      }
-    }
-    double area = 0;
-    for (size_t i = 0; i + 1 < t; ++i) {
-      const double h = summation_ == Summation::minoring   ? std::min(y[i], y[i + 1])
-                       : summation_ == Summation::majoring ? std::max(y[i], y[i + 1])
-                                                           : (y[i] + y[i + 1]) / 2.0;
-      area += (x[i] - x[i + 1]) * h;
-    }
-    return area;
-  }
+  GRADUS_INLINE_DECL double compute() const override;
 
  private:
   // TF's interpolate_pr_auc: TP and P = TP + FP vary linearly between thresholds, so precision
   // integrates in closed form over each interval.
   static double interpolate_pr(const std::vector<double>& tp, const std::vector<double>& fp,
-                               const std::vector<double>& fn) {
-    double area = 0;
-    for (size_t i = 0; i + 1 < tp.size(); ++i) {
-      const double dtp = tp[i] - tp[i + 1];
-      const double p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];
-      const double slope = detail::div_no_nan(dtp, std::max(p0 - p1, 0.0));
-      const double intercept = tp[i + 1] - slope * p1;
-      const double ratio = p0 > 0 && p1 > 0 ? detail::div_no_nan(p0, std::max(p1, 0.0)) : 1.0;
-      area += detail::div_no_nan(slope * (dtp + intercept * std::log(ratio)), std::max(tp[i + 1] + fn[i + 1], 0.0));
-    }
-    return area;
-  }
+                               const std::vector<double>& fn);
 
   Curve curve_;
   Summation summation_;
@@ -303,25 +186,10 @@ class AUC : public ConfusionMetric {
 /// `specificity` (first such threshold), as tf.metrics.sensitivity_at_specificity; predictions in [0, 1].
 class SensitivityAtSpecificity : public ConfusionMetric {
  public:
-  explicit SensitivityAtSpecificity(double specificity, int num_thresholds = 200)
-      : ConfusionMetric("sensitivity_at_specificity",
-                        detail::curve_thresholds(num_thresholds, 1.0 + 1e-7, "sensitivity_at_specificity"), true),
-        target_(specificity) {
-    GRADUS_CHECK(value_error, specificity >= 0 && specificity <= 1,
-                 "sensitivity_at_specificity: specificity must be in [0, 1], got ", specificity);
-  }
+  explicit SensitivityAtSpecificity(double specificity, int num_thresholds = 200);
 
  protected:
-  double compute() const override {
-    constexpr double eps = 1e-7;
-    size_t best = 0;
-    double best_gap = INFINITY;
-    for (size_t i = 0; i < counts_.size(); ++i) {
-      const double gap = std::abs(counts_.tn(i) / (counts_.tn(i) + counts_.fp(i) + eps) - target_);
-      if (gap < best_gap) best_gap = gap, best = i;
-    }
-    return counts_.tp(best) / (counts_.tp(best) + counts_.fn(best) + eps);
-  }
+  GRADUS_INLINE_DECL double compute() const override;
 
  private:
   double target_;
@@ -332,28 +200,205 @@ class SensitivityAtSpecificity : public ConfusionMetric {
 /// threshold of 1 - 1e-7; predictions in [0, 1].
 class SpecificityAtSensitivity : public ConfusionMetric {
  public:
-  explicit SpecificityAtSensitivity(double sensitivity, int num_thresholds = 200)
-      : ConfusionMetric("specificity_at_sensitivity",
-                        detail::curve_thresholds(num_thresholds, 1.0 - 1e-7, "specificity_at_sensitivity"), true),
-        target_(sensitivity) {
-    GRADUS_CHECK(value_error, sensitivity >= 0 && sensitivity <= 1,
-                 "specificity_at_sensitivity: sensitivity must be in [0, 1], got ", sensitivity);
-  }
+  explicit SpecificityAtSensitivity(double sensitivity, int num_thresholds = 200);
 
  protected:
-  double compute() const override {
-    constexpr double eps = 1e-7;
-    size_t best = 0;
-    double best_gap = INFINITY;
-    for (size_t i = 0; i < counts_.size(); ++i) {
-      const double gap = std::abs(counts_.tp(i) / (counts_.tp(i) + counts_.fn(i) + eps) - target_);
-      if (gap <= best_gap) best_gap = gap, best = i;
-    }
-    return counts_.tn(best) / (counts_.tn(best) + counts_.fp(best) + eps);
-  }
+  GRADUS_INLINE_DECL double compute() const override;
 
  private:
   double target_;
 };
 
 }  // namespace gradus::metrics
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::metrics {
+GRADUS_INLINE ThresholdConfusion::ThresholdConfusion(std::vector<double> thresholds)
+    : thresholds_(std::move(thresholds)) {
+  const size_t t = thresholds_.size();
+  std::vector<size_t> order(t);
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return float(thresholds_[a]) < float(thresholds_[b]); });
+  sorted_.resize(t);
+  rank_.resize(t);
+  for (size_t j = 0; j < t; ++j) {
+    sorted_[j] = float(thresholds_[order[j]]);
+    rank_[order[j]] = j;
+  }
+  clear();
+}
+
+GRADUS_INLINE void ThresholdConfusion::add(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                           const Tensor<double>& weights) {
+  const size_t t = sorted_.size();
+  pos_.assign(t + 1, 0.0);
+  neg_.assign(t + 1, 0.0);
+  const double *l = labels.data(), *p = predictions.data();
+  const double* w = weights.defined() ? weights.data() : nullptr;
+  for (int64_t i = 0, n = predictions.size(); i < n; ++i) {
+    const double wi = w ? w[i] : 1.0;
+    if (wi == 0) continue;
+    // Number of thresholds below the prediction: it is positive at exactly those.
+    const auto k = size_t(std::lower_bound(sorted_.begin(), sorted_.end(), float(p[i])) - sorted_.begin());
+    (l[i] != 0 ? pos_ : neg_)[k] += wi;
+  }
+  double pos = 0, neg = 0;
+  for (size_t j = t; j-- > 0;) {
+    pos += pos_[j + 1];
+    neg += neg_[j + 1];
+    tp_[j] += pos;
+    fp_[j] += neg;
+  }
+  pos = neg = 0;
+  for (size_t j = 0; j < t; ++j) {
+    pos += pos_[j];
+    neg += neg_[j];
+    fn_[j] += pos;
+    tn_[j] += neg;
+  }
+}
+
+GRADUS_INLINE void ThresholdConfusion::clear() {
+  for (auto* v : {&tp_, &fp_, &tn_, &fn_}) v->assign(thresholds_.size(), 0.0);
+}
+
+GRADUS_INLINE ConfusionMetric::ConfusionMetric(std::string name, std::vector<double> thresholds, bool unit_interval)
+    : Metric(std::move(name)), counts_(std::move(thresholds)), unit_interval_(unit_interval) {
+  GRADUS_CHECK(value_error, counts_.size() > 0, this->name(), ": needs at least one threshold");
+}
+
+GRADUS_INLINE void ConfusionMetric::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                                 const Tensor<double>* weights) {
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const Tensor<double> w = detail::weights_for(weights, p.shape(), name());
+  if (unit_interval_) {
+    const double* wp = w.defined() ? w.data() : nullptr;
+    const double* pp = p.data();
+    for (int64_t i = 0, n = p.size(); i < n; ++i)
+      GRADUS_CHECK(value_error, (wp && wp[i] == 0) || (pp[i] >= 0 && pp[i] <= 1), name(),
+                   ": predictions must be in [0, 1], got ", pp[i]);
+  }
+  counts_.add(l, p, w);
+}
+
+GRADUS_INLINE std::vector<double> ThresholdMetric::results() const {
+  require_result();
+  std::vector<double> r(counts_.size());
+  for (size_t i = 0; i < r.size(); ++i) r[i] = value_at(i);
+  return r;
+}
+
+GRADUS_INLINE double ThresholdMetric::compute() const {
+  GRADUS_CHECK(value_error, counts_.size() == 1, name(), ": result() needs exactly one threshold, this metric has ",
+               counts_.size(), "; use results()");
+  return value_at(0);
+}
+}  // namespace gradus::metrics
+
+namespace gradus::metrics::detail {
+GRADUS_INLINE std::vector<double> curve_thresholds(int num_thresholds, double top, std::string_view metric) {
+  GRADUS_CHECK(value_error, num_thresholds >= 2, metric, ": num_thresholds must be at least 2, got ", num_thresholds);
+  std::vector<double> t{-1e-7};
+  for (int i = 0; i < num_thresholds - 2; ++i) t.push_back((i + 1) * 1.0 / (num_thresholds - 1));
+  t.push_back(top);
+  return t;
+}
+
+GRADUS_INLINE std::vector<double> bracketed_thresholds(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  t.insert(t.begin(), -1e-7);
+  t.push_back(1.0 + 1e-7);
+  return t;
+}
+}  // namespace gradus::metrics::detail
+
+namespace gradus::metrics {
+GRADUS_INLINE AUC::AUC(AucOptions opts)
+    : ConfusionMetric("auc",
+                      opts.thresholds.empty() ? detail::curve_thresholds(opts.num_thresholds, 1.0 + 1e-7, "auc")
+                                              : detail::bracketed_thresholds(opts.thresholds),
+                      true),
+      curve_(opts.curve), summation_(opts.summation) {}
+
+GRADUS_INLINE double AUC::compute() const {
+  const size_t t = counts_.size();
+  std::vector<double> tp(t), fp(t), tn(t), fn(t);
+  for (size_t i = 0; i < t; ++i) tp[i] = counts_.tp(i), fp[i] = counts_.fp(i), tn[i] = counts_.tn(i), fn[i] = counts_.fn(i);
+  if (curve_ == Curve::pr && summation_ == Summation::careful_interpolation) return interpolate_pr(tp, fp, fn);
+  constexpr double eps = 1e-6;
+  std::vector<double> x(t), y(t);
+  for (size_t i = 0; i < t; ++i) {
+    const double rec = (tp[i] + eps) / (tp[i] + fn[i] + eps);
+    if (curve_ == Curve::roc) {
+      x[i] = fp[i] / (fp[i] + tn[i] + eps);
+      y[i] = rec;
+    } else {
+      x[i] = rec;
+      y[i] = (tp[i] + eps) / (tp[i] + fp[i] + eps);
+    }
+  }
+  double area = 0;
+  for (size_t i = 0; i + 1 < t; ++i) {
+    const double h = summation_ == Summation::minoring   ? std::min(y[i], y[i + 1])
+                     : summation_ == Summation::majoring ? std::max(y[i], y[i + 1])
+                                                         : (y[i] + y[i + 1]) / 2.0;
+    area += (x[i] - x[i + 1]) * h;
+  }
+  return area;
+}
+
+GRADUS_INLINE double AUC::interpolate_pr(const std::vector<double>& tp, const std::vector<double>& fp,
+                                         const std::vector<double>& fn) {
+  double area = 0;
+  for (size_t i = 0; i + 1 < tp.size(); ++i) {
+    const double dtp = tp[i] - tp[i + 1];
+    const double p0 = tp[i] + fp[i], p1 = tp[i + 1] + fp[i + 1];
+    const double slope = detail::div_no_nan(dtp, std::max(p0 - p1, 0.0));
+    const double intercept = tp[i + 1] - slope * p1;
+    const double ratio = p0 > 0 && p1 > 0 ? detail::div_no_nan(p0, std::max(p1, 0.0)) : 1.0;
+    area += detail::div_no_nan(slope * (dtp + intercept * std::log(ratio)), std::max(tp[i + 1] + fn[i + 1], 0.0));
+  }
+  return area;
+}
+
+GRADUS_INLINE SensitivityAtSpecificity::SensitivityAtSpecificity(double specificity, int num_thresholds)
+    : ConfusionMetric("sensitivity_at_specificity",
+                      detail::curve_thresholds(num_thresholds, 1.0 + 1e-7, "sensitivity_at_specificity"), true),
+      target_(specificity) {
+  GRADUS_CHECK(value_error, specificity >= 0 && specificity <= 1,
+               "sensitivity_at_specificity: specificity must be in [0, 1], got ", specificity);
+}
+
+GRADUS_INLINE double SensitivityAtSpecificity::compute() const {
+  constexpr double eps = 1e-7;
+  size_t best = 0;
+  double best_gap = INFINITY;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    const double gap = std::abs(counts_.tn(i) / (counts_.tn(i) + counts_.fp(i) + eps) - target_);
+    if (gap < best_gap) best_gap = gap, best = i;
+  }
+  return counts_.tp(best) / (counts_.tp(best) + counts_.fn(best) + eps);
+}
+
+GRADUS_INLINE SpecificityAtSensitivity::SpecificityAtSensitivity(double sensitivity, int num_thresholds)
+    : ConfusionMetric("specificity_at_sensitivity",
+                      detail::curve_thresholds(num_thresholds, 1.0 - 1e-7, "specificity_at_sensitivity"), true),
+      target_(sensitivity) {
+  GRADUS_CHECK(value_error, sensitivity >= 0 && sensitivity <= 1,
+               "specificity_at_sensitivity: sensitivity must be in [0, 1], got ", sensitivity);
+}
+
+GRADUS_INLINE double SpecificityAtSensitivity::compute() const {
+  constexpr double eps = 1e-7;
+  size_t best = 0;
+  double best_gap = INFINITY;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    const double gap = std::abs(counts_.tp(i) / (counts_.tp(i) + counts_.fn(i) + eps) - target_);
+    if (gap <= best_gap) best_gap = gap, best = i;
+  }
+  return counts_.tn(best) / (counts_.tn(best) + counts_.fp(best) + eps);
+}
+}  // namespace gradus::metrics
+#endif  // GRADUS_DEFINE_COMPILED

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
 #include "gradus/core/tensor.hpp"
@@ -55,87 +56,21 @@ inline Shape drop_last(Shape s) {
 
 /// TF's remove_squeezable_dimensions: when the ranks differ by one and the higher-rank side
 /// ends in a dimension of 1, that dimension goes; then the shapes must be equal.
-inline void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, std::string_view metric) {
-  const int lr = labels.rank(), pr = predictions.rank();
-  if (pr == lr + 1 && predictions.shape().back() == 1)
-    predictions = predictions.reshape(drop_last(predictions.shape()));
-  else if (lr == pr + 1 && labels.shape().back() == 1)
-    labels = labels.reshape(drop_last(labels.shape()));
-  GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), metric, ": labels shape ", labels.shape(),
-               " does not match predictions shape ", predictions.shape());
-}
+void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, std::string_view metric);
 
 /// Class-id labels for scores of shape [..., C]: labels [...] or [..., 1] (squeezed).
-inline Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
-                                    std::string_view metric) {
-  GRADUS_CHECK(shape_error, scores.rank() >= 1 && scores.shape().back() > 0, metric,
-               ": predictions need a non-empty last (class) dimension, got shape ", scores.shape());
-  Tensor<double> l = labels;
-  if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
-  GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
-               " does not match predictions shape ", scores.shape(), " without its class dimension",
-               labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
-                                                : "");
-  return l;
-}
+Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
+                             std::string_view metric);
 
 /// `t` broadcast to `to` by NumPy rules (dimensions aligned on the right, each 1 or equal);
 /// `what` names `t` in the error. Returns `t` itself when it already has shape `to`.
-inline Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
-                                std::string_view metric) {
-  const int r = to.rank();
-  bool fits = t.rank() <= r;
-  Shape s;
-  for (int i = 0; fits && i < r; ++i) {
-    const int j = i - (r - t.rank());
-    s.push_back(j >= 0 ? t.shape()[j] : 1);
-    fits = s[i] == to[i] || s[i] == 1;
-  }
-  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
-  if (t.shape() == to) return t;
-  const Tensor<double> b = t.reshape(s);
-
-  std::array<int64_t, kMaxRank> stride = row_major_strides(s);
-  for (int i = 0; i < r; ++i)
-    if (s[i] == 1) stride[size_t(i)] = 0;
-  Tensor<double> out(to);
-  std::array<int64_t, kMaxRank> idx{};
-  int64_t off = 0;
-  const double* src = b.data();
-  double* dst = out.data();
-  for (int64_t k = 0, n = out.size(); k < n; ++k) {
-    dst[k] = src[off];
-    for (int d = r - 1; d >= 0; --d) {
-      const size_t ud = size_t(d);
-      if (++idx[ud] < to[d]) {
-        off += stride[ud];
-        break;
-      }
-      off -= stride[ud] * (to[d] - 1);
-      idx[ud] = 0;
-    }
-  }
-  return out;
-}
+Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
+                         std::string_view metric);
 
 /// `t` broadcast to `to` under TF's weight rules (see the file comment): a scalar, or after the
 /// trailing squeeze / expand the same rank with every dimension 1 or equal.
-inline Tensor<double> broadcast_to(const Tensor<double>& t, const Shape& to, const char* what,
-                                   std::string_view metric) {
-  const int r = to.rank();
-  Tensor<double> b = t;
-  if (b.rank() == r + 1 && b.shape().back() == 1) {
-    b = b.reshape(drop_last(b.shape()));
-  } else if (b.rank() > 0 && b.rank() + 1 == r) {
-    Shape s = b.shape();
-    s.push_back(1);
-    b = b.reshape(s);
-  }
-  bool fits = b.rank() == 0 || b.rank() == r;
-  for (int i = 0; fits && i < b.rank(); ++i) fits = b.shape()[i] == to[i] || b.shape()[i] == 1;
-  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
-  return expand_to(b, to, what, metric);
-}
+Tensor<double> broadcast_to(const Tensor<double>& t, const Shape& to, const char* what,
+                            std::string_view metric);
 
 /// Weights for values of shape `to`: undefined (all ones) when `w` is null.
 inline Tensor<double> weights_for(const Tensor<double>* w, const Shape& to, std::string_view metric) {
@@ -208,13 +143,7 @@ class Metric {
   }
   /// The non-template form of `update`; `weights` may be null (all ones).
   void update_tensors(const Tensor<double>& labels, const Tensor<double>& predictions,
-                      const Tensor<double>* weights) {
-    require_defined(labels, "labels");
-    require_defined(predictions, "predictions");
-    if (weights) require_defined(*weights, "weights");
-    update_batch(labels, predictions, weights);
-    updated_ = true;
-  }
+                      const Tensor<double>* weights);
 
   /// The value over every batch since construction or reset(); throws gd::value_error before
   /// any update ("accuracy: result() before any update").
@@ -243,16 +172,14 @@ class Metric {
   /// Zeroes the state.
   virtual void clear() = 0;
 
-  void require_result() const { GRADUS_CHECK(value_error, updated_, name_, ": result() before any update"); }
+  void require_result() const;
   /// Labels[i] (or predictions[i] of MeanIoU, `what` = "prediction") as a class index in
   /// [0, num_classes); the error names the element type `update` was given.
   int64_t class_index(double v, int64_t num_classes, const char* what, int64_t position) const {
     const char* given = std::string_view(what) == "label" ? labels_type_ : predictions_type_;
     return detail::class_index(v, num_classes, what, name_, position, given);
   }
-  void require_defined(const Tensor<double>& t, const char* what) const {
-    GRADUS_CHECK(value_error, t.defined(), name_, ": ", what, " is an undefined tensor");
-  }
+  void require_defined(const Tensor<double>& t, const char* what) const;
   void mark_updated() { updated_ = true; }
 
  private:
@@ -360,19 +287,123 @@ class ValueMetric : public MeanMetric {
     update_values(detail::to_double(values), &w);
   }
   /// The non-template form of `update`; `weights` may be null (all ones).
-  void update_values(const Tensor<double>& values, const Tensor<double>* weights) {
-    require_defined(values, "values");
-    if (weights) require_defined(*weights, "weights");
-    add_values(values, weights);
-    mark_updated();
-  }
+  void update_values(const Tensor<double>& values, const Tensor<double>* weights);
 
  protected:
   using MeanMetric::MeanMetric;
   virtual void add_values(const Tensor<double>& values, const Tensor<double>* weights) = 0;
-  void update_batch(const Tensor<double>&, const Tensor<double>&, const Tensor<double>*) override {
-    GRADUS_CHECK(value_error, false, name(), ": takes update(values[, weights]), not (labels, predictions)");
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>&, const Tensor<double>&, const Tensor<double>*) override;
 };
 
 }  // namespace gradus::metrics
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::metrics::detail {
+GRADUS_INLINE void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, std::string_view metric) {
+  const int lr = labels.rank(), pr = predictions.rank();
+  if (pr == lr + 1 && predictions.shape().back() == 1)
+    predictions = predictions.reshape(drop_last(predictions.shape()));
+  else if (lr == pr + 1 && labels.shape().back() == 1)
+    labels = labels.reshape(drop_last(labels.shape()));
+  GRADUS_CHECK(shape_error, labels.shape() == predictions.shape(), metric, ": labels shape ", labels.shape(),
+               " does not match predictions shape ", predictions.shape());
+}
+
+GRADUS_INLINE Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
+                                           std::string_view metric) {
+  GRADUS_CHECK(shape_error, scores.rank() >= 1 && scores.shape().back() > 0, metric,
+               ": predictions need a non-empty last (class) dimension, got shape ", scores.shape());
+  Tensor<double> l = labels;
+  if (l.rank() == scores.rank() && l.shape().back() == 1) l = l.reshape(drop_last(l.shape()));
+  GRADUS_CHECK(shape_error, l.shape() == drop_last(scores.shape()), metric, ": labels shape ", labels.shape(),
+               " does not match predictions shape ", scores.shape(), " without its class dimension",
+               labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
+                                                : "");
+  return l;
+}
+
+GRADUS_INLINE Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
+                                       std::string_view metric) {
+  const int r = to.rank();
+  bool fits = t.rank() <= r;
+  Shape s;
+  for (int i = 0; fits && i < r; ++i) {
+    const int j = i - (r - t.rank());
+    s.push_back(j >= 0 ? t.shape()[j] : 1);
+    fits = s[i] == to[i] || s[i] == 1;
+  }
+  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
+  if (t.shape() == to) return t;
+  const Tensor<double> b = t.reshape(s);
+
+  std::array<int64_t, kMaxRank> stride = row_major_strides(s);
+  for (int i = 0; i < r; ++i)
+    if (s[i] == 1) stride[size_t(i)] = 0;
+  Tensor<double> out(to);
+  std::array<int64_t, kMaxRank> idx{};
+  int64_t off = 0;
+  const double* src = b.data();
+  double* dst = out.data();
+  for (int64_t k = 0, n = out.size(); k < n; ++k) {
+    dst[k] = src[off];
+    for (int d = r - 1; d >= 0; --d) {
+      const size_t ud = size_t(d);
+      if (++idx[ud] < to[d]) {
+        off += stride[ud];
+        break;
+      }
+      off -= stride[ud] * (to[d] - 1);
+      idx[ud] = 0;
+    }
+  }
+  return out;
+}
+
+GRADUS_INLINE Tensor<double> broadcast_to(const Tensor<double>& t, const Shape& to, const char* what,
+                                          std::string_view metric) {
+  const int r = to.rank();
+  Tensor<double> b = t;
+  if (b.rank() == r + 1 && b.shape().back() == 1) {
+    b = b.reshape(drop_last(b.shape()));
+  } else if (b.rank() > 0 && b.rank() + 1 == r) {
+    Shape s = b.shape();
+    s.push_back(1);
+    b = b.reshape(s);
+  }
+  bool fits = b.rank() == 0 || b.rank() == r;
+  for (int i = 0; fits && i < b.rank(); ++i) fits = b.shape()[i] == to[i] || b.shape()[i] == 1;
+  GRADUS_CHECK(shape_error, fits, metric, ": ", what, " shape ", t.shape(), " cannot be broadcast to ", to);
+  return expand_to(b, to, what, metric);
+}
+}  // namespace gradus::metrics::detail
+
+namespace gradus::metrics {
+GRADUS_INLINE void Metric::update_tensors(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                          const Tensor<double>* weights) {
+  require_defined(labels, "labels");
+  require_defined(predictions, "predictions");
+  if (weights) require_defined(*weights, "weights");
+  update_batch(labels, predictions, weights);
+  updated_ = true;
+}
+
+GRADUS_INLINE void Metric::require_result() const {
+  GRADUS_CHECK(value_error, updated_, name_, ": result() before any update");
+}
+
+GRADUS_INLINE void Metric::require_defined(const Tensor<double>& t, const char* what) const {
+  GRADUS_CHECK(value_error, t.defined(), name_, ": ", what, " is an undefined tensor");
+}
+
+GRADUS_INLINE void ValueMetric::update_values(const Tensor<double>& values, const Tensor<double>* weights) {
+  require_defined(values, "values");
+  if (weights) require_defined(*weights, "weights");
+  add_values(values, weights);
+  mark_updated();
+}
+
+GRADUS_INLINE void ValueMetric::update_batch(const Tensor<double>&, const Tensor<double>&, const Tensor<double>*) {
+  GRADUS_CHECK(value_error, false, name(), ": takes update(values[, weights]), not (labels, predictions)");
+}
+}  // namespace gradus::metrics
+#endif  // GRADUS_DEFINE_COMPILED

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/metrics/metric.hpp"
 
 namespace gradus::metrics {
@@ -66,32 +67,15 @@ class MeanRelativeError : public MeanMetric {
   }
   /// The non-template form of update_normalized; `weights` may be null.
   void update_normalized_tensors(const Tensor<double>& labels, const Tensor<double>& predictions,
-                                 const Tensor<double>& normalizer, const Tensor<double>* weights) {
-    require_defined(labels, "labels");
-    require_defined(predictions, "predictions");
-    require_defined(normalizer, "normalizer");
-    if (weights) require_defined(*weights, "weights");
-    add(labels, predictions, normalizer, weights);
-    mark_updated();
-  }
+                                 const Tensor<double>& normalizer, const Tensor<double>* weights);
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    GRADUS_CHECK(value_error, normalizer_.defined(), name(),
-                 ": no normalizer; construct with one or call update_normalized(labels, predictions, normalizer)");
-    add(labels, predictions, normalizer_, weights);
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
 
  private:
   void add(const Tensor<double>& labels, const Tensor<double>& predictions, const Tensor<double>& normalizer,
-           const Tensor<double>* weights) {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const Tensor<double> n = detail::expand_to(normalizer, p.shape(), "normalizer", name());
-    const double *a = l.data(), *b = p.data(), *c = n.data();
-    accumulate(p.shape(), weights, [&](int64_t i) { return c[i] == 0 ? 0.0 : std::abs(a[i] - b[i]) / c[i]; });
-  }
+           const Tensor<double>* weights);
 
   Tensor<double> normalizer_;
 };
@@ -113,42 +97,8 @@ class MeanCosineDistance : public MeanMetric {
   int64_t axis() const { return axis_; }
 
  protected:
-  void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
-                    const Tensor<double>* weights) override {
-    Tensor<double> l = labels, p = predictions;
-    detail::match_shapes(l, p, name());
-    const int r = p.rank();
-    GRADUS_CHECK(value_error, axis_ >= -r && axis_ < r, name(), ": axis ", axis_, " out of range for shape ", p.shape());
-    const int ax = int(axis_ < 0 ? axis_ + r : axis_);
-    int64_t inner = 1;
-    for (int i = ax + 1; i < r; ++i) inner *= p.shape()[i];
-    const int64_t n = p.shape()[ax];
-    Shape reduced = p.shape();
-    reduced[ax] = 1;
-
-    Tensor<double> w;
-    if (weights) {
-      w = *weights;
-      if (w.rank() == r - 1 && r > 1) {
-        Shape s = w.shape();
-        s.insert(ax, 1);
-        w = w.reshape(s);
-      }
-    }
-    const double *a = l.data(), *b = p.data();
-    const bool unit = normalize_;
-    accumulate(reduced, weights ? &w : nullptr, [&](int64_t k) {
-      const int64_t o = k / inner, in = k % inner;
-      double dot = 0, ll = 0, pp = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t at = (o * n + j) * inner + in;
-        dot += a[at] * b[at];
-        ll += a[at] * a[at];
-        pp += b[at] * b[at];
-      }
-      return unit ? dot / (std::sqrt(std::max(ll, 1e-12)) * std::sqrt(std::max(pp, 1e-12))) : dot;
-    });
-  }
+  GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                    const Tensor<double>* weights) override;
   double compute() const override { return 1.0 - mean(); }
 
  private:
@@ -157,3 +107,72 @@ class MeanCosineDistance : public MeanMetric {
 };
 
 }  // namespace gradus::metrics
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::metrics {
+GRADUS_INLINE void MeanRelativeError::update_normalized_tensors(const Tensor<double>& labels,
+                                                                const Tensor<double>& predictions,
+                                                                const Tensor<double>& normalizer,
+                                                                const Tensor<double>* weights) {
+  require_defined(labels, "labels");
+  require_defined(predictions, "predictions");
+  require_defined(normalizer, "normalizer");
+  if (weights) require_defined(*weights, "weights");
+  add(labels, predictions, normalizer, weights);
+  mark_updated();
+}
+
+GRADUS_INLINE void MeanRelativeError::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                                   const Tensor<double>* weights) {
+  GRADUS_CHECK(value_error, normalizer_.defined(), name(),
+               ": no normalizer; construct with one or call update_normalized(labels, predictions, normalizer)");
+  add(labels, predictions, normalizer_, weights);
+}
+
+GRADUS_INLINE void MeanRelativeError::add(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                          const Tensor<double>& normalizer, const Tensor<double>* weights) {
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const Tensor<double> n = detail::expand_to(normalizer, p.shape(), "normalizer", name());
+  const double *a = l.data(), *b = p.data(), *c = n.data();
+  accumulate(p.shape(), weights, [&](int64_t i) { return c[i] == 0 ? 0.0 : std::abs(a[i] - b[i]) / c[i]; });
+}
+
+GRADUS_INLINE void MeanCosineDistance::update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                                    const Tensor<double>* weights) {
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const int r = p.rank();
+  GRADUS_CHECK(value_error, axis_ >= -r && axis_ < r, name(), ": axis ", axis_, " out of range for shape ", p.shape());
+  const int ax = int(axis_ < 0 ? axis_ + r : axis_);
+  int64_t inner = 1;
+  for (int i = ax + 1; i < r; ++i) inner *= p.shape()[i];
+  const int64_t n = p.shape()[ax];
+  Shape reduced = p.shape();
+  reduced[ax] = 1;
+
+  Tensor<double> w;
+  if (weights) {
+    w = *weights;
+    if (w.rank() == r - 1 && r > 1) {
+      Shape s = w.shape();
+      s.insert(ax, 1);
+      w = w.reshape(s);
+    }
+  }
+  const double *a = l.data(), *b = p.data();
+  const bool unit = normalize_;
+  accumulate(reduced, weights ? &w : nullptr, [&](int64_t k) {
+    const int64_t o = k / inner, in = k % inner;
+    double dot = 0, ll = 0, pp = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t at = (o * n + j) * inner + in;
+      dot += a[at] * b[at];
+      ll += a[at] * a[at];
+      pp += b[at] * b[at];
+    }
+    return unit ? dot / (std::sqrt(std::max(ll, 1e-12)) * std::sqrt(std::max(pp, 1e-12))) : dot;
+  });
+}
+}  // namespace gradus::metrics
+#endif  // GRADUS_DEFINE_COMPILED

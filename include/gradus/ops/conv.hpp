@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
 
@@ -45,28 +46,7 @@ inline const char* padding_name(Padding p) { return p == Padding::same ? "same" 
 
 using backend::ConvPlan;
 
-inline ConvPlan plan_conv2d(const Shape& x, const Shape& w, const Conv2dArgs& o) {
-  GRADUS_CHECK(shape_error, x.rank() == 4, "conv2d: input must have rank 4 [N,H,W,C], got ", x);
-  GRADUS_CHECK(shape_error, w.rank() == 4, "conv2d: filter must have rank 4 [KH,KW,C,F], got ", w);
-  GRADUS_CHECK(shape_error, x[3] == w[2], "conv2d: input channels ", x[3], " differ from filter in_channels ", w[2],
-               ": ", x, " vs ", w);
-  GRADUS_CHECK(shape_error, w[0] > 0 && w[1] > 0, "conv2d: filter window must be non-empty, got ", w);
-  GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0, "conv2d: strides must be positive, got [",
-               o.strides[0], ",", o.strides[1], "]");
-  GRADUS_CHECK(value_error, o.dilations[0] > 0 && o.dilations[1] > 0, "conv2d: dilations must be positive, got [",
-               o.dilations[0], ",", o.dilations[1], "]");
-  ConvPlan p{x[0], x[1], x[2], x[3], w[0], w[1], w[3], 0, 0, o.strides[0], o.strides[1], o.dilations[0],
-             o.dilations[1], 0, 0};
-  if (o.padding == Padding::valid) {
-    const int64_t eh = (p.kh - 1) * p.dh + 1, ew = (p.kw - 1) * p.dw + 1;
-    GRADUS_CHECK(shape_error, eh <= p.h && ew <= p.w, "conv2d: filter window ", eh, "x", ew,
-                 " (dilated) is larger than the input ", p.h, "x", p.w, " with valid padding: ", x, " vs ", w);
-  }
-  const WindowAxis ah = window_axis(p.h, p.kh, p.sh, p.dh, o.padding);
-  const WindowAxis aw = window_axis(p.w, p.kw, p.sw, p.dw, o.padding);
-  p.oh = ah.out, p.ph = ah.pad, p.ow = aw.out, p.pw = aw.pad;
-  return p;
-}
+ConvPlan plan_conv2d(const Shape& x, const Shape& w, const Conv2dArgs& o);
 
 template <class XE, class WE, class... BE>
 auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, const BE&... b_expr) {
@@ -165,3 +145,30 @@ auto conv2d(const X& input, const W& filter, const B& bias, const Conv2dArgs& op
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE ConvPlan plan_conv2d(const Shape& x, const Shape& w, const Conv2dArgs& o) {
+  GRADUS_CHECK(shape_error, x.rank() == 4, "conv2d: input must have rank 4 [N,H,W,C], got ", x);
+  GRADUS_CHECK(shape_error, w.rank() == 4, "conv2d: filter must have rank 4 [KH,KW,C,F], got ", w);
+  GRADUS_CHECK(shape_error, x[3] == w[2], "conv2d: input channels ", x[3], " differ from filter in_channels ", w[2],
+               ": ", x, " vs ", w);
+  GRADUS_CHECK(shape_error, w[0] > 0 && w[1] > 0, "conv2d: filter window must be non-empty, got ", w);
+  GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0, "conv2d: strides must be positive, got [",
+               o.strides[0], ",", o.strides[1], "]");
+  GRADUS_CHECK(value_error, o.dilations[0] > 0 && o.dilations[1] > 0, "conv2d: dilations must be positive, got [",
+               o.dilations[0], ",", o.dilations[1], "]");
+  ConvPlan p{x[0], x[1], x[2], x[3], w[0], w[1], w[3], 0, 0, o.strides[0], o.strides[1], o.dilations[0],
+             o.dilations[1], 0, 0};
+  if (o.padding == Padding::valid) {
+    const int64_t eh = (p.kh - 1) * p.dh + 1, ew = (p.kw - 1) * p.dw + 1;
+    GRADUS_CHECK(shape_error, eh <= p.h && ew <= p.w, "conv2d: filter window ", eh, "x", ew,
+                 " (dilated) is larger than the input ", p.h, "x", p.w, " with valid padding: ", x, " vs ", w);
+  }
+  const WindowAxis ah = window_axis(p.h, p.kh, p.sh, p.dh, o.padding);
+  const WindowAxis aw = window_axis(p.w, p.kw, p.sw, p.dw, o.padding);
+  p.oh = ah.out, p.ph = ah.pad, p.ow = aw.out, p.pw = aw.pad;
+  return p;
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

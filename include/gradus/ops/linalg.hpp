@@ -2,6 +2,7 @@
 // node and the gradient rule; the products run on backend::gemm.
 #pragma once
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
 
@@ -15,23 +16,7 @@ struct MatmulPlan {
   Shape batch, a_batch, b_batch, out;
   bool a_vec = false, b_vec = false;
   bool ta = false, tb = false;
-  MatmulPlan(Shape a, Shape b, bool transpose_a = false, bool transpose_b = false) : ta(transpose_a), tb(transpose_b) {
-    GRADUS_CHECK(shape_error, a.rank() >= 1 && b.rank() >= 1, "matmul: operands must have rank >= 1, got ", a, " x ", b);
-    GRADUS_CHECK(shape_error, (!ta || a.rank() >= 2) && (!tb || b.rank() >= 2),
-                 "matmul: transpose_a / transpose_b need operands of rank >= 2, got ", a, " x ", b);
-    const Shape a0 = a, b0 = b;
-    if (a.rank() == 1) a_vec = true, a.insert(0, 1);
-    if (b.rank() == 1) b_vec = true, b.push_back(1);
-    m = a[a.rank() - (ta ? 1 : 2)], k = a[a.rank() - (ta ? 2 : 1)], n = b[b.rank() - (tb ? 2 : 1)];
-    GRADUS_CHECK(shape_error, k == b[b.rank() - (tb ? 1 : 2)], "matmul: inner dimensions differ: ", a0,
-                 ta ? "ᵀ" : "", " x ", b0, tb ? "ᵀ" : "");
-    for (int i = 0; i < a.rank() - 2; ++i) a_batch.push_back(a[i]);
-    for (int i = 0; i < b.rank() - 2; ++i) b_batch.push_back(b[i]);
-    batch = broadcast_shapes(a_batch, b_batch, "matmul");
-    out = batch;
-    if (!a_vec) out.push_back(m);
-    if (!b_vec) out.push_back(n);
-  }
+  MatmulPlan(Shape a, Shape b, bool transpose_a = false, bool transpose_b = false);
 };
 
 /// Where batch entry i of one operand (batch shape `own`, matrices of `stride` elements) starts
@@ -56,6 +41,17 @@ struct MatmulOptions {
   bool transpose_b = false;
 };
 
+namespace detail {
+/// What matmul returns for materialised operands A and B (each a Tensor or a Var): a Var when
+/// either is one.
+template <class A, class B>
+using matmul_result_t = std::conditional_t<is_var_v<A> || is_var_v<B>, Var<value_type_t<A>>, Tensor<value_type_t<A>>>;
+/// matmul of operands already materialised, inside the caller's profiler scope `prof`: one
+/// function per pair of operand kinds, which libgradus compiles for float and double.
+template <class A, class B>
+matmul_result_t<A, B> matmul_operands(const A& a, const B& b, const MatmulOptions& options, const OpScope& prof);
+}  // namespace detail
+
 /// Matrix product over the last two axes, broadcasting the batch axes (rank-1 operands as in
 /// NumPy). Runs on the backend's GEMM (backend/cpu/gemm.hpp on the CPU, cuBLAS on a GPU).
 ///   gd::matmul(x, w)   // [N,784] x [784,10] -> [N,10];  [B,m,k] x [k,n] -> [B,m,n]
@@ -64,10 +60,14 @@ template <Expression A, Expression B>
 auto matmul(const A& a_expr, const B& b_expr, const MatmulOptions& options = {}) {
   gradus::detail::OpScope prof;
   static_assert(detail::same_element_v<A, B>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: matmul — cast one operand first (gd::cast<T>(x))");
+  static_assert(Real<value_type_t<A>>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: matmul");
+  return detail::matmul_operands(materialize(a_expr), materialize(b_expr), options, prof);
+}
+
+namespace detail {
+template <class A, class B>
+matmul_result_t<A, B> matmul_operands(const A& a, const B& b, const MatmulOptions& options, const OpScope& prof) {
   using T = value_type_t<A>;
-  static_assert(Real<T>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: matmul");
-  auto a = materialize(a_expr);
-  auto b = materialize(b_expr);
   const Tensor<T>& av = detail::value_of(a);
   const Tensor<T>& bv = detail::value_of(b);
   const detail::MatmulPlan p(av.shape(), bv.shape(), options.transpose_a, options.transpose_b);
@@ -135,5 +135,41 @@ auto matmul(const A& a_expr, const B& b_expr, const MatmulOptions& options = {})
     }
   }, a, b);
 }
+}  // namespace detail
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE MatmulPlan::MatmulPlan(Shape a, Shape b, bool transpose_a, bool transpose_b) : ta(transpose_a), tb(transpose_b) {
+  GRADUS_CHECK(shape_error, a.rank() >= 1 && b.rank() >= 1, "matmul: operands must have rank >= 1, got ", a, " x ", b);
+  GRADUS_CHECK(shape_error, (!ta || a.rank() >= 2) && (!tb || b.rank() >= 2),
+               "matmul: transpose_a / transpose_b need operands of rank >= 2, got ", a, " x ", b);
+  const Shape a0 = a, b0 = b;
+  if (a.rank() == 1) a_vec = true, a.insert(0, 1);
+  if (b.rank() == 1) b_vec = true, b.push_back(1);
+  m = a[a.rank() - (ta ? 1 : 2)], k = a[a.rank() - (ta ? 2 : 1)], n = b[b.rank() - (tb ? 2 : 1)];
+  GRADUS_CHECK(shape_error, k == b[b.rank() - (tb ? 1 : 2)], "matmul: inner dimensions differ: ", a0,
+               ta ? "ᵀ" : "", " x ", b0, tb ? "ᵀ" : "");
+  for (int i = 0; i < a.rank() - 2; ++i) a_batch.push_back(a[i]);
+  for (int i = 0; i < b.rank() - 2; ++i) b_batch.push_back(b[i]);
+  batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  out = batch;
+  if (!a_vec) out.push_back(m);
+  if (!b_vec) out.push_back(n);
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+#define GRADUS_MATMUL_OPERANDS(INSTANCE, T)                                                                            \
+  INSTANCE Var<T> matmul_operands(const Var<T>&, const Var<T>&, const MatmulOptions&, const OpScope&);                  \
+  INSTANCE Var<T> matmul_operands(const Tensor<T>&, const Var<T>&, const MatmulOptions&, const OpScope&);               \
+  INSTANCE Var<T> matmul_operands(const Var<T>&, const Tensor<T>&, const MatmulOptions&, const OpScope&);               \
+  INSTANCE Tensor<T> matmul_operands(const Tensor<T>&, const Tensor<T>&, const MatmulOptions&, const OpScope&);
+GRADUS_MATMUL_OPERANDS(GRADUS_INSTANCE, float)
+GRADUS_MATMUL_OPERANDS(GRADUS_INSTANCE_DOUBLE, double)
+#undef GRADUS_MATMUL_OPERANDS
+}  // namespace gradus::detail
+#endif

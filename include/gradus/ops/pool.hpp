@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/ops/conv.hpp"
 
 namespace gradus {
@@ -24,19 +25,7 @@ namespace detail {
 
 using backend::PoolPlan;
 
-inline PoolPlan plan_pool2d(const Shape& x, const Pool2dOptions& o, const char* op) {
-  GRADUS_CHECK(shape_error, x.rank() == 4, op, ": input must have rank 4 [N,H,W,C], got ", x);
-  GRADUS_CHECK(value_error, o.ksize[0] > 0 && o.ksize[1] > 0, op, ": ksize must be positive, got [", o.ksize[0], ",",
-               o.ksize[1], "]");
-  GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0, op, ": strides must be positive, got [",
-               o.strides[0], ",", o.strides[1], "]");
-  if (o.padding == Padding::valid)
-    GRADUS_CHECK(shape_error, o.ksize[0] <= x[1] && o.ksize[1] <= x[2], op, ": window ", o.ksize[0], "x", o.ksize[1],
-                 " is larger than the input ", x[1], "x", x[2], " with valid padding: ", x);
-  const WindowAxis ah = window_axis(x[1], o.ksize[0], o.strides[0], 1, o.padding);
-  const WindowAxis aw = window_axis(x[2], o.ksize[1], o.strides[1], 1, o.padding);
-  return {x[0], x[1], x[2], x[3], o.ksize[0], o.ksize[1], o.strides[0], o.strides[1], ah.out, aw.out, ah.pad, aw.pad};
-}
+PoolPlan plan_pool2d(const Shape& x, const Pool2dOptions& o, const char* op);
 
 template <class E>
 auto pool2d_impl(const E& e, const Pool2dOptions& opts, bool max) {
@@ -78,3 +67,21 @@ auto avg_pool2d(const E& x, const Pool2dOptions& opts = {}) {
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE PoolPlan plan_pool2d(const Shape& x, const Pool2dOptions& o, const char* op) {
+  GRADUS_CHECK(shape_error, x.rank() == 4, op, ": input must have rank 4 [N,H,W,C], got ", x);
+  GRADUS_CHECK(value_error, o.ksize[0] > 0 && o.ksize[1] > 0, op, ": ksize must be positive, got [", o.ksize[0], ",",
+               o.ksize[1], "]");
+  GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0, op, ": strides must be positive, got [",
+               o.strides[0], ",", o.strides[1], "]");
+  if (o.padding == Padding::valid)
+    GRADUS_CHECK(shape_error, o.ksize[0] <= x[1] && o.ksize[1] <= x[2], op, ": window ", o.ksize[0], "x", o.ksize[1],
+                 " is larger than the input ", x[1], "x", x[2], " with valid padding: ", x);
+  const WindowAxis ah = window_axis(x[1], o.ksize[0], o.strides[0], 1, o.padding);
+  const WindowAxis aw = window_axis(x[2], o.ksize[1], o.strides[1], 1, o.padding);
+  return {x[0], x[1], x[2], x[3], o.ksize[0], o.ksize[1], o.strides[0], o.strides[1], ah.out, aw.out, ah.pad, aw.pad};
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

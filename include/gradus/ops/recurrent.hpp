@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
 
@@ -27,16 +28,7 @@ struct LstmSequenceOutputs {
 
 namespace detail {
 
-inline backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape& h0, const Shape& c0) {
-  GRADUS_CHECK(shape_error, xp.rank() == 3 && xp[1] >= 1 && xp[2] > 0 && xp[2] % 4 == 0,
-               "lstm_sequence: projected inputs must be [N, T, 4 units] with T >= 1, got ", xp);
-  const int64_t n = xp[0], u = xp[2] / 4;
-  GRADUS_CHECK(shape_error, (r == Shape{u, 4 * u}), "lstm_sequence: recurrent_kernel must be [", u, ", ", 4 * u,
-               "] for projected inputs ", xp, ", got ", r);
-  GRADUS_CHECK(shape_error, (h0 == Shape{n, u}), "lstm_sequence: h0 must be [", n, ", ", u, "], got ", h0);
-  GRADUS_CHECK(shape_error, (c0 == Shape{n, u}), "lstm_sequence: c0 must be [", n, ", ", u, "], got ", c0);
-  return {n, xp[1], u};
-}
+backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape& h0, const Shape& c0);
 
 }  // namespace detail
 
@@ -112,3 +104,18 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape& h0, const Shape& c0) {
+  GRADUS_CHECK(shape_error, xp.rank() == 3 && xp[1] >= 1 && xp[2] > 0 && xp[2] % 4 == 0,
+               "lstm_sequence: projected inputs must be [N, T, 4 units] with T >= 1, got ", xp);
+  const int64_t n = xp[0], u = xp[2] / 4;
+  GRADUS_CHECK(shape_error, (r == Shape{u, 4 * u}), "lstm_sequence: recurrent_kernel must be [", u, ", ", 4 * u,
+               "] for projected inputs ", xp, ", got ", r);
+  GRADUS_CHECK(shape_error, (h0 == Shape{n, u}), "lstm_sequence: h0 must be [", n, ", ", u, "], got ", h0);
+  GRADUS_CHECK(shape_error, (c0 == Shape{n, u}), "lstm_sequence: c0 must be [", n, ", ", u, "], got ", c0);
+  return {n, xp[1], u};
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
 
@@ -22,24 +23,7 @@ struct ReducePlan {
   int64_t count = 1;    // elements reduced into each output
 };
 
-inline ReducePlan plan_reduce(const Shape& in, std::initializer_list<int64_t> axes, bool keepdims, const char* op) {
-  std::array<bool, kMaxRank> red{};
-  if (axes.size() == 0)
-    red.fill(true);
-  else
-    for (int64_t a : axes) {
-      const int ax = normalize_axis(a, in.rank(), op);
-      GRADUS_CHECK(value_error, !red[size_t(ax)], op, ": axis ", a, " listed twice");
-      red[size_t(ax)] = true;
-    }
-  ReducePlan p{in, {}, {}, 1};
-  for (int i = 0; i < in.rank(); ++i) {
-    p.keep.push_back(red[size_t(i)] ? 1 : in[i]);
-    if (red[size_t(i)]) p.count *= in[i];
-    if (!red[size_t(i)] || keepdims) p.out.push_back(red[size_t(i)] ? 1 : in[i]);
-  }
-  return p;
-}
+ReducePlan plan_reduce(const Shape& in, std::initializer_list<int64_t> axes, bool keepdims, const char* op);
 
 /// `sum`/`mean` of an expression: its backward is the fused backward of the expression with the
 /// output's adjoint broadcast back over the reduced axes.
@@ -114,9 +98,7 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
 
 using backend::AxisView;
 
-inline ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op) {
-  return all ? plan_reduce(in, {}, keepdims, op) : plan_reduce(in, {axis}, keepdims, op);
-}
+ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op);
 
 /// max/min along one axis; the gradient is shared equally among tied extrema (as TensorFlow).
 template <class E>
@@ -287,3 +269,34 @@ auto logsumexp(const E& e, int64_t axis, bool keepdims = false) {
 }
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE ReducePlan plan_reduce(const Shape& in, std::initializer_list<int64_t> axes, bool keepdims, const char* op) {
+  std::array<bool, kMaxRank> red{};
+  if (axes.size() == 0)
+    red.fill(true);
+  else
+    for (int64_t a : axes) {
+      const int ax = normalize_axis(a, in.rank(), op);
+      GRADUS_CHECK(value_error, !red[size_t(ax)], op, ": axis ", a, " listed twice");
+      red[size_t(ax)] = true;
+    }
+  ReducePlan p{in, {}, {}, 1};
+  for (int i = 0; i < in.rank(); ++i) {
+    p.keep.push_back(red[size_t(i)] ? 1 : in[i]);
+    if (red[size_t(i)]) p.count *= in[i];
+    if (!red[size_t(i)] || keepdims) p.out.push_back(red[size_t(i)] ? 1 : in[i]);
+  }
+  return p;
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+GRADUS_INLINE ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op) {
+  return all ? plan_reduce(in, {}, keepdims, op) : plan_reduce(in, {axis}, keepdims, op);
+}
+}  // namespace gradus::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/profile/event.hpp"
 
 namespace gradus::profile::detail {
@@ -35,14 +36,27 @@ inline double numel(const Shape& s) { return double(s.numel()); }
 /// A convolution's product, 2·n(out)·n(w)/out_channels, from its forward event (operands x, w[, b]);
 /// 0 for any other event. A backward event cannot give it: it lists only the operands that
 /// receive a gradient, so the profiler keeps it with the node.
-inline double conv_product_flops(const Event& e) {
+double conv_product_flops(const Event& e);
+
+double forward_flops(const Event& e, int expr_ops);
+
+/// The FLOPs of a backward event, given its node's forward count and, for a convolution, its
+/// forward product (conv_product_flops of the forward event; both 0 when unknown), and the
+/// operands that receive a gradient (Event::input_shapes of a backward event).
+double backward_flops(const Event& e, double forward, double conv_product = 0);
+
+}  // namespace gradus::profile::detail
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::profile::detail {
+GRADUS_INLINE double conv_product_flops(const Event& e) {
   const std::string_view op = e.name;
   if (op != "conv2d" && op != "conv2d_bias_relu") return 0;
   if (e.input_shapes.size() < 2 || e.output_shape.rank() == 0 || e.output_shape.back() == 0) return 0;
   return 2 * numel(e.output_shape) * numel(e.input_shapes[1]) / double(e.output_shape.back());
 }
 
-inline double forward_flops(const Event& e, int expr_ops) {
+GRADUS_INLINE double forward_flops(const Event& e, int expr_ops) {
   const std::string_view op = e.name;
   const double out = numel(e.output_shape);
   const double in0 = e.input_shapes.empty() ? 0.0 : numel(e.input_shapes[0]);
@@ -67,10 +81,7 @@ inline double forward_flops(const Event& e, int expr_ops) {
   return 0;
 }
 
-/// The FLOPs of a backward event, given its node's forward count and, for a convolution, its
-/// forward product (conv_product_flops of the forward event; both 0 when unknown), and the
-/// operands that receive a gradient (Event::input_shapes of a backward event).
-inline double backward_flops(const Event& e, double forward, double conv_product = 0) {
+GRADUS_INLINE double backward_flops(const Event& e, double forward, double conv_product) {
   const std::string_view op = e.name;
   const double out = numel(e.output_shape);
   if (op == "matmul") return forward * double(e.input_shapes.size());
@@ -86,5 +97,5 @@ inline double backward_flops(const Event& e, double forward, double conv_product
   if (op == "lstm_sequence") return 2 * forward;
   return forward;
 }
-
 }  // namespace gradus::profile::detail
+#endif  // GRADUS_DEFINE_COMPILED

@@ -54,6 +54,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/profile/event.hpp"
 #include "gradus/summary/graph.hpp"
@@ -67,7 +68,45 @@ namespace detail {
 
 /// `s` with every character outside [A-Za-z0-9_.>] (and '/' where `slashes`) replaced by '_';
 /// with `slashes`, empty '/'-separated parts are dropped ("/a//b/" -> "a/b").
-inline std::string graph_name_part(std::string_view s, bool slashes) {
+std::string graph_name_part(std::string_view s, bool slashes);
+
+inline summary::TensorShape graph_shape(const Shape& s) { return {s.begin(), s.end()}; }
+
+/// The GraphDef of a run and, for each event, the name of the node its time counts for ("" for
+/// none): the forward node it created, or the gradient node of a backward event.
+struct NamedGraph {
+  summary::GraphDef graph;
+  std::vector<std::string> node_of_event;
+};
+
+/// Builds the graph by the rules of the file comment; `who` names the caller in errors.
+NamedGraph build_graph(const std::vector<Event>& events, const std::vector<ParameterInfo>& params, const char* who);
+
+}  // namespace detail
+
+/// The TensorBoard graph of `events` (a Profiler's, or hand-made), with a VariableV2 node per
+/// parameter of `params`; the rules for nodes, names, edges and attrs are in the file comment.
+///   w.graph(gd::profile::graph_def(profiler.events(), profiler.parameters()));
+/// value_error for an event with end_ns < start_ns, or a negative depth or thread.
+summary::GraphDef graph_def(const std::vector<Event>& events, const std::vector<ParameterInfo>& params = {});
+
+/// The compute time and memory of every graph node of `events` (graph_def's forward and gradient
+/// nodes, same names), on one device `cpu_device`: one NodeExecStats per forward event that is
+/// a graph node and per backward event that gradient nodes count, in the order they started.
+/// Times are whole microseconds since the earliest event began: all_start_micros is the start
+/// rounded down, all_end_rel_micros (= op_end_rel_micros) reaches the end rounded up, so any
+/// event that took time lasts >= 1 µs. Memory, when the event allocated any: allocator "cpu",
+/// total_bytes = max(peak_bytes, alloc_bytes), peak_bytes, live_bytes = max(alloc_bytes, 0).
+/// timeline_label is "<op>(<input shapes>)", thread_id the event's thread.
+///   w.run_metadata("step_1", 1, gd::profile::step_stats(profiler.events()));
+/// value_error as graph_def.
+summary::StepStats step_stats(const std::vector<Event>& events);
+
+}  // namespace gradus::profile
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::profile {
+GRADUS_INLINE std::string detail::graph_name_part(std::string_view s, bool slashes) {
   std::string out;
   for (char c : s) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -82,18 +121,8 @@ inline std::string graph_name_part(std::string_view s, bool slashes) {
   return out;
 }
 
-inline summary::TensorShape graph_shape(const Shape& s) { return {s.begin(), s.end()}; }
-
-/// The GraphDef of a run and, for each event, the name of the node its time counts for ("" for
-/// none): the forward node it created, or the gradient node of a backward event.
-struct NamedGraph {
-  summary::GraphDef graph;
-  std::vector<std::string> node_of_event;
-};
-
-/// Builds the graph by the rules of the file comment; `who` names the caller in errors.
-inline NamedGraph build_graph(const std::vector<Event>& events, const std::vector<ParameterInfo>& params,
-                              const char* who) {
+GRADUS_INLINE detail::NamedGraph detail::build_graph(const std::vector<Event>& events,
+                                                     const std::vector<ParameterInfo>& params, const char* who) {
   using summary::AttrValue;
   using summary::GraphNode;
   using summary::TensorShape;
@@ -260,27 +289,11 @@ inline NamedGraph build_graph(const std::vector<Event>& events, const std::vecto
   return out;
 }
 
-}  // namespace detail
-
-/// The TensorBoard graph of `events` (a Profiler's, or hand-made), with a VariableV2 node per
-/// parameter of `params`; the rules for nodes, names, edges and attrs are in the file comment.
-///   w.graph(gd::profile::graph_def(profiler.events(), profiler.parameters()));
-/// value_error for an event with end_ns < start_ns, or a negative depth or thread.
-inline summary::GraphDef graph_def(const std::vector<Event>& events, const std::vector<ParameterInfo>& params = {}) {
+GRADUS_INLINE summary::GraphDef graph_def(const std::vector<Event>& events, const std::vector<ParameterInfo>& params) {
   return detail::build_graph(events, params, "graph_def").graph;
 }
 
-/// The compute time and memory of every graph node of `events` (graph_def's forward and gradient
-/// nodes, same names), on one device `cpu_device`: one NodeExecStats per forward event that is
-/// a graph node and per backward event that gradient nodes count, in the order they started.
-/// Times are whole microseconds since the earliest event began: all_start_micros is the start
-/// rounded down, all_end_rel_micros (= op_end_rel_micros) reaches the end rounded up, so any
-/// event that took time lasts >= 1 µs. Memory, when the event allocated any: allocator "cpu",
-/// total_bytes = max(peak_bytes, alloc_bytes), peak_bytes, live_bytes = max(alloc_bytes, 0).
-/// timeline_label is "<op>(<input shapes>)", thread_id the event's thread.
-///   w.run_metadata("step_1", 1, gd::profile::step_stats(profiler.events()));
-/// value_error as graph_def.
-inline summary::StepStats step_stats(const std::vector<Event>& events) {
+GRADUS_INLINE summary::StepStats step_stats(const std::vector<Event>& events) {
   const detail::NamedGraph g = detail::build_graph(events, {}, "step_stats");
   summary::StepStats out;
   if (events.empty()) return out;
@@ -315,5 +328,5 @@ inline summary::StepStats step_stats(const std::vector<Event>& events) {
   out.dev_stats.push_back(std::move(dev));
   return out;
 }
-
 }  // namespace gradus::profile
+#endif  // GRADUS_DEFINE_COMPILED

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gradus/core/allocator.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/op_events.hpp"
 #include "gradus/nn/module.hpp"
 #include "gradus/profile/event.hpp"
@@ -51,9 +52,7 @@ class Profiler final : public ::gradus::detail::OpObserver {
   explicit Profiler(ProfilerOptions options = {}) : options_(options) {}
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
-  ~Profiler() override {
-    if (active()) stop();
-  }
+  GRADUS_INLINE_DECL ~Profiler() override;
 
   /// Names the modules of `model`'s tree by path ("block/dense1"; `root` names the model itself,
   /// "" by default) and lists its parameters (parameters()). Without it, a module's ops are filed
@@ -78,143 +77,26 @@ class Profiler final : public ::gradus::detail::OpObserver {
 
   /// Starts recording (events of an earlier run are kept: clear() drops them). Throws
   /// value_error when another profiler is running.
-  void start() {
-    ::gradus::detail::OpObserver* none = nullptr;
-    GRADUS_CHECK(value_error, ::gradus::detail::g_op_observer.compare_exchange_strong(none, this),
-                 "Profiler::start: ", none == this ? "this profiler is already running" : "another profiler is running");
-    if (!started_) origin_ = std::chrono::steady_clock::now(), started_ = true;
-    static std::atomic<uint64_t> generations{0};  // unique over all profilers: a thread's cache is never stale
-    generation_ = ++generations;
-  }
+  void start();
   /// Stops recording. Ops still running on other threads finish their events.
-  void stop() {
-    ::gradus::detail::OpObserver* self = this;
-    ::gradus::detail::g_op_observer.compare_exchange_strong(self, nullptr);
-  }
+  void stop();
   bool active() const { return ::gradus::detail::g_op_observer.load() == this; }
   /// Drops every recorded event (not the attached names).
-  void clear() {
-    std::lock_guard lock(mu_);
-    for (auto& t : threads_) t->done.clear();
-    nodes_.clear();
-  }
+  void clear();
 
   /// The events recorded so far, ordered by start time (an enclosing event before those it
   /// encloses). Call it when no op is running.
-  std::vector<Event> events() const {
-    std::lock_guard lock(mu_);
-    std::vector<Event> all;
-    for (const auto& t : threads_) all.insert(all.end(), t->done.begin(), t->done.end());
-    std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) {
-      return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.thread != b.thread ? a.thread < b.thread : a.depth < b.depth;
-    });
-    return all;
-  }
+  std::vector<Event> events() const;
   /// The parameters of the attached models.
   const std::vector<ParameterInfo>& parameters() const { return parameters_; }
 
   // ---------------------------------------------------------------- OpObserver
-  void begin(::gradus::detail::OpPhase phase, std::string_view label) override {
-    ThreadState& t = thread_state();
-    Frame f;
-    f.event.kind = phase == ::gradus::detail::OpPhase::forward    ? EventKind::forward
-                   : phase == ::gradus::detail::OpPhase::backward ? EventKind::backward
-                                                                  : EventKind::scope;
-    if (f.event.kind == EventKind::forward && !t.frames.empty() && t.frames.back().event.kind == EventKind::backward)
-      f.event.kind = EventKind::backward;  // ops a backward function runs are part of it
-    f.node_backward = phase == ::gradus::detail::OpPhase::backward;
-    f.event.name = label;
-    f.event.scope = t.modules.empty() ? std::string() : t.modules.back().path;
-    if (!f.node_backward && !t.frames.empty() && t.frames.back().event.kind == EventKind::backward)
-      f.event.scope = t.frames.back().event.scope;  // inside a backward function: its node's module
-    f.event.thread = t.lane;
-    f.event.depth = int(t.frames.size());
-    if (options_.memory) {
-      auto& alloc = ::gradus::detail::CachingAllocator::instance();
-      const int64_t peak = alloc.reset_peak();
-      if (!t.frames.empty()) t.frames.back().peak_abs = std::max(t.frames.back().peak_abs, peak);
-      f.in_use = f.peak_abs = alloc.stats().bytes_in_use;
-    }
-    f.event.start_ns = now_ns();  // last, so the bookkeeping above is not timed
-    t.frames.push_back(std::move(f));
-  }
-  void describe(const ::gradus::detail::OpDescription& d) override {
-    ThreadState& t = thread_state();
-    if (t.frames.empty()) return;
-    Frame& f = t.frames.back();
-    if (f.described) return;  // the first description is the op's own (an op may make several nodes)
-    f.described = true;
-    Event& e = f.event;
-    e.name = d.op ? d.op : "op";
-    e.dtype = d.dtype ? d.dtype : "";
-    e.output_shape = d.output;
-    e.node = d.node;
-    e.input_shapes.assign(d.inputs.begin(), d.inputs.begin() + d.n_inputs);
-    e.input_nodes.assign(d.input_nodes.begin(), d.input_nodes.begin() + d.n_inputs);
-    double elems = double(d.output.numel());
-    for (int i = 0; i < d.n_inputs; ++i) elems += double(d.inputs[size_t(i)].numel());
-    e.bytes = elems * d.element_bytes;
-    f.expr_ops = d.expr_ops;
-    if (d.flops >= 0) f.flops = d.flops;
-    if (f.node_backward) {  // a node's backward belongs to the module that made the node
-      std::lock_guard lock(mu_);
-      const auto it = nodes_.find(key(e.thread, e.node));
-      if (it != nodes_.end()) e.scope = it->second.scope;
-    }
-  }
-  void set_flops(double flops) override {
-    ThreadState& t = thread_state();
-    if (!t.frames.empty()) t.frames.back().flops = flops;
-  }
-  void end() override {
-    const int64_t end = now_ns();
-    ThreadState& t = thread_state();
-    if (t.frames.empty()) return;
-    Frame f = std::move(t.frames.back());
-    t.frames.pop_back();
-    Event& e = f.event;
-    e.end_ns = std::max(end, e.start_ns);
-    if (e.name.empty()) e.name = e.kind == EventKind::scope ? "scope" : "op";
-    if (options_.memory) {
-      auto& alloc = ::gradus::detail::CachingAllocator::instance();
-      f.peak_abs = std::max(f.peak_abs, alloc.reset_peak());
-      e.alloc_bytes = alloc.stats().bytes_in_use - f.in_use;
-      e.peak_bytes = f.peak_abs - f.in_use;
-    }
-    std::lock_guard lock(mu_);  // nodes_ and done are read by events() from other threads
-    if (e.kind == EventKind::forward) {
-      e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
-      if (e.node) nodes_[key(e.thread, e.node)] = {e.flops, detail::conv_product_flops(e), e.scope};
-    } else if (f.node_backward) {
-      const auto it = nodes_.find(key(e.thread, e.node));
-      const bool known = it != nodes_.end();
-      e.flops = f.flops >= 0 ? f.flops
-                             : detail::backward_flops(e, known ? it->second.flops : 0.0, known ? it->second.conv_product : 0.0);
-    } else if (e.kind == EventKind::backward) {  // an op run inside a node's backward function
-      e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
-    }
-    if (!t.frames.empty()) {
-      Frame& parent = t.frames.back();
-      parent.event.child_ns += e.end_ns - e.start_ns;
-      parent.peak_abs = std::max(parent.peak_abs, f.peak_abs);
-    }
-    t.done.push_back(std::move(e));
-  }
-  void enter_module(const void* module, const std::type_info& type) override {
-    ThreadState& t = thread_state();
-    std::string path;
-    {
-      std::lock_guard lock(mu_);
-      const auto it = paths_.find(module);
-      if (it != paths_.end()) path = it->second;
-    }
-    if (path.empty()) path = join(t.modules.empty() ? std::string() : t.modules.back().path, nn::detail::short_type_name(type));
-    t.modules.push_back({module, std::move(path)});
-  }
-  void leave_module() override {
-    ThreadState& t = thread_state();
-    if (!t.modules.empty()) t.modules.pop_back();
-  }
+  GRADUS_INLINE_DECL void begin(::gradus::detail::OpPhase phase, std::string_view label) override;
+  GRADUS_INLINE_DECL void describe(const ::gradus::detail::OpDescription& d) override;
+  GRADUS_INLINE_DECL void set_flops(double flops) override;
+  GRADUS_INLINE_DECL void end() override;
+  GRADUS_INLINE_DECL void enter_module(const void* module, const std::type_info& type) override;
+  GRADUS_INLINE_DECL void leave_module() override;
 
  private:
   struct Frame {
@@ -237,25 +119,7 @@ class Profiler final : public ::gradus::detail::OpObserver {
   };
 
   /// This thread's state, found once per thread and start() and then from a thread-local cache.
-  ThreadState& thread_state() {
-    struct Cache {
-      const Profiler* owner = nullptr;
-      uint64_t generation = 0;
-      ThreadState* state = nullptr;
-    };
-    thread_local Cache cache;
-    if (cache.owner == this && cache.generation == generation_) return *cache.state;
-    std::lock_guard lock(mu_);
-    const auto id = std::this_thread::get_id();
-    auto it = lanes_.find(id);
-    if (it == lanes_.end()) {
-      threads_.push_back(std::make_unique<ThreadState>());
-      threads_.back()->lane = int(threads_.size() - 1);
-      it = lanes_.emplace(id, threads_.back().get()).first;
-    }
-    cache = {this, generation_, it->second};
-    return *it->second;
-  }
+  ThreadState& thread_state();
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - origin_).count();
   }
@@ -308,3 +172,168 @@ class Scope {
 };
 
 }  // namespace gradus::profile
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::profile {
+GRADUS_INLINE Profiler::~Profiler() {
+  if (active()) stop();
+}
+
+GRADUS_INLINE void Profiler::start() {
+  ::gradus::detail::OpObserver* none = nullptr;
+  GRADUS_CHECK(value_error, ::gradus::detail::g_op_observer.compare_exchange_strong(none, this),
+               "Profiler::start: ", none == this ? "this profiler is already running" : "another profiler is running");
+  if (!started_) origin_ = std::chrono::steady_clock::now(), started_ = true;
+  static std::atomic<uint64_t> generations{0};  // unique over all profilers: a thread's cache is never stale
+  generation_ = ++generations;
+}
+
+GRADUS_INLINE void Profiler::stop() {
+  ::gradus::detail::OpObserver* self = this;
+  ::gradus::detail::g_op_observer.compare_exchange_strong(self, nullptr);
+}
+
+GRADUS_INLINE void Profiler::clear() {
+  std::lock_guard lock(mu_);
+  for (auto& t : threads_) t->done.clear();
+  nodes_.clear();
+}
+
+GRADUS_INLINE std::vector<Event> Profiler::events() const {
+  std::lock_guard lock(mu_);
+  std::vector<Event> all;
+  for (const auto& t : threads_) all.insert(all.end(), t->done.begin(), t->done.end());
+  std::stable_sort(all.begin(), all.end(), [](const Event& a, const Event& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.thread != b.thread ? a.thread < b.thread : a.depth < b.depth;
+  });
+  return all;
+}
+
+GRADUS_INLINE void Profiler::begin(::gradus::detail::OpPhase phase, std::string_view label) {
+  ThreadState& t = thread_state();
+  Frame f;
+  f.event.kind = phase == ::gradus::detail::OpPhase::forward    ? EventKind::forward
+                 : phase == ::gradus::detail::OpPhase::backward ? EventKind::backward
+                                                                : EventKind::scope;
+  if (f.event.kind == EventKind::forward && !t.frames.empty() && t.frames.back().event.kind == EventKind::backward)
+    f.event.kind = EventKind::backward;  // ops a backward function runs are part of it
+  f.node_backward = phase == ::gradus::detail::OpPhase::backward;
+  f.event.name = label;
+  f.event.scope = t.modules.empty() ? std::string() : t.modules.back().path;
+  if (!f.node_backward && !t.frames.empty() && t.frames.back().event.kind == EventKind::backward)
+    f.event.scope = t.frames.back().event.scope;  // inside a backward function: its node's module
+  f.event.thread = t.lane;
+  f.event.depth = int(t.frames.size());
+  if (options_.memory) {
+    auto& alloc = ::gradus::detail::CachingAllocator::instance();
+    const int64_t peak = alloc.reset_peak();
+    if (!t.frames.empty()) t.frames.back().peak_abs = std::max(t.frames.back().peak_abs, peak);
+    f.in_use = f.peak_abs = alloc.stats().bytes_in_use;
+  }
+  f.event.start_ns = now_ns();  // last, so the bookkeeping above is not timed
+  t.frames.push_back(std::move(f));
+}
+
+GRADUS_INLINE void Profiler::describe(const ::gradus::detail::OpDescription& d) {
+  ThreadState& t = thread_state();
+  if (t.frames.empty()) return;
+  Frame& f = t.frames.back();
+  if (f.described) return;  // the first description is the op's own (an op may make several nodes)
+  f.described = true;
+  Event& e = f.event;
+  e.name = d.op ? d.op : "op";
+  e.dtype = d.dtype ? d.dtype : "";
+  e.output_shape = d.output;
+  e.node = d.node;
+  e.input_shapes.assign(d.inputs.begin(), d.inputs.begin() + d.n_inputs);
+  e.input_nodes.assign(d.input_nodes.begin(), d.input_nodes.begin() + d.n_inputs);
+  double elems = double(d.output.numel());
+  for (int i = 0; i < d.n_inputs; ++i) elems += double(d.inputs[size_t(i)].numel());
+  e.bytes = elems * d.element_bytes;
+  f.expr_ops = d.expr_ops;
+  if (d.flops >= 0) f.flops = d.flops;
+  if (f.node_backward) {  // a node's backward belongs to the module that made the node
+    std::lock_guard lock(mu_);
+    const auto it = nodes_.find(key(e.thread, e.node));
+    if (it != nodes_.end()) e.scope = it->second.scope;
+  }
+}
+
+GRADUS_INLINE void Profiler::set_flops(double flops) {
+  ThreadState& t = thread_state();
+  if (!t.frames.empty()) t.frames.back().flops = flops;
+}
+
+GRADUS_INLINE void Profiler::end() {
+  const int64_t end = now_ns();
+  ThreadState& t = thread_state();
+  if (t.frames.empty()) return;
+  Frame f = std::move(t.frames.back());
+  t.frames.pop_back();
+  Event& e = f.event;
+  e.end_ns = std::max(end, e.start_ns);
+  if (e.name.empty()) e.name = e.kind == EventKind::scope ? "scope" : "op";
+  if (options_.memory) {
+    auto& alloc = ::gradus::detail::CachingAllocator::instance();
+    f.peak_abs = std::max(f.peak_abs, alloc.reset_peak());
+    e.alloc_bytes = alloc.stats().bytes_in_use - f.in_use;
+    e.peak_bytes = f.peak_abs - f.in_use;
+  }
+  std::lock_guard lock(mu_);  // nodes_ and done are read by events() from other threads
+  if (e.kind == EventKind::forward) {
+    e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
+    if (e.node) nodes_[key(e.thread, e.node)] = {e.flops, detail::conv_product_flops(e), e.scope};
+  } else if (f.node_backward) {
+    const auto it = nodes_.find(key(e.thread, e.node));
+    const bool known = it != nodes_.end();
+    e.flops = f.flops >= 0 ? f.flops
+                           : detail::backward_flops(e, known ? it->second.flops : 0.0, known ? it->second.conv_product : 0.0);
+  } else if (e.kind == EventKind::backward) {  // an op run inside a node's backward function
+    e.flops = f.flops >= 0 ? f.flops : detail::forward_flops(e, f.expr_ops);
+  }
+  if (!t.frames.empty()) {
+    Frame& parent = t.frames.back();
+    parent.event.child_ns += e.end_ns - e.start_ns;
+    parent.peak_abs = std::max(parent.peak_abs, f.peak_abs);
+  }
+  t.done.push_back(std::move(e));
+}
+
+GRADUS_INLINE void Profiler::enter_module(const void* module, const std::type_info& type) {
+  ThreadState& t = thread_state();
+  std::string path;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = paths_.find(module);
+    if (it != paths_.end()) path = it->second;
+  }
+  if (path.empty()) path = join(t.modules.empty() ? std::string() : t.modules.back().path, nn::detail::short_type_name(type));
+  t.modules.push_back({module, std::move(path)});
+}
+
+GRADUS_INLINE void Profiler::leave_module() {
+  ThreadState& t = thread_state();
+  if (!t.modules.empty()) t.modules.pop_back();
+}
+
+GRADUS_INLINE Profiler::ThreadState& Profiler::thread_state() {
+  struct Cache {
+    const Profiler* owner = nullptr;
+    uint64_t generation = 0;
+    ThreadState* state = nullptr;
+  };
+  thread_local Cache cache;
+  if (cache.owner == this && cache.generation == generation_) return *cache.state;
+  std::lock_guard lock(mu_);
+  const auto id = std::this_thread::get_id();
+  auto it = lanes_.find(id);
+  if (it == lanes_.end()) {
+    threads_.push_back(std::make_unique<ThreadState>());
+    threads_.back()->lane = int(threads_.size() - 1);
+    it = lanes_.emplace(id, threads_.back().get()).first;
+  }
+  cache = {this, generation_, it->second};
+  return *it->second;
+}
+}  // namespace gradus::profile
+#endif  // GRADUS_DEFINE_COMPILED

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/profile/event.hpp"
 
@@ -88,7 +89,64 @@ struct Nesting {
   std::vector<ptrdiff_t> parent;  ///< indexed like `events`
 };
 
-inline Nesting nest_events(const std::vector<Event>& events, const char* who) {
+Nesting nest_events(const std::vector<Event>& events, const char* who);
+
+/// The keys of the rows event `e` counts in (none when it is not reported).
+std::vector<std::string> report_keys(const Event& e, const ReportOptions& o);
+
+}  // namespace detail
+
+/// The events grouped into rows by `o.group_by`, sorted by self time, largest first (ties by key),
+/// cut to the first `o.top` rows. Rows count the forward and backward events (and the user
+/// Scope events when `o.include_scopes`); a Scope's own self time is never an op's.
+/// value_error when `o.top` is negative or the events are not well formed (see Event).
+///   report(events, {.group_by = GroupBy::scope})  // rows "net/dense1", "(top)", "net"
+std::vector<ReportRow> report(const std::vector<Event>& events, const ReportOptions& o = {});
+
+namespace detail {
+
+std::string fixed(double v, int decimals);
+
+/// `cells` (the first row the header) as columns two spaces apart: the first `left` columns
+/// left-aligned, the others right-aligned; a dashed line under the header and above the last
+/// row when `total_line`.
+std::string format_table(const std::vector<std::vector<std::string>>& cells, size_t left, bool total_line);
+
+}  // namespace detail
+
+/// `rows` as an aligned text table under `title`: key, calls, self ms, fwd ms, bwd ms, %, GFLOP,
+/// GFLOP/s, peak MiB (times to the microsecond), then a total line (sums of the rows shown,
+/// max of peak; rows of nested scopes overlap, so their total counts nested time more than once).
+/// Column widths follow the contents. See the example at the top of this file.
+std::string format_report(const std::vector<ReportRow>& rows, std::string_view title);
+
+/// tfprof's parameter view: one line per parameter (name, shape, dtype, count, bytes), grouped by
+/// module scope in the order the scopes first appear, each group closed by a "subtotal <scope>"
+/// line ("(top)" for parameters outside any module), then a "total (<n> parameters)" line.
+/// (See the example at the top of this file.)
+std::string format_parameters(const std::vector<ParameterInfo>& params);
+
+/// The totals of one profiled step.
+struct StepSummary {
+  /// Wall time covered: per thread, the length of the union of its events' intervals (which is
+  /// the union of its outermost events'), summed over threads. Two threads busy at the same time
+  /// both count, so this is busy thread time, the sum of all events' self times.
+  int64_t wall_ns = 0;
+  int64_t op_self_ns = 0;  ///< self time of the forward and backward events (what Scope events enclose but no op ran is left out)
+  double flops = 0;        ///< sum over forward and backward events
+  double bytes = 0;        ///< sum over forward and backward events
+  int64_t peak_bytes = 0;  ///< max of Event::peak_bytes over all events: the largest rise of memory in use within one event
+};
+
+/// The totals of `events` (see StepSummary); value_error when they are not well formed.
+///   summarize(profiler.events()).wall_ns / 1e6  // milliseconds the step's threads were busy
+StepSummary summarize(const std::vector<Event>& events);
+
+}  // namespace gradus::profile
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::profile {
+GRADUS_INLINE detail::Nesting detail::nest_events(const std::vector<Event>& events, const char* who) {
   Nesting n;
   n.order.resize(events.size());
   n.parent.assign(events.size(), -1);
@@ -129,8 +187,7 @@ inline Nesting nest_events(const std::vector<Event>& events, const char* who) {
   return n;
 }
 
-/// The keys of the rows event `e` counts in (none when it is not reported).
-inline std::vector<std::string> report_keys(const Event& e, const ReportOptions& o) {
+GRADUS_INLINE std::vector<std::string> detail::report_keys(const Event& e, const ReportOptions& o) {
   if (e.kind == EventKind::scope && !o.include_scopes) return {};
   const std::string label = e.kind == EventKind::scope ? "scope:" + e.name : e.name;
   switch (o.group_by) {
@@ -150,14 +207,7 @@ inline std::vector<std::string> report_keys(const Event& e, const ReportOptions&
   return keys;
 }
 
-}  // namespace detail
-
-/// The events grouped into rows by `o.group_by`, sorted by self time, largest first (ties by key),
-/// cut to the first `o.top` rows. Rows count the forward and backward events (and the user
-/// Scope events when `o.include_scopes`); a Scope's own self time is never an op's.
-/// value_error when `o.top` is negative or the events are not well formed (see Event).
-///   report(events, {.group_by = GroupBy::scope})  // rows "net/dense1", "(top)", "net"
-inline std::vector<ReportRow> report(const std::vector<Event>& events, const ReportOptions& o = {}) {
+GRADUS_INLINE std::vector<ReportRow> report(const std::vector<Event>& events, const ReportOptions& o) {
   GRADUS_CHECK(value_error, o.top >= 0, "report: top must be >= 0 (0 for all rows), got ", o.top);
   const detail::Nesting nesting = detail::nest_events(events, "report");
   std::vector<std::vector<std::string>> keys(events.size());
@@ -198,18 +248,14 @@ inline std::vector<ReportRow> report(const std::vector<Event>& events, const Rep
   return out;
 }
 
-namespace detail {
-
-inline std::string fixed(double v, int decimals) {
+GRADUS_INLINE std::string detail::fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
-/// `cells` (the first row the header) as columns two spaces apart: the first `left` columns
-/// left-aligned, the others right-aligned; a dashed line under the header and above the last
-/// row when `total_line`.
-inline std::string format_table(const std::vector<std::vector<std::string>>& cells, size_t left, bool total_line) {
+GRADUS_INLINE std::string detail::format_table(const std::vector<std::vector<std::string>>& cells, size_t left,
+                                               bool total_line) {
   std::vector<size_t> width;
   for (const auto& row : cells) {
     width.resize(std::max(width.size(), row.size()), 0);
@@ -233,13 +279,7 @@ inline std::string format_table(const std::vector<std::vector<std::string>>& cel
   return out;
 }
 
-}  // namespace detail
-
-/// `rows` as an aligned text table under `title`: key, calls, self ms, fwd ms, bwd ms, %, GFLOP,
-/// GFLOP/s, peak MiB (times to the microsecond), then a total line (sums of the rows shown,
-/// max of peak; rows of nested scopes overlap, so their total counts nested time more than once).
-/// Column widths follow the contents. See the example at the top of this file.
-inline std::string format_report(const std::vector<ReportRow>& rows, std::string_view title) {
+GRADUS_INLINE std::string format_report(const std::vector<ReportRow>& rows, std::string_view title) {
   using detail::fixed;
   auto ms = [](int64_t ns) { return fixed(double(ns) / 1e6, 3); };
   std::vector<std::vector<std::string>> cells = {
@@ -265,11 +305,7 @@ inline std::string format_report(const std::vector<ReportRow>& rows, std::string
   return std::string(title) + '\n' + detail::format_table(cells, 1, true);
 }
 
-/// tfprof's parameter view: one line per parameter (name, shape, dtype, count, bytes), grouped by
-/// module scope in the order the scopes first appear, each group closed by a "subtotal <scope>"
-/// line ("(top)" for parameters outside any module), then a "total (<n> parameters)" line.
-/// (See the example at the top of this file.)
-inline std::string format_parameters(const std::vector<ParameterInfo>& params) {
+GRADUS_INLINE std::string format_parameters(const std::vector<ParameterInfo>& params) {
   std::vector<std::string> scopes;
   for (const ParameterInfo& p : params)
     if (std::find(scopes.begin(), scopes.end(), p.scope) == scopes.end()) scopes.push_back(p.scope);
@@ -293,21 +329,7 @@ inline std::string format_parameters(const std::vector<ParameterInfo>& params) {
   return detail::format_table(cells, 3, true);
 }
 
-/// The totals of one profiled step.
-struct StepSummary {
-  /// Wall time covered: per thread, the length of the union of its events' intervals (which is
-  /// the union of its outermost events'), summed over threads. Two threads busy at the same time
-  /// both count, so this is busy thread time, the sum of all events' self times.
-  int64_t wall_ns = 0;
-  int64_t op_self_ns = 0;  ///< self time of the forward and backward events (what Scope events enclose but no op ran is left out)
-  double flops = 0;        ///< sum over forward and backward events
-  double bytes = 0;        ///< sum over forward and backward events
-  int64_t peak_bytes = 0;  ///< max of Event::peak_bytes over all events: the largest rise of memory in use within one event
-};
-
-/// The totals of `events` (see StepSummary); value_error when they are not well formed.
-///   summarize(profiler.events()).wall_ns / 1e6  // milliseconds the step's threads were busy
-inline StepSummary summarize(const std::vector<Event>& events) {
+GRADUS_INLINE StepSummary summarize(const std::vector<Event>& events) {
   const detail::Nesting nesting = detail::nest_events(events, "summarize");
   StepSummary s;
   int thread = 0;
@@ -333,5 +355,5 @@ inline StepSummary summarize(const std::vector<Event>& events) {
   }
   return s;
 }
-
 }  // namespace gradus::profile
+#endif  // GRADUS_DEFINE_COMPILED

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/profile/event.hpp"
@@ -66,7 +67,34 @@ inline size_t utf8_sequence(std::string_view s) {
 }
 
 /// Appends `s` as a JSON string literal.
-inline void json_string(std::string& out, std::string_view s) {
+void json_string(std::string& out, std::string_view s);
+
+/// Appends `ns` nanoseconds as a JSON number of microseconds, exactly: "1234.5" for 1234500.
+void json_micros(std::string& out, int64_t ns);
+
+/// Appends `v` as a JSON number that reads back as `v` (null when it is not finite).
+void json_number(std::string& out, double v);
+
+void json_shape(std::string& out, const Shape& s);
+
+}  // namespace detail
+
+/// `events` as a Chrome trace (Trace Event Format, JSON object form; see the top of this file).
+/// value_error when the events are not well formed (an event that ends before it starts, events
+/// of a thread that overlap without nesting).
+///   std::string json = chrome_trace_json(profiler.events());
+std::string chrome_trace_json(const std::vector<Event>& events);
+
+/// Writes chrome_trace_json(events) to `path` atomically (a temporary file renamed over it, so a
+/// reader never sees half a trace); io_error naming the path when it cannot be written.
+///   write_chrome_trace("runs/step_10.trace.json", profiler.events());  // open in ui.perfetto.dev
+void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events);
+
+}  // namespace gradus::profile
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::profile {
+GRADUS_INLINE void detail::json_string(std::string& out, std::string_view s) {
   out += '"';
   for (size_t i = 0; i < s.size();) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -87,8 +115,7 @@ inline void json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-/// Appends `ns` nanoseconds as a JSON number of microseconds, exactly: "1234.5" for 1234500.
-inline void json_micros(std::string& out, int64_t ns) {
+GRADUS_INLINE void detail::json_micros(std::string& out, int64_t ns) {
   const uint64_t mag = ns < 0 ? uint64_t(0) - uint64_t(ns) : uint64_t(ns);
   if (ns < 0) out += '-';
   out += std::to_string(mag / 1000);
@@ -102,8 +129,7 @@ inline void json_micros(std::string& out, int64_t ns) {
   }
 }
 
-/// Appends `v` as a JSON number that reads back as `v` (null when it is not finite).
-inline void json_number(std::string& out, double v) {
+GRADUS_INLINE void detail::json_number(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out += "null";
     return;
@@ -113,7 +139,7 @@ inline void json_number(std::string& out, double v) {
   out += buf;
 }
 
-inline void json_shape(std::string& out, const Shape& s) {
+GRADUS_INLINE void detail::json_shape(std::string& out, const Shape& s) {
   out += '[';
   for (int i = 0; i < s.rank(); ++i) {  // appended piece by piece: GCC 12 -O2 warns (-Wrestrict,
     if (i) out += ',';                  // a false positive) on "," + std::to_string(...)
@@ -122,13 +148,7 @@ inline void json_shape(std::string& out, const Shape& s) {
   out += ']';
 }
 
-}  // namespace detail
-
-/// `events` as a Chrome trace (Trace Event Format, JSON object form; see the top of this file).
-/// value_error when the events are not well formed (an event that ends before it starts, events
-/// of a thread that overlap without nesting).
-///   std::string json = chrome_trace_json(profiler.events());
-inline std::string chrome_trace_json(const std::vector<Event>& events) {
+GRADUS_INLINE std::string chrome_trace_json(const std::vector<Event>& events) {
   using detail::json_micros;
   using detail::json_number;
   using detail::json_string;
@@ -181,11 +201,8 @@ inline std::string chrome_trace_json(const std::vector<Event>& events) {
   return out;
 }
 
-/// Writes chrome_trace_json(events) to `path` atomically (a temporary file renamed over it, so a
-/// reader never sees half a trace); io_error naming the path when it cannot be written.
-///   write_chrome_trace("runs/step_10.trace.json", profiler.events());  // open in ui.perfetto.dev
-inline void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events) {
+GRADUS_INLINE void write_chrome_trace(const std::filesystem::path& path, const std::vector<Event>& events) {
   io::write_file_atomic(path, chrome_trace_json(events));
 }
-
 }  // namespace gradus::profile
+#endif  // GRADUS_DEFINE_COMPILED

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/detail/protobuf.hpp"
 #include "gradus/io/tfrecord.hpp"
 #include "gradus/summary/histogram.hpp"
@@ -48,12 +49,7 @@ struct EncodedImage {
 // encoded Event (not framed: pass it to io::encode_tfrecord to get the bytes of a file record).
 
 /// Summary.Value {tag, simple_value}.
-inline std::string encode_scalar_value(std::string_view tag, float value) {
-  std::string v;
-  detail::proto::put_bytes(v, 1, tag);
-  detail::proto::put_float(v, 2, value);
-  return v;
-}
+std::string encode_scalar_value(std::string_view tag, float value);
 
 /// Encoded audio as stored in an Audio summary.
 struct EncodedAudio {
@@ -64,88 +60,25 @@ struct EncodedAudio {
 };
 
 /// Summary.Value {tag, audio}.
-inline std::string encode_audio_value(std::string_view tag, const EncodedAudio& audio) {
-  std::string m;
-  detail::proto::put_float(m, 1, audio.sample_rate);
-  detail::proto::put_int(m, 2, audio.num_channels);
-  detail::proto::put_int(m, 3, audio.length_frames);
-  detail::proto::put_bytes(m, 4, audio.encoded);
-  detail::proto::put_bytes(m, 5, audio.content_type);
-  std::string v;
-  detail::proto::put_bytes(v, 1, tag);
-  detail::proto::put_bytes(v, 6, m);
-  return v;
-}
+std::string encode_audio_value(std::string_view tag, const EncodedAudio& audio);
 
 /// Summary.Value {tag, histo}.
-inline std::string encode_histogram_value(std::string_view tag, const Histogram& h) {
-  std::string p;
-  if (h.min != 0) detail::proto::put_double(p, 1, h.min);
-  if (h.max != 0) detail::proto::put_double(p, 2, h.max);
-  if (h.num != 0) detail::proto::put_double(p, 3, h.num);
-  if (h.sum != 0) detail::proto::put_double(p, 4, h.sum);
-  if (h.sum_squares != 0) detail::proto::put_double(p, 5, h.sum_squares);
-  if (!h.bucket_limit.empty()) detail::proto::put_packed_doubles(p, 6, h.bucket_limit);
-  if (!h.bucket.empty()) detail::proto::put_packed_doubles(p, 7, h.bucket);
-  std::string v;
-  detail::proto::put_bytes(v, 1, tag);
-  detail::proto::put_bytes(v, 5, p);
-  return v;
-}
+std::string encode_histogram_value(std::string_view tag, const Histogram& h);
 
 /// Summary.Value {tag, image}.
-inline std::string encode_image_value(std::string_view tag, const EncodedImage& image) {
-  std::string m;
-  detail::proto::put_int(m, 1, image.height);
-  detail::proto::put_int(m, 2, image.width);
-  detail::proto::put_int(m, 3, image.colorspace);
-  detail::proto::put_bytes(m, 4, image.encoded);
-  std::string v;
-  detail::proto::put_bytes(v, 1, tag);
-  detail::proto::put_bytes(v, 4, m);
-  return v;
-}
+std::string encode_image_value(std::string_view tag, const EncodedImage& image);
 
 /// Summary.Value {tag, tensor = DT_STRING scalar holding `text`, metadata plugin "text"}.
-inline std::string encode_text_value(std::string_view tag, std::string_view text) {
-  std::string tensor;
-  detail::proto::put_int(tensor, 1, 7);        // DT_STRING
-  detail::proto::put_bytes(tensor, 2, "");     // TensorShapeProto of a scalar: no dims
-  detail::proto::put_bytes(tensor, 8, text);
-  std::string plugin;
-  detail::proto::put_bytes(plugin, 1, "text");
-  std::string metadata;
-  detail::proto::put_bytes(metadata, 1, plugin);
-  std::string v;
-  detail::proto::put_bytes(v, 1, tag);
-  detail::proto::put_bytes(v, 8, tensor);
-  detail::proto::put_bytes(v, 9, metadata);
-  return v;
-}
+std::string encode_text_value(std::string_view tag, std::string_view text);
 
 /// Event {wall_time, step, summary {values...}}; `values` are encoded Summary.Values.
-inline std::string encode_summary_event(double wall_time, int64_t step, const std::vector<std::string>& values) {
-  std::string summary;
-  for (const std::string& v : values) detail::proto::put_bytes(summary, 1, v);
-  std::string e;
-  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
-  if (step != 0) detail::proto::put_int(e, 2, step);
-  detail::proto::put_bytes(e, 5, summary);
-  return e;
-}
+std::string encode_summary_event(double wall_time, int64_t step, const std::vector<std::string>& values);
 
 /// Event {wall_time, file_version}, the first record of every event file.
-inline std::string encode_file_version_event(double wall_time, std::string_view version = "brain.Event:2") {
-  std::string e;
-  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
-  detail::proto::put_bytes(e, 3, version);
-  return e;
-}
+std::string encode_file_version_event(double wall_time, std::string_view version = "brain.Event:2");
 
 /// One scalar as an Event: encode_scalar_event(256.5, 1, "v/1", 1.5f).
-inline std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
-  return encode_summary_event(wall_time, step, {encode_scalar_value(tag, value)});
-}
+std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
 
 // ---------------------------------------------------------------------------------------
 // Decoder (for tests and tools): the fields above, unknown fields skipped.
@@ -182,7 +115,115 @@ class EventReader : public proto::ProtoReader {
   EventReader(std::string_view data, std::string_view what) : proto::ProtoReader(data, what, "decode_event") {}
 };
 
-inline Histogram decode_histogram(std::string_view data) {
+Histogram decode_histogram(std::string_view data);
+
+EncodedImage decode_image(std::string_view data);
+
+EncodedAudio decode_audio(std::string_view data);
+
+void decode_tensor(std::string_view data, Value& v);
+
+Value decode_value(std::string_view data);
+
+}  // namespace detail
+
+/// Decodes one Event message (a record's data); io_error on malformed bytes.
+Event decode_event(std::string_view data);
+
+/// Every event of the event file at `path`, CRCs verified; io_error names the file.
+std::vector<Event> read_events(const std::filesystem::path& path);
+
+}  // namespace gradus::summary
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::summary {
+GRADUS_INLINE std::string encode_scalar_value(std::string_view tag, float value) {
+  std::string v;
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_float(v, 2, value);
+  return v;
+}
+
+GRADUS_INLINE std::string encode_audio_value(std::string_view tag, const EncodedAudio& audio) {
+  std::string m;
+  detail::proto::put_float(m, 1, audio.sample_rate);
+  detail::proto::put_int(m, 2, audio.num_channels);
+  detail::proto::put_int(m, 3, audio.length_frames);
+  detail::proto::put_bytes(m, 4, audio.encoded);
+  detail::proto::put_bytes(m, 5, audio.content_type);
+  std::string v;
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 6, m);
+  return v;
+}
+
+GRADUS_INLINE std::string encode_histogram_value(std::string_view tag, const Histogram& h) {
+  std::string p;
+  if (h.min != 0) detail::proto::put_double(p, 1, h.min);
+  if (h.max != 0) detail::proto::put_double(p, 2, h.max);
+  if (h.num != 0) detail::proto::put_double(p, 3, h.num);
+  if (h.sum != 0) detail::proto::put_double(p, 4, h.sum);
+  if (h.sum_squares != 0) detail::proto::put_double(p, 5, h.sum_squares);
+  if (!h.bucket_limit.empty()) detail::proto::put_packed_doubles(p, 6, h.bucket_limit);
+  if (!h.bucket.empty()) detail::proto::put_packed_doubles(p, 7, h.bucket);
+  std::string v;
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 5, p);
+  return v;
+}
+
+GRADUS_INLINE std::string encode_image_value(std::string_view tag, const EncodedImage& image) {
+  std::string m;
+  detail::proto::put_int(m, 1, image.height);
+  detail::proto::put_int(m, 2, image.width);
+  detail::proto::put_int(m, 3, image.colorspace);
+  detail::proto::put_bytes(m, 4, image.encoded);
+  std::string v;
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 4, m);
+  return v;
+}
+
+GRADUS_INLINE std::string encode_text_value(std::string_view tag, std::string_view text) {
+  std::string tensor;
+  detail::proto::put_int(tensor, 1, 7);        // DT_STRING
+  detail::proto::put_bytes(tensor, 2, "");     // TensorShapeProto of a scalar: no dims
+  detail::proto::put_bytes(tensor, 8, text);
+  std::string plugin;
+  detail::proto::put_bytes(plugin, 1, "text");
+  std::string metadata;
+  detail::proto::put_bytes(metadata, 1, plugin);
+  std::string v;
+  detail::proto::put_bytes(v, 1, tag);
+  detail::proto::put_bytes(v, 8, tensor);
+  detail::proto::put_bytes(v, 9, metadata);
+  return v;
+}
+
+GRADUS_INLINE std::string encode_summary_event(double wall_time, int64_t step, const std::vector<std::string>& values) {
+  std::string summary;
+  for (const std::string& v : values) detail::proto::put_bytes(summary, 1, v);
+  std::string e;
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  if (step != 0) detail::proto::put_int(e, 2, step);
+  detail::proto::put_bytes(e, 5, summary);
+  return e;
+}
+
+GRADUS_INLINE std::string encode_file_version_event(double wall_time, std::string_view version) {
+  std::string e;
+  if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
+  detail::proto::put_bytes(e, 3, version);
+  return e;
+}
+
+GRADUS_INLINE std::string encode_scalar_event(double wall_time, int64_t step, std::string_view tag, float value) {
+  return encode_summary_event(wall_time, step, {encode_scalar_value(tag, value)});
+}
+}  // namespace gradus::summary
+
+namespace gradus::summary::detail {
+GRADUS_INLINE Histogram decode_histogram(std::string_view data) {
   Histogram h;
   EventReader r(data, "HistogramProto");
   while (r.next()) {
@@ -202,7 +243,7 @@ inline Histogram decode_histogram(std::string_view data) {
   return h;
 }
 
-inline EncodedImage decode_image(std::string_view data) {
+GRADUS_INLINE EncodedImage decode_image(std::string_view data) {
   EncodedImage im;
   EventReader r(data, "Image");
   while (r.next()) {
@@ -217,7 +258,7 @@ inline EncodedImage decode_image(std::string_view data) {
   return im;
 }
 
-inline EncodedAudio decode_audio(std::string_view data) {
+GRADUS_INLINE EncodedAudio decode_audio(std::string_view data) {
   EncodedAudio a;
   EventReader r(data, "Audio");
   while (r.next()) {
@@ -233,7 +274,7 @@ inline EncodedAudio decode_audio(std::string_view data) {
   return a;
 }
 
-inline void decode_tensor(std::string_view data, Value& v) {
+GRADUS_INLINE void decode_tensor(std::string_view data, Value& v) {
   int64_t dtype = 0;
   std::optional<std::string> first;
   EventReader r(data, "TensorProto");
@@ -265,7 +306,7 @@ inline void decode_tensor(std::string_view data, Value& v) {
   if (dtype == 7) v.text = first.value_or("");
 }
 
-inline Value decode_value(std::string_view data) {
+GRADUS_INLINE Value decode_value(std::string_view data) {
   Value v;
   EventReader r(data, "Summary.Value");
   while (r.next()) {
@@ -293,11 +334,10 @@ inline Value decode_value(std::string_view data) {
   }
   return v;
 }
+}  // namespace gradus::summary::detail
 
-}  // namespace detail
-
-/// Decodes one Event message (a record's data); io_error on malformed bytes.
-inline Event decode_event(std::string_view data) {
+namespace gradus::summary {
+GRADUS_INLINE Event decode_event(std::string_view data) {
   Event e;
   detail::EventReader r(data, "Event");
   while (r.next()) {
@@ -330,8 +370,7 @@ inline Event decode_event(std::string_view data) {
   return e;
 }
 
-/// Every event of the event file at `path`, CRCs verified; io_error names the file.
-inline std::vector<Event> read_events(const std::filesystem::path& path) {
+GRADUS_INLINE std::vector<Event> read_events(const std::filesystem::path& path) {
   std::vector<Event> out;
   for (const std::string& rec : io::read_tfrecords(path)) {
     try {
@@ -342,5 +381,5 @@ inline std::vector<Event> read_events(const std::filesystem::path& path) {
   }
   return out;
 }
-
 }  // namespace gradus::summary
+#endif  // GRADUS_DEFINE_COMPILED

@@ -38,6 +38,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/detail/protobuf.hpp"
 
 namespace gradus::summary {
@@ -62,17 +63,7 @@ enum class DataType : int {
 
 /// The DataType of a gradus dtype name: "float32" -> DT_FLOAT, "float64" -> DT_DOUBLE,
 /// "int32", "int64", "uint8", "int16", "int8", "bool"; DT_INVALID for anything else ("").
-inline DataType data_type(std::string_view dtype) {
-  if (dtype == "float32") return DataType::DT_FLOAT;
-  if (dtype == "float64") return DataType::DT_DOUBLE;
-  if (dtype == "int32") return DataType::DT_INT32;
-  if (dtype == "int64") return DataType::DT_INT64;
-  if (dtype == "uint8") return DataType::DT_UINT8;
-  if (dtype == "int16") return DataType::DT_INT16;
-  if (dtype == "int8") return DataType::DT_INT8;
-  if (dtype == "bool") return DataType::DT_BOOL;
-  return DataType::DT_INVALID;
-}
+DataType data_type(std::string_view dtype);
 
 /// A tensor shape as TensorShapeProto holds it: one size per dimension ([] is a scalar).
 using TensorShape = std::vector<int64_t>;
@@ -138,7 +129,52 @@ struct StepStats {
 
 namespace detail {
 
-inline std::string encode_shape(const TensorShape& shape) {
+std::string encode_shape(const TensorShape& shape);
+
+std::string encode_attr_value(const AttrValue& a);
+
+std::string encode_node(const GraphNode& n);
+
+std::string encode_node_exec_stats(const NodeExecStats& s);
+
+}  // namespace detail
+
+/// The GraphDef message of `g` (the bytes of Event.graph_def).
+///   std::string bytes = gd::summary::encode_graph_def(g);
+std::string encode_graph_def(const GraphDef& g);
+
+/// The StepStats message of `s`.
+std::string encode_step_stats(const StepStats& s);
+
+/// The RunMetadata message {step_stats} of `s`.
+std::string encode_run_metadata(const StepStats& s);
+
+/// Event {wall_time, graph_def} (not framed).
+std::string encode_graph_event(double wall_time, const GraphDef& g);
+
+/// Event {wall_time, step, tagged_run_metadata {tag, run_metadata {step_stats}}} (not framed).
+std::string encode_run_metadata_event(double wall_time, int64_t step, std::string_view tag,
+                                      const StepStats& s);
+
+}  // namespace gradus::summary
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::summary {
+GRADUS_INLINE DataType data_type(std::string_view dtype) {
+  if (dtype == "float32") return DataType::DT_FLOAT;
+  if (dtype == "float64") return DataType::DT_DOUBLE;
+  if (dtype == "int32") return DataType::DT_INT32;
+  if (dtype == "int64") return DataType::DT_INT64;
+  if (dtype == "uint8") return DataType::DT_UINT8;
+  if (dtype == "int16") return DataType::DT_INT16;
+  if (dtype == "int8") return DataType::DT_INT8;
+  if (dtype == "bool") return DataType::DT_BOOL;
+  return DataType::DT_INVALID;
+}
+}  // namespace gradus::summary
+
+namespace gradus::summary::detail {
+GRADUS_INLINE std::string encode_shape(const TensorShape& shape) {
   std::string s;
   for (int64_t size : shape) {
     std::string dim;
@@ -148,7 +184,7 @@ inline std::string encode_shape(const TensorShape& shape) {
   return s;
 }
 
-inline std::string encode_attr_value(const AttrValue& a) {
+GRADUS_INLINE std::string encode_attr_value(const AttrValue& a) {
   std::string v;
   std::visit(
       [&](const auto& x) {
@@ -173,7 +209,7 @@ inline std::string encode_attr_value(const AttrValue& a) {
   return v;
 }
 
-inline std::string encode_node(const GraphNode& n) {
+GRADUS_INLINE std::string encode_node(const GraphNode& n) {
   std::string m;
   if (!n.name.empty()) proto::put_bytes(m, 1, n.name);
   if (!n.op.empty()) proto::put_bytes(m, 2, n.op);
@@ -188,7 +224,7 @@ inline std::string encode_node(const GraphNode& n) {
   return m;
 }
 
-inline std::string encode_node_exec_stats(const NodeExecStats& s) {
+GRADUS_INLINE std::string encode_node_exec_stats(const NodeExecStats& s) {
   std::string m;
   if (!s.node_name.empty()) proto::put_bytes(m, 1, s.node_name);
   if (s.all_start_micros != 0) proto::put_int(m, 2, s.all_start_micros);
@@ -207,12 +243,10 @@ inline std::string encode_node_exec_stats(const NodeExecStats& s) {
   if (s.thread_id != 0) proto::put_int(m, 10, s.thread_id);
   return m;
 }
+}  // namespace gradus::summary::detail
 
-}  // namespace detail
-
-/// The GraphDef message of `g` (the bytes of Event.graph_def).
-///   std::string bytes = gd::summary::encode_graph_def(g);
-inline std::string encode_graph_def(const GraphDef& g) {
+namespace gradus::summary {
+GRADUS_INLINE std::string encode_graph_def(const GraphDef& g) {
   std::string out;
   for (const GraphNode& n : g.nodes) detail::proto::put_bytes(out, 1, detail::encode_node(n));
   std::string versions;
@@ -221,8 +255,7 @@ inline std::string encode_graph_def(const GraphDef& g) {
   return out;
 }
 
-/// The StepStats message of `s`.
-inline std::string encode_step_stats(const StepStats& s) {
+GRADUS_INLINE std::string encode_step_stats(const StepStats& s) {
   std::string out;
   for (const DeviceStepStats& d : s.dev_stats) {
     std::string dev;
@@ -233,24 +266,21 @@ inline std::string encode_step_stats(const StepStats& s) {
   return out;
 }
 
-/// The RunMetadata message {step_stats} of `s`.
-inline std::string encode_run_metadata(const StepStats& s) {
+GRADUS_INLINE std::string encode_run_metadata(const StepStats& s) {
   std::string out;
   detail::proto::put_bytes(out, 1, encode_step_stats(s));
   return out;
 }
 
-/// Event {wall_time, graph_def} (not framed).
-inline std::string encode_graph_event(double wall_time, const GraphDef& g) {
+GRADUS_INLINE std::string encode_graph_event(double wall_time, const GraphDef& g) {
   std::string e;
   if (wall_time != 0) detail::proto::put_double(e, 1, wall_time);
   detail::proto::put_bytes(e, 4, encode_graph_def(g));
   return e;
 }
 
-/// Event {wall_time, step, tagged_run_metadata {tag, run_metadata {step_stats}}} (not framed).
-inline std::string encode_run_metadata_event(double wall_time, int64_t step, std::string_view tag,
-                                             const StepStats& s) {
+GRADUS_INLINE std::string encode_run_metadata_event(double wall_time, int64_t step, std::string_view tag,
+                                                    const StepStats& s) {
   std::string tagged;
   detail::proto::put_bytes(tagged, 1, tag);
   detail::proto::put_bytes(tagged, 2, encode_run_metadata(s));
@@ -260,5 +290,5 @@ inline std::string encode_run_metadata_event(double wall_time, int64_t step, std
   detail::proto::put_bytes(e, 8, tagged);
   return e;
 }
-
 }  // namespace gradus::summary
+#endif  // GRADUS_DEFINE_COMPILED

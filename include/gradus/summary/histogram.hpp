@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -30,20 +31,7 @@ struct Histogram {
 };
 
 /// TensorFlow's default bucket limits (see the file comment), increasing.
-inline const std::vector<double>& default_bucket_limits() {
-  static const std::vector<double> limits = [] {
-    std::vector<double> pos;
-    for (double v = 1e-12; v < 1e20; v *= 1.1) pos.push_back(v);
-    pos.push_back(DBL_MAX);
-    std::vector<double> all;
-    all.reserve(2 * pos.size() + 1);
-    for (auto it = pos.rbegin(); it != pos.rend(); ++it) all.push_back(-*it);
-    all.push_back(0.0);
-    all.insert(all.end(), pos.begin(), pos.end());
-    return all;
-  }();
-  return limits;
-}
+const std::vector<double>& default_bucket_limits();
 
 /// The histogram of `n` values at `data` in the default buckets; value_error naming `tag`
 /// and the first offending index when a value is NaN or infinite.
@@ -85,3 +73,22 @@ Histogram make_histogram(const Tensor<T>& values, std::string_view tag = "histog
 }
 
 }  // namespace gradus::summary
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::summary {
+GRADUS_INLINE const std::vector<double>& default_bucket_limits() {
+  static const std::vector<double> limits = [] {
+    std::vector<double> pos;
+    for (double v = 1e-12; v < 1e20; v *= 1.1) pos.push_back(v);
+    pos.push_back(DBL_MAX);
+    std::vector<double> all;
+    all.reserve(2 * pos.size() + 1);
+    for (auto it = pos.rbegin(); it != pos.rend(); ++it) all.push_back(-*it);
+    all.push_back(0.0);
+    all.insert(all.end(), pos.begin(), pos.end());
+    return all;
+  }();
+  return limits;
+}
+}  // namespace gradus::summary
+#endif  // GRADUS_DEFINE_COMPILED

@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/image/png.hpp"
@@ -85,12 +86,34 @@ std::string tensors_tsv(const Tensor<T>& t, const std::string& name) {
   return out;
 }
 
-inline void check_label(const std::string& label, const std::string& name, const char* where, size_t row) {
+void check_label(const std::string& label, const std::string& name, const char* where, size_t row);
+
+std::string metadata_tsv(const ProjectorEmbedding& e, int64_t n);
+
+/// The sprite image [g*H, g*W, C] (g = ceil(sqrt(N))) of `images` [N, H, W, C].
+Tensor<float> sprite(const Tensor<float>& images, int64_t n, const std::string& name);
+
+void check_embedding_name(const std::string& name);
+
+}  // namespace detail
+
+/// Writes `embeddings` for TensorBoard's projector into `logdir` (created if needed): the TSVs,
+/// sprites and projector_config.pbtxt described in the file comment. value_error / shape_error
+/// before anything is written for bad input; io_error naming the file when a write fails.
+///   gd::summary::write_projector("runs/lm", {{.tensor_name = "words", .tensor = emb.embeddings().value(),
+///                                             .metadata_rows = labels}});
+void write_projector(const std::filesystem::path& logdir, const std::vector<ProjectorEmbedding>& embeddings);
+
+}  // namespace gradus::summary
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::summary::detail {
+GRADUS_INLINE void check_label(const std::string& label, const std::string& name, const char* where, size_t row) {
   GRADUS_CHECK(value_error, label.find_first_of("\t\n\r") == std::string::npos, "write_projector: '", name,
                "': ", where, " ", row, " holds a tab or a line break (not allowed in a TSV field): \"", label, "\"");
 }
 
-inline std::string metadata_tsv(const ProjectorEmbedding& e, int64_t n) {
+GRADUS_INLINE std::string metadata_tsv(const ProjectorEmbedding& e, int64_t n) {
   const std::string& name = e.tensor_name;
   GRADUS_CHECK(value_error, int64_t(e.metadata_rows.size()) == n, "write_projector: '", name, "': expected ", n,
                " metadata rows (one per vector), got ", e.metadata_rows.size());
@@ -114,8 +137,7 @@ inline std::string metadata_tsv(const ProjectorEmbedding& e, int64_t n) {
   return out;
 }
 
-/// The sprite image [g*H, g*W, C] (g = ceil(sqrt(N))) of `images` [N, H, W, C].
-inline Tensor<float> sprite(const Tensor<float>& images, int64_t n, const std::string& name) {
+GRADUS_INLINE Tensor<float> sprite(const Tensor<float>& images, int64_t n, const std::string& name) {
   const Shape& s = images.shape();
   GRADUS_CHECK(shape_error, s.rank() == 4 && s[0] == n && s[1] >= 1 && s[2] >= 1 &&
                                 (s[3] == 1 || s[3] == 3 || s[3] == 4),
@@ -137,7 +159,7 @@ inline Tensor<float> sprite(const Tensor<float>& images, int64_t n, const std::s
   return out;
 }
 
-inline void check_embedding_name(const std::string& name) {
+GRADUS_INLINE void check_embedding_name(const std::string& name) {
   bool ok = !name.empty() && name != "." && name != ".." && name.size() <= 200;
   for (char ch : name)
     ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
@@ -145,15 +167,11 @@ inline void check_embedding_name(const std::string& name) {
   GRADUS_CHECK(value_error, ok, "write_projector: expected a tensor_name of 1 to 200 letters, digits, '_', '-' or '.' "
                "(it names a folder), got \"", name, "\"");
 }
+}  // namespace gradus::summary::detail
 
-}  // namespace detail
-
-/// Writes `embeddings` for TensorBoard's projector into `logdir` (created if needed): the TSVs,
-/// sprites and projector_config.pbtxt described in the file comment. value_error / shape_error
-/// before anything is written for bad input; io_error naming the file when a write fails.
-///   gd::summary::write_projector("runs/lm", {{.tensor_name = "words", .tensor = emb.embeddings().value(),
-///                                             .metadata_rows = labels}});
-inline void write_projector(const std::filesystem::path& logdir, const std::vector<ProjectorEmbedding>& embeddings) {
+namespace gradus::summary {
+GRADUS_INLINE void write_projector(const std::filesystem::path& logdir,
+                                   const std::vector<ProjectorEmbedding>& embeddings) {
   GRADUS_CHECK(value_error, !embeddings.empty(), "write_projector: expected at least one embedding, got none");
   struct Files {
     std::string tensors, metadata, sprite_png;
@@ -206,5 +224,5 @@ inline void write_projector(const std::filesystem::path& logdir, const std::vect
   }
   io::write_file_atomic(logdir / "projector_config.pbtxt", config);
 }
-
 }  // namespace gradus::summary
+#endif  // GRADUS_DEFINE_COMPILED

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -18,7 +19,13 @@ namespace gradus::summary {
 /// `sample_rate` Hz (rounded to an integer, >= 1):
 ///   std::string wav = gd::summary::encode_wav(gd::Tensor<float>::from({0.f, 0.5f, -1.f}, {3}), 8000);
 /// shape_error for another rank or no channels; value_error for NaN/inf samples or a bad rate.
-inline std::string encode_wav(const Tensor<float>& audio, double sample_rate) {
+std::string encode_wav(const Tensor<float>& audio, double sample_rate);
+
+}  // namespace gradus::summary
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::summary {
+GRADUS_INLINE std::string encode_wav(const Tensor<float>& audio, double sample_rate) {
   const Shape& s = audio.shape();
   GRADUS_CHECK(shape_error, s.rank() == 1 || s.rank() == 2,
                "encode_wav: expected audio [frames] or [frames, channels], got shape ", s);
@@ -57,5 +64,5 @@ inline std::string encode_wav(const Tensor<float>& audio, double sample_rate) {
   }
   return out;
 }
-
 }  // namespace gradus::summary
+#endif  // GRADUS_DEFINE_COMPILED

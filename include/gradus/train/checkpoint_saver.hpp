@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/train/hooks.hpp"
 
 namespace gradus::train {
@@ -27,40 +28,19 @@ class CheckpointSaver : public Hook {
  public:
   /// Writes files: with a Collective, the chief (rank 0) alone runs it.
   bool chief_only() const override { return true; }
-  explicit CheckpointSaver(CheckpointSaverOptions o = {})
-      : o_(std::move(o)),
-        every_secs_(o_.every_secs.value_or(o_.every_steps == 0 && o_.every_epochs == 0 ? 600.0 : 0.0)) {
-    GRADUS_CHECK(value_error, o_.every_steps >= 0 && every_secs_ >= 0 && o_.every_epochs >= 0,
-                 "CheckpointSaver: every_steps, every_secs and every_epochs must be >= 0, got ", o_.every_steps,
-                 ", ", every_secs_, " and ", o_.every_epochs);
-    GRADUS_CHECK(value_error, o_.max_to_keep >= 1, "CheckpointSaver: max_to_keep must be >= 1, got ", o_.max_to_keep);
-  }
+  explicit CheckpointSaver(CheckpointSaverOptions o = {});
+  GRADUS_INLINE_DECL ~CheckpointSaver() override;
+  CheckpointSaver(CheckpointSaver&&) = default;
+  CheckpointSaver& operator=(CheckpointSaver&&) = default;
 
   /// The time schedule in use, in seconds (0: none): `every_secs`, or its default when unset.
   double every_secs() const { return every_secs_; }
 
-  void begin(Session& s) override {
-    const std::filesystem::path dir = o_.dir.empty() ? s.run_dir() : o_.dir;
-    GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set the run_dir of fit or of the Session, or .dir");
-    saver_ = std::make_unique<io::Saver>(dir, io::SaverOptions{.max_to_keep = o_.max_to_keep, .prefix = o_.prefix});
-    timer_ = {o_.every_steps, every_secs_, detail::Clock::now()};
-    unsaved_ = true;
-  }
-  void after_create_session(Session& s) override {
-    timer_.reset();
-    unsaved_ = !s.restored_from();  // a restored state is on disk already
-  }
-  void after_step(Session& s, const StepResult& r) override {
-    unsaved_ = true;
-    if (timer_.should_fire(r.global_step)) save(s);
-  }
-  void after_epoch(Session& s, const EpochLogs& logs) override {
-    unsaved_ = true;
-    if (o_.every_epochs > 0 && (logs.epoch + 1) % o_.every_epochs == 0) save(s);
-  }
-  void end(Session& s) override {
-    if (unsaved_) save(s);
-  }
+  GRADUS_INLINE_DECL void begin(Session& s) override;
+  GRADUS_INLINE_DECL void after_create_session(Session& s) override;
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
+  GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
+  GRADUS_INLINE_DECL void end(Session& s) override;
 
   /// The path of the last checkpoint this hook wrote, if any.
   const std::optional<std::filesystem::path>& last_path() const { return last_path_; }
@@ -68,11 +48,7 @@ class CheckpointSaver : public Hook {
   io::Saver* saver() const { return saver_.get(); }
 
  private:
-  void save(Session& s) {
-    last_path_ = s.save_checkpoint(*saver_);
-    unsaved_ = false;
-    timer_.reset();
-  }
+  void save(Session& s);
 
   CheckpointSaverOptions o_;
   double every_secs_;
@@ -83,3 +59,51 @@ class CheckpointSaver : public Hook {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE CheckpointSaver::CheckpointSaver(CheckpointSaverOptions o)
+    : o_(std::move(o)),
+      every_secs_(o_.every_secs.value_or(o_.every_steps == 0 && o_.every_epochs == 0 ? 600.0 : 0.0)) {
+  GRADUS_CHECK(value_error, o_.every_steps >= 0 && every_secs_ >= 0 && o_.every_epochs >= 0,
+               "CheckpointSaver: every_steps, every_secs and every_epochs must be >= 0, got ", o_.every_steps,
+               ", ", every_secs_, " and ", o_.every_epochs);
+  GRADUS_CHECK(value_error, o_.max_to_keep >= 1, "CheckpointSaver: max_to_keep must be >= 1, got ", o_.max_to_keep);
+}
+
+GRADUS_INLINE CheckpointSaver::~CheckpointSaver() = default;
+
+GRADUS_INLINE void CheckpointSaver::begin(Session& s) {
+  const std::filesystem::path dir = o_.dir.empty() ? s.run_dir() : o_.dir;
+  GRADUS_CHECK(value_error, !dir.empty(), "CheckpointSaver: no directory: set the run_dir of fit or of the Session, or .dir");
+  saver_ = std::make_unique<io::Saver>(dir, io::SaverOptions{.max_to_keep = o_.max_to_keep, .prefix = o_.prefix});
+  timer_ = {o_.every_steps, every_secs_, detail::Clock::now()};
+  unsaved_ = true;
+}
+
+GRADUS_INLINE void CheckpointSaver::after_create_session(Session& s) {
+  timer_.reset();
+  unsaved_ = !s.restored_from();  // a restored state is on disk already
+}
+
+GRADUS_INLINE void CheckpointSaver::after_step(Session& s, const StepResult& r) {
+  unsaved_ = true;
+  if (timer_.should_fire(r.global_step)) save(s);
+}
+
+GRADUS_INLINE void CheckpointSaver::after_epoch(Session& s, const EpochLogs& logs) {
+  unsaved_ = true;
+  if (o_.every_epochs > 0 && (logs.epoch + 1) % o_.every_epochs == 0) save(s);
+}
+
+GRADUS_INLINE void CheckpointSaver::end(Session& s) {
+  if (unsaved_) save(s);
+}
+
+GRADUS_INLINE void CheckpointSaver::save(Session& s) {
+  last_path_ = s.save_checkpoint(*saver_);
+  unsaved_ = false;
+  timer_.reset();
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED

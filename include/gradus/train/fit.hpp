@@ -93,12 +93,7 @@ struct Evaluation {
   std::vector<std::pair<std::string, double>> metrics;  ///< (metric name, result), in options order
 
   /// "loss" or a metric's name; value_error when absent.
-  double get(std::string_view key) const {
-    if (key == "loss") return loss;
-    for (const auto& [k, v] : metrics)
-      if (k == key) return v;
-    throw value_error(::gradus::detail::str("Evaluation: no value '", key, "'"));
-  }
+  double get(std::string_view key) const;
 
   /// "loss 0.3512  accuracy 0.8750": loss then each metric, 4 decimals, as Logging's lines.
   friend std::ostream& operator<<(std::ostream& os, const Evaluation& e) {
@@ -114,17 +109,7 @@ struct Evaluation {
 ///   epoch 2  step 10  loss 0.7500  val_loss 0.8000  val_accuracy 0.6250
 ///   stopped: EarlyStopping: val_accuracy did not improve for 2 epochs
 /// A History without epochs prints "no epochs (global step 0)".
-inline std::ostream& operator<<(std::ostream& os, const History& h) {
-  if (h.epochs.empty()) os << "no epochs (global step " << h.global_step << ')';
-  for (size_t i = 0; i < h.epochs.size(); ++i) {
-    const EpochLogs& e = h.epochs[i];
-    os << (i ? "\n" : "") << "epoch " << e.epoch + 1 << "  step " << e.global_step << "  loss "
-       << detail::fixed(e.loss, 4) << detail::validation_text(e, 4);
-  }
-  if (!h.stop_reason.empty()) os << "\nstopped: " << h.stop_reason;
-  if (h.nonfinite_step) os << "\nthe loss was not finite first at step " << *h.nonfinite_step;
-  return os;
-}
+std::ostream& operator<<(std::ostream& os, const History& h);
 
 /// Options of predict.
 struct PredictOptions {
@@ -147,9 +132,7 @@ class TrainingMode {
   bool prev_;
 };
 
-inline void check_batch_size(const char* who, int64_t b) {
-  GRADUS_CHECK(value_error, b > 0, who, ": batch_size must be > 0, got ", b);
-}
+void check_batch_size(const char* who, int64_t b);
 
 /// The one-element value of a loss, with an error naming `who` when it is not a scalar.
 template <Real T>
@@ -563,6 +546,33 @@ Var<T> detail::with_regularization(const Var<T>& data_loss, const nn::Module<T>&
 }
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE double Evaluation::get(std::string_view key) const {
+  if (key == "loss") return loss;
+  for (const auto& [k, v] : metrics)
+    if (k == key) return v;
+  throw value_error(::gradus::detail::str("Evaluation: no value '", key, "'"));
+}
+
+GRADUS_INLINE std::ostream& operator<<(std::ostream& os, const History& h) {
+  if (h.epochs.empty()) os << "no epochs (global step " << h.global_step << ')';
+  for (size_t i = 0; i < h.epochs.size(); ++i) {
+    const EpochLogs& e = h.epochs[i];
+    os << (i ? "\n" : "") << "epoch " << e.epoch + 1 << "  step " << e.global_step << "  loss "
+       << detail::fixed(e.loss, 4) << detail::validation_text(e, 4);
+  }
+  if (!h.stop_reason.empty()) os << "\nstopped: " << h.stop_reason;
+  if (h.nonfinite_step) os << "\nthe loss was not finite first at step " << *h.nonfinite_step;
+  return os;
+}
+
+GRADUS_INLINE void detail::check_batch_size(const char* who, int64_t b) {
+  GRADUS_CHECK(value_error, b > 0, who, ": batch_size must be > 0, got ", b);
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED
 
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::train {

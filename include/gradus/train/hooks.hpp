@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/train/session.hpp"
 
 namespace gradus::train {
@@ -33,53 +34,22 @@ inline double seconds_since(Clock::time_point t) {
 }
 
 /// `v` with `decimals` digits after the point ("0.4321"), or "nan" / "inf".
-inline std::string fixed(double v, int decimals) {
-  if (std::isnan(v)) return "nan";  // not "-nan", whatever its sign bit
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(decimals) << v;
-  return os.str();
-}
+std::string fixed(double v, int decimals);
 
 /// `v` in the shortest general form with 6 significant digits ("0.001", "1e-05").
-inline std::string general(double v) {
-  std::ostringstream os;
-  os << std::setprecision(6) << v;
-  return os.str();
-}
+std::string general(double v);
 
 /// The warning fit and ProgressBar give when a loss was not finite and no NanGuard stopped the run.
-inline std::string nonfinite_warning(int64_t first, int64_t last) {
-  return ::gradus::detail::str("warning: the loss was not finite (nan or inf) first at step ", first,
-                               "; training went on to step ", last,
-                               " (History::nonfinite_step; gd::train::NanGuard stops at the first one)");
-}
+std::string nonfinite_warning(int64_t first, int64_t last);
 
 /// "m:ss" or "h:mm:ss"; "?" when not finite.
-inline std::string clock_time(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<long long>(std::llround(seconds));
-  char buf[48];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
-  return buf;
-}
+std::string clock_time(double seconds);
 
 /// "  val_loss 0.1234  val_accuracy 0.9000" for the validation entries of `logs`.
-inline std::string validation_text(const EpochLogs& logs, int decimals) {
-  std::string out;
-  if (logs.val_loss) out += "  val_loss " + fixed(*logs.val_loss, decimals);
-  for (const auto& [k, v] : logs.val_metrics) out += "  " + k + " " + fixed(v, decimals);
-  return out;
-}
+std::string validation_text(const EpochLogs& logs, int decimals);
 
 /// Whether `os` writes to a terminal: std::cout / std::cerr / std::clog on a tty.
-inline bool is_terminal(const std::ostream& os) {
-  if (&os == &std::cout) return ::isatty(STDOUT_FILENO) == 1;
-  if (&os == &std::cerr || &os == &std::clog) return ::isatty(STDERR_FILENO) == 1;
-  return false;
-}
+bool is_terminal(const std::ostream& os);
 
 /// Fires every `every_steps` global steps (global_step % every_steps == 0) or when `every_secs`
 /// have passed since the last firing (0 disables either), as TF's SecondOrStepTimer.
@@ -111,25 +81,14 @@ struct StopAtStepOptions {
 ///   gd::train::StopAtStep stop({.last_step = 1000});
 class StopAtStep : public Hook {
  public:
-  explicit StopAtStep(StopAtStepOptions o) : o_(o) {
-    GRADUS_CHECK(value_error, (o.num_steps >= 0) != (o.last_step >= 0),
-                 "StopAtStep: set exactly one of num_steps and last_step (>= 0), got num_steps = ", o.num_steps,
-                 ", last_step = ", o.last_step);
-  }
-  void after_create_session(Session& s) override {
-    target_ = o_.last_step >= 0 ? o_.last_step : s.global_step() + o_.num_steps;
-    if (s.global_step() >= target_) stop(s);
-  }
-  void after_step(Session& s, const StepResult& r) override {
-    if (r.global_step >= target_) stop(s);
-  }
+  explicit StopAtStep(StopAtStepOptions o);
+  GRADUS_INLINE_DECL void after_create_session(Session& s) override;
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
   /// The step at which this run stops (valid after session creation).
   int64_t target() const { return target_; }
 
  private:
-  void stop(Session& s) const {
-    s.request_stop(::gradus::detail::str("StopAtStep: reached step ", target_));
-  }
+  void stop(Session& s) const;
   StopAtStepOptions o_;
   int64_t target_ = 0;
 };
@@ -156,28 +115,10 @@ struct NanGuardOptions {
 class NanGuard : public Hook {
  public:
   explicit NanGuard(NanGuardOptions o = {}) : o_(o) {}
-  void after_step(Session& s, const StepResult& r) override {
-    std::string what;
-    if (!std::isfinite(r.loss)) {
-      what = ::gradus::detail::str("NanGuard: loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
-                                   " at step ", r.global_step, where(s, r));
-    } else if (o_.check_gradients) {
-      for (const auto& p : s.parameters())
-        if (p.grad && !all_finite(*p.grad)) {
-          what = ::gradus::detail::str("NanGuard: gradient of '", p.name, "' is not finite at step ", r.global_step,
-                                       where(s, r), "; loss ", r.loss);
-          break;
-        }
-    }
-    if (what.empty()) return;
-    if (o_.fail) throw nan_error(what, r.global_step);
-    s.request_stop(what);
-  }
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
 
  private:
-  static std::string where(const Session& s, const StepResult& r) {
-    return ::gradus::detail::str(" (epoch ", r.epoch, ", batch ", r.step_in_epoch, " of ", s.steps_per_epoch(), ")");
-  }
+  static std::string where(const Session& s, const StepResult& r);
   NanGuardOptions o_;
 };
 
@@ -185,9 +126,7 @@ class NanGuard : public Hook {
 
 namespace detail {
 /// "k/n", or "k" while the epoch's length n is not known (0: a Dataset's first epoch).
-inline std::string batch_text(int64_t k, int64_t n) {
-  return n > 0 ? ::gradus::detail::str(k, '/', n) : ::gradus::detail::str(k);
-}
+std::string batch_text(int64_t k, int64_t n);
 }  // namespace detail
 
 /// Options of Logging.
@@ -206,32 +145,11 @@ struct LoggingOptions {
 ///   gd::train::Logging log({.every_steps = 50}, std::clog);
 class Logging : public Hook {
  public:
-  explicit Logging(LoggingOptions o = {}, std::ostream& os = std::cout) : o_(o), os_(&os) {
-    GRADUS_CHECK(value_error, o.every_steps >= 0 && o.every_secs >= 0, "Logging: every_steps and every_secs must be >= 0, got ",
-                 o.every_steps, " and ", o.every_secs);
-  }
-  void begin(Session&) override { timer_ = {o_.every_steps, o_.every_secs, detail::Clock::now()}; }
-  void after_create_session(Session& s) override {
-    timer_.reset();
-    last_step_ = s.global_step();
-  }
-  void after_step(Session& s, const StepResult& r) override {
-    if (!timer_.should_fire(r.global_step)) return;
-    const double secs = detail::seconds_since(timer_.last);
-    const double rate = secs > 0 ? double(r.global_step - last_step_) / secs : 0.0;
-    *os_ << "step " << r.global_step << "  epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
-         << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  loss " << detail::fixed(r.loss, o_.decimals)
-         << "  lr " << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s\n";
-    os_->flush();
-    timer_.reset();
-    last_step_ = r.global_step;
-  }
-  void after_epoch(Session& s, const EpochLogs& logs) override {
-    if (!o_.epochs) return;
-    *os_ << "epoch " << logs.epoch + 1 << '/' << s.epochs() << "  step " << logs.global_step << "  loss "
-         << detail::fixed(logs.loss, o_.decimals) << detail::validation_text(logs, o_.decimals) << '\n';
-    os_->flush();
-  }
+  explicit Logging(LoggingOptions o = {}, std::ostream& os = std::cout);
+  GRADUS_INLINE_DECL void begin(Session&) override;
+  GRADUS_INLINE_DECL void after_create_session(Session& s) override;
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
+  GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
 
  private:
   LoggingOptions o_;
@@ -259,59 +177,12 @@ struct ProgressBarOptions {
 /// A run whose loss was ever nan or inf ends with "warning: the loss was not finite ... first at step N ...".
 class ProgressBar : public Hook {
  public:
-  explicit ProgressBar(ProgressBarOptions o = {}, std::ostream& os = std::cout) : o_(o), os_(&os) {
-    GRADUS_CHECK(value_error, o.every_steps > 0 && o.width > 0, "ProgressBar: every_steps and width must be > 0, got ",
-                 o.every_steps, " and ", o.width);
-  }
-  void begin(Session&) override { tty_ = o_.tty ? *o_.tty : detail::is_terminal(*os_); }
-  void after_create_session(Session& s) override {
-    start_ = detail::Clock::now();
-    last_draw_ = start_ - std::chrono::seconds(1);
-    start_step_ = s.global_step();
-    drawn_ = false;
-  }
-  void after_step(Session& s, const StepResult& r) override {
-    const double secs = detail::seconds_since(start_);
-    const double rate = secs > 0 ? double(r.global_step - start_step_) / secs : 0.0;
-    const double eta = rate > 0 ? double(s.last_step() - r.global_step) / rate : std::nan("");
-    if (tty_) {
-      const bool epoch_end = r.step_in_epoch == s.steps_per_epoch();
-      if (!epoch_end && detail::seconds_since(last_draw_) < 0.1) return;
-      last_draw_ = detail::Clock::now();
-      const int64_t n = s.steps_per_epoch();
-      const int filled = n > 0 ? int(int64_t(o_.width) * r.step_in_epoch / n) : 0;  // n = 0: not known yet
-      std::string bar(size_t(o_.width), ' ');
-      for (int i = 0; i < filled; ++i) bar[size_t(i)] = '=';
-      if (filled < o_.width && filled > 0) bar[size_t(filled - 1)] = '>';
-      *os_ << "\r\x1b[K"
-           << "epoch " << r.epoch + 1 << '/' << s.epochs() << " [" << bar << "] "
-           << detail::batch_text(r.step_in_epoch, n)
-           << "  loss " << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1)
-           << " steps/s  ETA " << detail::clock_time(eta);
-      os_->flush();
-      drawn_ = true;
-    } else if (r.global_step % o_.every_steps == 0) {
-      *os_ << "epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
-           << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  step " << r.global_step << "  loss "
-           << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1) << " steps/s  ETA "
-           << detail::clock_time(eta) << '\n';
-      os_->flush();
-    }
-  }
-  void after_epoch(Session& s, const EpochLogs& logs) override {
-    if (tty_ && drawn_) *os_ << '\n';
-    drawn_ = false;
-    *os_ << "epoch " << logs.epoch + 1 << '/' << s.epochs() << "  step " << logs.global_step << "  loss "
-         << detail::fixed(logs.loss, o_.decimals) << detail::validation_text(logs, o_.decimals) << '\n';
-    os_->flush();
-  }
-  void end(Session& s) override {
-    if (tty_ && drawn_) *os_ << '\n';
-    drawn_ = false;
-    if (!s.stop_reason().empty()) *os_ << "stopped: " << s.stop_reason() << '\n';
-    if (s.nonfinite_step()) *os_ << detail::nonfinite_warning(*s.nonfinite_step(), s.global_step()) << '\n';
-    os_->flush();
-  }
+  explicit ProgressBar(ProgressBarOptions o = {}, std::ostream& os = std::cout);
+  GRADUS_INLINE_DECL void begin(Session&) override;
+  GRADUS_INLINE_DECL void after_create_session(Session& s) override;
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
+  GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
+  GRADUS_INLINE_DECL void end(Session& s) override;
 
  private:
   ProgressBarOptions o_;
@@ -346,39 +217,11 @@ struct EarlyStoppingOptions {
 ///   gd::train::EarlyStopping early({.monitor = "val_accuracy", .patience = 3, .restore_best = true});
 class EarlyStopping : public Hook {
  public:
-  explicit EarlyStopping(EarlyStoppingOptions o = {}) : o_(std::move(o)) {
-    GRADUS_CHECK(value_error, o_.min_delta >= 0 && o_.patience >= 0,
-                 "EarlyStopping: min_delta and patience must be >= 0, got ", o_.min_delta, " and ", o_.patience);
-    GRADUS_CHECK(value_error, !o_.key.empty(), "EarlyStopping: key must not be empty");
-    maximize_ = o_.mode == Mode::max || (o_.mode == Mode::automatic && (o_.monitor.find("acc") != std::string::npos ||
-                                                                       o_.monitor.find("auc") != std::string::npos));
-  }
+  explicit EarlyStopping(EarlyStoppingOptions o = {});
 
-  void begin(Session&) override {
-    best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    wait_ = 0;
-    best_epoch_ = -1;
-    stopped_ = false;
-    best_weights_.clear();
-  }
-  void after_create_session(Session& s) override {
-    if (stopped_) s.request_stop(reason());
-  }
-  void after_epoch(Session& s, const EpochLogs& logs) override {
-    const double v = logs.get(o_.monitor);
-    const bool better = maximize_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_;
-    if (better) {
-      best_ = v;
-      best_epoch_ = logs.epoch;
-      wait_ = 0;
-      if (o_.restore_best) snapshot(s);
-      return;
-    }
-    if (++wait_ < o_.patience) return;
-    stopped_ = true;
-    if (o_.restore_best && !best_weights_.empty()) load(s);
-    s.request_stop(reason());
-  }
+  GRADUS_INLINE_DECL void begin(Session&) override;
+  GRADUS_INLINE_DECL void after_create_session(Session& s) override;
+  GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
 
   /// The best monitored value so far (±infinity before the first epoch).
   double best() const { return best_; }
@@ -390,67 +233,14 @@ class EarlyStopping : public Hook {
   bool stopped() const { return stopped_; }
 
   std::string state_key() const override { return o_.key; }
-  void save_state(io::TensorList& tensors, io::Metadata& metadata, const std::string& prefix) const override {
-    tensors.emplace_back(prefix + "state",
-                         Tensor<double>::from({best_, double(wait_), double(best_epoch_), stopped_ ? 1.0 : 0.0}));
-    for (const auto& [name, t] : best_weights_) tensors.emplace_back(prefix + "best/" + name, t);
-    metadata[prefix + "monitor"] = o_.monitor;
-  }
-  void restore_state(const io::Safetensors& ckpt, const std::string& prefix) override {
-    const Tensor<double> st = ckpt.get<double>(prefix + "state");
-    GRADUS_CHECK(io_error, st.size() == 4, "EarlyStopping: checkpoint entry '", prefix, "state' must hold 4 values, got ",
-                 st.shape());
-    std::vector<std::pair<std::string, AnyTensor>> best;
-    const std::string bp = prefix + "best/";
-    for (const auto& [name, t] : ckpt.tensors)
-      if (name.compare(0, bp.size(), bp) == 0) best.emplace_back(name.substr(bp.size()), t);
-    const auto count = [&](double v, const char* what) {  // a whole number that an int64_t holds exactly
-      GRADUS_CHECK(io_error, v == std::floor(v) && v >= -1 && v <= 9007199254740992.0, "EarlyStopping: checkpoint entry '",
-                   prefix, "state' has ", what, " ", v, ", not an epoch count");
-      return int64_t(v);
-    };
-    best_ = st.data()[0];
-    wait_ = count(st.data()[1], "wait");
-    best_epoch_ = count(st.data()[2], "best epoch");
-    stopped_ = st.data()[3] != 0;
-    best_weights_ = std::move(best);
-  }
+  GRADUS_INLINE_DECL void save_state(io::TensorList& tensors, io::Metadata& metadata, const std::string& prefix) const override;
+  GRADUS_INLINE_DECL void restore_state(const io::Safetensors& ckpt, const std::string& prefix) override;
 
  private:
-  std::string reason() const {
-    return ::gradus::detail::str("EarlyStopping: ", o_.monitor, " did not improve for ", wait_, " epoch",
-                                 wait_ == 1 ? "" : "s", " (best ", best_, " after epoch ", best_epoch_ + 1, ")");
-  }
-  static AnyTensor clone(const AnyTensor& t) {
-    return std::visit([](const auto& x) { return AnyTensor(x.clone()); }, t);
-  }
-  void snapshot(const Session& s) {
-    best_weights_.clear();
-    for (const auto& p : s.parameters()) best_weights_.emplace_back(p.name, clone(p.value));
-    for (const auto& b : s.buffers()) best_weights_.emplace_back(b.name, clone(b.value));
-  }
-  void load(Session& s) const {
-    auto copy = [&](const NamedTensor& dst) {
-      for (const auto& best : best_weights_)  // not a structured binding: clang 14 cannot capture one
-        if (const std::string& name = best.first; name == dst.name) {
-          const AnyTensor& src = best.second;
-          GRADUS_CHECK(value_error, src.index() == dst.value.index(), "EarlyStopping: best weights of '", name,
-                       "' have another element type than the model's");
-          std::visit(
-              [&](auto& d) {
-                using Tn = std::remove_cvref_t<decltype(d)>;
-                const Tn& from = std::get<Tn>(src);
-                GRADUS_CHECK(shape_error, from.shape() == d.shape(), "EarlyStopping: best weights of '", name,
-                             "' have shape ", from.shape(), ", the model's ", d.shape());
-                Tn(d).copy_(from);
-              },
-              dst.value);
-          return;
-        }
-    };
-    for (const auto& p : s.parameters()) copy(p);
-    for (const auto& b : s.buffers()) copy(b);
-  }
+  std::string reason() const;
+  static AnyTensor clone(const AnyTensor& t);
+  void snapshot(const Session& s);
+  void load(Session& s) const;
 
   EarlyStoppingOptions o_;
   bool maximize_ = false;
@@ -468,9 +258,7 @@ class EarlyStopping : public Hook {
 ///   gd::train::LrScheduler sched(gd::optim::cosine_decay(1e-3, 10000));
 class LrScheduler : public Hook {
  public:
-  explicit LrScheduler(std::function<double(int64_t)> schedule) : schedule_(std::move(schedule)) {
-    GRADUS_CHECK(value_error, bool(schedule_), "LrScheduler: empty schedule");
-  }
+  explicit LrScheduler(std::function<double(int64_t)> schedule);
   void before_step(Session& s) override { s.set_lr(schedule_(s.global_step())); }
 
  private:
@@ -478,3 +266,291 @@ class LrScheduler : public Hook {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE std::string detail::fixed(double v, int decimals) {
+  if (std::isnan(v)) return "nan";  // not "-nan", whatever its sign bit
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(decimals) << v;
+  return os.str();
+}
+
+GRADUS_INLINE std::string detail::general(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
+
+GRADUS_INLINE std::string detail::nonfinite_warning(int64_t first, int64_t last) {
+  return ::gradus::detail::str("warning: the loss was not finite (nan or inf) first at step ", first,
+                               "; training went on to step ", last,
+                               " (History::nonfinite_step; gd::train::NanGuard stops at the first one)");
+}
+
+GRADUS_INLINE std::string detail::clock_time(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<long long>(std::llround(seconds));
+  char buf[48];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", s / 60, s % 60);
+  return buf;
+}
+
+GRADUS_INLINE std::string detail::validation_text(const EpochLogs& logs, int decimals) {
+  std::string out;
+  if (logs.val_loss) out += "  val_loss " + fixed(*logs.val_loss, decimals);
+  for (const auto& [k, v] : logs.val_metrics) out += "  " + k + " " + fixed(v, decimals);
+  return out;
+}
+
+GRADUS_INLINE bool detail::is_terminal(const std::ostream& os) {
+  if (&os == &std::cout) return ::isatty(STDOUT_FILENO) == 1;
+  if (&os == &std::cerr || &os == &std::clog) return ::isatty(STDERR_FILENO) == 1;
+  return false;
+}
+
+GRADUS_INLINE StopAtStep::StopAtStep(StopAtStepOptions o) : o_(o) {
+  GRADUS_CHECK(value_error, (o.num_steps >= 0) != (o.last_step >= 0),
+               "StopAtStep: set exactly one of num_steps and last_step (>= 0), got num_steps = ", o.num_steps,
+               ", last_step = ", o.last_step);
+}
+
+GRADUS_INLINE void StopAtStep::after_create_session(Session& s) {
+  target_ = o_.last_step >= 0 ? o_.last_step : s.global_step() + o_.num_steps;
+  if (s.global_step() >= target_) stop(s);
+}
+
+GRADUS_INLINE void StopAtStep::after_step(Session& s, const StepResult& r) {
+  if (r.global_step >= target_) stop(s);
+}
+
+GRADUS_INLINE void StopAtStep::stop(Session& s) const {
+  s.request_stop(::gradus::detail::str("StopAtStep: reached step ", target_));
+}
+
+GRADUS_INLINE void NanGuard::after_step(Session& s, const StepResult& r) {
+  std::string what;
+  if (!std::isfinite(r.loss)) {
+    what = ::gradus::detail::str("NanGuard: loss is ", std::isnan(r.loss) ? "nan" : r.loss > 0 ? "inf" : "-inf",
+                                 " at step ", r.global_step, where(s, r));
+  } else if (o_.check_gradients) {
+    for (const auto& p : s.parameters())
+      if (p.grad && !all_finite(*p.grad)) {
+        what = ::gradus::detail::str("NanGuard: gradient of '", p.name, "' is not finite at step ", r.global_step,
+                                     where(s, r), "; loss ", r.loss);
+        break;
+      }
+  }
+  if (what.empty()) return;
+  if (o_.fail) throw nan_error(what, r.global_step);
+  s.request_stop(what);
+}
+
+GRADUS_INLINE std::string NanGuard::where(const Session& s, const StepResult& r) {
+  return ::gradus::detail::str(" (epoch ", r.epoch, ", batch ", r.step_in_epoch, " of ", s.steps_per_epoch(), ")");
+}
+
+GRADUS_INLINE std::string detail::batch_text(int64_t k, int64_t n) {
+  return n > 0 ? ::gradus::detail::str(k, '/', n) : ::gradus::detail::str(k);
+}
+
+GRADUS_INLINE Logging::Logging(LoggingOptions o, std::ostream& os) : o_(o), os_(&os) {
+  GRADUS_CHECK(value_error, o.every_steps >= 0 && o.every_secs >= 0, "Logging: every_steps and every_secs must be >= 0, got ",
+               o.every_steps, " and ", o.every_secs);
+}
+
+GRADUS_INLINE void Logging::begin(Session&) { timer_ = {o_.every_steps, o_.every_secs, detail::Clock::now()}; }
+
+GRADUS_INLINE void Logging::after_create_session(Session& s) {
+  timer_.reset();
+  last_step_ = s.global_step();
+}
+
+GRADUS_INLINE void Logging::after_step(Session& s, const StepResult& r) {
+  if (!timer_.should_fire(r.global_step)) return;
+  const double secs = detail::seconds_since(timer_.last);
+  const double rate = secs > 0 ? double(r.global_step - last_step_) / secs : 0.0;
+  *os_ << "step " << r.global_step << "  epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
+       << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  loss " << detail::fixed(r.loss, o_.decimals)
+       << "  lr " << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s\n";
+  os_->flush();
+  timer_.reset();
+  last_step_ = r.global_step;
+}
+
+GRADUS_INLINE void Logging::after_epoch(Session& s, const EpochLogs& logs) {
+  if (!o_.epochs) return;
+  *os_ << "epoch " << logs.epoch + 1 << '/' << s.epochs() << "  step " << logs.global_step << "  loss "
+       << detail::fixed(logs.loss, o_.decimals) << detail::validation_text(logs, o_.decimals) << '\n';
+  os_->flush();
+}
+
+GRADUS_INLINE ProgressBar::ProgressBar(ProgressBarOptions o, std::ostream& os) : o_(o), os_(&os) {
+  GRADUS_CHECK(value_error, o.every_steps > 0 && o.width > 0, "ProgressBar: every_steps and width must be > 0, got ",
+               o.every_steps, " and ", o.width);
+}
+
+GRADUS_INLINE void ProgressBar::begin(Session&) { tty_ = o_.tty ? *o_.tty : detail::is_terminal(*os_); }
+
+GRADUS_INLINE void ProgressBar::after_create_session(Session& s) {
+  start_ = detail::Clock::now();
+  last_draw_ = start_ - std::chrono::seconds(1);
+  start_step_ = s.global_step();
+  drawn_ = false;
+}
+
+GRADUS_INLINE void ProgressBar::after_step(Session& s, const StepResult& r) {
+  const double secs = detail::seconds_since(start_);
+  const double rate = secs > 0 ? double(r.global_step - start_step_) / secs : 0.0;
+  const double eta = rate > 0 ? double(s.last_step() - r.global_step) / rate : std::nan("");
+  if (tty_) {
+    const bool epoch_end = r.step_in_epoch == s.steps_per_epoch();
+    if (!epoch_end && detail::seconds_since(last_draw_) < 0.1) return;
+    last_draw_ = detail::Clock::now();
+    const int64_t n = s.steps_per_epoch();
+    const int filled = n > 0 ? int(int64_t(o_.width) * r.step_in_epoch / n) : 0;  // n = 0: not known yet
+    std::string bar(size_t(o_.width), ' ');
+    for (int i = 0; i < filled; ++i) bar[size_t(i)] = '=';
+    if (filled < o_.width && filled > 0) bar[size_t(filled - 1)] = '>';
+    *os_ << "\r\x1b[K"
+         << "epoch " << r.epoch + 1 << '/' << s.epochs() << " [" << bar << "] "
+         << detail::batch_text(r.step_in_epoch, n)
+         << "  loss " << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1)
+         << " steps/s  ETA " << detail::clock_time(eta);
+    os_->flush();
+    drawn_ = true;
+  } else if (r.global_step % o_.every_steps == 0) {
+    *os_ << "epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
+         << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  step " << r.global_step << "  loss "
+         << detail::fixed(s.epoch_loss(), o_.decimals) << "  " << detail::fixed(rate, 1) << " steps/s  ETA "
+         << detail::clock_time(eta) << '\n';
+    os_->flush();
+  }
+}
+
+GRADUS_INLINE void ProgressBar::after_epoch(Session& s, const EpochLogs& logs) {
+  if (tty_ && drawn_) *os_ << '\n';
+  drawn_ = false;
+  *os_ << "epoch " << logs.epoch + 1 << '/' << s.epochs() << "  step " << logs.global_step << "  loss "
+       << detail::fixed(logs.loss, o_.decimals) << detail::validation_text(logs, o_.decimals) << '\n';
+  os_->flush();
+}
+
+GRADUS_INLINE void ProgressBar::end(Session& s) {
+  if (tty_ && drawn_) *os_ << '\n';
+  drawn_ = false;
+  if (!s.stop_reason().empty()) *os_ << "stopped: " << s.stop_reason() << '\n';
+  if (s.nonfinite_step()) *os_ << detail::nonfinite_warning(*s.nonfinite_step(), s.global_step()) << '\n';
+  os_->flush();
+}
+
+GRADUS_INLINE EarlyStopping::EarlyStopping(EarlyStoppingOptions o) : o_(std::move(o)) {
+  GRADUS_CHECK(value_error, o_.min_delta >= 0 && o_.patience >= 0,
+               "EarlyStopping: min_delta and patience must be >= 0, got ", o_.min_delta, " and ", o_.patience);
+  GRADUS_CHECK(value_error, !o_.key.empty(), "EarlyStopping: key must not be empty");
+  maximize_ = o_.mode == Mode::max || (o_.mode == Mode::automatic && (o_.monitor.find("acc") != std::string::npos ||
+                                                                     o_.monitor.find("auc") != std::string::npos));
+}
+
+GRADUS_INLINE void EarlyStopping::begin(Session&) {
+  best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  wait_ = 0;
+  best_epoch_ = -1;
+  stopped_ = false;
+  best_weights_.clear();
+}
+
+GRADUS_INLINE void EarlyStopping::after_create_session(Session& s) {
+  if (stopped_) s.request_stop(reason());
+}
+
+GRADUS_INLINE void EarlyStopping::after_epoch(Session& s, const EpochLogs& logs) {
+  const double v = logs.get(o_.monitor);
+  const bool better = maximize_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_;
+  if (better) {
+    best_ = v;
+    best_epoch_ = logs.epoch;
+    wait_ = 0;
+    if (o_.restore_best) snapshot(s);
+    return;
+  }
+  if (++wait_ < o_.patience) return;
+  stopped_ = true;
+  if (o_.restore_best && !best_weights_.empty()) load(s);
+  s.request_stop(reason());
+}
+
+GRADUS_INLINE void EarlyStopping::save_state(io::TensorList& tensors, io::Metadata& metadata,
+                                             const std::string& prefix) const {
+  tensors.emplace_back(prefix + "state",
+                       Tensor<double>::from({best_, double(wait_), double(best_epoch_), stopped_ ? 1.0 : 0.0}));
+  for (const auto& [name, t] : best_weights_) tensors.emplace_back(prefix + "best/" + name, t);
+  metadata[prefix + "monitor"] = o_.monitor;
+}
+
+GRADUS_INLINE void EarlyStopping::restore_state(const io::Safetensors& ckpt, const std::string& prefix) {
+  const Tensor<double> st = ckpt.get<double>(prefix + "state");
+  GRADUS_CHECK(io_error, st.size() == 4, "EarlyStopping: checkpoint entry '", prefix, "state' must hold 4 values, got ",
+               st.shape());
+  std::vector<std::pair<std::string, AnyTensor>> best;
+  const std::string bp = prefix + "best/";
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.compare(0, bp.size(), bp) == 0) best.emplace_back(name.substr(bp.size()), t);
+  const auto count = [&](double v, const char* what) {  // a whole number that an int64_t holds exactly
+    GRADUS_CHECK(io_error, v == std::floor(v) && v >= -1 && v <= 9007199254740992.0, "EarlyStopping: checkpoint entry '",
+                 prefix, "state' has ", what, " ", v, ", not an epoch count");
+    return int64_t(v);
+  };
+  best_ = st.data()[0];
+  wait_ = count(st.data()[1], "wait");
+  best_epoch_ = count(st.data()[2], "best epoch");
+  stopped_ = st.data()[3] != 0;
+  best_weights_ = std::move(best);
+}
+
+GRADUS_INLINE std::string EarlyStopping::reason() const {
+  return ::gradus::detail::str("EarlyStopping: ", o_.monitor, " did not improve for ", wait_, " epoch",
+                               wait_ == 1 ? "" : "s", " (best ", best_, " after epoch ", best_epoch_ + 1, ")");
+}
+
+GRADUS_INLINE AnyTensor EarlyStopping::clone(const AnyTensor& t) {
+  return std::visit([](const auto& x) { return AnyTensor(x.clone()); }, t);
+}
+
+GRADUS_INLINE void EarlyStopping::snapshot(const Session& s) {
+  best_weights_.clear();
+  for (const auto& p : s.parameters()) best_weights_.emplace_back(p.name, clone(p.value));
+  for (const auto& b : s.buffers()) best_weights_.emplace_back(b.name, clone(b.value));
+}
+
+GRADUS_INLINE void EarlyStopping::load(Session& s) const {
+  auto copy = [&](const NamedTensor& dst) {
+    for (const auto& best : best_weights_)  // not a structured binding: clang 14 cannot capture one
+      if (const std::string& name = best.first; name == dst.name) {
+        const AnyTensor& src = best.second;
+        GRADUS_CHECK(value_error, src.index() == dst.value.index(), "EarlyStopping: best weights of '", name,
+                     "' have another element type than the model's");
+        std::visit(
+            [&](auto& d) {
+              using Tn = std::remove_cvref_t<decltype(d)>;
+              const Tn& from = std::get<Tn>(src);
+              GRADUS_CHECK(shape_error, from.shape() == d.shape(), "EarlyStopping: best weights of '", name,
+                           "' have shape ", from.shape(), ", the model's ", d.shape());
+              Tn(d).copy_(from);
+            },
+            dst.value);
+        return;
+      }
+  };
+  for (const auto& p : s.parameters()) copy(p);
+  for (const auto& b : s.buffers()) copy(b);
+}
+
+GRADUS_INLINE LrScheduler::LrScheduler(std::function<double(int64_t)> schedule) : schedule_(std::move(schedule)) {
+  GRADUS_CHECK(value_error, bool(schedule_), "LrScheduler: empty schedule");
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/profile/graph.hpp"
 #include "gradus/profile/profiler.hpp"
@@ -51,28 +52,10 @@ class ProfilerHook : public Hook {
     profiler_.attach(model);
   }
 
-  void begin(Session& s) override {
-    dir_ = o_.output_dir.empty() ? s.run_dir() : o_.output_dir;
-    GRADUS_CHECK(value_error, !dir_.empty(),
-                 "ProfilerHook: expected an output_dir in its options or a session with a run_dir, got neither");
-    std::filesystem::create_directories(dir_);
-    graph_written_ = false;
-  }
-  void before_step(Session& s) override {
-    if (s.global_step() % o_.every_steps != 0) return;
-    profiler_.clear();
-    profiler_.start();
-    step_ = s.global_step();
-  }
-  void after_step(Session&, const StepResult&) override {
-    if (!profiler_.active()) return;
-    profiler_.stop();
-    write(profiler_.events());
-  }
-  void end(Session&) override {
-    if (profiler_.active()) profiler_.stop();
-    writer_.reset();  // flushes the event file
-  }
+  GRADUS_INLINE_DECL void begin(Session& s) override;
+  GRADUS_INLINE_DECL void before_step(Session& s) override;
+  GRADUS_INLINE_DECL void after_step(Session&, const StepResult&) override;
+  GRADUS_INLINE_DECL void end(Session&) override;
 
   /// The events of the last profiled step.
   const std::vector<profile::Event>& last_events() const { return last_; }
@@ -80,31 +63,7 @@ class ProfilerHook : public Hook {
   const std::vector<int64_t>& profiled_steps() const { return steps_; }
 
  private:
-  void write(std::vector<profile::Event> events) {
-    const std::string tag = std::to_string(step_);
-    if (o_.trace) profile::write_chrome_trace(dir_ / ("trace-" + tag + ".json"), events);
-    if (o_.tables || o_.print) {
-      const std::string ops =
-          profile::format_report(profile::report(events, {.group_by = profile::GroupBy::op, .top = o_.top}),
-                                 "ops of step " + tag + " (self time)");
-      if (o_.print) *o_.print << ops << std::flush;
-      if (o_.tables) {
-        const std::string scopes = profile::format_report(
-            profile::report(events, {.group_by = profile::GroupBy::scope, .nested_scopes = true}),
-            "module scopes of step " + tag);
-        io::write_file_atomic(dir_ / ("profile-" + tag + ".txt"),
-                              ops + "\n" + scopes + "\n" + profile::format_parameters(profiler_.parameters()));
-      }
-    }
-    if (o_.graph) {
-      if (!writer_) writer_ = std::make_unique<summary::FileWriter>(dir_, summary::WriterOptions{.filename_suffix = ".profile"});
-      if (!graph_written_) writer_->graph(profile::graph_def(events, profiler_.parameters())), graph_written_ = true;
-      writer_->run_metadata("step_" + tag, step_, profile::step_stats(events));
-      writer_->flush();
-    }
-    steps_.push_back(step_);
-    last_ = std::move(events);
-  }
+  void write(std::vector<profile::Event> events);
 
   ProfilerHookOptions o_;
   profile::Profiler profiler_;
@@ -117,3 +76,59 @@ class ProfilerHook : public Hook {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE void ProfilerHook::begin(Session& s) {
+  dir_ = o_.output_dir.empty() ? s.run_dir() : o_.output_dir;
+  GRADUS_CHECK(value_error, !dir_.empty(),
+               "ProfilerHook: expected an output_dir in its options or a session with a run_dir, got neither");
+  std::filesystem::create_directories(dir_);
+  graph_written_ = false;
+}
+
+GRADUS_INLINE void ProfilerHook::before_step(Session& s) {
+  if (s.global_step() % o_.every_steps != 0) return;
+  profiler_.clear();
+  profiler_.start();
+  step_ = s.global_step();
+}
+
+GRADUS_INLINE void ProfilerHook::after_step(Session&, const StepResult&) {
+  if (!profiler_.active()) return;
+  profiler_.stop();
+  write(profiler_.events());
+}
+
+GRADUS_INLINE void ProfilerHook::end(Session&) {
+  if (profiler_.active()) profiler_.stop();
+  writer_.reset();  // flushes the event file
+}
+
+GRADUS_INLINE void ProfilerHook::write(std::vector<profile::Event> events) {
+  const std::string tag = std::to_string(step_);
+  if (o_.trace) profile::write_chrome_trace(dir_ / ("trace-" + tag + ".json"), events);
+  if (o_.tables || o_.print) {
+    const std::string ops =
+        profile::format_report(profile::report(events, {.group_by = profile::GroupBy::op, .top = o_.top}),
+                               "ops of step " + tag + " (self time)");
+    if (o_.print) *o_.print << ops << std::flush;
+    if (o_.tables) {
+      const std::string scopes = profile::format_report(
+          profile::report(events, {.group_by = profile::GroupBy::scope, .nested_scopes = true}),
+          "module scopes of step " + tag);
+      io::write_file_atomic(dir_ / ("profile-" + tag + ".txt"),
+                            ops + "\n" + scopes + "\n" + profile::format_parameters(profiler_.parameters()));
+    }
+  }
+  if (o_.graph) {
+    if (!writer_) writer_ = std::make_unique<summary::FileWriter>(dir_, summary::WriterOptions{.filename_suffix = ".profile"});
+    if (!graph_written_) writer_->graph(profile::graph_def(events, profiler_.parameters())), graph_written_ = true;
+    writer_->run_metadata("step_" + tag, step_, profile::step_stats(events));
+    writer_->flush();
+  }
+  steps_.push_back(step_);
+  last_ = std::move(events);
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED

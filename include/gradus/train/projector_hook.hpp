@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/summary/projector.hpp"
 #include "gradus/train/session.hpp"
 
@@ -33,35 +34,14 @@ class ProjectorHook : public Hook {
  public:
   /// Writes files: with a Collective, the chief (rank 0) alone runs it.
   bool chief_only() const override { return true; }
-  ProjectorHook(std::variant<Var<float>, Var<double>> table, ProjectorHookOptions o = {})
-      : table_(std::move(table)), o_(std::move(o)) {
-    const Shape s = std::visit([](const auto& v) { return v.value().shape(); }, table_);
-    GRADUS_CHECK(shape_error, s.rank() == 2, "ProjectorHook: expected a table [N, D], got shape ", s);
-    GRADUS_CHECK(value_error, o_.metadata_rows.empty() || int64_t(o_.metadata_rows.size()) == s[0],
-                 "ProjectorHook: expected ", s[0], " metadata rows (one per vector of the table), got ",
-                 o_.metadata_rows.size());
-  }
+  ProjectorHook(std::variant<Var<float>, Var<double>> table, ProjectorHookOptions o = {});
 
-  void begin(Session& s) override {
-    GRADUS_CHECK(value_error, !o_.logdir.empty() || !s.run_dir().empty(), "ProjectorHook '", o_.name,
-                 "': expected a logdir in its options or a session with a run_dir, got neither");
-  }
+  GRADUS_INLINE_DECL void begin(Session& s) override;
 
-  void end(Session& s) override { write(o_.logdir.empty() ? s.run_dir() : o_.logdir); }
+  GRADUS_INLINE_DECL void end(Session& s) override;
 
   /// Writes the table's current value into `logdir` now (what end does).
-  void write(const std::filesystem::path& logdir) const {
-    summary::ProjectorEmbedding e{.tensor_name = o_.name,
-                                  .tensor = std::visit(
-                                      [](const auto& v) -> decltype(summary::ProjectorEmbedding::tensor) {
-                                        return v.value().to(gradus::cpu);
-                                      },
-                                      table_),
-                                  .metadata_header = o_.metadata_header,
-                                  .metadata_rows = o_.metadata_rows,
-                                  .sprite_images = o_.sprite_images};
-    summary::write_projector(logdir, {e});
-  }
+  void write(const std::filesystem::path& logdir) const;
 
  private:
   std::variant<Var<float>, Var<double>> table_;
@@ -69,3 +49,36 @@ class ProjectorHook : public Hook {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE ProjectorHook::ProjectorHook(std::variant<Var<float>, Var<double>> table, ProjectorHookOptions o)
+    : table_(std::move(table)), o_(std::move(o)) {
+  const Shape s = std::visit([](const auto& v) { return v.value().shape(); }, table_);
+  GRADUS_CHECK(shape_error, s.rank() == 2, "ProjectorHook: expected a table [N, D], got shape ", s);
+  GRADUS_CHECK(value_error, o_.metadata_rows.empty() || int64_t(o_.metadata_rows.size()) == s[0],
+               "ProjectorHook: expected ", s[0], " metadata rows (one per vector of the table), got ",
+               o_.metadata_rows.size());
+}
+
+GRADUS_INLINE void ProjectorHook::begin(Session& s) {
+  GRADUS_CHECK(value_error, !o_.logdir.empty() || !s.run_dir().empty(), "ProjectorHook '", o_.name,
+               "': expected a logdir in its options or a session with a run_dir, got neither");
+}
+
+GRADUS_INLINE void ProjectorHook::end(Session& s) { write(o_.logdir.empty() ? s.run_dir() : o_.logdir); }
+
+GRADUS_INLINE void ProjectorHook::write(const std::filesystem::path& logdir) const {
+  summary::ProjectorEmbedding e{.tensor_name = o_.name,
+                                .tensor = std::visit(
+                                    [](const auto& v) -> decltype(summary::ProjectorEmbedding::tensor) {
+                                      return v.value().to(gradus::cpu);
+                                    },
+                                    table_),
+                                .metadata_header = o_.metadata_header,
+                                .metadata_rows = o_.metadata_rows,
+                                .sprite_images = o_.sprite_images};
+  summary::write_projector(logdir, {e});
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED

@@ -54,19 +54,7 @@ struct NamedTensor {
 };
 
 /// True when every element of `t` is finite (integers always are).
-inline bool all_finite(const AnyTensor& t) {
-  return std::visit(
-      [](const auto& on_device) {
-        const auto x = on_device.to(gradus::cpu);  // itself on the CPU
-        using T = std::remove_cvref_t<decltype(*x.data())>;
-        if constexpr (std::is_floating_point_v<T>) {
-          for (const T v : x)
-            if (!std::isfinite(v)) return false;
-        }
-        return true;
-      },
-      t);
-}
+bool all_finite(const AnyTensor& t);
 
 /// How the training processes of a data-parallel job talk to each other, for fit and a Session
 /// (train/ does not depend on MPI: gd::dist::collective() fills one from the live gd::dist::Context,
@@ -117,24 +105,9 @@ struct EpochLogs {
   std::vector<std::pair<std::string, double>> val_metrics = {};  ///< ("val_<name>", value), in options order
 
   /// Whether `key` ("loss", "val_loss", "val_accuracy", ...) has a value in this epoch.
-  bool has(std::string_view key) const {
-    if (key == "loss") return true;
-    if (key == "val_loss") return val_loss.has_value();
-    for (const auto& [k, v] : val_metrics)
-      if (k == key) return true;
-    return false;
-  }
+  bool has(std::string_view key) const;
   /// The value of `key`; value_error listing the keys there are when it has none.
-  double get(std::string_view key) const {
-    if (key == "loss") return loss;
-    if (key == "val_loss" && val_loss) return *val_loss;
-    for (const auto& [k, v] : val_metrics)
-      if (k == key) return v;
-    std::string keys = "loss";
-    if (val_loss) keys += ", val_loss";
-    for (const auto& [k, v] : val_metrics) keys += ", " + k;
-    throw value_error(::gradus::detail::str("EpochLogs: no value '", key, "' (has: ", keys, ")"));
-  }
+  double get(std::string_view key) const;
   bool operator==(const EpochLogs&) const = default;
 };
 
@@ -150,11 +123,7 @@ struct History {
   std::optional<int64_t> nonfinite_step;  ///< first global step of this call whose loss was nan or ±inf
 
   /// The values of `key` over the epochs (see EpochLogs::get).
-  std::vector<double> values(std::string_view key) const {
-    std::vector<double> out;
-    for (const auto& e : epochs) out.push_back(e.get(key));
-    return out;
-  }
+  std::vector<double> values(std::string_view key) const;
   bool operator==(const History&) const = default;
 };
 
@@ -407,7 +376,7 @@ class Session {
   Session(M& model, optim::Optimizer<typename M::value_type>& optimizer, const SessionOptions& options = {});
   /// Closes the session (see close) unless it is closed, failed, or an exception is unwinding;
   /// an error from the end hooks is then written to std::cerr: call close() to see it thrown.
-  virtual ~Session();
+  GRADUS_INLINE_DECL virtual ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -490,23 +459,9 @@ class Session {
 
   /// Everything a checkpoint holds: model, optimizer, rng, loop state and hook states
   /// (layout in train/session_run.hpp).
-  void checkpoint(io::TensorList& tensors, io::Metadata& metadata) const {
-    trainee_->add_state(tensors);
-    if (rng_) io::add_rng(tensors, *rng_, "rng");
-    for (const auto& [name, r] : generators_) io::add_rng(tensors, *r, name);
-    add_loop_state(tensors, metadata);
-    for (const Hook* h : hooks_) {
-      const std::string key = h->state_key();
-      if (!key.empty()) h->save_state(tensors, metadata, "hooks/" + key + "/");
-    }
-  }
+  void checkpoint(io::TensorList& tensors, io::Metadata& metadata) const;
   /// Saves a checkpoint of the current state now through `saver`; returns its path.
-  std::filesystem::path save_checkpoint(io::Saver& saver) const {
-    io::TensorList tensors;
-    io::Metadata metadata;
-    checkpoint(tensors, metadata);
-    return saver.save(global_step_, tensors, std::move(metadata));
-  }
+  std::filesystem::path save_checkpoint(io::Saver& saver) const;
   /// Saves a checkpoint now through the run's first CheckpointSaver (the one added for run_dir
   /// included); value_error when the run has none.
   std::filesystem::path save_checkpoint();
@@ -591,6 +546,67 @@ class Session {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE bool all_finite(const AnyTensor& t) {
+  return std::visit(
+      [](const auto& on_device) {
+        const auto x = on_device.to(gradus::cpu);  // itself on the CPU
+        using T = std::remove_cvref_t<decltype(*x.data())>;
+        if constexpr (std::is_floating_point_v<T>) {
+          for (const T v : x)
+            if (!std::isfinite(v)) return false;
+        }
+        return true;
+      },
+      t);
+}
+
+GRADUS_INLINE bool EpochLogs::has(std::string_view key) const {
+  if (key == "loss") return true;
+  if (key == "val_loss") return val_loss.has_value();
+  for (const auto& [k, v] : val_metrics)
+    if (k == key) return true;
+  return false;
+}
+
+GRADUS_INLINE double EpochLogs::get(std::string_view key) const {
+  if (key == "loss") return loss;
+  if (key == "val_loss" && val_loss) return *val_loss;
+  for (const auto& [k, v] : val_metrics)
+    if (k == key) return v;
+  std::string keys = "loss";
+  if (val_loss) keys += ", val_loss";
+  for (const auto& [k, v] : val_metrics) keys += ", " + k;
+  throw value_error(::gradus::detail::str("EpochLogs: no value '", key, "' (has: ", keys, ")"));
+}
+
+GRADUS_INLINE std::vector<double> History::values(std::string_view key) const {
+  std::vector<double> out;
+  for (const auto& e : epochs) out.push_back(e.get(key));
+  return out;
+}
+
+GRADUS_INLINE void Session::checkpoint(io::TensorList& tensors, io::Metadata& metadata) const {
+  trainee_->add_state(tensors);
+  if (rng_) io::add_rng(tensors, *rng_, "rng");
+  for (const auto& [name, r] : generators_) io::add_rng(tensors, *r, name);
+  add_loop_state(tensors, metadata);
+  for (const Hook* h : hooks_) {
+    const std::string key = h->state_key();
+    if (!key.empty()) h->save_state(tensors, metadata, "hooks/" + key + "/");
+  }
+}
+
+GRADUS_INLINE std::filesystem::path Session::save_checkpoint(io::Saver& saver) const {
+  io::TensorList tensors;
+  io::Metadata metadata;
+  checkpoint(tensors, metadata);
+  return saver.save(global_step_, tensors, std::move(metadata));
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED
 
 #if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::train {

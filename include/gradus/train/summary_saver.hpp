@@ -5,6 +5,7 @@
 #include <string>
 #include <variant>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/summary.hpp"
 #include "gradus/train/hooks.hpp"
 
@@ -29,30 +30,9 @@ class SummarySaver : public Hook {
  public:
   /// Writes files: with a Collective, the chief (rank 0) alone runs it.
   bool chief_only() const override { return true; }
-  explicit SummarySaver(summary::FileWriter& writer, SummarySaverOptions o = {}) : writer_(&writer), o_(o) {
-    GRADUS_CHECK(value_error, o.every_steps > 0, "SummarySaver: every_steps must be > 0, got ", o.every_steps);
-  }
-  void after_step(Session& s, const StepResult& r) override {
-    if (r.global_step % o_.every_steps != 0) return;
-    if (o_.scalars) {
-      writer_->scalar("loss", r.loss, r.global_step);
-      writer_->scalar("learning_rate", s.lr(), r.global_step);
-    }
-    if (!o_.histograms) return;
-    for (const auto& p : s.parameters()) {
-      // a GPU's tensors are read back (to(cpu) is the tensor itself on the CPU)
-      std::visit([&](const auto& t) { writer_->histogram(p.name, t.to(gradus::cpu), r.global_step); }, p.value);
-      if (p.grad)
-        std::visit([&](const auto& g) { writer_->histogram(p.name + "/gradient", g.to(gradus::cpu), r.global_step); },
-                   *p.grad);
-    }
-  }
-  void after_epoch(Session&, const EpochLogs& logs) override {
-    if (!o_.epochs) return;
-    writer_->scalar("epoch_loss", logs.loss, logs.global_step);
-    if (logs.val_loss) writer_->scalar("val_loss", *logs.val_loss, logs.global_step);
-    for (const auto& [k, v] : logs.val_metrics) writer_->scalar(k, v, logs.global_step);
-  }
+  explicit SummarySaver(summary::FileWriter& writer, SummarySaverOptions o = {});
+  GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
+  GRADUS_INLINE_DECL void after_epoch(Session&, const EpochLogs& logs) override;
   void end(Session&) override { writer_->flush(); }
 
  private:
@@ -61,3 +41,34 @@ class SummarySaver : public Hook {
 };
 
 }  // namespace gradus::train
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::train {
+GRADUS_INLINE SummarySaver::SummarySaver(summary::FileWriter& writer, SummarySaverOptions o) : writer_(&writer), o_(o) {
+  GRADUS_CHECK(value_error, o.every_steps > 0, "SummarySaver: every_steps must be > 0, got ", o.every_steps);
+}
+
+GRADUS_INLINE void SummarySaver::after_step(Session& s, const StepResult& r) {
+  if (r.global_step % o_.every_steps != 0) return;
+  if (o_.scalars) {
+    writer_->scalar("loss", r.loss, r.global_step);
+    writer_->scalar("learning_rate", s.lr(), r.global_step);
+  }
+  if (!o_.histograms) return;
+  for (const auto& p : s.parameters()) {
+    // a GPU's tensors are read back (to(cpu) is the tensor itself on the CPU)
+    std::visit([&](const auto& t) { writer_->histogram(p.name, t.to(gradus::cpu), r.global_step); }, p.value);
+    if (p.grad)
+      std::visit([&](const auto& g) { writer_->histogram(p.name + "/gradient", g.to(gradus::cpu), r.global_step); },
+                 *p.grad);
+  }
+}
+
+GRADUS_INLINE void SummarySaver::after_epoch(Session&, const EpochLogs& logs) {
+  if (!o_.epochs) return;
+  writer_->scalar("epoch_loss", logs.loss, logs.global_step);
+  if (logs.val_loss) writer_->scalar("val_loss", *logs.val_loss, logs.global_step);
+  for (const auto& [k, v] : logs.val_metrics) writer_->scalar(k, v, logs.global_step);
+}
+}  // namespace gradus::train
+#endif  // GRADUS_DEFINE_COMPILED

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstring>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/shape.hpp"
 
 namespace gradus::backend::cpu {
@@ -29,33 +30,7 @@ struct Broadcast {
   std::array<int64_t, kMaxRank> strides{};
 
   Broadcast() = default;
-  Broadcast(const Shape& src, const Shape& out) {
-    const auto src_strides = row_major_strides(src);
-    std::array<int64_t, kMaxRank> d{}, s{};
-    int r = 0;
-    for (int i = 0; i < out.rank(); ++i) {
-      if (out[i] == 1) continue;
-      const int j = i - (out.rank() - src.rank());
-      const bool bcast = j < 0 || src[j] == 1;
-      const int64_t st = bcast ? 0 : src_strides[size_t(j)];
-      if (r > 0 && s[size_t(r - 1)] == st * out[i]) {  // merge with the previous dim
-        d[size_t(r - 1)] *= out[i];
-        s[size_t(r - 1)] = st;
-      } else {
-        d[size_t(r)] = out[i];
-        s[size_t(r)] = st;
-        ++r;
-      }
-    }
-    if (r == 0) {
-      d[0] = 1;
-      s[0] = 0;
-      r = 1;
-    }
-    rank = r;
-    dims = d;
-    strides = s;
-  }
+  Broadcast(const Shape& src, const Shape& out);
 
   /// Calls `f(k, offset, len, stride)` for the runs covering output elements [start, start+n):
   /// output element start+k+i reads source element offset + i*stride, for i < len.
@@ -142,3 +117,35 @@ struct Source {
 };
 
 }  // namespace gradus::backend::cpu
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cpu {
+GRADUS_INLINE Broadcast::Broadcast(const Shape& src, const Shape& out) {
+  const auto src_strides = row_major_strides(src);
+  std::array<int64_t, kMaxRank> d{}, s{};
+  int r = 0;
+  for (int i = 0; i < out.rank(); ++i) {
+    if (out[i] == 1) continue;
+    const int j = i - (out.rank() - src.rank());
+    const bool bcast = j < 0 || src[j] == 1;
+    const int64_t st = bcast ? 0 : src_strides[size_t(j)];
+    if (r > 0 && s[size_t(r - 1)] == st * out[i]) {  // merge with the previous dim
+      d[size_t(r - 1)] *= out[i];
+      s[size_t(r - 1)] = st;
+    } else {
+      d[size_t(r)] = out[i];
+      s[size_t(r)] = st;
+      ++r;
+    }
+  }
+  if (r == 0) {
+    d[0] = 1;
+    s[0] = 0;
+    r = 1;
+  }
+  rank = r;
+  dims = d;
+  strides = s;
+}
+}  // namespace gradus::backend::cpu
+#endif  // GRADUS_DEFINE_COMPILED

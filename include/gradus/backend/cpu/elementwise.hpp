@@ -16,6 +16,7 @@
 
 #include "gradus/backend/cpu/broadcast.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/expr/expr.hpp"
 
@@ -148,6 +149,16 @@ struct LeafTarget {
 /// Most differentiable leaves one fused expression may have.
 inline constexpr int kMaxLeaves = 32;
 
+/// The part of backward_blocks that does not depend on the expression: plans the chunks of
+/// [0, shape.numel()) and the per-chunk partial gradients of broadcast leaves, calls
+/// `chunk(ctx, begin, end, local, sum)` for each chunk (`local`: the targets as that chunk writes
+/// them; `sum`: where the chunk adds its values' sum, null unless `value_sum`), then adds the
+/// partial gradients and sums up in chunk order. Compiled once per element type.
+template <class T>
+void backward_chunks(const Shape& shape, LeafTarget<T>* targets, int ntargets, double* value_sum,
+                     void (*chunk)(void* ctx, int64_t begin, int64_t end, LeafTarget<T>* local, double* sum),
+                     void* ctx);
+
 /// Runs the backward pass of an adjoint evaluator `Ev` (made by `make(targets)` on each thread)
 /// over output shape `shape`: per block, `ev.forward_for_backward(s, n)` then `ev.bwd(s, n, g)`
 /// with the block of `g` (broadcastable to `shape`) times `scale`. Broadcast leaves accumulate
@@ -156,6 +167,38 @@ inline constexpr int kMaxLeaves = 32;
 template <class T, class MakeEv>
 void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget<T>* targets, int ntargets,
                      double* value_sum, MakeEv&& make) {
+  struct Context {
+    const Shape& shape;
+    const Tensor<T>& g;
+    T scale;
+    MakeEv& make;
+  } context{shape, g, scale, make};
+  backward_chunks<T>(
+      shape, targets, ntargets, value_sum,
+      [](void* c, int64_t begin, int64_t end, LeafTarget<T>* local, double* sum) {
+        Context& x = *static_cast<Context*>(c);
+        auto ev = x.make(local);
+        Source<T> gsrc(x.g.data(), x.g.shape(), x.shape);
+        alignas(64) T adj[kBlock];
+        for (int64_t s = begin; s < end; s += kBlock) {
+          const int64_t m = std::min(kBlock, end - s);
+          ev.forward_for_backward(s, m);
+          if (sum) *sum += ev.block_sum(m);
+          const T* gb = gsrc.block(s, m);
+          if (x.scale != T(1)) {
+            MapX<T>(adj, m) = CMapX<T>(gb, m) * x.scale;
+            gb = adj;
+          }
+          ev.bwd(s, m, gb);
+        }
+      },
+      &context);
+}
+
+template <class T>
+void backward_chunks(const Shape& shape, LeafTarget<T>* targets, int ntargets, double* value_sum,
+                     void (*chunk)(void* ctx, int64_t begin, int64_t end, LeafTarget<T>* local, double* sum),
+                     void* ctx) {
   const int64_t n = shape.numel();
   // Fewer chunks where the partial gradients of broadcast leaves would cost more than they save.
   int64_t most = kMaxChunks;
@@ -167,7 +210,6 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
   if (chunks > 1)
     for (int i = 0; i < ntargets; ++i)
       if (targets[i].dst && !targets[i].contiguous) partial[size_t(i)] = Tensor<T>::zeros({chunks - 1, targets[i].numel});
-  const Shape gshape = g.shape();
   std::array<double, kMaxChunks> sums{};
   parallel_chunks(
       n, kBlock,
@@ -178,20 +220,7 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
           if (t > 0 && targets[i].dst && !targets[i].contiguous)
             local[size_t(i)].dst = partial[size_t(i)].data() + (t - 1) * targets[i].numel;
         }
-        auto ev = make(local.data());
-        Source<T> gsrc(g.data(), gshape, shape);
-        alignas(64) T adj[kBlock];
-        for (int64_t s = begin; s < end; s += kBlock) {
-          const int64_t m = std::min(kBlock, end - s);
-          ev.forward_for_backward(s, m);
-          if (value_sum) sums[size_t(t)] += ev.block_sum(m);
-          const T* gb = gsrc.block(s, m);
-          if (scale != T(1)) {
-            MapX<T>(adj, m) = CMapX<T>(gb, m) * scale;
-            gb = adj;
-          }
-          ev.bwd(s, m, gb);
-        }
+        chunk(ctx, begin, end, local.data(), value_sum ? &sums[size_t(t)] : nullptr);
       },
       chunks > 1 ? kParallelThreshold : INT64_MAX, max_chunks);
   if (value_sum) {
@@ -207,3 +236,12 @@ void backward_blocks(const Shape& shape, const Tensor<T>& g, T scale, LeafTarget
 }
 
 }  // namespace gradus::backend::cpu
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cpu {
+GRADUS_INSTANCE void backward_chunks(const Shape&, LeafTarget<float>*, int, double*,
+                                     void (*)(void*, int64_t, int64_t, LeafTarget<float>*, double*), void*);
+GRADUS_INSTANCE_DOUBLE void backward_chunks(const Shape&, LeafTarget<double>*, int, double*,
+                                            void (*)(void*, int64_t, int64_t, LeafTarget<double>*, double*), void*);
+}  // namespace gradus::backend::cpu
+#endif

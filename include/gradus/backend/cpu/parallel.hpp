@@ -8,8 +8,11 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 
 #include "gradus/backend/cpu/thread_pool.hpp"
+#include "gradus/core/compiled.hpp"
 
 namespace gradus::backend::cpu {
 
@@ -31,23 +34,42 @@ inline int chunks_for(int64_t n, int64_t align, int64_t threshold = kParallelThr
   return int(std::min<int64_t>(most, (n + align - 1) / align));
 }
 
+/// The chunks of parallel_chunks, with the loop body as a function and its context: calls
+/// fn(ctx, chunk, begin, end).
+void run_chunks(int64_t n, int64_t align, int64_t threshold, int max_chunks,
+                void (*fn)(void* ctx, int chunk, int64_t begin, int64_t end), void* ctx);
+
 /// Calls `f(chunk, begin, end)` on the chunks_for(n, align, threshold, max_chunks) contiguous
 /// chunks of [0, n), chunk edges multiples of `align`, on the pool's threads; every chunk exactly
 /// once, chunk numbers in [0, chunks). From inside another parallel loop the chunks run one
-/// after the other on the calling thread.
+/// after the other on the calling thread. `f` is compiled once, behind a function pointer: the
+/// planning and the serial and parallel paths are run_chunks', compiled once for every loop.
 template <class F>
 void parallel_chunks(int64_t n, int64_t align, F&& f, int64_t threshold = kParallelThreshold,
                      int max_chunks = kMaxChunks) {
+  using Fn = std::remove_reference_t<F>;
+  run_chunks(
+      n, align, threshold, max_chunks,
+      [](void* c, int t, int64_t begin, int64_t end) { (*static_cast<Fn*>(c))(t, begin, end); },
+      const_cast<void*>(static_cast<const void*>(std::addressof(f))));
+}
+
+}  // namespace gradus::backend::cpu
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cpu {
+GRADUS_INLINE void run_chunks(int64_t n, int64_t align, int64_t threshold, int max_chunks,
+                              void (*fn)(void* ctx, int chunk, int64_t begin, int64_t end), void* ctx) {
   const int chunks = chunks_for(n, align, threshold, max_chunks);
   if (chunks <= 1) {
-    f(0, int64_t(0), n);
+    fn(ctx, 0, int64_t(0), n);
     return;
   }
   const int64_t blocks = (n + align - 1) / align;
   ThreadPool::instance().run(chunks, num_threads(), [&](int64_t t) {
     const int64_t b0 = blocks * t / chunks, b1 = blocks * (t + 1) / chunks;
-    f(int(t), std::min(n, b0 * align), std::min(n, b1 * align));
+    fn(ctx, int(t), std::min(n, b0 * align), std::min(n, b1 * align));
   });
 }
-
 }  // namespace gradus::backend::cpu
+#endif  // GRADUS_DEFINE_COMPILED

@@ -35,10 +35,8 @@
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 
 namespace gradus::backend::cpu {
@@ -61,7 +59,7 @@ namespace detail {
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
+  __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
@@ -80,12 +78,7 @@ class ThreadPool {
   /// How long an idle worker, and a caller waiting for a task's end, spin before blocking.
   static constexpr int kSpinMicros = 20;
 
-  static ThreadPool& instance() {
-    // Never destroyed: a static object's destructor at exit might otherwise run while another
-    // one still uses the pool. The blocked workers end with the process.
-    static ThreadPool* pool = new ThreadPool;
-    return *pool;
-  }
+  static ThreadPool& instance();
 
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -96,22 +89,12 @@ class ThreadPool {
 
   template <class F>
   void run(int64_t tasks, int threads, F&& f) {
-    if (tasks <= 0) return;
-    GRADUS_CHECK(value_error, tasks <= kMaxTasks, "ThreadPool::run: at most ", kMaxTasks, " tasks, got ", tasks);
-    threads = int(std::min<int64_t>({int64_t(threads), tasks, int64_t(kMaxThreads)}));
-    if (threads <= 1 || tasks == 1 || in_task() || busy_.exchange(true, std::memory_order_acquire)) {
-      run_serial(tasks, f);
-      return;
-    }
-    struct Release {
-      std::atomic<bool>& busy;
-      ~Release() { busy.store(false, std::memory_order_release); }
-    } release{busy_};
-    ensure_workers(threads - 1);
     using Fn = std::remove_reference_t<F>;
     void* ctx = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
-    run_job(tasks, threads, [](void* c, int64_t i) { (*static_cast<Fn*>(c))(i); }, ctx);
+    run(tasks, threads, [](void* c, int64_t i) { (*static_cast<Fn*>(c))(i); }, ctx);
   }
+  /// The same with the task as a function pointer and its context: calls fn(ctx, i).
+  void run(int64_t tasks, int threads, void (*fn)(void*, int64_t), void* ctx);
 
   /// Workers started so far.
   int workers() const { return int(nworkers_.load()); }
@@ -131,111 +114,16 @@ class ThreadPool {
  private:
   ThreadPool() = default;
 
-  template <class F>
-  static void run_serial(int64_t tasks, F& f) {
-    const bool outer = detail::in_parallel_task;
-    detail::in_parallel_task = true;
-    struct Restore {
-      bool v;
-      ~Restore() { detail::in_parallel_task = v; }
-    } restore{outer};
-    for (int64_t i = 0; i < tasks; ++i) f(i);
-  }
+  static void run_serial(int64_t tasks, TaskFn fn, void* ctx);
 
-  void ensure_workers(int n) {
-    if (nworkers_.load() >= n) return;
-    std::lock_guard<std::mutex> lock(start_mutex_);
-    while (int(threads_.size()) < n) {
-      const int index = int(threads_.size());
-      threads_.emplace_back([this, index] { worker(index); });
-      nworkers_.store(int(threads_.size()));
-    }
-  }
+  void ensure_workers(int n);
 
-  void run_job(int64_t tasks, int threads, TaskFn fn, void* ctx) {
-    fn_.store(fn);
-    ctx_.store(ctx);
-    threads_wanted_.store(threads);
-    done_.store(0);
-    failed_.store(false);
-    error_ = nullptr;
-    seq_ = (seq_ + 1) & ((uint64_t(1) << (64 - kSeqShift)) - 1);
-    const uint64_t job = (seq_ << kSeqShift) | (uint64_t(tasks) << kTasksShift);
-    claim_.store(job);
-    generation_.fetch_add(1);
-    if (sleepers_.load() > 0) generation_.notify_all();
-
-    detail::in_parallel_task = true;
-    work_on(job);
-    detail::in_parallel_task = false;
-
-    // Wait for the tasks other threads claimed: spin briefly, then block.
-    const auto all = uint32_t(tasks);
-    if (done_.load() != all) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-      while (done_.load(std::memory_order_acquire) != all && std::chrono::steady_clock::now() < until)
-        for (int i = 0; i < 16; ++i) detail::cpu_relax();
-      caller_waiting_.store(true);
-      for (uint32_t d; (d = done_.load()) != all;) done_.wait(d);
-      caller_waiting_.store(false);
-    }
-    if (failed_.load()) {
-      std::exception_ptr e = error_;
-      error_ = nullptr;
-      std::rethrow_exception(e);
-    }
-  }
+  void run_job(int64_t tasks, int threads, TaskFn fn, void* ctx);
 
   /// Claims and runs tasks of `job` (a claim_ value of that job) until none is left.
-  void work_on(uint64_t job) {
-    const uint64_t head = job & ~kField;
-    const int64_t tasks = int64_t((job >> kTasksShift) & kField);
-    TaskFn fn = nullptr;
-    void* ctx = nullptr;
-    for (uint64_t c = claim_.load();;) {
-      if ((c & ~kField) != head || int64_t(c & kField) >= tasks) return;
-      // Read before the claim: a successful claim proves the job was still current, and the
-      // fields of the next job are written only after every task of this one has finished.
-      if (!fn) fn = fn_.load(), ctx = ctx_.load();
-      if (!claim_.compare_exchange_weak(c, c + 1)) continue;
-      const int64_t i = int64_t(c & kField);
-      if (!failed_.load(std::memory_order_relaxed)) {
-        try {
-          fn(ctx, i);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mutex_);
-          if (!failed_.load()) {
-            error_ = std::current_exception();
-            failed_.store(true);
-          }
-        }
-      }
-      if (done_.fetch_add(1) + 1 == uint32_t(tasks) && caller_waiting_.load()) done_.notify_all();
-      c = claim_.load();
-    }
-  }
+  void work_on(uint64_t job);
 
-  void worker(int index) {
-    detail::in_parallel_task = true;
-    uint32_t seen = generation_.load();
-    for (;;) {
-      // Wait for a new job: spin briefly, then block.
-      uint32_t g = generation_.load(std::memory_order_acquire);
-      if (g == seen) {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-        while ((g = generation_.load(std::memory_order_acquire)) == seen && std::chrono::steady_clock::now() < until)
-          for (int i = 0; i < 16; ++i) detail::cpu_relax();
-        if (g == seen) {
-          sleepers_.fetch_add(1);
-          while ((g = generation_.load()) == seen) generation_.wait(seen);
-          sleepers_.fetch_sub(1);
-        }
-      }
-      seen = g;
-      if (index + 1 >= threads_wanted_.load()) continue;  // this job wants fewer threads
-      work_on(claim_.load());
-    }
-  }
+  void worker(int index);
 
   std::atomic<bool> busy_{false};
   std::atomic<uint64_t> claim_{0};
@@ -256,3 +144,128 @@ class ThreadPool {
 };
 
 }  // namespace gradus::backend::cpu
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cpu {
+GRADUS_INLINE ThreadPool& ThreadPool::instance() {
+  // Never destroyed: a static object's destructor at exit might otherwise run while another
+  // one still uses the pool. The blocked workers end with the process.
+  static ThreadPool* pool = new ThreadPool;
+  return *pool;
+}
+GRADUS_INLINE void ThreadPool::run(int64_t tasks, int threads, TaskFn fn, void* ctx) {
+  if (tasks <= 0) return;
+  GRADUS_CHECK(value_error, tasks <= kMaxTasks, "ThreadPool::run: at most ", kMaxTasks, " tasks, got ", tasks);
+  threads = int(std::min<int64_t>({int64_t(threads), tasks, int64_t(kMaxThreads)}));
+  if (threads <= 1 || tasks == 1 || in_task() || busy_.exchange(true, std::memory_order_acquire)) {
+    run_serial(tasks, fn, ctx);
+    return;
+  }
+  struct Release {
+    std::atomic<bool>& busy;
+    ~Release() { busy.store(false, std::memory_order_release); }
+  } release{busy_};
+  ensure_workers(threads - 1);
+  run_job(tasks, threads, fn, ctx);
+}
+GRADUS_INLINE void ThreadPool::run_serial(int64_t tasks, TaskFn fn, void* ctx) {
+  const bool outer = detail::in_parallel_task;
+  detail::in_parallel_task = true;
+  struct Restore {
+    bool v;
+    ~Restore() { detail::in_parallel_task = v; }
+  } restore{outer};
+  for (int64_t i = 0; i < tasks; ++i) fn(ctx, i);
+}
+GRADUS_INLINE void ThreadPool::ensure_workers(int n) {
+  if (nworkers_.load() >= n) return;
+  std::lock_guard<std::mutex> lock(start_mutex_);
+  while (int(threads_.size()) < n) {
+    const int index = int(threads_.size());
+    threads_.emplace_back([this, index] { worker(index); });
+    nworkers_.store(int(threads_.size()));
+  }
+}
+GRADUS_INLINE void ThreadPool::run_job(int64_t tasks, int threads, TaskFn fn, void* ctx) {
+  fn_.store(fn);
+  ctx_.store(ctx);
+  threads_wanted_.store(threads);
+  done_.store(0);
+  failed_.store(false);
+  error_ = nullptr;
+  seq_ = (seq_ + 1) & ((uint64_t(1) << (64 - kSeqShift)) - 1);
+  const uint64_t job = (seq_ << kSeqShift) | (uint64_t(tasks) << kTasksShift);
+  claim_.store(job);
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) generation_.notify_all();
+
+  detail::in_parallel_task = true;
+  work_on(job);
+  detail::in_parallel_task = false;
+
+  // Wait for the tasks other threads claimed: spin briefly, then block.
+  const auto all = uint32_t(tasks);
+  if (done_.load() != all) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    while (done_.load(std::memory_order_acquire) != all && std::chrono::steady_clock::now() < until)
+      for (int i = 0; i < 16; ++i) detail::cpu_relax();
+    caller_waiting_.store(true);
+    for (uint32_t d; (d = done_.load()) != all;) done_.wait(d);
+    caller_waiting_.store(false);
+  }
+  if (failed_.load()) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
+  }
+}
+GRADUS_INLINE void ThreadPool::work_on(uint64_t job) {
+  const uint64_t head = job & ~kField;
+  const int64_t tasks = int64_t((job >> kTasksShift) & kField);
+  TaskFn fn = nullptr;
+  void* ctx = nullptr;
+  for (uint64_t c = claim_.load();;) {
+    if ((c & ~kField) != head || int64_t(c & kField) >= tasks) return;
+    // Read before the claim: a successful claim proves the job was still current, and the
+    // fields of the next job are written only after every task of this one has finished.
+    if (!fn) fn = fn_.load(), ctx = ctx_.load();
+    if (!claim_.compare_exchange_weak(c, c + 1)) continue;
+    const int64_t i = int64_t(c & kField);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        fn(ctx, i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!failed_.load()) {
+          error_ = std::current_exception();
+          failed_.store(true);
+        }
+      }
+    }
+    if (done_.fetch_add(1) + 1 == uint32_t(tasks) && caller_waiting_.load()) done_.notify_all();
+    c = claim_.load();
+  }
+}
+GRADUS_INLINE void ThreadPool::worker(int index) {
+  detail::in_parallel_task = true;
+  uint32_t seen = generation_.load();
+  for (;;) {
+    // Wait for a new job: spin briefly, then block.
+    uint32_t g = generation_.load(std::memory_order_acquire);
+    if (g == seen) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+      while ((g = generation_.load(std::memory_order_acquire)) == seen && std::chrono::steady_clock::now() < until)
+        for (int i = 0; i < 16; ++i) detail::cpu_relax();
+      if (g == seen) {
+        sleepers_.fetch_add(1);
+        while ((g = generation_.load()) == seen) generation_.wait(seen);
+        sleepers_.fetch_sub(1);
+      }
+    }
+    seen = g;
+    if (index + 1 >= threads_wanted_.load()) continue;  // this job wants fewer threads
+    work_on(claim_.load());
+  }
+}
+}  // namespace gradus::backend::cpu
+#endif  // GRADUS_DEFINE_COMPILED

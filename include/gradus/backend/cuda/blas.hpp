@@ -53,11 +53,12 @@ struct Cublas {
   }
   void check(int rc, const char* what) const {
     if (rc != 0) [[unlikely]]
-      throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc)));
+      fail(rc, what);
   }
 
  private:
   static Cublas load();
+  [[noreturn]] void fail(int rc, const char* what) const;
 };
 
 /// Whether float products may use TF32 tensor cores (off by default).
@@ -134,3 +135,19 @@ GRADUS_INLINE void* blas_handle(int ordinal) {
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cuda {
+GRADUS_INLINE void Cublas::fail(int rc, const char* what) const {
+  throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc)));
+}
+}  // namespace gradus::backend::cuda
+#endif  // GRADUS_DEFINE_COMPILED
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cuda {
+GRADUS_INSTANCE void gemm(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t, bool, Device);
+GRADUS_INSTANCE_DOUBLE void gemm(const double*, bool, const double*, bool, double*, int64_t, int64_t, int64_t, bool,
+                                 Device);
+}  // namespace gradus::backend::cuda
+#endif

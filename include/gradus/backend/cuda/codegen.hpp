@@ -13,6 +13,7 @@
 //   auto k = elementwise_source<decltype(e)>(Pass::backward);   // k.source, k.leaves, ...
 //   std::string ptx = compile_ptx(k.source, k.name, "compute_90", {"--include-path=" + include_root()});
 #pragma once
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -79,44 +80,34 @@ struct CodegenTree {
 
   /// `gradus::ops::Clamp(a.p[3], a.p[4])`: the op struct `name` built from its `count`
   /// parameters, numbered from `params` on (`gradus::ops::Exp{}` without parameters).
-  std::string op_call(std::string_view name, int count) {
-    std::string op = op_struct(name);
-    if (count == 0) return op + "{}";
-    op += "(";
-    for (int k = 0; k < count; ++k) op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
-    return op + ")";
-  }
+  std::string op_call(std::string_view name, int count);
 
   template <class E>
   int add() {
     using C = node_children<E>;
-    CodegenNode n{};
-    n.differentiable = is_differentiable_v<E>;
+    constexpr bool differentiable = is_differentiable_v<E>;
     if constexpr (C::arity == 0) {
-      if constexpr (std::is_same_v<E, ScalarExpr<value_type_t<E>>>) {
-        n.kind = CodegenNode::number;
-        n.slot = numbers++;
-      } else {
-        n.kind = n.differentiable ? CodegenNode::var : CodegenNode::tensor;
-        n.slot = leaves++;
-      }
+      return add_leaf(std::is_same_v<E, ScalarExpr<value_type_t<E>>>, differentiable);
     } else {
       using Kids = decltype(C::get(std::declval<const E&>()));
+      std::array<int, size_t(C::arity)> kids{};
       [&]<size_t... I>(std::index_sequence<I...>) {
-        (n.kids.push_back(add<std::remove_cvref_t<std::tuple_element_t<I, Kids>>>()), ...);
+        ((kids[I] = add<std::remove_cvref_t<std::tuple_element_t<I, Kids>>>()), ...);
       }(std::make_index_sequence<size_t(C::arity)>{});
-      for (int i = 0; i < C::arity; ++i) n.flows.push_back(C::grad_flows[size_t(i)]);
       if constexpr (requires { typename E::op_type; }) {
         using Op = typename E::op_type;
-        n.op = op_call(Op::name, op_param_count<Op>());
-        n.kind = C::arity == 1 ? CodegenNode::unary : CodegenNode::binary;
+        return add_op(kids.data(), C::grad_flows.data(), C::arity, differentiable, Op::name, op_param_count<Op>());
       } else {
-        n.kind = CodegenNode::where;
+        return add_op(kids.data(), C::grad_flows.data(), C::arity, differentiable, {}, -1);
       }
     }
-    nodes.push_back(n);
-    return int(nodes.size()) - 1;
   }
+
+  /// Appends a leaf: a number, or a tensor (a var when `differentiable`); returns its index.
+  int add_leaf(bool number, bool differentiable);
+  /// Appends the node of op `name` with `count` parameters over nodes `kids` (a gradient flows to
+  /// kid i when `flows[i]`); `count` -1 is a `where` node. Returns its index.
+  int add_op(const int* kids, const bool* flows, int arity, bool differentiable, std::string_view name, int count);
 };
 
 /// Which kernel to generate: the values (forward), their sum (sum: over every element into
@@ -159,6 +150,41 @@ std::string include_root();
 std::string compile_kernel(const KernelSource& k, const std::string& arch);
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE int CodegenTree::add_leaf(bool number, bool differentiable) {
+  CodegenNode n{};
+  n.differentiable = differentiable;
+  if (number) {
+    n.kind = CodegenNode::number;
+    n.slot = numbers++;
+  } else {
+    n.kind = differentiable ? CodegenNode::var : CodegenNode::tensor;
+    n.slot = leaves++;
+  }
+  nodes.push_back(std::move(n));
+  return int(nodes.size()) - 1;
+}
+GRADUS_INLINE int CodegenTree::add_op(const int* kids, const bool* flows, int arity, bool differentiable,
+                                      std::string_view name, int count) {
+  CodegenNode n{};
+  n.differentiable = differentiable;
+  n.kids.assign(kids, kids + arity);
+  n.flows.assign(flows, flows + arity);
+  if (count >= 0) {
+    n.op = op_call(name, count);
+    n.kind = arity == 1 ? CodegenNode::unary : CodegenNode::binary;
+  } else {
+    n.kind = CodegenNode::where;
+  }
+  nodes.push_back(std::move(n));
+  return int(nodes.size()) - 1;
+}
+GRADUS_INLINE std::string CodegenTree::op_call(std::string_view name, int count) {
+  std::string op = op_struct(name);
+  if (count == 0) return op + "{}";
+  op += "(";
+  for (int k = 0; k < count; ++k) op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
+  return op + ")";
+}
 GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry) {
   const int root = int(tree.nodes.size()) - 1;
   const auto v = [](int k) { return "v" + std::to_string(k); };

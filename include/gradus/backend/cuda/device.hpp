@@ -8,6 +8,7 @@
 #pragma once
 #include <string>
 
+#include "gradus/core/compiled.hpp"
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
@@ -21,14 +22,7 @@ namespace gradus {
 struct cuda {
   int index;
 
-  explicit cuda(int i = 0) : index(i) {
-    const auto& d = backend::cuda::Driver::get();
-    GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem,
-                 "; check gd::cuda::is_available() first and fall back to gd::cpu");
-    GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
-                 " (ordinals 0 to ", d.devices - 1, ")");
-    backend::cuda::register_memory_hooks();
-  }
+  explicit cuda(int i = 0);
   operator Device() const { return Device{DeviceType::cuda, index}; }
 
   /// True when a CUDA driver is loaded and reports at least one GPU.
@@ -38,16 +32,7 @@ struct cuda {
   /// Why CUDA cannot be used here (empty when it can): no driver, no GPU, ...
   static std::string unavailable_reason() { return backend::cuda::Driver::get().problem; }
   /// The GPU's name as the driver gives it (`NVIDIA H100 80GB HBM3`).
-  std::string name() const {
-    const auto& d = backend::cuda::Driver::get();
-    int dev = 0;
-    char buf[256] = {};
-    if (const int rc = d.device_get(&dev, index); rc != 0)
-      throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
-    if (const int rc = d.device_get_name(buf, int(sizeof buf), dev); rc != 0)
-      throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
-    return buf;
-  }
+  std::string name() const;
   /// Lets float matrix products use TF32 tensor cores (faster, inputs rounded to 10-bit
   /// mantissas); off by default, as in PyTorch.
   static void allow_tf32(bool on) { backend::cuda::tf32_allowed().store(on); }
@@ -74,3 +59,26 @@ struct cuda {
 };
 
 }  // namespace gradus
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus {
+GRADUS_INLINE cuda::cuda(int i) : index(i) {
+  const auto& d = backend::cuda::Driver::get();
+  GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", i, "): ", d.problem,
+               "; check gd::cuda::is_available() first and fall back to gd::cpu");
+  GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
+               " (ordinals 0 to ", d.devices - 1, ")");
+  backend::cuda::register_memory_hooks();
+}
+GRADUS_INLINE std::string cuda::name() const {
+  const auto& d = backend::cuda::Driver::get();
+  int dev = 0;
+  char buf[256] = {};
+  if (const int rc = d.device_get(&dev, index); rc != 0)
+    throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+  if (const int rc = d.device_get_name(buf, int(sizeof buf), dev); rc != 0)
+    throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+  return buf;
+}
+}  // namespace gradus
+#endif  // GRADUS_DEFINE_COMPILED

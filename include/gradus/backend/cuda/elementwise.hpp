@@ -87,14 +87,7 @@ void* load_function(const std::string& key, const std::string& ptx, const char* 
 inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
 /// `compute_90` for a compute-capability-9.0 GPU: the architecture its kernels are compiled for.
-inline std::string arch_of(int ordinal) {
-  static std::mutex mu;
-  static std::array<std::string, 64> archs;
-  std::lock_guard lock(mu);
-  std::string& a = archs[size_t(ordinal)];
-  if (a.empty()) a = "compute_" + std::to_string(gradus::cuda(ordinal).compute_capability());
-  return a;
-}
+std::string arch_of(int ordinal);
 
 /// Blocks for a grid-stride kernel over n elements: enough to fill the GPU (8 blocks of 256
 /// threads per multiprocessor), no more, so a reduction makes few atomics.
@@ -211,6 +204,14 @@ void fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale,
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE std::string arch_of(int ordinal) {
+  static std::mutex mu;
+  static std::array<std::string, 64> archs;
+  std::lock_guard lock(mu);
+  std::string& a = archs[size_t(ordinal)];
+  if (a.empty()) a = "compute_" + std::to_string(gradus::cuda(ordinal).compute_capability());
+  return a;
+}
 GRADUS_INLINE Bcast make_bcast(const Shape& src, const Shape& out) {
   const cpu::Broadcast b(src, out);
   Bcast k;

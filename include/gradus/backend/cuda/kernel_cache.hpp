@@ -35,10 +35,7 @@ inline uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull)
 class KernelCache {
  public:
   /// The process's cache; its disk directory is $GRADUS_KERNEL_CACHE (none when unset).
-  static KernelCache& get() {
-    static KernelCache c(std::getenv("GRADUS_KERNEL_CACHE") ? std::getenv("GRADUS_KERNEL_CACHE") : "");
-    return c;
-  }
+  static KernelCache& get();
   explicit KernelCache(std::string dir) : dir_(std::move(dir)) {}
 
   /// The PTX for `key`, from memory, from disk, or from `compile()` (then stored in both).
@@ -118,6 +115,10 @@ const std::string& kernel_ptx(Pass pass, const std::string& arch, KernelCache& c
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE KernelCache& KernelCache::get() {
+  static KernelCache c(std::getenv("GRADUS_KERNEL_CACHE") ? std::getenv("GRADUS_KERNEL_CACHE") : "");
+  return c;
+}
 GRADUS_INLINE const std::string& KernelCache::ptx(const std::string& key, std::string (*compile)(void*), void* arg) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) return it->second;

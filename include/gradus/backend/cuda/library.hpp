@@ -121,3 +121,16 @@ GRADUS_INLINE void launch_library(void* fn, long n, void** params, int ordinal) 
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cuda {
+GRADUS_INSTANCE void* library_function<float>(const std::string&, int);
+GRADUS_INSTANCE_DOUBLE void* library_function<double>(const std::string&, int);
+GRADUS_INSTANCE void fill(float*, long, float, Device);
+GRADUS_INSTANCE_DOUBLE void fill(double*, long, double, Device);
+GRADUS_INSTANCE void add_into(float*, const float*, long, Device);
+GRADUS_INSTANCE_DOUBLE void add_into(double*, const double*, long, Device);
+GRADUS_INSTANCE void finish_sum(float*, const double*, double, Device);
+GRADUS_INSTANCE_DOUBLE void finish_sum(double*, const double*, double, Device);
+}  // namespace gradus::backend::cuda
+#endif

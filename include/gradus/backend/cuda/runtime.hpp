@@ -127,11 +127,12 @@ struct Driver {
   /// Throws gd::device_error `what: <driver's message>` when `rc` is not CUDA_SUCCESS.
   void check(int rc, const char* what) const {
     if (rc != 0) [[unlikely]]
-      throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"));
+      fail(rc, what);
   }
 
  private:
   static Driver load();
+  [[noreturn]] void fail(int rc, const char* what) const;
 };
 
 /// Where a CUDA toolkit library `stem` (libnvrtc, libcublas) is looked for, in order: the path in
@@ -318,3 +319,11 @@ GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::stri
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::backend::cuda {
+GRADUS_INLINE void Driver::fail(int rc, const char* what) const {
+  throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"));
+}
+}  // namespace gradus::backend::cuda
+#endif  // GRADUS_DEFINE_COMPILED
