@@ -235,7 +235,6 @@ class Tensor {
   Shape shape_;
 };
 
-
 // Members that are not worth inlining, out of the class: a program built with GRADUS_COMPILED
 // compiles no copy of them for float, double and int64_t (libgradus instantiates the class).
 template <Element T>

@@ -51,7 +51,6 @@
 #include <thread>
 #include <vector>
 
-
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
