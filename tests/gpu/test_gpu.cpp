@@ -330,6 +330,96 @@ TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree
   CHECK(std::vector<float>(host.begin(), host.end()) == std::vector<float>(ref.begin(), ref.end()));
 }
 
+TEST_CASE("max, min, argmax, prod and logsumexp over long lines on the GPU: the CPU's values, NaNs, ties and gradients",
+          "[gpu][memcheck]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  // lines of 1 to 70000 elements: one thread's share and many per thread, one line per block and
+  // several lines per block; the 5000-element axis 0 reduces strided lines
+  for (const gd::Shape& s : {gd::Shape{3, 70000}, gd::Shape{5000, 7}, gd::Shape{400, 300}, gd::Shape{9, 1}}) {
+    auto x = uniform<double>(s, 0.5, 1.5, 61);
+    const int64_t cols = s[1];
+    x.data()[3 % x.size()] = x.data()[0];     // a tie with the first element
+    x.data()[cols - 1] = 2.0;                  // the maximum of line 0 of axis 1 is its last element
+    if (s[0] > 2) x.data()[2 * cols + 1 % cols] = std::nan("");  // a NaN after the first element of row 2
+    if (s[0] > 1) x.data()[cols] = std::nan("");                 // and one that starts row 1
+    const auto w = uniform<double>(s, -1, 1, 62);
+    for (int axis : {-1, 0, 1}) {
+      INFO("shape " << s << ", axis " << axis);
+      const auto run = [&](gd::Device d) {
+        std::vector<gd::Tensor<double>> out;
+        const gd::Tensor<double> xd = x.to(d);
+        for (int op = 0; op < 4; ++op) {
+          gd::Var<double> v(xd, true);
+          gd::Var<double> y = op == 0 ? (axis < 0 ? gd::max(v) : gd::max(v, axis))
+                              : op == 1 ? (axis < 0 ? gd::min(v) : gd::min(v, axis))
+                              : op == 2 ? (axis < 0 ? gd::prod(v) : gd::prod(v, axis))
+                                        : (axis < 0 ? gd::logsumexp(v) : gd::logsumexp(v, axis));
+          gd::backward(gd::sum(y * 0.75));
+          out.push_back(y.value().to(gd::cpu));
+          out.push_back(v.grad().to(gd::cpu));
+        }
+        const gd::Tensor<int64_t> am = axis < 0 ? gd::argmax(xd) : gd::argmax(xd, axis);
+        const gd::Tensor<int64_t> an = axis < 0 ? gd::argmin(xd) : gd::argmin(xd, axis);
+        out.push_back(gd::cast<double>(am).to(gd::cpu));
+        out.push_back(gd::cast<double>(an).to(gd::cpu));
+        return out;
+      };
+      const auto cpu = run(gd::cpu), gpu = run(g);
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        INFO("result " << i << " (value and gradient of max, min, prod, logsumexp; argmax; argmin)");
+        REQUIRE(gpu[i].shape() == cpu[i].shape());
+        int bad = 0;
+        for (int64_t j = 0; j < cpu[i].size() && bad < 3; ++j) {
+          const double c = cpu[i].data()[j], d = gpu[i].data()[j];
+          // the products and sums meet in another order: a relative tolerance
+          const bool ok = std::isnan(c) ? std::isnan(d) : c == d || std::abs(d - c) <= 1e-11 * std::max(1.0, std::abs(c));
+          if (!ok) {
+            ++bad;
+            FAIL_CHECK("element " << j << ": GPU " << d << ", CPU " << c);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("data movement on the GPU: slices, pads, transposes, concat, gather and its scatter-add, casts", "[gpu][memcheck]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto x = uniform<double>({4, 300, 70}, -2, 2, 71), y = uniform<double>({4, 300, 30}, -2, 2, 72);
+  // 5000 indices into 300 rows: every row is hit many times, so the scatter-add's atomics meet
+  gd::Tensor<int64_t> idx = gd::Tensor<int64_t>::empty({50, 100});
+  for (int64_t i = 0; i < idx.size(); ++i) idx.data()[i] = (i * 7919) % 300;
+  const auto run = [&](gd::Device d) {
+    gd::Var<double> a(x.to(d), true), b(y.to(d), true);
+    std::vector<gd::Var<double>> outs{
+        gd::slice(a, {1, 20, 3}, {2, 250, 60}),
+        gd::pad(b, {{1, 0}, {0, 3}, {2, 2}}, 0.25),
+        gd::transpose(a, {2, 0, 1}),
+        gd::concat({a, b}, 2),
+        gd::stack({b, gd::Var<double>(b * 2.0)}, 1),
+        gd::gather(a, idx.to(d), 1),
+        gd::cast<double>(gd::cast<float>(b) * 3.f)};
+    gd::Var<double> loss = gd::sum(a) * 0.0;
+    for (size_t i = 0; i < outs.size(); ++i) loss = loss + gd::sum(gd::sin(outs[i]) * double(i + 1));
+    gd::backward(loss);
+    std::vector<gd::Tensor<double>> r;
+    for (const auto& o : outs) r.push_back(o.value().to(gd::cpu));
+    r.push_back(a.grad().to(gd::cpu));
+    r.push_back(b.grad().to(gd::cpu));
+    const gd::Tensor<int64_t> ids = gd::cast<int64_t>(gd::transpose(gd::cast<double>(idx.to(d)) * 2.0, {1, 0}));
+    r.push_back(gd::cast<double>(ids).to(gd::cpu));
+    return r;
+  };
+  const auto cpu = run(gd::cpu), gpu = run(g);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    INFO("result " << i);
+    // the scatter-add's repeated rows meet in any order: a relative tolerance
+    CHECK(max_rel_error(gpu[i].to(g), cpu[i]) <= 1e-12);
+  }
+}
+
 TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);

@@ -69,7 +69,7 @@ TensorD gather_ref(const TensorD& x, const TensorI64& idx, int64_t axis) {
 void add_shape(std::vector<OpInfo>& r) {
   const TensorD x234 = uniform({2, 3, 4}, 100);
   {
-    OpInfo o{.name = "transpose", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "transpose"};
     o.samples.push_back(sample("[3,4], no perm (matrix transpose)", gd::ops::kind::plain, {uniform({3, 4}, 101)},
                                [](const auto& v) { return as_var(v, gd::transpose(v[0])); },
                                [](const Refs& t) { return transpose_ref(t[0], {}); }));
@@ -141,7 +141,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "concat", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "concat"};
     o.samples.push_back(sample("[2,3], [2,4], [2,1] on axis 1", gd::ops::kind::plain,
                                {uniform({2, 3}, 110), uniform({2, 4}, 111), uniform({2, 1}, 112)},
                                [](const auto& v) { return as_var(v, gd::concat(v, 1)); },
@@ -158,7 +158,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "stack", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "stack"};
     const std::vector<TensorD> xs{uniform({2, 3}, 116), uniform({2, 3}, 117), uniform({2, 3}, 118)};
     for (int64_t a : {0, 1, -1}) {
       o.samples.push_back(sample("three [2,3] on axis " + std::to_string(a), a == 0 ? gd::ops::kind::plain : gd::ops::kind::params, xs,
@@ -172,7 +172,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "slice", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "slice"};
     auto slice_ref = [](const TensorD& x, Idx begin, Idx size) {
       const Idx d = dims(x.shape());
       for (size_t k = 0; k < d.size(); ++k)
@@ -202,7 +202,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "gather", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "gather"};
     const TensorI64 i2 = TensorI64::from({2, 0, 2, 1, 2, 2}, {3, 2}), i1 = TensorI64::from({1, 1, 0});
     o.samples.push_back(sample("[3,2] by [3,2] indices (repeated) on axis 0", gd::ops::kind::plain, {uniform({3, 2}, 124)},
                                [i2](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i2), 0)); },
@@ -240,7 +240,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "pad", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "pad"};
     using P = std::vector<std::pair<int64_t, int64_t>>;
     auto pad_ref = [](const TensorD& x, const P& p, double c) {
       const Idx d = dims(x.shape());
@@ -269,7 +269,7 @@ void add_shape(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "cast", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "cast"};
     o.samples.push_back(sample("double -> double (the input itself)", gd::ops::kind::plain, {uniform({2, 3}, 131)},
                                [](const auto& v) { return as_var(v, gd::cast<element_of<decltype(v)>>(v[0] * v[0])); },
                                [](const Refs& t) { return map1(t[0], [](double a) { return a * a; }); }));

@@ -284,7 +284,7 @@ auto slice(const E& e, const IntList& begin, const IntList& size) {
                  " and size ", size, " out of range for shape ", s, " at axis ", d);
     os.push_back(n);
   }
-  Tensor<value_type_t<E>> out(os);
+  Tensor<value_type_t<E>> out = Tensor<value_type_t<E>>::empty(os, xv.device());
   const std::array<int64_t, kMaxRank> zero{};
   detail::copy_window(xv, begin.data(), out, zero.data(), os);
   return make_result("slice", std::move(out),
@@ -317,12 +317,13 @@ auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
     os.push_back(lo + s[d] + hi);
     at.push_back(lo);
   }
-  auto out = Tensor<value_type_t<E>>::full(os, constant);
+  auto out = Tensor<value_type_t<E>>::empty(os, xv.device());
+  backend::fill(out.device_data(), out.size(), constant, xv.device());
   detail::copy_window(xv, zero.data(), out, at.data(), s);
   return make_result("pad", std::move(out),
                      [at, zero](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
-                       std::remove_cvref_t<decltype(g)> gx(x.shape());
+                       auto gx = std::remove_cvref_t<decltype(g)>::empty(x.shape(), g.device());
                        detail::copy_window(g, at.data(), gx, zero.data(), x.shape());
                        detail::add_grad(x, gx);
                      },

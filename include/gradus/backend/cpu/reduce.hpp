@@ -93,12 +93,18 @@ void reduce_prod_backward(const AxisView& v, const T* x, const T* g, T* dx) {
   });
 }
 
+/// The largest of m and e, NaN when either is: a NaN in a line makes its logsumexp NaN.
+template <class T>
+T max_or_nan(T m, T e) {
+  return e > m || e != e ? e : m;
+}
+
 /// y[line] = m + log(sum(exp(x - m))) with m the line's maximum: finite for any finite x.
 template <class T>
 void reduce_logsumexp(const AxisView& v, const T* x, T* y) {
   for_each_line(v, [&](int64_t base) {
     T m = -std::numeric_limits<T>::infinity();
-    for (int64_t k = 0; k < v.n; ++k) m = std::max(m, x[base + k * v.inner]);
+    for (int64_t k = 0; k < v.n; ++k) m = max_or_nan(m, x[base + k * v.inner]);
     T s = 0;
     if (std::isfinite(m))
       for (int64_t k = 0; k < v.n; ++k) s += std::exp(x[base + k * v.inner] - m);
@@ -114,8 +120,8 @@ void reduce_logsumexp_backward(const AxisView& v, const T* x, const T* y, const 
   for_each_line(v, [&](int64_t base) {
     const int64_t o = v.out_index(base);
     T m = -std::numeric_limits<T>::infinity();
-    for (int64_t k = 0; k < v.n; ++k) m = std::max(m, x[base + k * v.inner]);
-    if (!std::isfinite(m)) {  // an empty line, or infinities: the plain formula
+    for (int64_t k = 0; k < v.n; ++k) m = max_or_nan(m, x[base + k * v.inner]);
+    if (!std::isfinite(m)) {  // an empty line, infinities or NaNs: the plain formula
       for (int64_t k = 0; k < v.n; ++k) dx[base + k * v.inner] = g[o] * std::exp(x[base + k * v.inner] - y[o]);
       return;
     }

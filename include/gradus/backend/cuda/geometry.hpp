@@ -1,5 +1,5 @@
-// gradus/backend/cuda/geometry.hpp — the shapes of a convolution and a pooling as a GPU kernel
-// receives them: plain 64-bit fields, laid out the same for the host that fills them (from
+// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling and a strided copy as
+// a GPU kernel receives them: plain 64-bit fields, laid out the same for the host that fills them (from
 // backend/plans.hpp's ConvPlan and PoolPlan) and for NVRTC, so this header includes nothing.
 #pragma once
 
@@ -13,6 +13,13 @@ struct ConvGeometry {
 /// pool2d: input [n,h,w,c], window [kh,kw], strides, output [n,oh,ow,c], padding.
 struct PoolGeometry {
   long n, h, w, c, kh, kw, sh, sw, oh, ow, ph, pw;
+};
+
+/// An N-d copy over `n` (row-major, at most 8 axes) with element strides for each side: element
+/// (i_0 .. i_{rank-1}) goes from sum i_k * src[k] to sum i_k * dst[k].
+struct CopyGeometry {
+  long rank;
+  long n[8], src[8], dst[8];
 };
 
 }  // namespace gradus::backend::cuda

@@ -2,15 +2,17 @@
 // runs each kernel of backend/kernels.hpp on a GPU, for float and double. Elementwise
 // expressions run as generated kernels (cuda/elementwise.hpp), matrix products on cuBLAS
 // (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp loads them; cuda/conv.hpp,
-// cuda/layers.hpp and cuda/softmax.hpp launch them). A kernel with no entry
-// here (the LSTM sequence, the reductions other than sum, data movement, integer tensors) is
-// null: calling it with GPU operands is a gd::device_error naming the op and the device.
+// cuda/layers.hpp, cuda/softmax.hpp, cuda/reduce.hpp and cuda/copy.hpp launch them). A kernel with
+// no entry here (the LSTM sequence; integer tensors except for data movement and casts) is null:
+// calling it with GPU operands is a gd::device_error naming the op and the device.
 #pragma once
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/conv.hpp"
+#include "gradus/backend/cuda/copy.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/layers.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/reduce.hpp"
 #include "gradus/backend/cuda/softmax.hpp"
 #include "gradus/backend/registry.hpp"
 #include "gradus/expr/activations.hpp"
@@ -144,6 +146,79 @@ inline constexpr kernel_fn<kernel::OneHot, T> kernel_of<kernel::OneHot, T> =
     [](const int64_t* labels, int64_t count, int64_t depth, T on, T off, T* out, Device device) {
       cuda::one_hot(labels, count, depth, on, off, out, device);
     };
+
+// ------------------------------------------------------------------------------- reductions
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceExtremum, T> kernel_of<kernel::ReduceExtremum, T> =
+    [](const AxisView& v, const T* x, T* y, bool is_max, Device device) {
+      cuda::reduce_extremum(v, x, y, is_max, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceExtremumBackward, T> kernel_of<kernel::ReduceExtremumBackward, T> =
+    [](const AxisView& v, const T* x, const T* y, const T* g, T* dx, Device device) {
+      cuda::reduce_extremum_backward(v, x, y, g, dx, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceArg, T> kernel_of<kernel::ReduceArg, T> =
+    [](const AxisView& v, const T* x, int64_t* out, bool is_max, Device device) {
+      cuda::reduce_arg(v, x, out, is_max, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceProd, T> kernel_of<kernel::ReduceProd, T> =
+    [](const AxisView& v, const T* x, T* y, Device device) { cuda::reduce_prod(v, x, y, device); };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceProdBackward, T> kernel_of<kernel::ReduceProdBackward, T> =
+    [](const AxisView& v, const T* x, const T* g, T* dx, Device device) {
+      cuda::reduce_prod_backward(v, x, g, dx, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceLogsumexp, T> kernel_of<kernel::ReduceLogsumexp, T> =
+    [](const AxisView& v, const T* x, T* y, Device device) { cuda::reduce_logsumexp(v, x, y, device); };
+template <Real T>
+inline constexpr kernel_fn<kernel::ReduceLogsumexpBackward, T> kernel_of<kernel::ReduceLogsumexpBackward, T> =
+    [](const AxisView& v, const T* x, const T* y, const T* g, T* dx, Device device) {
+      cuda::reduce_logsumexp_backward(v, x, y, g, dx, device);
+    };
+
+// ---------------------------------------------------------------------------- data movement
+/// The element types the data-movement kernels move on a GPU.
+template <class T>
+concept Movable = Real<T> || std::is_same_v<T, int64_t>;
+
+template <Movable T>
+inline constexpr kernel_fn<kernel::CopyWindow, T> kernel_of<kernel::CopyWindow, T> =
+    [](const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, const int64_t* dst_at, const Shape& extent,
+       Device) { cuda::copy_window(src, src_at, dst, dst_at, extent); };
+template <Real T>
+inline constexpr kernel_fn<kernel::WindowGrad, T> kernel_of<kernel::WindowGrad, T> =
+    [](const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int64_t* at, Device) {
+      cuda::window_grad(g, dx, add, xs, at);
+    };
+template <Movable T>
+inline constexpr kernel_fn<kernel::Permute, T> kernel_of<kernel::Permute, T> =
+    [](const Tensor<T>& x, const IntList& perm, Tensor<T>& out, Device) { out = cuda::permute(x, perm); };
+template <Movable T>
+inline constexpr kernel_fn<kernel::JoinRows, T> kernel_of<kernel::JoinRows, T> =
+    [](const std::vector<const T*>& parts, const std::vector<int64_t>& inner, T* out, int64_t outer, Device device) {
+      cuda::join_rows(parts, inner, out, outer, device);
+    };
+template <Movable T>
+inline constexpr kernel_fn<kernel::SplitRows, T> kernel_of<kernel::SplitRows, T> =
+    [](const T* src, int64_t total, int64_t col, int64_t outer, int64_t inner, T* dst, Device device) {
+      cuda::split_rows(src, total, col, outer, inner, dst, device);
+    };
+template <Movable T>
+inline constexpr kernel_fn<kernel::GatherRows, T> kernel_of<kernel::GatherRows, T> =
+    [](const T* x, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* out, Device device) {
+      cuda::gather_rows(x, outer, n, inner, idx, k, out, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ScatterAddRows, T> kernel_of<kernel::ScatterAddRows, T> =
+    [](const T* g, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* dx, bool add,
+       Device device) { cuda::scatter_add_rows(g, outer, n, inner, idx, k, dx, add, device); };
+template <Movable U, Movable T>
+inline constexpr kernel_fn<kernel::Cast<U>, T> kernel_of<kernel::Cast<U>, T> =
+    [](const T* src, int64_t n, U* dst, bool add, Device device) { cuda::cast(src, n, dst, add, device); };
 
 /// The CUDA backend, as backend/backends.hpp lists it.
 struct Backend {

@@ -9,14 +9,18 @@
 //   bias + activation, sum_rows, dropout                layers.hpp         library/layers.cuh
 //   softmax, log_softmax, one_hot                       softmax.hpp        library/softmax.cuh
 //   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
+//   max/min, argmax/argmin, prod, logsumexp              reduce.hpp         library/reduce.cuh
+//   strided copies, gather/scatter_add, cast             copy.hpp           library/copy.cuh
 //
 // (library/common.cuh: the grid-stride loop and the math every family uses.)
 //
 //   backend::cuda::fill(p, n, 1.f, dev);   backend::cuda::add_into(dst, src, n, dev);
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -30,7 +34,8 @@
 
 namespace gradus::backend::cuda {
 
-/// The library's CUDA source: each kernel in float and double (suffix _f, _d), grid-stride loops.
+/// The library's CUDA source: each kernel in float and double (suffix _f, _d; the data movement
+/// kernels in int64 as well, _l), grid-stride loops.
 /// The kernels are in library/*.cuh, one file per family, read by NVRTC through include_root().
 const std::string& library_source();
 
@@ -38,22 +43,33 @@ const std::string& library_source();
 /// unannotated functions compiled as device functions.
 std::vector<std::string> library_options();
 
+/// The suffix of the library's kernels for element type T: _f, _d or _l (int64).
+template <class T>
+constexpr const char* library_suffix() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>,
+                "THE_ELEMENT_TYPE_MUST_BE_FLOAT_DOUBLE_OR_INT64: cuda library");
+  return std::is_same_v<T, float> ? "_f" : std::is_same_v<T, double> ? "_d" : "_l";
+}
+
 /// The library kernel `name` (without its type suffix) for element type T on GPU `ordinal`.
 template <class T>
 void* library_function(const std::string& name, int ordinal) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "THE_ELEMENT_TYPE_MUST_BE_FLOAT_OR_DOUBLE: cuda library");
   const std::string arch = arch_of(ordinal);
   const Nvrtc& n = Nvrtc::get();
   const std::string key = "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." + std::to_string(n.minor);
   const std::string& ptx = KernelCache::get().ptx(key, [&] {
     return compile_ptx(library_source(), "gradus_library.cu", arch, library_options());
   });
-  const std::string entry = "gradus_" + name + (std::is_same_v<T, float> ? "_f" : "_d");
+  const std::string entry = "gradus_" + name + library_suffix<T>();
   return load_function(key + "/" + entry, ptx, entry.c_str(), ordinal);
 }
 
 /// Launches library kernel `fn` over n elements with the given arguments (pointers to each).
 void launch_library(void* fn, long n, void** params, int ordinal);
+
+/// Launches a library kernel that gives each of `lines` lines of `n` elements one block (a power
+/// of two of threads, 32 to 256, by n), enough blocks to fill the GPU looping over the lines.
+void launch_lines(void* fn, long lines, long n, void** params, int ordinal);
 
 /// The library kernel `name` for T on `device`, looked up once per (T, name, GPU).
 template <class T, const char* Name>
@@ -104,7 +120,9 @@ GRADUS_INLINE const std::string& library_source() {
                                  "#include \"gradus/backend/cuda/library/layers.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/softmax.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/pool.cuh\"\n";
+                                 "#include \"gradus/backend/cuda/library/pool.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/reduce.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/copy.cuh\"\n";
   return src;
 }
 
@@ -118,6 +136,17 @@ GRADUS_INLINE void launch_library(void* fn, long n, void** params, int ordinal) 
   const Driver& d = Driver::get();
   d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, ordinal)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
           "cuLaunchKernel (library)");
+}
+
+GRADUS_INLINE void launch_lines(void* fn, long lines, long n, void** params, int ordinal) {
+  if (lines == 0) return;
+  make_current(ordinal);
+  long threads = 32;
+  while (threads < 256 && threads < n) threads *= 2;
+  const long blocks = std::min(lines, grid_blocks(long(1) << 40, ordinal) * (256 / threads));
+  const Driver& d = Driver::get();
+  d.check(d.launch_kernel(fn, unsigned(blocks), 1, 1, unsigned(threads), 1, 1, 0, nullptr, params, nullptr),
+          "cuLaunchKernel (library, a block per line)");
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

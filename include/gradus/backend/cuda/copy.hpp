@@ -1,0 +1,140 @@
+// gradus/backend/cuda/copy.hpp — data movement on a GPU: N-d strided copies (slice, pad,
+// transpose, concat/stack and their gradients), row gathers and their scatter-add adjoints, and
+// casts between float, double and int64, one thread per element. Device code: library/copy.cuh.
+//
+//   backend::cuda::copy_window(src, src_at, dst, dst_at, extent);   // src, dst on one GPU
+#pragma once
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "gradus/backend/cuda/geometry.hpp"
+#include "gradus/backend/cuda/library.hpp"
+#include "gradus/core/device.hpp"
+#include "gradus/core/small_list.hpp"
+#include "gradus/core/tensor.hpp"
+
+namespace gradus::backend::cuda {
+
+inline constexpr char kCopyStrided[] = "copy_strided", kGatherRows[] = "gather_rows",
+                      kScatterAddRows[] = "scatter_add_rows", kCastToF[] = "cast_to_f", kCastToD[] = "cast_to_d",
+                      kCastToL[] = "cast_to_l";
+
+/// d[i] = (or, with `add`, +=) s[i] over `extent`, each side with its own element strides (both in
+/// the memory of `device`). Unit axes are dropped and axes contiguous on both sides merged.
+template <class T>
+void strided_copy(const T* s, const int64_t* src_strides, T* d, const int64_t* dst_strides, const Shape& extent,
+                  bool add, Device device) {
+  CopyGeometry g{};
+  for (int k = 0; k < extent.rank(); ++k) {
+    if (extent[k] == 1) continue;
+    const long last = g.rank - 1;
+    if (g.rank > 0 && g.src[last] == src_strides[k] * extent[k] && g.dst[last] == dst_strides[k] * extent[k]) {
+      g.n[last] *= long(extent[k]);
+      g.src[last] = long(src_strides[k]), g.dst[last] = long(dst_strides[k]);
+    } else {
+      g.n[g.rank] = long(extent[k]), g.src[g.rank] = long(src_strides[k]), g.dst[g.rank] = long(dst_strides[k]);
+      ++g.rank;
+    }
+  }
+  long total = long(extent.numel());
+  int a = add ? 1 : 0;
+  void* params[] = {&s, &d, &g, &total, &a};
+  launch_library(cached_library_function<T, kCopyStrided>(device), total, params, device.index);
+}
+
+/// The `extent` window of src at `src_at` copied into the window of dst at `dst_at`.
+template <class T>
+void copy_window(const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst, const int64_t* dst_at,
+                 const Shape& extent) {
+  if (extent.numel() == 0) return;
+  const auto ss = row_major_strides(src.shape()), ds = row_major_strides(dst.shape());
+  int64_t so = 0, doff = 0;
+  for (int i = 0; i < extent.rank(); ++i) so += src_at[i] * ss[size_t(i)], doff += dst_at[i] * ds[size_t(i)];
+  strided_copy(src.device_data() + so, ss.data(), dst.device_data() + doff, ds.data(), extent, false, src.device());
+}
+
+/// dx (shape xs; zeroed first unless `add`) gets g added into (or written to) its window at `at`.
+template <class T>
+void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int64_t* at) {
+  if (!add) fill(dx, long(xs.numel()), T(0), g.device());
+  if (g.size() == 0) return;
+  const auto ss = row_major_strides(g.shape()), ds = row_major_strides(xs);
+  int64_t off = 0;
+  for (int i = 0; i < xs.rank(); ++i) off += at[i] * ds[size_t(i)];
+  strided_copy(g.device_data(), ss.data(), dx + off, ds.data(), g.shape(), add, g.device());
+}
+
+/// x with its axes permuted: a view (reshape) when the axes longer than 1 keep their order.
+template <class T>
+Tensor<T> permute(const Tensor<T>& x, const IntList& perm) {
+  Shape os;
+  std::array<int64_t, kMaxRank> ss{};
+  const auto xs = row_major_strides(x.shape());
+  int last = -1;
+  bool moves = false;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    os.push_back(x.shape()[perm[i]]), ss[i] = xs[size_t(perm[i])];
+    if (x.shape()[perm[i]] == 1) continue;
+    moves = moves || int(perm[i]) < last;
+    last = int(perm[i]);
+  }
+  if (!moves) return x.reshape(os);
+  Tensor<T> out = Tensor<T>::empty(os, x.device());
+  const auto ds = row_major_strides(os);
+  if (out.size()) strided_copy(x.device_data(), ss.data(), out.device_data(), ds.data(), os, false, x.device());
+  return out;
+}
+
+/// Parts [outer, inner_i] joined side by side into out [outer, sum inner_i].
+template <class T>
+void join_rows(const std::vector<const T*>& parts, const std::vector<int64_t>& inner, T* out, int64_t outer,
+               Device device) {
+  const int64_t total = std::accumulate(inner.begin(), inner.end(), int64_t(0));
+  int64_t col = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t ss[] = {inner[i], 1}, ds[] = {total, 1};
+    if (outer > 0 && inner[i] > 0) strided_copy(parts[i], ss, out + col, ds, Shape{outer, inner[i]}, false, device);
+    col += inner[i];
+  }
+}
+
+/// dst [outer, inner] = columns [col, col + inner) of src [outer, total].
+template <class T>
+void split_rows(const T* src, int64_t total, int64_t col, int64_t outer, int64_t inner, T* dst, Device device) {
+  const int64_t ss[] = {total, 1}, ds[] = {inner, 1};
+  if (outer > 0 && inner > 0) strided_copy(src + col, ss, dst, ds, Shape{outer, inner}, false, device);
+}
+
+/// out [outer, k, inner] = rows idx[j] (indices in device memory, in range) of x [outer, n, inner].
+template <class T>
+void gather_rows(const T* x, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* out,
+                 Device device) {
+  long o = long(outer), nn = long(n), in = long(inner), kk = long(k);
+  void* params[] = {&x, &o, &nn, &in, &idx, &kk, &out};
+  launch_library(cached_library_function<T, kGatherRows>(device), o * kk * in, params, device.index);
+}
+
+/// dx (zeroed first unless `add`) += g [outer, k, inner] scattered to rows idx[j]; repeated indices
+/// accumulate (through atomics: their order, and so the last bits of such a row, may vary).
+template <class T>
+void scatter_add_rows(const T* g, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* dx,
+                      bool add, Device device) {
+  if (!add) fill(dx, long(outer * n * inner), T(0), device);
+  long o = long(outer), nn = long(n), in = long(inner), kk = long(k);
+  void* params[] = {&g, &o, &nn, &in, &idx, &kk, &dx};
+  launch_library(cached_library_function<T, kScatterAddRows>(device), o * kk * in, params, device.index);
+}
+
+/// dst = (or, with `add`, +=) static_cast<U>(src), for float, double and int64 on either side.
+template <class T, class U>
+void cast(const T* src, int64_t n, U* dst, bool add, Device device) {
+  constexpr const char* name = std::is_same_v<U, float> ? kCastToF : std::is_same_v<U, double> ? kCastToD : kCastToL;
+  (void)library_suffix<U>();  // U is one of the three
+  long count = long(n);
+  int a = add ? 1 : 0;
+  void* params[] = {&src, &count, &dst, &a};
+  launch_library(cached_library_function<T, name>(device), count, params, device.index);
+}
+
+}  // namespace gradus::backend::cuda
