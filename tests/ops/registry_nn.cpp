@@ -208,7 +208,7 @@ void add_nn(std::vector<OpInfo>& r) {
     r.push_back(std::move(o));
   }
   {
-    OpInfo o{.name = "lstm_sequence", .no_kernel_on = {gd::DeviceType::cuda}};
+    OpInfo o{.name = "lstm_sequence"};
     struct Case {
       const char* label;
       int64_t n, steps, u;

@@ -36,8 +36,8 @@ backend::LstmPlan plan_lstm(const Shape& xp, const Shape& r, const Shape& h0, co
 /// (x · kernel + bias, for all steps at once) from the state h0, c0 [N, u]:
 ///   z_t = xp_t + h_{t-1} · recurrent_kernel,  c_t = σ(f) c_{t-1} + σ(i) tanh(g),  h_t = σ(o) tanh(c_t).
 /// Returns {h [N, T, u], h_final, c_final [N, u]}; differentiable in all four inputs through
-/// all three outputs. On a backend without the LSTM kernels (the CUDA one today) it throws
-/// gd::device_error; the recurrent layers then run step by step.
+/// all three outputs. On a backend without the LSTM kernels it throws gd::device_error; the
+/// recurrent layers then run step by step.
 ///   auto [h, hT, cT] = gd::lstm_sequence(gd::matmul(x, kernel) + bias, recurrent_kernel, h0, c0);
 template <Real T>
 LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_kernel, const Var<T>& h0,

@@ -2,8 +2,8 @@
 // runs each kernel of backend/kernels.hpp on a GPU, for float and double. Elementwise
 // expressions run as generated kernels (cuda/elementwise.hpp), matrix products on cuBLAS
 // (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp loads them; cuda/conv.hpp,
-// cuda/layers.hpp, cuda/softmax.hpp, cuda/reduce.hpp and cuda/copy.hpp launch them). A kernel with
-// no entry here (the LSTM sequence; integer tensors except for data movement and casts) is null:
+// cuda/layers.hpp, cuda/softmax.hpp, cuda/reduce.hpp, cuda/copy.hpp and cuda/lstm.hpp launch them).
+// A kernel with no entry here (integer tensors, except for data movement and casts) is null:
 // calling it with GPU operands is a gd::device_error naming the op and the device.
 #pragma once
 #include "gradus/backend/cuda/blas.hpp"
@@ -12,6 +12,7 @@
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/layers.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/lstm.hpp"
 #include "gradus/backend/cuda/reduce.hpp"
 #include "gradus/backend/cuda/softmax.hpp"
 #include "gradus/backend/registry.hpp"
@@ -109,6 +110,20 @@ template <Real T>
 inline constexpr kernel_fn<kernel::MaskedMultiply, T> kernel_of<kernel::MaskedMultiply, T> =
     [](const T* x, const T* mask, int64_t n, T* out, bool add, Device device) {
       cuda::masked_multiply(x, mask, n, out, add, device);
+    };
+
+template <Real T>
+inline constexpr kernel_fn<kernel::LstmForward, T> kernel_of<kernel::LstmForward, T> =
+    [](const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last, T* c_last,
+       const LstmSaved<T>& saved, Device device) {
+      cuda::lstm_forward(p, xp, r, h0, c0, h_seq, h_last, c_last, saved, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::LstmBackward, T> kernel_of<kernel::LstmBackward, T> =
+    [](const LstmPlan& p, const T* r, const LstmSaved<T>& saved, const T* g_seq, const T* g_h_last, const T* g_c_last,
+       T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0, bool add_c0, Device device) {
+      cuda::lstm_backward(p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, dh0, add_h0, dc0, add_c0,
+                          device);
     };
 
 // ----------------------------------------------------------------- convolution and pooling

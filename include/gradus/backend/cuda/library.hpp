@@ -11,6 +11,7 @@
 //   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
 //   max/min, argmax/argmin, prod, logsumexp              reduce.hpp         library/reduce.cuh
 //   strided copies, gather/scatter_add, cast             copy.hpp           library/copy.cuh
+//   the LSTM sequence's gate passes (+ cuBLAS)           lstm.hpp           library/lstm.cuh
 //
 // (library/common.cuh: the grid-stride loop and the math every family uses.)
 //
@@ -122,7 +123,8 @@ GRADUS_INLINE const std::string& library_source() {
                                  "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/pool.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/reduce.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/copy.cuh\"\n";
+                                 "#include \"gradus/backend/cuda/library/copy.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/lstm.cuh\"\n";
   return src;
 }
 
