@@ -159,7 +159,8 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   }
 }
 
-TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, dropout, softmax, one_hot, conv, pool)",
+TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, dropout, softmax, one_hot, conv, pool, "
+          "data movement, the LSTM gates)",
           "[cuda][codegen][nvrtc]") {
   if (!cu::nvrtc_available()) {
     WARN("NVRTC not found, skipped: " << cu::Nvrtc::get().problem);
@@ -174,7 +175,13 @@ TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, d
                               "gradus_softmax_f", "gradus_softmax_backward_d", "gradus_one_hot_f", "gradus_one_hot_d",
                               "gradus_bias_activation_f", "gradus_bias_activation_backward_d", "gradus_sum_rows_f",
                               "gradus_im2col_f", "gradus_col2im_d", "gradus_add_rows_f", "gradus_pool_f",
-                              "gradus_pool_backward_d"})
+                              "gradus_pool_backward_d", "gradus_fill_l", "gradus_reduce_extremum_f",
+                              "gradus_reduce_extremum_backward_d", "gradus_reduce_arg_f", "gradus_reduce_prod_d",
+                              "gradus_reduce_prod_backward_f", "gradus_reduce_logsumexp_f",
+                              "gradus_reduce_logsumexp_backward_d", "gradus_copy_strided_f", "gradus_copy_strided_l",
+                              "gradus_gather_rows_d", "gradus_gather_rows_l", "gradus_scatter_add_rows_f",
+                              "gradus_scatter_add_rows_d", "gradus_cast_to_l_f", "gradus_cast_to_d_l",
+                              "gradus_lstm_gates_f", "gradus_lstm_gates_backward_d"})
       CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
   }
 }

@@ -60,10 +60,12 @@ struct Block;
 /// registers itself the first time a gd::cuda device is made), so core/ never names a backend and
 /// a CPU-only program links nothing new. `allocate` returns a buffer block whose data() is memory
 /// of `device` (its `device` field set, its `recycle` returning it to the backend's cache);
-/// `copy` moves bytes between two buffers of which at least one is the backend's.
+/// `copy` moves bytes between two buffers of which at least one is the backend's; `fill` (optional)
+/// sets `count` elements of `element_size` bytes in the backend's memory to the bytes at `value`.
 struct DeviceHooks {
   detail::Block* (*allocate)(Device device, size_t bytes) = nullptr;
   void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) = nullptr;
+  void (*fill)(void* dst, Device device, const void* value, size_t element_size, size_t count) = nullptr;
 };
 
 /// The hooks of the backend for device type `t` (all null until the backend registers).

@@ -50,6 +50,7 @@ const DeviceHooks& hooks_for(Device d, const char* what);
 Block* device_allocate(Device d, size_t bytes);
 /// Copies bytes between two buffers, at least one of them in a device's memory.
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+void device_fill(void* dst, Device device, const void* value, size_t element_size, size_t count);
 /// The shape `dims` names for a tensor of `numel` elements of shape `from` (Tensor::reshape).
 Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from);
 /// The bytes a tensor of `shape` needs, at least 1; shape_error past PTRDIFF_MAX.
@@ -188,9 +189,12 @@ class Tensor {
   Tensor reshape(std::initializer_list<int64_t> dims) const { return reshape(std::span<const int64_t>(dims.begin(), dims.size())); }
   Tensor reshape(const Shape& s) const { return reshape(std::span<const int64_t>(s.begin(), size_t(s.rank()))); }
 
-  /// Sets every element to `v`, in place.
+  /// Sets every element to `v`, in place (on the tensor's device).
   Tensor& fill_(T v) {
-    std::fill_n(data(), size(), v);
+    if (on_device())
+      detail::device_fill(data_, device(), &v, sizeof(T), size_t(size()));
+    else
+      std::fill_n(data_, size(), v);
     return *this;
   }
   /// Copies `src` into this tensor's storage (shapes must have equal sizes), across devices
@@ -380,6 +384,11 @@ GRADUS_INLINE Block* device_allocate(Device d, size_t bytes) { return hooks_for(
 GRADUS_INLINE void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   const Device owner = dst_device.is_cpu() ? src_device : dst_device;
   hooks_for(owner, "Tensor::to").copy(dst, dst_device, src, src_device, bytes);
+}
+GRADUS_INLINE void device_fill(void* dst, Device device, const void* value, size_t element_size, size_t count) {
+  const DeviceHooks& h = hooks_for(device, "Tensor::fill_");
+  GRADUS_CHECK(device_error, h.fill, "Tensor::fill_(", device, "): the backend of ", device, " cannot fill its memory");
+  if (count) h.fill(dst, device, value, element_size, count);
 }
 GRADUS_INLINE size_t checked_bytes(const Shape& shape, size_t element_size) {
   const int64_t n = shape.numel();

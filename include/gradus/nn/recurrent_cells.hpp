@@ -227,7 +227,8 @@ class RecurrentCell : public Module<T, Derived> {
 
   /// The zero state for a batch of `batch` sequences (h, and c for an LSTM, [batch, units]).
   State initial_state(int64_t batch) const {
-    const auto zeros = [&] { return Var<T>::constant(Tensor<T>::zeros({batch, units_})); };
+    const Device dev = recurrent_kernel_.value().device();  // the state lives with the weights
+    const auto zeros = [&] { return Var<T>::constant(Tensor<T>::empty({batch, units_}, dev).fill_(T(0))); };
     if constexpr (std::same_as<State, LSTMState<T>>)
       return {zeros(), zeros()};
     else

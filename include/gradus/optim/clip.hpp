@@ -6,7 +6,8 @@
 //   double norm = gd::optim::clip_by_global_norm(opt.params(), 5.0);
 //   opt.step();
 // A Var that has received no gradient since its last zero_grad, and an undefined tensor, count
-// as zeros and are left alone. Norms are accumulated in double.
+// as zeros and are left alone. Norms are accumulated in double. Gradients on a GPU stay there: their
+// norms are computed on the device and read back once per call (the only host synchronisation).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 
 #include "gradus/core/eigen.hpp"
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/optim/optimizer.hpp"
 
 namespace gradus::optim {
@@ -45,19 +47,53 @@ void clip_by_value(List& list, double lo, double hi) {
   GRADUS_CHECK(value_error, lo <= hi, "clip_by_value: lo ", lo, " exceeds hi ", hi);
   for_each_grad(list, "clip_by_value", [&](auto& g) { g.assign(clamp(g, lo, hi)); });
 }
+/// The squared L2 norm of every gradient of `list`, in order: on the CPU accumulated in double; on
+/// another device each summed there (in double, rounded to T) into one buffer per device, read back
+/// once per device.
+template <class List>
+std::vector<double> squared_norms(List& list, const char* who) {
+  using T = typename std::remove_cvref_t<decltype(list[0])>::value_type;
+  std::vector<const Tensor<T>*> grads;
+  for_each_grad(list, who, [&](const Tensor<T>& g) { grads.push_back(&g); });
+  std::vector<double> out(grads.size(), 0.0);
+  std::vector<size_t> pending;  // on another device than the CPU
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i]->device().is_cpu())
+      out[i] = squared_norm(*grads[i]);
+    else
+      pending.push_back(i);
+  }
+  while (!pending.empty()) {
+    const Device dev = grads[pending[0]]->device();
+    std::vector<size_t> here, rest;
+    for (size_t i : pending) (grads[i]->device() == dev ? here : rest).push_back(i);
+    Tensor<T> sums = Tensor<T>::empty({int64_t(here.size())}, dev);
+    for (size_t k = 0; k < here.size(); ++k) {
+      const Tensor<T>& g = *grads[here[k]];
+      backend::sum_all(g * g, g.shape(), sums.device_data() + k, T(1), dev);
+    }
+    const Tensor<T> host = sums.to(gradus::cpu);
+    for (size_t k = 0; k < here.size(); ++k) out[here[k]] = double(host.data()[k]);
+    pending = std::move(rest);
+  }
+  return out;
+}
+
 template <class List>
 void clip_by_norm(List& list, double clip_norm) {
   check_option(clip_norm > 0 && std::isfinite(clip_norm), "clip_by_norm", "clip_norm", clip_norm, "> 0");
+  const std::vector<double> sq = squared_norms(list, "clip_by_norm");
+  size_t i = 0;
   for_each_grad(list, "clip_by_norm", [&](auto& g) {
     using T = typename std::remove_cvref_t<decltype(g)>::value_type;
-    const double n = std::sqrt(squared_norm(g));
+    const double n = std::sqrt(sq[i++]);
     if (n > clip_norm) g.assign(g * T(clip_norm / n));
   });
 }
 template <class List>
 double global_norm(List& list) {
   double s = 0;
-  for_each_grad(list, "global_norm", [&](const auto& g) { s += squared_norm(g); });
+  for (double v : squared_norms(list, "global_norm")) s += v;
   return std::sqrt(s);
 }
 template <class List>

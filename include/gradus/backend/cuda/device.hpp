@@ -60,6 +60,12 @@ struct cuda {
 
 }  // namespace gradus
 
+namespace gradus::backend::cuda {
+/// DeviceHooks::fill for GPU memory (Tensor::fill_), registered with the memory hooks; a library
+/// kernel, defined in library.hpp.
+void fill_bytes(void* dst, Device device, const void* value, size_t element_size, size_t count);
+}  // namespace gradus::backend::cuda
+
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus {
 GRADUS_INLINE cuda::cuda(int i) : index(i) {
@@ -69,6 +75,7 @@ GRADUS_INLINE cuda::cuda(int i) : index(i) {
   GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
                " (ordinals 0 to ", d.devices - 1, ")");
   backend::cuda::register_memory_hooks();
+  device_hooks(DeviceType::cuda).fill = backend::cuda::fill_bytes;
 }
 GRADUS_INLINE std::string cuda::name() const {
   const auto& d = backend::cuda::Driver::get();

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -107,6 +108,22 @@ void finish_sum(T* d, const double* acc, double scale, Device device) {
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+// (declared in device.hpp) `count` elements of 4 or 8 bytes set to the bytes at `value`, bit for bit
+GRADUS_INLINE void fill_bytes(void* dst, Device device, const void* value, size_t element_size, size_t count) {
+  if (element_size == 4) {
+    float v;
+    std::memcpy(&v, value, 4);
+    fill(static_cast<float*>(dst), long(count), v, device);
+  } else if (element_size == 8) {
+    int64_t v;  // as an integer: the kernel moves the bits, whatever they mean
+    std::memcpy(&v, value, 8);
+    fill(static_cast<int64_t*>(dst), long(count), v, device);
+  } else {
+    throw device_error(::gradus::detail::str("Tensor::fill_(", device, "): elements of ", element_size,
+                                             " bytes; the GPU fills 4- and 8-byte elements"));
+  }
+}
+
 GRADUS_INLINE const std::string& library_source() {
   // the headers NVRTC includes are spelled as string pieces: they are the kernels' includes, not
   // this header's (the layering check reads #include lines)

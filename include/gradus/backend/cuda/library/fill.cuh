@@ -13,3 +13,4 @@
   }
 GRADUS_LIBRARY_FILL(float, f)
 GRADUS_LIBRARY_FILL(double, d)
+GRADUS_LIBRARY_FILL(long long, l)
