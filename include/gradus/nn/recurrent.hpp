@@ -75,7 +75,7 @@ struct RecurrentOutput {
 ///
 /// Dropout (the cell's dropout / recurrent_dropout): masks drawn once per call in training mode.
 /// Masks and dropout masks are moved to the input's device; go_backwards and reverse_sequence
-/// gather on the CPU (gather is CPU-only).
+/// gather on it too (their row indices are made on the host).
 template <class Cell>
 class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
  public:

@@ -167,14 +167,16 @@ template <Real T>
 Tensor<int64_t> mask_lengths(const Tensor<T>& mask) {
   GRADUS_CHECK(shape_error, mask.rank() == 2, "mask_lengths: mask must be [N, T], got ", mask.shape());
   const int64_t steps = mask.shape()[1];
-  const Tensor<T> pos = gradus::reshape(gradus::cast<T>(Tensor<int64_t>::arange(steps)), {1, steps}) + T(1);
+  const Tensor<T> pos =
+      gradus::reshape(gradus::cast<T>(Tensor<int64_t>::arange(steps)), {1, steps}).to(mask.device()) + T(1);
   return gradus::cast<int64_t>(Tensor<T>(gradus::max(Tensor<T>(pos * (mask != T(0))), 1)));
 }
 
 /// Reverses the first lengths[i] steps of each row of x [N, T, ...] and leaves the rest in
 /// place, as tf.reverse_sequence(seq_axis = 1, batch_axis = 0); differentiable (one gather).
 /// lengths [N] in [0, T]. A Tensor in gives a Tensor, a Var a Var. The gather's N·T row indices
-/// are written on the host (index bookkeeping; x itself is only reshaped and gathered). CPU.
+/// are written on the host (index bookkeeping, from lengths read back if they are on a GPU; x
+/// itself is only reshaped and gathered on its device).
 ///   reverse_sequence(x, lengths);   // x [2, 4, D], lengths {2, 4}: rows (x1 x0 x2 x3), (x3 x2 x1 x0)
 template <Expression E>
 auto reverse_sequence(const E& x_expr, const Tensor<int64_t>& lengths) {
@@ -185,7 +187,8 @@ auto reverse_sequence(const E& x_expr, const Tensor<int64_t>& lengths) {
   GRADUS_CHECK(shape_error, (lengths.shape() == Shape{n}), "reverse_sequence: lengths must be [", n,
                "] for x ", s, ", got ", lengths.shape());
   Tensor<int64_t> idx = Tensor<int64_t>::empty({n * steps});  // row-major (i, t) -> the source row i·T + t'
-  const int64_t* len = lengths.data();
+  const Tensor<int64_t> host_lengths = lengths.to(gradus::cpu);
+  const int64_t* len = host_lengths.data();
   int64_t* out = idx.data();
   for (int64_t i = 0; i < n; ++i) {
     GRADUS_CHECK(value_error, len[i] >= 0 && len[i] <= steps, "reverse_sequence: lengths[", i, "] = ", len[i],

@@ -6,14 +6,13 @@
 //   double norm = gd::optim::clip_by_global_norm(opt.params(), 5.0);
 //   opt.step();
 // A Var that has received no gradient since its last zero_grad, and an undefined tensor, count
-// as zeros and are left alone. Norms are accumulated in double. Gradients on a GPU stay there: their
-// norms are computed on the device and read back once per call (the only host synchronisation).
+// as zeros and are left alone. Each gradient's squared norm is summed on its device, in double
+// (then rounded to its element type), and the total in double: gradients on a GPU stay there, and
+// the norms come back to the host once per call (the only host synchronisation).
 #pragma once
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "gradus/core/eigen.hpp"
 
 #include "gradus/backend/backend.hpp"
 #include "gradus/optim/optimizer.hpp"
@@ -21,10 +20,6 @@
 namespace gradus::optim {
 namespace detail {
 
-template <class T>
-double squared_norm(const Tensor<T>& t) {
-  return Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(t.data(), t.size()).template cast<double>().square().sum();
-}
 template <class T, class F>
 void for_each_grad(const std::vector<Var<T>>& params, const char* who, F&& f) {
   for (size_t i = 0; i < params.size(); ++i) {
@@ -47,22 +42,16 @@ void clip_by_value(List& list, double lo, double hi) {
   GRADUS_CHECK(value_error, lo <= hi, "clip_by_value: lo ", lo, " exceeds hi ", hi);
   for_each_grad(list, "clip_by_value", [&](auto& g) { g.assign(clamp(g, lo, hi)); });
 }
-/// The squared L2 norm of every gradient of `list`, in order: on the CPU accumulated in double; on
-/// another device each summed there (in double, rounded to T) into one buffer per device, read back
-/// once per device.
+/// The squared L2 norm of every gradient of `list`, in order: each summed on its device (in double,
+/// rounded to T) into one buffer per device, read back once per device.
 template <class List>
 std::vector<double> squared_norms(List& list, const char* who) {
   using T = typename std::remove_cvref_t<decltype(list[0])>::value_type;
   std::vector<const Tensor<T>*> grads;
   for_each_grad(list, who, [&](const Tensor<T>& g) { grads.push_back(&g); });
   std::vector<double> out(grads.size(), 0.0);
-  std::vector<size_t> pending;  // on another device than the CPU
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i]->device().is_cpu())
-      out[i] = squared_norm(*grads[i]);
-    else
-      pending.push_back(i);
-  }
+  std::vector<size_t> pending(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) pending[i] = i;
   while (!pending.empty()) {
     const Device dev = grads[pending[0]]->device();
     std::vector<size_t> here, rest;
