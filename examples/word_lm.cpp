@@ -26,6 +26,8 @@
 //
 //   build/examples/word_lm                                      # 3 epochs, V 10000, H 200
 //   build/examples/word_lm --vocab 2000 --hidden 64 --epochs 1 --max-steps 150 --bar 0.8
+//   build/examples/word_lm --device cuda ...   # on the first CUDA GPU
+//   --print-every K   also print every K steps' mean per-token training loss ("step N  train loss L")
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -162,6 +164,9 @@ struct Model {
     return p;
   }
   void train(bool on) { drop.train(on); }
+  void to(gd::Device device) {
+    embed.to(device), lstm1.to(device), lstm2.to(device), out.to(device);  // out's table is embed's
+  }
   void reset_states() {
     lstm1.reset_states();
     lstm2.reset_states();
@@ -180,7 +185,7 @@ double mean_nll(Model& m, const std::vector<int64_t>& ids) {
   m.train(false);
   m.reset_states();
   Ids x({kEvalBatch, kSteps}), y({kEvalBatch, kSteps});
-  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kEvalBatch, kSteps});
+  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kEvalBatch, kSteps}).to(m.embed.device());
   double nll = 0;
   const int64_t n = windows(ids, kEvalBatch);
   for (int64_t w = 0; w < n; ++w) {
@@ -201,6 +206,11 @@ int run(int argc, char** argv) {
   const int64_t max_steps = flag(argc, argv, "--max-steps", int64_t(0));  // per epoch; 0: every window
   const double dropout = double(flag(argc, argv, "--dropout-percent", int64_t(25))) / 100;
   const double bar = std::atof(flag(argc, argv, "--bar", std::string("0.6")).c_str());
+  const int64_t print_every = flag(argc, argv, "--print-every", int64_t(0));
+  const std::string device_name = flag(argc, argv, "--device", std::string("cpu"));
+  if (device_name != "cpu" && device_name != "cuda")
+    throw gd::value_error("--device: expected cpu or cuda, got '" + device_name + "'");
+  const gd::Device device = device_name == "cuda" ? gd::Device(gd::cuda(0)) : gd::cpu;
 
   const std::vector<std::string> fortunes = read_fortunes(corpus);
   if (fortunes.size() < 1000) {
@@ -244,6 +254,7 @@ int run(int argc, char** argv) {
 
   gd::Rng rng(7);
   Model model(V, hidden, dropout, rng);
+  model.to(device);  // the batches go there in the ops that read them
   model.train(true);
   gd::optim::SGD<float> opt(model.parameters(), {.lr = 1.0});
   const int64_t per_epoch = max_steps > 0 ? std::min(max_steps, windows(ids[0], kBatch)) : windows(ids[0], kBatch);
@@ -252,7 +263,8 @@ int run(int argc, char** argv) {
               static_cast<long long>(per_epoch));
 
   Ids x({kBatch, kSteps}), y({kBatch, kSteps});
-  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kBatch, kSteps});
+  const gd::Tensor<float> ones = gd::Tensor<float>::ones({kBatch, kSteps}).to(device);
+  double print_sum = 0;
   const auto start = std::chrono::steady_clock::now();
   int64_t steps = 0;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
@@ -268,7 +280,12 @@ int run(int argc, char** argv) {
       gd::backward(loss);
       gd::optim::clip_by_global_norm(opt.params(), kClip);
       opt.step();
-      loss_sum += double(loss.item()) / double(kSteps);
+      const double per_token = double(loss.item()) / double(kSteps);
+      loss_sum += per_token, print_sum += per_token;
+      if (print_every > 0 && (steps + 1) % print_every == 0) {
+        std::printf("step %5lld  train loss %.6f\n", static_cast<long long>(steps + 1), print_sum / double(print_every));
+        print_sum = 0;
+      }
     }
     std::printf("epoch %lld  lr %.3f  train perplexity %.1f  valid perplexity %.1f\n", static_cast<long long>(epoch + 1),
                 opt.lr(), std::exp(loss_sum / double(per_epoch)), std::exp(mean_nll(model, ids[1])));
@@ -282,7 +299,7 @@ int run(int argc, char** argv) {
   std::vector<std::vector<std::string>> rows;
   for (int64_t w = 0; w < V; ++w) rows.push_back({vocab.word(w), std::to_string(count[size_t(w)])});
   gd::summary::write_projector(dir, {{.tensor_name = "words",
-                                      .tensor = model.embed.embeddings().value(),
+                                      .tensor = model.embed.embeddings().value().to(gd::cpu),
                                       .metadata_header = {"word", "count"},
                                       .metadata_rows = rows}});
   std::printf("projector: %lld words in %s (tensorboard --logdir %s, tab Projector)\n", static_cast<long long>(V),
