@@ -26,6 +26,8 @@
 //
 //   build/examples/translate                              # 6000 steps
 //   build/examples/translate --steps 300 --test-words 200 --bar 0 --beam-check 0
+//   --device cuda     train, decode and evaluate on the first CUDA GPU
+//   --print-every K   print every K steps' mean loss ("step N  train loss L")
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -229,10 +231,12 @@ class Translator : public nn::Module<float, Translator> {
   }
 
   // Encodes a batch: the decoder's initial state.
-  DecoderState encode(const Ids& src, const gd::Tensor<float>& mask) {
+  DecoderState encode(const Ids& src, const gd::Tensor<float>& src_mask) {
+    const gd::Device dev = this->device();
+    const gd::Tensor<float> mask = src_mask.to(dev);
     auto [memory, state] = encoder_.forward_with_state(src_embed_.forward(src), {.mask = &mask});
     V keys = attention_.keys(memory);
-    V attn = V::constant(gd::Tensor<float>::zeros({src.dim(0), kUnits}));
+    V attn = V::constant(gd::Tensor<float>::empty({src.dim(0), kUnits}, dev).fill_(0.f));
     return {state, attn, memory, keys, mask};
   }
 
@@ -347,6 +351,11 @@ int run(int argc, char** argv) {
   const int64_t test_words = flag(argc, argv, "--test-words", int64_t(1000));
   const double bar = std::atof(flag(argc, argv, "--bar", std::string("0.08")).c_str());
   const bool beam_check = flag(argc, argv, "--beam-check", int64_t(1)) != 0;
+  const int64_t print_every = flag(argc, argv, "--print-every", int64_t(0));
+  const std::string device_name = flag(argc, argv, "--device", std::string("cpu"));
+  if (device_name != "cpu" && device_name != "cuda")
+    throw gd::value_error("--device: expected cpu or cuda, got '" + device_name + "'");
+  const gd::Device device = device_name == "cuda" ? gd::Device(gd::cuda(0)) : gd::cpu;
 
   const std::vector<Pair> pairs = read_dictionary(dict_dir);
   if (pairs.size() < 1000) throw gd::io_error("translate: only " + std::to_string(pairs.size()) + " word pairs found");
@@ -379,7 +388,8 @@ int run(int argc, char** argv) {
   gd::train::StopAtStep stop({.last_step = steps});
   gd::train::ProgressBar bar_hook({.every_steps = 500});
   gd::train::Session session(model, opt,
-                             {.run_dir = run_dir, .hooks = {&stop, &bar_hook}, .rng = &rng, .clip_global_norm = 5.0});
+                             {.run_dir = run_dir, .hooks = {&stop, &bar_hook}, .rng = &rng, .device = device,
+                              .clip_global_norm = 5.0});
   if (session.restored_from()) std::printf("resumed from %s at step %lld\n", session.restored_from()->c_str(),
                                            static_cast<long long>(session.global_step()));
 
@@ -387,6 +397,7 @@ int run(int argc, char** argv) {
   const int64_t first = session.global_step();
   std::vector<size_t> order(train.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  double print_sum = 0;
   while (!session.should_stop()) {
     // batch `global_step` of a shuffle seeded by its epoch: a resumed run sees the same batches
     const int64_t per_epoch = int64_t(train.size()) / kBatch, g = session.global_step();
@@ -396,10 +407,19 @@ int run(int argc, char** argv) {
     }
     const std::vector<size_t> rows(order.begin() + (g % per_epoch) * kBatch, order.begin() + (g % per_epoch + 1) * kBatch);
     const Batch b = make_batch(train, rows);
+    const gd::Tensor<float> weights = b.dec_mask.to(device);
     session.run([&] {
-      V loss = gd::to_var(gd::losses::sequence_loss(b.dec_out, model.logits(b), b.dec_mask));
+      V loss = gd::to_var(gd::losses::sequence_loss(b.dec_out, model.logits(b), weights));
       return loss;
     });
+    if (print_every > 0) {
+      print_sum += session.last_loss();
+      if (session.global_step() % print_every == 0) {
+        std::printf("step %5lld  train loss %.6f\n", static_cast<long long>(session.global_step()),
+                    print_sum / double(print_every));
+        print_sum = 0;
+      }
+    }
   }
   session.close();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -428,8 +448,10 @@ int run(int argc, char** argv) {
       model.logits(b, &maps);
       const int64_t td = int64_t(maps.size()), te = b.src.dim(1);
       gd::Tensor<float> img({td, te, 1});
-      for (int64_t t = 0; t < td; ++t)
-        for (int64_t j = 0; j < te; ++j) img.data()[t * te + j] = maps[size_t(t)].value().data()[j];
+      for (int64_t t = 0; t < td; ++t) {
+        const gd::Tensor<float> row = maps[size_t(t)].value().to(gd::cpu);
+        for (int64_t j = 0; j < te; ++j) img.data()[t * te + j] = row.data()[j];
+      }
       writer.image("attention/" + test_pairs[i]->en, img, session.global_step(), 1);
     }
   }

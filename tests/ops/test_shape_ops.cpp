@@ -329,6 +329,15 @@ TEST_CASE("gather: rows by indices of any rank, scatter-add gradient", "[ops][sh
   const VarD g = gd::gather(v, TensorI64::from({1, 1, 3, 1}));
   REQUIRE(values(gd::gradients(g, {v})[0]) == std::vector<double>{0, 0, 0, 3, 3, 3, 0, 0, 0, 1, 1, 1});
 
+  // The gradient scatters by the indices of the call, even when the caller refills its index
+  // tensor before backward (a decoder feeding one step's tokens at a time): rows 0, then 2.
+  TensorI64 step_ids = TensorI64::from({0});
+  const VarD first = gd::gather(v, step_ids);
+  step_ids.data()[0] = 2;
+  const VarD second = gd::gather(v, step_ids);
+  REQUIRE(values(gd::gradients(gd::sum(first) + gd::sum(second) * 10.0, {v})[0]) ==
+          std::vector<double>{1, 1, 1, 0, 0, 0, 10, 10, 10, 0, 0, 0});
+
   check_gradient([](const VarD& a) { return gd::gather(a, TensorI64::from({2, 0, 2, 1, 2, 2}, {3, 2}), 0); }, rand_t({3, 2}));
   check_gradient([](const VarD& a) { return gd::gather(a, TensorI64::from({1, 1, 0}), 1); }, rand_t({2, 3, 2}));
 }

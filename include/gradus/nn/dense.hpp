@@ -179,6 +179,8 @@ Var<T> Dense<T>::forward_var(const Var<T>& xv) {
   detail::check_last_dim(xv.shape(), in_, "Dense", "in");
   Var<T> h = gradus::matmul(xv, kernel_);
   if (!use_bias_ && activation_.kind == ActivationKind::linear) return h;
+  if (!use_bias_ && bias_.value().device() != h.value().device())  // the zeros are no parameter: to() left them
+    bias_ = Var<T>::constant(Tensor<T>::empty({out_}, h.value().device()).fill_(T(0)));
   return detail::bias_activation(h, bias_, activation_);
 }
 }  // namespace gradus::nn

@@ -356,7 +356,9 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   for (int64_t d : indices.shape()) os.push_back(d);
   for (int d = ax + 1; d < s.rank(); ++d) os.push_back(s[d]);
   const Device dev = xv.device();
-  const Tensor<int64_t> placed = indices.to(dev);  // the indices go where x is
+  // the indices go where x is, as a copy of their own: the gradient scatters by the indices of
+  // this call even if the caller refills its index tensor before backward (a decoder's step loop)
+  const Tensor<int64_t> placed = indices.device() == dev ? indices.clone() : indices.to(dev);
   Tensor<value_type_t<E>> out = Tensor<value_type_t<E>>::empty(os, dev);
   backend::gather_rows(xv.device_data(), outer, n, inner, placed.device_data(), k, out.device_data(), dev);
   return make_result("gather", std::move(out),
