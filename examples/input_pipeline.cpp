@@ -15,11 +15,14 @@
 // deterministic, as exact resume from a checkpoint needs.
 //
 // Usage: input_pipeline [--epochs N] [--dir DIR] [--train-examples N] [--test-examples N] [--max-steps N]
+//                       [--device cpu|cuda] [--print-every K]
 //   --epochs N          epochs to train (default 5)
 //   --dir DIR           where the shards go (default runs/input_pipeline)
 //   --train-examples N  write only the first N training examples (a quick try; default all 60000)
 //   --test-examples N   validate on the first N test images only (default all 10000)
 //   --max-steps N       stop at global step N
+//   --device D          cpu (default) or cuda: fit on the first CUDA GPU (the batches are copied there)
+//   --print-every K     print every K steps' mean training loss ("step N  train loss L")
 // Exits 1 when it trained all of 5 or more epochs on all the data and the test accuracy is below 0.89.
 #include <algorithm>
 #include <chrono>
@@ -28,6 +31,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,12 +75,35 @@ void write_shards(const fs::path& dir, const Tensor& images, const gd::Tensor<in
   }
 }
 
+// Prints the mean training loss of every `every` steps as "step N  train loss L".
+class PrintLoss : public gd::train::Hook {
+ public:
+  explicit PrintLoss(int64_t every) : every_(every) {}
+  void after_step(gd::train::Session&, const gd::train::StepResult& r) override {
+    sum_ += r.loss;
+    if (r.global_step % every_ == 0) {
+      std::printf("step %5lld  train loss %.6f\n", static_cast<long long>(r.global_step), sum_ / double(every_));
+      sum_ = 0;
+    }
+  }
+
+ private:
+  int64_t every_;
+  double sum_ = 0;
+};
+
 }  // namespace
 
 static int run(int argc, char** argv) {
   const int64_t epochs = flag(argc, argv, "--epochs", int64_t{5});
   const fs::path dir = flag(argc, argv, "--dir", std::string("runs/input_pipeline"));
   const int64_t max_steps = flag(argc, argv, "--max-steps", int64_t{-1});
+  const int64_t print_every = flag(argc, argv, "--print-every", int64_t{0});
+  const std::string device_name = flag(argc, argv, "--device", std::string("cpu"));
+  if (device_name != "cpu" && device_name != "cuda")
+    throw gd::value_error("--device: expected cpu or cuda, got '" + device_name + "'");
+  const std::optional<gd::Device> device =
+      device_name == "cuda" ? std::optional<gd::Device>(gd::cuda(0)) : std::nullopt;
 
   const auto data = gd::datasets::fashion_mnist();  // images in [0, 1], labels 0..9
   const int64_t n_train = std::min<int64_t>(flag(argc, argv, "--train-examples", int64_t{60000}), data.train_images.dim(0));
@@ -135,7 +162,9 @@ static int run(int argc, char** argv) {
   accuracy.set_name("accuracy");
 
   gd::train::Logging log({.every_steps = 100});
+  PrintLoss print_loss(print_every);
   std::vector<gd::train::Hook*> hooks = {&log};
+  if (print_every > 0) hooks.push_back(&print_loss);
   std::unique_ptr<gd::train::StopAtStep> stop;
   if (max_steps >= 0) {
     stop = std::make_unique<gd::train::StopAtStep>(gd::train::StopAtStepOptions{.last_step = max_steps});
@@ -146,7 +175,8 @@ static int run(int argc, char** argv) {
               static_cast<long long>(kBatch));
   t0 = std::chrono::steady_clock::now();
   const gd::train::History history =
-      gd::train::fit(net, opt, loss, train, {.epochs = epochs, .validation = &test, .metrics = {&accuracy}, .hooks = hooks});
+      gd::train::fit(net, opt, loss, train,
+                     {.epochs = epochs, .validation = &test, .metrics = {&accuracy}, .hooks = hooks, .device = device});
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const gd::train::Evaluation result = gd::train::evaluate(net, loss, test, {.metrics = {&accuracy}});
