@@ -420,6 +420,27 @@ TEST_CASE("data movement on the GPU: slices, pads, transposes, concat, gather an
   }
 }
 
+TEST_CASE("a sparse loss checks GPU labels on the GPU and reports a bad one at the next synchronisation", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const auto logits = uniform<float>({5, 10}, -1, 1, 81).to(g);
+  const gd::Tensor<int64_t> good = gd::Tensor<int64_t>::from({3, 0, 9, 1, 2}).to(g);
+  CHECK(std::isfinite(gd::losses::sparse_softmax_cross_entropy_with_logits(good, logits).item()));
+  const gd::Tensor<int64_t> bad = gd::Tensor<int64_t>::from({3, 0, 12, 1, -1}).to(g);
+  // no read-back: the call returns, and the error comes with the next copy to the host
+  const auto loss = gd::losses::sparse_softmax_cross_entropy_with_logits(bad, logits);
+  CHECK_THROWS_WITH(loss.to(gd::cpu), Catch::Contains("sparse_softmax_cross_entropy_with_logits: label 12 at "
+                                                      "position 2 out of range [0, 10) for logits of shape [5,10]"));
+  // reported once: the GPU goes on
+  CHECK(std::isfinite(gd::losses::sparse_softmax_cross_entropy_with_logits(good, logits).item()));
+  (void)gd::losses::sparse_softmax_cross_entropy_with_logits(bad, logits);
+  CHECK_THROWS_AS(gd::cuda(0).synchronize(), gd::value_error);
+  CHECK_NOTHROW(gd::cuda(0).synchronize());
+  // labels on the host are checked there, at once, as on the CPU
+  CHECK_THROWS_WITH(gd::losses::sparse_softmax_cross_entropy_with_logits(bad.to(gd::cpu), logits),
+                    Catch::Contains("label 12 at position 2 out of range [0, 10)"));
+}
+
 TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);

@@ -59,6 +59,11 @@ inline int atomicAdd(int* p, int v) {
   *p = old + v;
   return old;
 }
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+  const unsigned long long old = *p;
+  *p = v < old ? v : old;
+  return old;
+}
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   const unsigned long long old = *p;
   *p = old + v;

@@ -222,6 +222,13 @@ void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64
   run<kernel::SparseXentBackward, T>(device, rows, classes, z, labels, lse, g, dz);
 }
 
+/// value_error naming `op`, the first label outside [0, classes), its position and the logits'
+/// shape: on the CPU now; on a GPU checked there and thrown at its next synchronisation point
+/// (a copy to the host, synchronize()), so the labels are never read back for it.
+inline void check_labels(const Tensor<int64_t>& labels, int64_t classes, const char* op, const Shape& logits_shape) {
+  run<kernel::CheckLabels, int64_t>(labels.device(), labels.device_data(), labels.size(), classes, op, logits_shape);
+}
+
 // ---------------------------------------------------------------------- layers and dropout
 
 /// y = op.forward(h + b) row by row (h [rows, n], b [n]); `op` is an activation's op struct

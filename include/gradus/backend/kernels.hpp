@@ -108,6 +108,10 @@ GRADUS_KERNEL(SparseXent, "sparse_softmax_cross_entropy_with_logits", int64_t ro
               const int64_t* labels, T* loss, T* lse)
 GRADUS_KERNEL(SparseXentBackward, "sparse_softmax_cross_entropy_with_logits", int64_t rows, int64_t classes,
               const T* z, const int64_t* labels, const T* lse, const T* g, T* dz)
+/// For T = int64_t: value_error `<op>: label L at position P out of range [0, classes) for logits
+/// of shape S` for the first bad label, now or (a GPU) at the next synchronisation point.
+GRADUS_KERNEL(CheckLabels, "label check", const int64_t* labels, int64_t n, int64_t classes, const char* op,
+              const Shape& shape)
 
 // ---------------------------------------------------------------------------- data movement
 GRADUS_KERNEL(CopyWindow, "slice", const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst,

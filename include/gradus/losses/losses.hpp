@@ -286,10 +286,7 @@ auto sparse_softmax_cross_entropy_with_logits_of(const Tensor<int64_t>& labels, 
                " does not match logits shape ", ls, " without its class axis (expected ", batch, ")");
   GRADUS_CHECK(value_error, ls.numel() > 0, op, ": empty batch, logits of shape ", ls);
   const int64_t classes = ls[ls.rank() - 1];
-  const Tensor<int64_t> checked = labels.to(gradus::cpu);  // itself on the CPU; a GPU's labels are read back
-  for (int64_t i = 0; i < checked.size(); ++i)
-    GRADUS_CHECK(value_error, checked.data()[i] >= 0 && checked.data()[i] < classes, op, ": label ",
-                 checked.data()[i], " at position ", i, " out of range [0, ", classes, ") for logits of shape ", ls);
+  backend::check_labels(labels, classes, op, ls);  // where the labels are: a GPU's report at its next sync
   const Device dev = backend::device_of(logits);
   const Tensor<int64_t> placed = labels.to(dev);  // the labels go where the logits are
   if (backend::implements<backend::kernel::SparseXent, T>(dev))  // one fused op: logsumexp - the label's logit

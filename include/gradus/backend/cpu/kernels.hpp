@@ -178,6 +178,14 @@ inline constexpr kernel_fn<kernel::SparseXentBackward, T> kernel_of<kernel::Spar
       cpu::sparse_xent_backward(rows, classes, z, labels, lse, g, dz);
     };
 
+template <class T>
+inline constexpr kernel_fn<kernel::CheckLabels, T> kernel_of<kernel::CheckLabels, T> =
+    [](const int64_t* labels, int64_t n, int64_t classes, const char* op, const Shape& shape, Device) {
+      for (int64_t i = 0; i < n; ++i)
+        GRADUS_CHECK(value_error, labels[i] >= 0 && labels[i] < classes, op, ": label ", labels[i], " at position ",
+                     i, " out of range [0, ", classes, ") for logits of shape ", shape);
+    };
+
 // ---------------------------------------------------------------------------- data movement
 template <class T>
 inline constexpr kernel_fn<kernel::CopyWindow, T> kernel_of<kernel::CopyWindow, T> =

@@ -41,11 +41,13 @@ struct cuda {
   backend::cuda::DeviceMemoryStats memory_stats() const { return backend::cuda::device_cache(index).stats(); }
   /// Returns this GPU's cached (unused) tensor buffers to the driver.
   void empty_cache() const { backend::cuda::device_cache(index).empty(); }
-  /// Waits until every kernel and copy issued to this GPU has finished.
+  /// Waits until every kernel and copy issued to this GPU has finished; a check made on the GPU
+  /// since the last synchronisation (a sparse loss's labels) throws its error here.
   void synchronize() const {
     backend::cuda::make_current(index);
     const auto& d = backend::cuda::Driver::get();
     d.check(d.ctx_synchronize(), "cuCtxSynchronize");
+    backend::cuda::DeferredChecks::get().report(index);
   }
   /// The compute capability as major * 10 + minor (90 for an H100).
   int compute_capability() const {

@@ -195,6 +195,13 @@ inline constexpr kernel_fn<kernel::ReduceLogsumexpBackward, T> kernel_of<kernel:
       cuda::reduce_logsumexp_backward(v, x, y, g, dx, device);
     };
 
+/// Labels checked on the GPU, the error thrown at the next synchronisation point.
+template <std::same_as<int64_t> T>
+inline constexpr kernel_fn<kernel::CheckLabels, T> kernel_of<kernel::CheckLabels, T> =
+    [](const int64_t* labels, int64_t n, int64_t classes, const char* op, const Shape& shape, Device device) {
+      cuda::check_labels(labels, n, classes, op, shape, device);
+    };
+
 // ---------------------------------------------------------------------------- data movement
 /// The element types the data-movement kernels move on a GPU.
 template <class T>

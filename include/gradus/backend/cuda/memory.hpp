@@ -20,6 +20,7 @@
 #include <mutex>
 #include <vector>
 
+#include "gradus/backend/cuda/deferred.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/allocator.hpp"
 #include "gradus/core/compiled.hpp"
@@ -217,6 +218,7 @@ GRADUS_INLINE void copy_bytes(void* dst, Device dst_device, const void* src, Dev
   } else {
     make_current(src_device.index);
     d.check(d.memcpy_dtoh(dst, ptr(src), bytes), "cuMemcpyDtoH");
+    DeferredChecks::get().report(src_device.index);  // a synchronisation point: checks made on the GPU report
   }
 }
 
