@@ -337,6 +337,33 @@ TEST_CASE("generated kernels are compiled once: memory, then disk, corrupt entri
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a kernel's cache key changes with its source and every gradus header it includes", "[cuda][codegen]") {
+  char dir_template[] = "/tmp/gradus-sources-XXXXXX";
+  const std::string dir = ::mkdtemp(dir_template);
+  std::filesystem::create_directories(dir + "/gradus/sub");
+  const auto write = [&](const std::string& path, const std::string& text) { std::ofstream(dir + "/" + path) << text; };
+  write("gradus/a.hpp", "#include \"gradus/sub/b.hpp\"\nint a;\n");
+  write("gradus/sub/b.hpp", "#include \"gradus/a.hpp\"\nint b;\n");  // a cycle is read once
+  const std::string source = "#include \"gradus/a.hpp\"\n__global__ void k() {}\n";
+  const uint64_t h = cu::sources_hash(source, dir);
+  CHECK(cu::sources_hash(source, dir) == h);
+  write("gradus/sub/b.hpp", "#include \"gradus/a.hpp\"\nint b2;\n");  // a header two levels down changes
+  const uint64_t h2 = cu::sources_hash(source, dir);
+  CHECK(h2 != h);
+  CHECK(cu::sources_hash(source + " ", dir) != h2);  // the source itself changes
+  std::filesystem::remove_all(dir);
+  // the keys of generated kernels carry it: another expression type, another source
+  using E = decltype(gd::exp(std::declval<gd::Tensor<float>>()));
+  const auto src_part = [](const std::string& key) {
+    REQUIRE(key.find("/src-") != std::string::npos);
+    return key.substr(key.find("/src-"));
+  };
+  CHECK(src_part(cu::kernel_key<E>(cu::Pass::forward, "compute_80")) !=
+        src_part(cu::kernel_key<E>(cu::Pass::backward, "compute_80")));
+  CHECK(src_part(cu::kernel_key<E>(cu::Pass::forward, "compute_80")) ==
+        src_part(cu::kernel_key<E>(cu::Pass::forward, "compute_90")));
+}
+
 TEST_CASE("a kernel's arguments are filled in the order the generator numbers them", "[cuda][codegen]") {
   // leaves left to right, numbers left to right, op parameters children first: what the
   // generated source reads as a.in[k], a.s[k] and a.p[k]

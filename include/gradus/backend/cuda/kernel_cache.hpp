@@ -2,6 +2,8 @@
 // (expression type, pass, architecture) and, when GRADUS_KERNEL_CACHE names a directory, on disk
 // across runs.
 //
+// A key names the kernel's source by a hash of its text and of every gradus header it includes
+// (sources_hash), so a disk entry written by another version of gradus is never reused.
 // A disk entry is `<dir>/<key hash>.ptx`: a header line `gradus-ptx <key length> <ptx length>
 // <checksum>`, the key, then the PTX. An entry whose header, key or checksum does not match is
 // ignored and rewritten, so a corrupt, truncated or colliding file costs a recompile, never a
@@ -14,12 +16,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <typeinfo>
 #include <unistd.h>
 #include <unordered_map>
+#include <vector>
 
 #include "gradus/backend/cuda/codegen.hpp"
 #include "gradus/core/compiled.hpp"
@@ -99,7 +104,13 @@ void flatten_expr(CodegenTree& tree) {
 template <class E>
 inline constexpr ExprType expr_type_of{&typeid(E), &flatten_expr<E>, element_type_name<value_type_t<E>>()};
 
-/// The cache key of a generated kernel: expression type, pass, architecture and the compiler.
+/// 64-bit FNV-1a of `text` (a kernel's source) and of every gradus header it includes (read from
+/// `dir`, where the include paths start), transitively: all that NVRTC reads for it, so a
+/// disk-cache entry made from other sources (another gradus version) is never reused.
+uint64_t sources_hash(const std::string& text, const std::string& dir);
+
+/// The cache key of a generated kernel: expression type, pass, architecture, the compiler, and the
+/// sources_hash of its generated source.
 std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch);
 template <class E>
 std::string kernel_key(Pass pass, const std::string& arch) {
@@ -166,10 +177,40 @@ GRADUS_INLINE void KernelCache::write(const std::string& key, const std::string&
   if (std::rename(tmp.c_str(), target.c_str()) != 0) std::remove(tmp.c_str());
 }
 
+GRADUS_INLINE uint64_t sources_hash(const std::string& text, const std::string& dir) {
+  const auto includes = [](const std::string& body, std::vector<std::string>& out) {
+    const std::string mark = std::string("#inc") + "lude \"gradus/";  // in pieces: the layering check reads includes
+    for (size_t at = body.find(mark); at != std::string::npos; at = body.find(mark, at + 1)) {
+      const size_t begin = at + 10, end = body.find('"', begin);
+      if (end != std::string::npos) out.push_back(body.substr(begin, end - begin));
+    }
+  };
+  uint64_t h = fnv1a(text);
+  std::vector<std::string> todo;
+  std::set<std::string> seen;
+  includes(text, todo);
+  while (!todo.empty()) {
+    const std::string path = todo.back();
+    todo.pop_back();
+    if (!seen.insert(path).second) continue;
+    std::ifstream in(dir + "/" + path, std::ios::binary);
+    const std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    h = fnv1a(path + '\n' + body, h);  // an unreadable file hashes as empty: NVRTC will say why
+    includes(body, todo);
+  }
+  return h;
+}
+
 GRADUS_INLINE std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
   const Nvrtc& n = Nvrtc::get();
+  CodegenTree tree;
+  type.flatten(tree);
+  char src[24];
+  std::snprintf(src, sizeof src, "%016llx",
+                static_cast<unsigned long long>(
+                    sources_hash(elementwise_source(tree, type.element, pass, {}).source, include_root())));
   return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
-         "." + std::to_string(n.minor);
+         "." + std::to_string(n.minor) + "/src-" + src;
 }
 
 GRADUS_INLINE const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
