@@ -4,6 +4,7 @@
 // backend's kernel of that op takes the same plan, so the shape logic is written once.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -87,6 +88,31 @@ struct AxisTaps {
         return false;
     return true;
   }
+};
+
+/// An N-d copy `dst[i] = src[i]` over an extent, with element strides for each side, reduced to
+/// what a copy loop needs: unit axes dropped and axes contiguous on both sides merged, so a copy
+/// that moves whole rows is one long axis. Every backend's strided copy starts from it.
+struct CopyPlan {
+  int rank = 0;
+  std::array<int64_t, kMaxRank> n{}, src{}, dst{};
+
+  CopyPlan(const Shape& extent, const int64_t* src_strides, const int64_t* dst_strides) {
+    for (int d = 0; d < extent.rank(); ++d) {
+      if (extent[d] == 1) continue;
+      const size_t last = size_t(rank - 1);
+      if (rank > 0 && src[last] == src_strides[d] * extent[d] && dst[last] == dst_strides[d] * extent[d]) {
+        n[last] *= extent[d];
+        src[last] = src_strides[d];
+        dst[last] = dst_strides[d];
+      } else {
+        n[size_t(rank)] = extent[d], src[size_t(rank)] = src_strides[d], dst[size_t(rank)] = dst_strides[d];
+        ++rank;
+      }
+    }
+  }
+  /// True when the copy maps a contiguous block onto a contiguous block (a view would do).
+  bool is_contiguous() const { return rank == 0 || (rank == 1 && src[0] == 1 && dst[0] == 1); }
 };
 
 /// Strides of the [outer, n, inner] view of one axis (or of all elements when axis < 0).

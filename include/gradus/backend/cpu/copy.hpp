@@ -7,34 +7,17 @@
 #include <numeric>
 #include <vector>
 
+#include "gradus/backend/plans.hpp"
 #include "gradus/core/small_list.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend::cpu {
 
-/// An N-d copy `dst[i] = src[i]` over `extent`, with element strides for each side. Unit dims
-/// are dropped and dims that are contiguous on both sides merged, so a copy that moves whole
-/// rows runs as one memcpy per row; a transposing copy runs in cache-sized tiles.
-struct StridedCopy {
-  int rank = 0;
-  std::array<int64_t, kMaxRank> n{}, src{}, dst{};
-
-  StridedCopy(const Shape& extent, const int64_t* src_strides, const int64_t* dst_strides) {
-    for (int d = 0; d < extent.rank(); ++d) {
-      if (extent[d] == 1) continue;
-      const size_t last = size_t(rank - 1);
-      if (rank > 0 && src[last] == src_strides[d] * extent[d] && dst[last] == dst_strides[d] * extent[d]) {
-        n[last] *= extent[d];
-        src[last] = src_strides[d];
-        dst[last] = dst_strides[d];
-      } else {
-        n[size_t(rank)] = extent[d], src[size_t(rank)] = src_strides[d], dst[size_t(rank)] = dst_strides[d];
-        ++rank;
-      }
-    }
-  }
-  /// True when the copy maps a contiguous block onto a contiguous block (a view would do).
-  bool is_contiguous() const { return rank == 0 || (rank == 1 && src[0] == 1 && dst[0] == 1); }
+/// An N-d copy `dst[i] = src[i]` over a CopyPlan (backend/plans.hpp: unit axes dropped, axes
+/// contiguous on both sides merged), so a copy that moves whole rows runs as one memcpy per row; a
+/// transposing copy runs in cache-sized tiles.
+struct StridedCopy : CopyPlan {
+  using CopyPlan::CopyPlan;
 
   template <class T>
   void run(const T* s, T* d) const {

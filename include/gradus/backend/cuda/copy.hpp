@@ -10,6 +10,7 @@
 
 #include "gradus/backend/cuda/geometry.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/plans.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/small_list.hpp"
 #include "gradus/core/tensor.hpp"
@@ -21,22 +22,14 @@ inline constexpr char kCopyStrided[] = "copy_strided", kGatherRows[] = "gather_r
                       kCastToL[] = "cast_to_l";
 
 /// d[i] = (or, with `add`, +=) s[i] over `extent`, each side with its own element strides (both in
-/// the memory of `device`). Unit axes are dropped and axes contiguous on both sides merged.
+/// the memory of `device`), as its CopyPlan (backend/plans.hpp) merges the axes.
 template <class T>
 void strided_copy(const T* s, const int64_t* src_strides, T* d, const int64_t* dst_strides, const Shape& extent,
                   bool add, Device device) {
-  CopyGeometry g{};
-  for (int k = 0; k < extent.rank(); ++k) {
-    if (extent[k] == 1) continue;
-    const long last = g.rank - 1;
-    if (g.rank > 0 && g.src[last] == src_strides[k] * extent[k] && g.dst[last] == dst_strides[k] * extent[k]) {
-      g.n[last] *= long(extent[k]);
-      g.src[last] = long(src_strides[k]), g.dst[last] = long(dst_strides[k]);
-    } else {
-      g.n[g.rank] = long(extent[k]), g.src[g.rank] = long(src_strides[k]), g.dst[g.rank] = long(dst_strides[k]);
-      ++g.rank;
-    }
-  }
+  const CopyPlan plan(extent, src_strides, dst_strides);
+  CopyGeometry g{long(plan.rank), {}, {}, {}};
+  for (int k = 0; k < plan.rank; ++k)
+    g.n[k] = long(plan.n[size_t(k)]), g.src[k] = long(plan.src[size_t(k)]), g.dst[k] = long(plan.dst[size_t(k)]);
   long total = long(extent.numel());
   int a = add ? 1 : 0;
   void* params[] = {&s, &d, &g, &total, &a};
@@ -65,23 +58,16 @@ void window_grad(const Tensor<T>& g, T* dx, bool add, const Shape& xs, const int
   strided_copy(g.device_data(), ss.data(), dx + off, ds.data(), g.shape(), add, g.device());
 }
 
-/// x with its axes permuted: a view (reshape) when the axes longer than 1 keep their order.
+/// x with its axes permuted: a view (reshape) when no data moves.
 template <class T>
 Tensor<T> permute(const Tensor<T>& x, const IntList& perm) {
   Shape os;
   std::array<int64_t, kMaxRank> ss{};
   const auto xs = row_major_strides(x.shape());
-  int last = -1;
-  bool moves = false;
-  for (size_t i = 0; i < perm.size(); ++i) {
-    os.push_back(x.shape()[perm[i]]), ss[i] = xs[size_t(perm[i])];
-    if (x.shape()[perm[i]] == 1) continue;
-    moves = moves || int(perm[i]) < last;
-    last = int(perm[i]);
-  }
-  if (!moves) return x.reshape(os);
-  Tensor<T> out = Tensor<T>::empty(os, x.device());
+  for (size_t i = 0; i < perm.size(); ++i) os.push_back(x.shape()[perm[i]]), ss[i] = xs[size_t(perm[i])];
   const auto ds = row_major_strides(os);
+  if (CopyPlan(os, ss.data(), ds.data()).is_contiguous()) return x.reshape(os);
+  Tensor<T> out = Tensor<T>::empty(os, x.device());
   if (out.size()) strided_copy(x.device_data(), ss.data(), out.device_data(), ds.data(), os, false, x.device());
   return out;
 }
