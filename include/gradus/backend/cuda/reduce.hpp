@@ -30,10 +30,7 @@ void run_lines(const AxisView& v, Device device, A... args) {
 /// y = max (min) along each line; lines are non-empty.
 template <class T>
 void reduce_extremum(const AxisView& v, const T* x, T* y, bool is_max, Device device) {
-  long outer = long(v.outer), n = long(v.n), inner = long(v.inner);
-  int mx = is_max ? 1 : 0;
-  void* params[] = {&x, &y, &outer, &n, &inner, &mx};
-  launch_lines(cached_library_function<T, kReduceExtremum>(device), outer * inner, n, params, device.index);
+  run_lines<T, kReduceExtremum>(v, device, x, y, is_max ? 1 : 0);
 }
 /// dx = g shared among the elements equal to the line's extremum y, 0 elsewhere.
 template <class T>
@@ -43,10 +40,7 @@ void reduce_extremum_backward(const AxisView& v, const T* x, const T* y, const T
 /// out = index of the first largest (smallest) element of each line.
 template <class T>
 void reduce_arg(const AxisView& v, const T* x, int64_t* out, bool is_max, Device device) {
-  long outer = long(v.outer), n = long(v.n), inner = long(v.inner);
-  int mx = is_max ? 1 : 0;
-  void* params[] = {&x, &out, &outer, &n, &inner, &mx};
-  launch_lines(cached_library_function<T, kReduceArg>(device), outer * inner, n, params, device.index);
+  run_lines<T, kReduceArg>(v, device, x, out, is_max ? 1 : 0);
 }
 /// y = the product of each line (1 for an empty line).
 template <class T>

@@ -63,9 +63,17 @@ __device__ T gradus_block_reduce(T v, T* buf, F combine) {
   return r;
 }
 
+/// The largest element of the line at b (NaN when it holds one), to every thread of the block.
+template <class T>
+__device__ T gradus_line_max_or_nan(const T* x, long b, long n, long inner, T* buf) {
+  T m = x[b];  // the host launches no empty line
+  for (long j = threadIdx.x; j < n; j += blockDim.x) m = GradusMaxOrNan{}(m, x[b + j * inner]);
+  return gradus_block_reduce(m, buf, GradusMaxOrNan{});
+}
+
 #define GRADUS_LIBRARY_REDUCE(T, S)                                                                     \
-  extern "C" __global__ void gradus_reduce_extremum_##S(const T* x, T* y, long outer, long n, long inner, \
-                                                        int is_max) {                                   \
+  extern "C" __global__ void gradus_reduce_extremum_##S(const T* x, T* y, int is_max, long outer, long n, \
+                                                        long inner) {                                   \
     __shared__ T buf[256];                                                                              \
     GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                                   \
       const T first = x[b];                                                                             \
@@ -88,8 +96,8 @@ __device__ T gradus_block_reduce(T v, T* buf, F combine) {
         dx[b + j * inner] = x[b + j * inner] == y[line] ? share : T(0);                                \
     }                                                                                                   \
   }                                                                                                     \
-  extern "C" __global__ void gradus_reduce_arg_##S(const T* x, long long* out, long outer, long n, long inner, \
-                                                   int is_max) {                                        \
+  extern "C" __global__ void gradus_reduce_arg_##S(const T* x, long long* out, int is_max, long outer, long n, \
+                                                   long inner) {                                        \
     __shared__ T vbuf[256];                                                                             \
     __shared__ long ibuf[256];                                                                          \
     GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                                   \
@@ -162,9 +170,7 @@ __device__ T gradus_block_reduce(T v, T* buf, F combine) {
   extern "C" __global__ void gradus_reduce_logsumexp_##S(const T* x, T* y, long outer, long n, long inner) { \
     __shared__ T buf[256];                                                                              \
     GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                                   \
-      T m = x[b]; /* the host launches no empty line */                                                 \
-      for (long j = threadIdx.x; j < n; j += blockDim.x) m = GradusMaxOrNan{}(m, x[b + j * inner]);          \
-      m = gradus_block_reduce(m, buf, GradusMaxOrNan{});                                                \
+      const T m = gradus_line_max_or_nan(x, b, n, inner, buf);                                          \
       T s = 0;                                                                                          \
       if (gradus_is_finite(m))                                                                          \
         for (long j = threadIdx.x; j < n; j += blockDim.x) s += gradus_exp(x[b + j * inner] - m);       \
@@ -178,9 +184,7 @@ __device__ T gradus_block_reduce(T v, T* buf, F combine) {
                                                                   long outer, long n, long inner) {    \
     __shared__ T buf[256];                                                                              \
     GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                                   \
-      T m = x[b]; /* the host launches no empty line */                                                 \
-      for (long j = threadIdx.x; j < n; j += blockDim.x) m = GradusMaxOrNan{}(m, x[b + j * inner]);          \
-      m = gradus_block_reduce(m, buf, GradusMaxOrNan{});                                                \
+      const T m = gradus_line_max_or_nan(x, b, n, inner, buf);                                          \
       if (!gradus_is_finite(m)) {                                                                       \
         for (long j = threadIdx.x; j < n; j += blockDim.x)                                             \
           dx[b + j * inner] = g[line] * gradus_exp(x[b + j * inner] - y[line]);                        \
