@@ -12,8 +12,8 @@
 #include <cstdint>
 
 #include "gradus/backend/cuda/blas.hpp"
-#include "gradus/backend/cuda/copy.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/plans.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/tensor.hpp"
@@ -22,11 +22,10 @@ namespace gradus::backend::cuda {
 
 inline constexpr char kLstmGates[] = "lstm_gates", kLstmGatesBackward[] = "lstm_gates_backward";
 
-/// d[0, n) = s[0, n), both in the memory of `device`.
+/// d[0, n) = s[0, n), both in the memory of `device` (a device-to-device copy, in stream order).
 template <class T>
 void copy_elements(const T* s, T* d, int64_t n, Device device) {
-  const int64_t one[] = {1};
-  if (n > 0) strided_copy(s, one, d, one, Shape{n}, false, device);
+  if (n > 0) copy_bytes(d, device, s, device, size_t(n) * sizeof(T));
 }
 
 /// Every step of an LSTM (T >= 1 steps): xp [N, T, 4u], r [u, 4u], h0 and c0 [N, u] -> h_seq
