@@ -120,7 +120,7 @@ inline void launch(const ExprType& type, KernelSlots& slots, Pass pass, void* ar
   if (!fn) {
     const std::string arch = arch_of(device.index);
     const std::string& ptx = kernel_ptx(type, pass, arch);
-    fn = load_function(kernel_key(type, pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
+    fn = load_function(kernel_id(type, pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
                        device.index);
     slot.store(fn, std::memory_order_release);
   }

@@ -108,9 +108,15 @@ inline constexpr ExprType expr_type_of{&typeid(E), &flatten_expr<E>, element_typ
 /// `dir`, where the include paths start), transitively: all that NVRTC reads for it, so a
 /// disk-cache entry made from other sources (another gradus version) is never reused.
 uint64_t sources_hash(const std::string& text, const std::string& dir);
+/// "/src-<sources_hash of text, in hex>" for a cache key, the headers read from include_root().
+std::string source_tag(const std::string& text);
 
-/// The cache key of a generated kernel: expression type, pass, architecture, the compiler, and the
-/// sources_hash of its generated source.
+/// What names a generated kernel within a process: expression type, pass, architecture and the
+/// compiler (the loaded-function cache's key).
+std::string kernel_id(const ExprType& type, Pass pass, const std::string& arch);
+/// The cache key of a generated kernel whose source is `source`: kernel_id and its source_tag.
+std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch, const std::string& source);
+/// The same, generating the source.
 std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch);
 template <class E>
 std::string kernel_key(Pass pass, const std::string& arch) {
@@ -201,32 +207,42 @@ GRADUS_INLINE uint64_t sources_hash(const std::string& text, const std::string& 
   return h;
 }
 
-GRADUS_INLINE std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
+GRADUS_INLINE std::string source_tag(const std::string& text) {
+  char hex[24];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(sources_hash(text, include_root())));
+  return std::string("/src-") + hex;
+}
+
+GRADUS_INLINE std::string kernel_id(const ExprType& type, Pass pass, const std::string& arch) {
   const Nvrtc& n = Nvrtc::get();
+  return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
+         "." + std::to_string(n.minor);
+}
+
+GRADUS_INLINE std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch,
+                                     const std::string& source) {
+  return kernel_id(type, pass, arch) + source_tag(source);
+}
+
+GRADUS_INLINE std::string kernel_key(const ExprType& type, Pass pass, const std::string& arch) {
   CodegenTree tree;
   type.flatten(tree);
-  char src[24];
-  std::snprintf(src, sizeof src, "%016llx",
-                static_cast<unsigned long long>(
-                    sources_hash(elementwise_source(tree, type.element, pass, {}).source, include_root())));
-  return std::string(type.id->name()) + "/" + pass_name(pass) + "/" + arch + "/nvrtc-" + std::to_string(n.major) +
-         "." + std::to_string(n.minor) + "/src-" + src;
+  return kernel_key(type, pass, arch, elementwise_source(tree, type.element, pass, {}).source);
 }
 
 GRADUS_INLINE const std::string& kernel_ptx(const ExprType& type, Pass pass, const std::string& arch,
                                             KernelCache& cache) {
+  CodegenTree tree;
+  type.flatten(tree);
   struct Job {
-    const ExprType& type;
-    Pass pass;
+    KernelSource kernel;
     const std::string& arch;
-  } job{type, pass, arch};
+  } job{elementwise_source(tree, type.element, pass, {}), arch};  // generated once: the key and the compile
   return cache.ptx(
-      kernel_key(type, pass, arch),
+      kernel_key(type, pass, arch, job.kernel.source),
       [](void* p) {
         const Job& j = *static_cast<const Job*>(p);
-        CodegenTree tree;
-        j.type.flatten(tree);
-        return compile_kernel(elementwise_source(tree, j.type.element, j.pass, {}), j.arch);
+        return compile_kernel(j.kernel, j.arch);
       },
       &job);
 }

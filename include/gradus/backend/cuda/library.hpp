@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -61,14 +60,9 @@ template <class T>
 void* library_function(const std::string& name, int ordinal) {
   const std::string arch = arch_of(ordinal);
   const Nvrtc& n = Nvrtc::get();
-  static const std::string src = [] {  // the library's sources, as NVRTC reads them
-    char hex[24];
-    std::snprintf(hex, sizeof hex, "%016llx",
-                  static_cast<unsigned long long>(sources_hash(library_source(), include_root())));
-    return std::string(hex);
-  }();
-  const std::string key = "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." +
-                          std::to_string(n.minor) + "/src-" + src;
+  static const std::string src = source_tag(library_source());  // the library's sources, as NVRTC reads them
+  const std::string key =
+      "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." + std::to_string(n.minor) + src;
   const std::string& ptx = KernelCache::get().ptx(key, [&] {
     return compile_ptx(library_source(), "gradus_library.cu", arch, library_options());
   });
