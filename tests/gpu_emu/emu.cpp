@@ -7,22 +7,31 @@
 //                       around every allocation, fresh memory filled with NaN bytes), and launches
 //                       that run every block and thread of the grid on the host, blocks and
 //                       threads in reverse order, a block's threads as fibers so that
-//                       __syncthreads and warp shuffles work;
+//                       __syncthreads and warp shuffles work; asynchronous copies on a side
+//                       stream that run only when something waits for them (an event);
 //   GRADUS_NVRTC        NVRTC: compiles the exact kernel source for the host with the host
 //                       compiler (shim.hpp supplies the CUDA built-ins) into a shared object, and
 //                       hands it back as the "PTX" (hex text, so gradus' kernel cache keeps it);
-//   GRADUS_CUBLAS       cuBLAS: a column-major reference GEMM with cuBLAS's argument checks.
+//   GRADUS_CUBLAS       cuBLAS: a column-major reference GEMM with cuBLAS's argument checks;
+//   GRADUS_NCCL         NCCL: all-reduce and broadcast between the processes of a job (the ranks
+//                       of an MPI test), through a POSIX shared-memory segment per group: each
+//                       rank copies its device buffer in, and every rank sums the ranks' copies in
+//                       rank order, so all ranks get the same bits.
 // It catches host code that reads device memory, a buffer used before it is written, accesses
 // past an allocation, wrong kernel arguments, leading dimensions and transposes, and gradients
 // that depend on the order in which threads run. It does not see races between threads (they
 // run one at a time), warp-synchronous assumptions, the device's rounding, NVRTC's own
 // diagnostics, or speed. Test infrastructure: never installed.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -552,6 +561,123 @@ int gemm(void* handle, int ta, int tb, int m, int n, int k, const T* alpha, cons
   return kBlasSuccess;
 }
 
+
+// ------------------------------------------------------------- streams, events and pinned memory
+
+/// A stream other than the default one (gradus makes them non-blocking). Its copies stay queued
+/// until something waits for them: an event on it synchronised, or waited on by the default
+/// stream, or the stream or the context synchronised. So a kernel that reads a buffer without
+/// waiting for the copy into it sees memory nobody wrote (NaN), and a host buffer rewritten before
+/// its copy ran shows in the copied data, as on a GPU that has not run the copy yet.
+struct PendingCopy {
+  Ptr dst;
+  const void* src;
+  size_t n;
+};
+struct SideStream {
+  std::vector<PendingCopy> queue;  // queue[k] is copy number `run + k`
+  size_t issued = 0, run = 0;      // copies issued, copies done
+};
+struct Event {
+  SideStream* stream = nullptr;  // null: recorded on the default stream (complete at once)
+  size_t upto = 0;               // complete once the stream has run this many copies
+};
+std::vector<SideStream*>& side_streams() {
+  static auto* s = new std::vector<SideStream*>;
+  return *s;
+}
+std::vector<Event*>& events() {
+  static auto* e = new std::vector<Event*>;
+  return *e;
+}
+
+/// Runs the queued copies of `s` up to number `upto`. False when one targets freed memory.
+bool run_until(SideStream* s, size_t upto) {
+  bool ok = true;
+  while (s->run < upto && !s->queue.empty()) {
+    const PendingCopy c = s->queue.front();
+    s->queue.erase(s->queue.begin());
+    ++s->run;
+    Allocation* a = find(c.dst, c.n);
+    if (!a) {
+      std::fprintf(stderr, "gradus GPU emulator: an asynchronous copy of %zu bytes to %#llx found its device memory "
+                   "freed before it ran\n", c.n, c.dst);
+      ok = false;
+      continue;
+    }
+    Open open("cuMemcpyHtoDAsync", {a});
+    std::memcpy(reinterpret_cast<void*>(c.dst), c.src, c.n);
+  }
+  return ok;
+}
+bool run_all() {
+  bool ok = true;
+  for (SideStream* s : side_streams()) ok = run_until(s, s->issued) && ok;
+  return ok;
+}
+
+// --------------------------------------------------------------------------------------- NCCL
+
+constexpr int kNcclSuccess = 0, kNcclSystemError = 2, kNcclInvalidArgument = 4, kNcclInvalidUsage = 5;
+constexpr int kNcclInt64 = 4, kNcclFloat32 = 7, kNcclFloat64 = 8;
+constexpr int kNcclSum = 0, kNcclAvg = 4;
+constexpr size_t kSlotBytes = size_t(1) << 20;  // each rank's window per round: larger buffers go in rounds
+constexpr auto kPeerTimeout = std::chrono::seconds(120);
+
+struct NcclUniqueId {
+  char bytes[128];
+};
+
+/// The segment every rank of a group maps: a barrier, then one slot per rank.
+struct Shared {
+  std::atomic<int> arrived;
+  std::atomic<unsigned> generation;
+  alignas(64) char slots[1];  // ranks * kSlotBytes
+};
+
+struct Comm {
+  Shared* shared = nullptr;
+  size_t map_size = 0;
+  int ranks = 0, rank = 0;
+  char* slot(int r) const { return shared->slots + size_t(r) * kSlotBytes; }
+};
+
+/// Waits until every rank of the group has arrived (a generation counter: the last one to arrive
+/// opens the next generation). False when a peer has not come within kPeerTimeout.
+bool barrier(const Comm& c) {
+  const unsigned gen = c.shared->generation.load();
+  if (c.shared->arrived.fetch_add(1) + 1 == c.ranks) {
+    c.shared->arrived.store(0);
+    c.shared->generation.fetch_add(1);
+    return true;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (long spins = 0; c.shared->generation.load() == gen; ++spins) {
+    if (spins < 1000) continue;
+    sched_yield();
+    if (spins % 4096 == 0 && std::chrono::steady_clock::now() - start > kPeerTimeout) {
+      std::fprintf(stderr, "gradus GPU emulator: NCCL rank %d waited %lld s for its peers\n", c.rank,
+                   static_cast<long long>(kPeerTimeout.count()));
+      return false;
+    }
+  }
+  return true;
+}
+
+size_t nccl_size(int type) {
+  return type == kNcclInt64 || type == kNcclFloat64 ? 8 : type == kNcclFloat32 ? 4 : 0;
+}
+
+/// dst[i] = the sum over ranks of slot(r)[i] (rank order), times 1/ranks for a mean.
+template <class T>
+void sum_slots(const Comm& c, T* dst, size_t n, bool mean) {
+  for (size_t i = 0; i < n; ++i) {
+    T acc = reinterpret_cast<const T*>(c.slot(0))[i];
+    for (int r = 1; r < c.ranks; ++r) acc += reinterpret_cast<const T*>(c.slot(r))[i];
+    dst[i] = mean ? acc * (T(1) / T(c.ranks)) : acc;
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------ the driver API
@@ -607,8 +733,92 @@ int cuDevicePrimaryCtxRetain(void** ctx, int dev) {
   return kSuccess;
 }
 int cuCtxSetCurrent(void*) { return kSuccess; }
-int cuCtxSynchronize() { return kSuccess; }
-int cuStreamSynchronize(void*) { return kSuccess; }
+int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n);
+int cuCtxSynchronize() {
+  std::lock_guard lock(mu());
+  return run_all() ? kSuccess : kLaunchFailed;
+}
+int cuStreamSynchronize(void* stream) {
+  std::lock_guard lock(mu());
+  auto* s = static_cast<SideStream*>(stream);
+  return !s || run_until(s, s->issued) ? kSuccess : kLaunchFailed;
+}
+int cuStreamCreate(void** stream, unsigned flags) {
+  std::lock_guard lock(mu());
+  if (!stream || flags != 1) return kInvalidValue;  // CU_STREAM_NON_BLOCKING: what the emulator models
+  side_streams().push_back(new SideStream);
+  *stream = side_streams().back();
+  return kSuccess;
+}
+int cuStreamDestroy_v2(void* stream) {
+  std::lock_guard lock(mu());
+  auto& all = side_streams();
+  auto it = std::find(all.begin(), all.end(), static_cast<SideStream*>(stream));
+  if (it == all.end()) return kInvalidValue;
+  run_until(*it, (*it)->issued);  // the work queued on a destroyed stream still completes
+  delete *it;
+  all.erase(it);
+  return kSuccess;
+}
+int cuEventCreate(void** event, unsigned) {
+  std::lock_guard lock(mu());
+  if (!event) return kInvalidValue;
+  events().push_back(new Event);
+  *event = events().back();
+  return kSuccess;
+}
+int cuEventDestroy_v2(void* event) {
+  std::lock_guard lock(mu());
+  auto& all = events();
+  auto it = std::find(all.begin(), all.end(), static_cast<Event*>(event));
+  if (it == all.end()) return kInvalidValue;
+  delete *it;
+  all.erase(it);
+  return kSuccess;
+}
+int cuEventRecord(void* event, void* stream) {
+  std::lock_guard lock(mu());
+  auto* e = static_cast<Event*>(event);
+  if (!e) return kInvalidValue;
+  e->stream = static_cast<SideStream*>(stream);
+  e->upto = e->stream ? e->stream->issued : 0;
+  return kSuccess;
+}
+int cuEventSynchronize(void* event) {
+  std::lock_guard lock(mu());
+  auto* e = static_cast<Event*>(event);
+  if (!e) return kInvalidValue;
+  return !e->stream || run_until(e->stream, e->upto) ? kSuccess : kLaunchFailed;
+}
+int cuStreamWaitEvent(void* /*stream*/, void* event, unsigned) {
+  std::lock_guard lock(mu());
+  auto* e = static_cast<Event*>(event);
+  if (!e) return kInvalidValue;
+  // the waiting stream's later work runs after the event's copies: run them now (the default
+  // stream runs its work as it is issued; a side stream's later copies are queued behind these)
+  return !e->stream || run_until(e->stream, e->upto) ? kSuccess : kLaunchFailed;
+}
+int cuMemcpyHtoDAsync_v2(Ptr dst, const void* src, size_t n, void* stream) {
+  if (!stream) return cuMemcpyHtoD_v2(dst, src, n);
+  std::lock_guard lock(mu());
+  if (n == 0) return kSuccess;
+  if (!find(dst, n) || !src) return kInvalidValue;
+  auto* s = static_cast<SideStream*>(stream);
+  s->queue.push_back({dst, src, n});
+  ++s->issued;
+  return kSuccess;
+}
+int cuMemHostAlloc(void** p, size_t n, unsigned) {
+  if (!p || n == 0) return kInvalidValue;
+  *p = std::aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+  return *p ? kSuccess : kOutOfMemory;
+}
+int cuMemFreeHost(void* p) {
+  std::lock_guard lock(mu());
+  run_all();  // as the driver, which waits for the copies that may read it
+  std::free(p);
+  return kSuccess;
+}
 
 int cuMemAlloc_v2(Ptr* dptr, size_t size) {
   std::lock_guard lock(mu());
@@ -637,6 +847,7 @@ int cuMemAlloc_v2(Ptr* dptr, size_t size) {
 }
 int cuMemFree_v2(Ptr p) {
   std::lock_guard lock(mu());
+  run_all();  // as the driver: copies queued into it finish first
   auto it = allocations().find(p);
   if (it == allocations().end()) return kInvalidValue;
   munmap(it->second.map, it->second.map_size);
@@ -823,6 +1034,102 @@ int cublasSgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const floa
 int cublasDgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const double* alpha, const double* A, int lda,
                    const double* B, int ldb, const double* beta, double* C, int ldc) {
   return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// ------------------------------------------------------------------------------------- NCCL API
+
+int ncclGetVersion(int* version) {
+  if (!version) return kNcclInvalidArgument;
+  *version = 22800;  // 2.28.0
+  return kNcclSuccess;
+}
+const char* ncclGetErrorString(int code) {
+  switch (code) {
+    case kNcclSuccess: return "no error";
+    case kNcclSystemError: return "unhandled system error (emulated: a peer did not arrive)";
+    case kNcclInvalidArgument: return "invalid argument (emulated)";
+    case kNcclInvalidUsage: return "invalid usage (emulated)";
+    default: return "unknown result code (emulated)";
+  }
+}
+int ncclGetUniqueId(NcclUniqueId* id) {
+  if (!id) return kNcclInvalidArgument;
+  static std::atomic<int> counter{0};
+  std::memset(id->bytes, 0, sizeof id->bytes);
+  std::snprintf(id->bytes, sizeof id->bytes, "/gradus-emu-nccl-%d-%d-%lld", int(getpid()), counter++,
+                static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  return kNcclSuccess;
+}
+int ncclCommInitRank(void** comm, int ranks, NcclUniqueId id, int rank) {
+  if (!comm || ranks < 1 || rank < 0 || rank >= ranks || id.bytes[0] != '/') return kNcclInvalidArgument;
+  char name[sizeof id.bytes + 1] = {};
+  std::memcpy(name, id.bytes, sizeof id.bytes);
+  const int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+  if (fd < 0) return kNcclSystemError;
+  auto c = std::make_unique<Comm>();
+  c->ranks = ranks;
+  c->rank = rank;
+  c->map_size = offsetof(Shared, slots) + size_t(ranks) * kSlotBytes;
+  if (ftruncate(fd, off_t(c->map_size)) != 0) {
+    close(fd);
+    return kNcclSystemError;
+  }
+  void* m = mmap(nullptr, c->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return kNcclSystemError;
+  c->shared = static_cast<Shared*>(m);  // zero-filled by ftruncate: no one has arrived
+  if (!barrier(*c)) return kNcclSystemError;
+  if (rank == 0) shm_unlink(name);  // every rank has it mapped now
+  *comm = c.release();
+  return kNcclSuccess;
+}
+int ncclCommDestroy(void* comm) {
+  auto* c = static_cast<Comm*>(comm);
+  if (!c) return kNcclInvalidArgument;
+  munmap(c->shared, c->map_size);
+  delete c;
+  return kNcclSuccess;
+}
+int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, void* comm, void*) {
+  std::lock_guard lock(mu());
+  const auto* c = static_cast<const Comm*>(comm);
+  const size_t size = nccl_size(type);
+  if (!c || size == 0 || (op != kNcclSum && op != kNcclAvg)) return kNcclInvalidArgument;
+  if (count == 0) return kNcclSuccess;
+  Allocation *in = find(reinterpret_cast<Ptr>(send), count * size), *out = find(reinterpret_cast<Ptr>(recv), count * size);
+  if (!in || !out) return kNcclInvalidArgument;  // a buffer outside device memory
+  Open open("ncclAllReduce", in == out ? std::vector<Allocation*>{in} : std::vector<Allocation*>{in, out});
+  const size_t per_round = kSlotBytes / size;
+  for (size_t first = 0; first < count; first += per_round) {
+    const size_t n = std::min(per_round, count - first);
+    std::memcpy(c->slot(c->rank), static_cast<const char*>(send) + first * size, n * size);
+    if (!barrier(*c)) return kNcclSystemError;
+    char* dst = static_cast<char*>(recv) + first * size;
+    if (type == kNcclFloat32) sum_slots(*c, reinterpret_cast<float*>(dst), n, op == kNcclAvg);
+    else if (type == kNcclFloat64) sum_slots(*c, reinterpret_cast<double*>(dst), n, op == kNcclAvg);
+    else sum_slots(*c, reinterpret_cast<long long*>(dst), n, op == kNcclAvg);
+    if (!barrier(*c)) return kNcclSystemError;  // no rank refills its slot before all have read
+  }
+  return kNcclSuccess;
+}
+int ncclBroadcast(const void* send, void* recv, size_t count, int type, int root, void* comm, void*) {
+  std::lock_guard lock(mu());
+  const auto* c = static_cast<const Comm*>(comm);
+  const size_t size = nccl_size(type);
+  if (!c || size == 0 || root < 0 || root >= c->ranks) return kNcclInvalidArgument;
+  if (count == 0) return kNcclSuccess;
+  Allocation* out = find(reinterpret_cast<Ptr>(recv), count * size);
+  Allocation* in = c->rank == root ? find(reinterpret_cast<Ptr>(send), count * size) : out;
+  if (!in || !out) return kNcclInvalidArgument;
+  Open open("ncclBroadcast", in == out ? std::vector<Allocation*>{in} : std::vector<Allocation*>{in, out});
+  for (size_t first = 0; first < count * size; first += kSlotBytes) {
+    const size_t n = std::min(kSlotBytes, count * size - first);
+    if (c->rank == root) std::memcpy(c->slot(0), static_cast<const char*>(send) + first, n);
+    if (!barrier(*c)) return kNcclSystemError;
+    if (c->rank != root || send != recv) std::memcpy(static_cast<char*>(recv) + first, c->slot(0), n);
+    if (!barrier(*c)) return kNcclSystemError;
+  }
+  return kNcclSuccess;
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 // The emulated GPU (emu.cpp) catches what it promises to catch: host code reading device memory,
 // a kernel writing past its buffer, memory nobody wrote, kernels that rely on the order of
-// threads, and bad cuBLAS arguments; and its barrier, warp shuffle and GEMM compute what a GPU
+// threads, bad cuBLAS arguments, and a read of an asynchronous copy's target before anyone
+// waited for the copy; and its barrier, warp shuffle and GEMM compute what a GPU
 // computes. It is called here through the C entry points gradus loads with dlopen.
 #include <catch2/catch.hpp>
 
@@ -31,6 +32,17 @@ int nvrtcGetProgramLog(void*, char*);
 int nvrtcGetPTXSize(void*, size_t*);
 int nvrtcGetPTX(void*, char*);
 int nvrtcDestroyProgram(void**);
+int cuStreamCreate(void**, unsigned);
+int cuStreamDestroy_v2(void*);
+int cuStreamWaitEvent(void*, void*, unsigned);
+int cuEventCreate(void**, unsigned);
+int cuEventDestroy_v2(void*);
+int cuEventRecord(void*, void*);
+int cuEventSynchronize(void*);
+int cuMemcpyHtoDAsync_v2(Ptr, const void*, size_t, void*);
+int cuMemHostAlloc(void**, size_t, unsigned);
+int cuMemFreeHost(void*);
+int ncclGetUniqueId(void*);
 int cublasCreate_v2(void**);
 int cublasSgemm_v2(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
                    float*, int);
@@ -220,4 +232,48 @@ TEST_CASE("emulated cuBLAS: a column-major product, beta = 0 ignores C, and bad 
   cuMemFree_v2(A);
   cuMemFree_v2(B);
   cuMemFree_v2(C);
+}
+
+TEST_CASE("emulator: an asynchronous copy lands only once something waits for it", "[emu]") {
+  REQUIRE(cuInit(0) == 0);
+  void* stream = nullptr;
+  REQUIRE(cuStreamCreate(&stream, 0) == kInvalidValue);  // only non-blocking streams are modelled
+  REQUIRE(cuStreamCreate(&stream, 1) == 0);
+  void* event = nullptr;
+  REQUIRE(cuEventCreate(&event, 2) == 0);
+  Ptr d = 0;
+  REQUIRE(cuMemAlloc_v2(&d, 4 * sizeof(float)) == 0);
+  float* pinned = nullptr;
+  REQUIRE(cuMemHostAlloc(reinterpret_cast<void**>(&pinned), 4 * sizeof(float), 0) == 0);
+  for (int i = 0; i < 4; ++i) pinned[i] = float(i + 1);
+  REQUIRE(cuMemcpyHtoDAsync_v2(d, pinned, 4 * sizeof(float), stream) == 0);
+  REQUIRE(cuEventRecord(event, stream) == 0);
+  float back[4] = {};
+  // nobody waited: the default stream sees memory nobody wrote (NaN), as on a GPU still copying
+  REQUIRE(cuMemcpyDtoH_v2(back, d, sizeof back) == 0);
+  CHECK(std::isnan(back[0]));
+  // the host rewrites its buffer before the copy ran: the copy carries the new values
+  pinned[0] = 10.f;
+  REQUIRE(cuStreamWaitEvent(nullptr, event, 0) == 0);
+  REQUIRE(cuMemcpyDtoH_v2(back, d, sizeof back) == 0);
+  CHECK(back[0] == 10.f);
+  CHECK(back[3] == 4.f);
+  // a copy waited for with cuEventSynchronize lands too
+  pinned[1] = 20.f;
+  REQUIRE(cuMemcpyHtoDAsync_v2(d, pinned, 4 * sizeof(float), stream) == 0);
+  REQUIRE(cuEventRecord(event, stream) == 0);
+  REQUIRE(cuEventSynchronize(event) == 0);
+  REQUIRE(cuMemcpyDtoH_v2(back, d, sizeof back) == 0);
+  CHECK(back[1] == 20.f);
+  CHECK(cuMemcpyHtoDAsync_v2(d + 4096, pinned, 4, stream) == kInvalidValue);  // outside device memory
+  REQUIRE(cuMemFreeHost(pinned) == 0);
+  REQUIRE(cuEventDestroy_v2(event) == 0);
+  REQUIRE(cuStreamDestroy_v2(stream) == 0);
+  REQUIRE(cuMemFree_v2(d) == 0);
+}
+
+TEST_CASE("emulator: NCCL group ids name a shared-memory segment", "[emu]") {
+  char id[128] = {};
+  REQUIRE(ncclGetUniqueId(id) == 0);
+  CHECK(std::string(id).rfind("/gradus-emu-nccl-", 0) == 0);
 }

@@ -4,7 +4,8 @@
 //   gd::train::fit(net, opt, loss, train, {.batch_size = 64, .run_dir = "runs/mlp",
 //                                          .collective = gd::dist::collective()});
 // The gradients go through one blocking all-reduce per element type after backward (no overlap
-// with backward: for that, drive your own loop with gd::dist::DistributedOptimizer).
+// with backward: for that, drive your own loop with gd::dist::DistributedOptimizer); a model on a
+// GPU has its gradients averaged there, through NCCL.
 #pragma once
 #include <cstring>
 #include <string>
@@ -39,44 +40,80 @@ inline void broadcast_bytes(std::string& bytes) {
   }
 }
 
-// The tensors of `ts` holding T, packed into one buffer, averaged over the ranks, unpacked into
-// fresh tensors.
+// Copies `bytes` between two buffers, each in host memory or in `device`'s.
+inline void copy_between(void* dst, bool dst_host, const void* src, bool src_host, Device device, size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_host && src_host)
+    std::memcpy(dst, src, bytes);
+  else
+    ::gradus::detail::device_copy(dst, dst_host ? cpu : device, src, src_host ? cpu : device, bytes);
+}
+
+// The tensors of `ts` holding T and in host memory (on_device false) or on `device` (true),
+// packed into one buffer there, averaged over the ranks, unpacked into fresh tensors. The ranks
+// have agreed on the buffer's size.
 template <class T>
-void average_packed(std::vector<train::AnyTensor>& ts) {
-  int64_t total = 0;
-  for (const auto& a : ts)
-    if (const auto* t = std::get_if<Tensor<T>>(&a)) total += t->size();
-  Tensor<T> buf = Tensor<T>::empty({total});
+void average_packed(std::vector<train::AnyTensor>& ts, bool on_device, Device device, int64_t total) {
+  const auto mine = [&](const train::AnyTensor& a) -> const Tensor<T>* {
+    const auto* t = std::get_if<Tensor<T>>(&a);
+    return t && t->in_host_memory() != on_device ? t : nullptr;
+  };
+  Tensor<T> buf = Tensor<T>::empty({total}, on_device ? device : cpu);
   int64_t off = 0;
   for (const auto& a : ts)
-    if (const auto* t = std::get_if<Tensor<T>>(&a)) {
-      std::memcpy(buf.data() + off, t->data(), size_t(t->size()) * sizeof(T));
+    if (const Tensor<T>* t = mine(a)) {
+      copy_between(buf.device_data() + off, !on_device, t->device_data(), !on_device, device,
+                   size_t(t->size()) * sizeof(T));
       off += t->size();
     }
-  all_reduce_mean(buf);  // checks that every rank packs as many elements
+  reduce_in_place(buf, backend::Reduce::mean, "dist::collective: average");
   off = 0;
   for (auto& a : ts)
-    if (auto* t = std::get_if<Tensor<T>>(&a)) {
-      Tensor<T> out = Tensor<T>::empty(t->shape());
-      std::memcpy(out.data(), buf.data() + off, size_t(out.size()) * sizeof(T));
+    if (const Tensor<T>* t = mine(a)) {
+      Tensor<T> out = Tensor<T>::empty(t->shape(), on_device ? device : cpu);
+      copy_between(out.device_data(), !on_device, buf.device_data() + off, !on_device, device,
+                   size_t(out.size()) * sizeof(T));
       off += out.size();
-      *t = std::move(out);
+      a = std::move(out);
     }
 }
 
+// Averages every tensor of `ts` over the ranks: those in host memory through MPI, those on this
+// process's device through its collective library, float and double each in one buffer.
 inline void average_tensors(std::vector<train::AnyTensor>& ts) {
   check_context("dist::collective: average");
+  // host float, host double, device float, device double
+  long long counts[4] = {0, 0, 0, 0};
+  Device device = cpu;
   for (size_t i = 0; i < ts.size(); ++i)
     std::visit(
         [&](const auto& t) {
           using V = std::remove_cvref_t<decltype(t)>;
           GRADUS_CHECK(value_error, !(std::is_same_v<V, Tensor<int64_t>>),
                        "dist::collective: average: expected float or double tensors, got an int64 tensor at ", i);
-          check_cpu_tensor(t, "dist::collective: average");
+          check_defined(t, "dist::collective: average");
+          const bool on_device = !t.in_host_memory();
+          if (on_device) {
+            GRADUS_CHECK(device_error, device == cpu || device == t.device(),
+                         "dist::collective: average: the tensors are on two devices, ", device, " and ", t.device(),
+                         " (one device per process)");
+            device = t.device();
+          }
+          counts[(on_device ? 2 : 0) + (std::is_same_v<V, Tensor<double>> ? 1 : 0)] += t.size();
         },
         ts[i]);
-  average_packed<float>(ts);
-  average_packed<double>(ts);
+  long long v[8], r[8];
+  for (int k = 0; k < 4; ++k) v[k] = counts[k], v[k + 4] = -counts[k];
+  check_mpi(MPI_Allreduce(v, r, 8, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  static const char* const kinds[4] = {"float in host memory", "double in host memory", "float on a device",
+                                       "double on a device"};
+  for (int k = 0; k < 4; ++k)
+    GRADUS_CHECK(shape_error, r[k] == -r[k + 4], "dist::collective: average: the ranks hold different numbers of ",
+                 kinds[k], " elements (from ", r[k], " to ", -r[k + 4], "); this rank has ", counts[k]);
+  if (counts[0] > 0) average_packed<float>(ts, false, cpu, counts[0]);
+  if (counts[1] > 0) average_packed<double>(ts, false, cpu, counts[1]);
+  if (counts[2] > 0) average_packed<float>(ts, true, device, counts[2]);
+  if (counts[3] > 0) average_packed<double>(ts, true, device, counts[3]);
 }
 
 }  // namespace detail

@@ -2,6 +2,11 @@
 // finalize), rank / size / local_rank, barrier, and the collectives on tensors that data-parallel
 // training needs (all-reduce sum and mean, broadcast), for float and double.
 //
+// A tensor in a GPU's memory is reduced and broadcast there, through the device's collective
+// library (NCCL for CUDA, backend/collective.hpp): MPI then only hands the group's id from rank 0
+// to the others, when the first such tensor is reduced. One device per process: every rank's
+// tensors are on one device of its own (gd::cuda(ctx.local_rank())).
+//
 // Launch with a stock mpirun; as root on one machine with more ranks than cores:
 //   mpirun --allow-run-as-root --oversubscribe -np 2 ./train
 // Every MPI call is checked: a failure throws gd::dist_error naming the call and carrying
@@ -15,6 +20,7 @@
 #include <string>
 #include <utility>
 
+#include "gradus/backend/collective.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/tensor.hpp"
 
@@ -97,9 +103,8 @@ inline void check_context(const char* who) {
 }
 
 template <class T>
-void check_cpu_tensor(const Tensor<T>& t, const char* who) {
+void check_defined(const Tensor<T>& t, const char* who) {
   GRADUS_CHECK(value_error, t.defined(), who, ": the tensor is undefined");
-  GRADUS_CHECK(device_error, t.in_host_memory(), who, ": expected a tensor on the cpu, got one on ", t.device());
 }
 
 /// The smallest and the largest of `n` over the ranks, in one all-reduce (of n and -n, by
@@ -108,6 +113,104 @@ inline std::pair<long long, long long> count_range(long long n) {
   long long v[2] = {n, -n}, r[2] = {0, 0};
   check_mpi(MPI_Allreduce(v, r, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
   return {r[0], -r[1]};
+}
+
+/// What every rank checks before a collective on a tensor: that all ranks hold as many elements,
+/// and all of them in host memory or all in a device's (one all-reduce). Throws on every rank.
+inline void agree(long long n, bool on_device, const char* who, const Shape& shape, Device device) {
+  const long long d = on_device ? 1 : 0;
+  long long v[4] = {n, -n, d, -d}, r[4] = {0, 0, 0, 0};
+  check_mpi(MPI_Allreduce(v, r, 4, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  GRADUS_CHECK(shape_error, r[0] == -r[1], who, ": the ranks hold tensors of different sizes (from ", r[0], " to ",
+               -r[1], " elements); this rank has ", shape);
+  GRADUS_CHECK(device_error, r[2] == -r[3], who,
+               ": some ranks hold the tensor in host memory and others on a device; this rank has it on ", device);
+}
+
+/// This process's group on its device (the device's collective library), made when the first
+/// tensor on a device is reduced: every rank makes it at the same point, rank 0's id reaching the
+/// others through MPI.
+struct DeviceGroup {
+  Device device = cpu;
+  void* handle = nullptr;
+  backend::CollectiveHooks hooks;
+};
+inline DeviceGroup& device_group() {
+  static DeviceGroup g;
+  return g;
+}
+
+/// The group for tensors on `device`, joined on first use (a collective call: every rank makes it).
+inline DeviceGroup& device_group_for(Device device, const char* who) {
+  DeviceGroup& g = device_group();
+  if (g.handle) {
+    GRADUS_CHECK(device_error, g.device == device, who, ": this process's collectives run on ", g.device,
+                 "; the tensor is on ", device, " (one device per process: move it there with .to(", g.device, "))");
+    return g;
+  }
+  const backend::CollectiveHooks h = backend::collective_hooks(device.type);
+  std::string problem = h.join ? h.problem() : ::gradus::detail::str("the ", device_type_name(device.type),
+                                                                     " backend has no collective library");
+  std::string id;
+  if (problem.empty() && world_rank_or_minus_one() == 0) {
+    try {
+      id = h.new_id(device);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  int bad = !problem.empty(), any_bad = 0;
+  check_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  GRADUS_CHECK(device_error, !bad, who, ": tensors on ", device, ": ", problem);
+  GRADUS_CHECK(device_error, !any_bad, who, ": another rank cannot use the collectives of its device");
+  long long n = (long long)id.size();
+  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  id.resize(size_t(n));
+  check_mpi(MPI_Bcast(id.data(), int(n), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  int ranks = 1, me = 0;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &me), "MPI_Comm_rank");
+  g.handle = h.join(device, id, ranks, me);
+  g.device = device;
+  g.hooks = h;
+  return g;
+}
+
+/// Leaves the device group, if any (the Context's destructor, before MPI_Finalize).
+inline void leave_device_group() noexcept {
+  DeviceGroup& g = device_group();
+  if (!g.handle) return;
+  try {
+    g.hooks.leave(g.handle);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradus::dist: rank %d: leaving the device group: %s\n", world_rank_or_minus_one(), e.what());
+  }
+  g = DeviceGroup{};
+}
+
+/// Reduces `t` in place over the ranks, once they have agreed on its size and place: MPI for host
+/// memory (a mean is the sum times 1/size()), the device's library for device memory.
+template <class T>
+void reduce_in_place(Tensor<T>& t, backend::Reduce op, const char* who) {
+  const int64_t n = t.size();
+  if (n == 0) return;
+  if (!t.in_host_memory()) {
+    DeviceGroup& g = device_group_for(t.device(), who);
+    g.hooks.all_reduce(g.handle, t.device_data(), n, backend::scalar_of<T>(), op, t.device());
+    return;
+  }
+  for (int64_t off = 0; off < n;) {  // MPI counts are int
+    const int c = int(std::min<int64_t>(n - off, int64_t(1) << 30));
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data() + off, c, mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    off += c;
+  }
+  if (op == backend::Reduce::mean) {
+    int ranks = 1;
+    check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
+    const T inv = T(1) / T(ranks);
+    T* p = t.data();
+    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+  }
 }
 
 }  // namespace detail
@@ -140,6 +243,7 @@ class Context {
     if (std::uncaught_exceptions() > uncaught_at_start_) detail::abort_job("an exception is propagating; aborting the job");
     std::set_terminate(previous_terminate_);
     detail::context_alive() = false;
+    detail::leave_device_group();
     if (local_ != MPI_COMM_NULL) MPI_Comm_free(&local_);
     MPI_Finalize();
   }
@@ -240,47 +344,52 @@ inline void barrier() {
   detail::check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 }
 
-/// Replaces `t` (on the cpu, any shape) in place by the elementwise sum of `t` over all ranks;
-/// every rank must pass a tensor of the same size (MPI reports a mismatch as an error or hangs,
-/// so the size is checked first). Every rank ends with the same bits.
+/// Replaces `t` (any shape) in place by the elementwise sum of `t` over all ranks; every rank must
+/// pass a tensor of the same size, all in host memory or all on a device (MPI would report a
+/// mismatch as an error or hang, so both are checked first). Every rank ends with the same bits.
+/// A tensor on a GPU is reduced there (NCCL).
 ///   gd::Tensor<float> g = ...; gd::dist::all_reduce_sum(g);
 template <class T>
 void all_reduce_sum(Tensor<T>& t) {
   detail::check_context("dist::all_reduce_sum");
-  detail::check_cpu_tensor(t, "dist::all_reduce_sum");
-  const long long n = t.size();
-  const auto [lo, hi] = detail::count_range(n);
-  GRADUS_CHECK(shape_error, lo == hi, "dist::all_reduce_sum: ranks hold tensors of different sizes (from ", lo, " to ",
-               hi, " elements); this rank has ", t.shape());
+  detail::check_defined(t, "dist::all_reduce_sum");
+  detail::agree(t.size(), !t.in_host_memory(), "dist::all_reduce_sum", t.shape(), t.device());
   if (t.use_count() > 1) t = t.clone();  // the result belongs to this handle only
-  for (int64_t off = 0; off < n;) {       // MPI counts are int
-    const int c = int(std::min<int64_t>(n - off, int64_t(1) << 30));
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.data() + off, c, detail::mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD),
-                      "MPI_Allreduce");
-    off += c;
-  }
+  detail::reduce_in_place(t, backend::Reduce::sum, "dist::all_reduce_sum");
 }
-/// As all_reduce_sum, then divides by size(): the mean over ranks.
+/// As all_reduce_sum, divided by size(): the mean over ranks.
 template <class T>
 void all_reduce_mean(Tensor<T>& t) {
-  all_reduce_sum(t);
-  const T inv = T(1) / T(size());
-  T* p = t.data();
-  for (int64_t i = 0; i < t.size(); ++i) p[i] *= inv;
+  detail::check_context("dist::all_reduce_mean");
+  detail::check_defined(t, "dist::all_reduce_mean");
+  detail::agree(t.size(), !t.in_host_memory(), "dist::all_reduce_mean", t.shape(), t.device());
+  if (t.use_count() > 1) t = t.clone();
+  detail::reduce_in_place(t, backend::Reduce::mean, "dist::all_reduce_mean");
 }
-/// Replaces `t` on every rank by rank `root`'s `t`. Shapes must agree (checked: shape_error).
+/// Replaces `t` on every rank by rank `root`'s `t`. Sizes must agree (checked: shape_error), and
+/// all ranks' tensors be in host memory or all on a device (device_error).
 ///   gd::dist::broadcast(w, 0);
 template <class T>
 void broadcast(Tensor<T>& t, int root = 0) {
   detail::check_context("dist::broadcast");
-  detail::check_cpu_tensor(t, "dist::broadcast");
+  detail::check_defined(t, "dist::broadcast");
   GRADUS_CHECK(value_error, root >= 0 && root < size(), "dist::broadcast: root must be in [0, ", size(), "), got ", root);
   long long n = t.size(), root_n = n;
   detail::check_mpi(MPI_Bcast(&root_n, 1, MPI_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast");
-  int bad = root_n != n, any_bad = 0;
-  detail::check_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
-  GRADUS_CHECK(shape_error, !any_bad, "dist::broadcast: the ranks' tensors differ in size: rank ", root, " has ", root_n,
+  const bool on_device = !t.in_host_memory();
+  int mine[3] = {root_n != n, on_device, !on_device}, any[3] = {0, 0, 0};
+  detail::check_mpi(MPI_Allreduce(mine, any, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+  GRADUS_CHECK(shape_error, !any[0], "dist::broadcast: the ranks' tensors differ in size: rank ", root, " has ", root_n,
                " elements, this rank ", n, " (", t.shape(), ")");
+  GRADUS_CHECK(device_error, !(any[1] && any[2]),
+               "dist::broadcast: some ranks hold the tensor in host memory and others on a device; this rank has it on ",
+               t.device());
+  if (n == 0) return;
+  if (on_device) {
+    detail::DeviceGroup& g = detail::device_group_for(t.device(), "dist::broadcast");
+    g.hooks.broadcast(g.handle, t.device_data(), n, backend::scalar_of<T>(), root, t.device());
+    return;
+  }
   for (int64_t off = 0; off < n;) {
     const int c = int(std::min<int64_t>(n - off, int64_t(1) << 30));
     detail::check_mpi(MPI_Bcast(t.data() + off, c, detail::mpi_type<T>(), root, MPI_COMM_WORLD), "MPI_Bcast");

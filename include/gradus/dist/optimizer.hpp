@@ -11,6 +11,11 @@
 // before it), so the ranks always issue their collectives in the same order. Without overlap, or
 // when a gradient does not come from gd::backward on the Context's thread, step() packs and
 // all-reduces whatever is left.
+//
+// A model on a GPU keeps its buckets in the GPU's memory: a gradient is packed with a device copy,
+// and a full bucket's all-reduce (NCCL, through the device's collective library) is queued on the
+// device behind the backward kernels that made it, so that the host goes on with backward at once
+// and nothing crosses to the host.
 #pragma once
 #include <chrono>
 #include <cstring>
@@ -74,6 +79,7 @@ class DistributedOptimizer {
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
   ~DistributedOptimizer() {
     if (hook_) remove_leaf_ready_hook(hook_);
+    // (a device bucket's all-reduce is ordered on the device before any later use of its memory)
     for (auto& b : buckets_)  // never leave MPI writing into freed buffers
       if (b.request != MPI_REQUEST_NULL) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
   }
@@ -105,9 +111,15 @@ class DistributedOptimizer {
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor<T>* g = params[i].grad_if_any();
       if (!has_grad_[i]) continue;
-      if (!g || g->use_count() > 1 || g->shape() != params[i].shape()) {
-        params[i].grad() = Tensor<T>::empty(params[i].shape());
+      if (!g || g->use_count() > 1 || g->shape() != params[i].shape() || g->device() != device_) {
+        params[i].grad() = Tensor<T>::empty(params[i].shape(), device_);
         g = params[i].grad_if_any();
+      }
+      if (on_device_) {  // the device's all-reduce took the mean
+        const T* src = buckets_[where_[i].bucket].device_buffer.device_data() + where_[i].offset;
+        if (g->size() > 0)
+          gradus::detail::device_copy(g->device_data(), device_, src, device_, size_t(g->size()) * sizeof(T));
+        continue;
       }
       const T* src = buckets_[where_[i].bucket].buffer.data() + where_[i].offset;
       T* dst = g->data();
@@ -150,7 +162,8 @@ class DistributedOptimizer {
  private:
   struct Bucket {
     std::vector<size_t> params;
-    std::vector<T> buffer;
+    std::vector<T> buffer;    // in host memory
+    Tensor<T> device_buffer;  // or on the parameters' device
     size_t filled = 0;
     MPI_Request request = MPI_REQUEST_NULL;
     bool started = false;
@@ -160,22 +173,40 @@ class DistributedOptimizer {
     int64_t offset = 0;
   };
 
-  // Lays the buckets out once the parameters have their shapes: reverse order, ~bucket_mb each.
+  // Lays the buckets out once the parameters have their shapes: reverse order, ~bucket_mb each,
+  // in host memory or on the parameters' device (the same on every rank).
   void build() {
     if (!buckets_.empty() || inner_.params().empty()) return;
     const auto& params = inner_.params();
+    for (size_t k = 0; k < params.size(); ++k) {
+      GRADUS_CHECK(value_error, params[k].value().defined(), "DistributedOptimizer: parameter ", k,
+                   " has no value yet (a lazy layer: run one forward first)");
+      GRADUS_CHECK(device_error, params[k].value().device() == params[0].value().device(),
+                   "DistributedOptimizer: parameter ", k, " is on ", params[k].value().device(), ", parameter 0 on ",
+                   params[0].value().device(), " (one device per process)");
+    }
+    device_ = params[0].value().device();
+    on_device_ = !params[0].value().in_host_memory();
+    int mine[2] = {on_device_, !on_device_}, any[2] = {0, 0};
+    detail::check_mpi(MPI_Allreduce(mine, any, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    GRADUS_CHECK(device_error, !(any[0] && any[1]),
+                 "DistributedOptimizer: some ranks train in host memory and others on a device; this rank's "
+                 "parameters are on ",
+                 device_);
+    if (on_device_) group_ = &detail::device_group_for(device_, "DistributedOptimizer");
     const double cap = options_.bucket_mb * 1048576.0;
     where_.resize(params.size());
     Bucket cur;
     int64_t elems = 0;
     for (size_t k = params.size(); k-- > 0;) {
-      GRADUS_CHECK(value_error, params[k].value().defined(), "DistributedOptimizer: parameter ", k,
-                   " has no value yet (a lazy layer: run one forward first)");
       where_[k] = {buckets_.size(), elems};
       cur.params.push_back(k);
       elems += params[k].value().size();
       if (double(elems) * sizeof(T) >= cap || k == 0) {
-        cur.buffer.assign(size_t(elems), T(0));
+        if (on_device_)
+          cur.device_buffer = Tensor<T>::empty({elems}, device_);
+        else
+          cur.buffer.assign(size_t(elems), T(0));
         buckets_.push_back(std::move(cur));
         cur = Bucket{};
         elems = 0;
@@ -214,11 +245,24 @@ class DistributedOptimizer {
   void pack(size_t i) {
     const auto& p = inner_.params()[i];
     Bucket& b = buckets_[where_[i].bucket];
-    T* dst = b.buffer.data() + where_[i].offset;
     const int64_t n = p.value().size();
+    if (on_device_) {
+      T* dst = b.device_buffer.device_data() + where_[i].offset;
+      if (const Tensor<T>* g = p.grad_if_any()) {
+        GRADUS_CHECK(device_error, g->device() == device_, "DistributedOptimizer: parameter ", i, "'s gradient is on ",
+                     g->device(), ", its value on ", device_);
+        if (n > 0) gradus::detail::device_copy(dst, device_, g->device_data(), device_, size_t(n) * sizeof(T));
+      } else if (n > 0) {
+        const T zero = T(0);
+        gradus::detail::device_fill(dst, device_, &zero, sizeof(T), size_t(n));
+      }
+      ready_[i] = 1;
+      return;
+    }
+    T* dst = b.buffer.data() + where_[i].offset;
     if (const Tensor<T>* g = p.grad_if_any()) {
       GRADUS_CHECK(device_error, g->in_host_memory(), "DistributedOptimizer: parameter ", i,
-                   "'s gradient is on ", g->device(), "; gd::dist all-reduces cpu tensors");
+                   "'s gradient is on ", g->device(), ", its value in host memory");
       std::memcpy(dst, g->data(), size_t(n) * sizeof(T));
     } else {
       std::fill(dst, dst + n, T(0));
@@ -230,9 +274,13 @@ class DistributedOptimizer {
   void start_ready_buckets(bool during_backward) {
     while (next_start_ < buckets_.size() && buckets_[next_start_].filled == buckets_[next_start_].params.size()) {
       Bucket& b = buckets_[next_start_];
-      detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), int(b.buffer.size()), detail::mpi_type<T>(),
-                                       MPI_SUM, MPI_COMM_WORLD, &b.request),
-                        "MPI_Iallreduce");
+      if (on_device_)  // queued on the device behind the kernels that made the gradients
+        group_->hooks.all_reduce(group_->handle, b.device_buffer.device_data(), b.device_buffer.size(),
+                                 backend::scalar_of<T>(), backend::Reduce::mean, device_);
+      else
+        detail::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), int(b.buffer.size()),
+                                         detail::mpi_type<T>(), MPI_SUM, MPI_COMM_WORLD, &b.request),
+                          "MPI_Iallreduce");
       b.started = true;
       starts_.push_back({next_start_, during_backward, std::chrono::steady_clock::now(), false, {}});
       ++next_start_;
@@ -276,6 +324,9 @@ class DistributedOptimizer {
   std::vector<BucketStart> starts_, last_starts_;
   size_t next_start_ = 0;
   bool repeated_ = false;
+  bool on_device_ = false;  // the buckets live on device_ and go through its collective library
+  Device device_ = cpu;
+  detail::DeviceGroup* group_ = nullptr;
 };
 
 }  // namespace gradus::dist

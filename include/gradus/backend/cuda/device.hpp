@@ -11,6 +11,7 @@
 #include "gradus/core/compiled.hpp"
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/memory.hpp"
+#include "gradus/backend/cuda/nccl.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/device.hpp"
 
@@ -77,7 +78,12 @@ GRADUS_INLINE cuda::cuda(int i) : index(i) {
   GRADUS_CHECK(device_error, i >= 0 && i < d.devices, "cuda(", i, "): no such GPU; the driver reports ", d.devices,
                " (ordinals 0 to ", d.devices - 1, ")");
   backend::cuda::register_memory_hooks();
-  device_hooks(DeviceType::cuda).fill = backend::cuda::fill_bytes;
+  static const bool once = [] {
+    device_hooks(DeviceType::cuda).fill = backend::cuda::fill_bytes;
+    backend::collective_hooks(DeviceType::cuda) = backend::cuda::nccl_hooks();
+    return true;
+  }();
+  (void)once;
 }
 GRADUS_INLINE std::string cuda::name() const {
   const auto& d = backend::cuda::Driver::get();
