@@ -142,6 +142,10 @@ GRADUS_INLINE Dataset Dataset::prefetch(int64_t n) const {
   src();
   return Dataset(std::make_shared<detail::PrefetchSource>(source_, n));
 }
+GRADUS_INLINE Dataset Dataset::prefetch_to(Device device, int64_t n) const {
+  src();
+  return Dataset(std::make_shared<detail::PrefetchSource>(source_, n, device));
+}
 GRADUS_INLINE Dataset Dataset::interleave(std::function<Dataset(const Example&)> fn, int64_t cycle_length,
                                           int64_t block_length) const {
   src();

@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/backend/staging.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/rng.hpp"
@@ -44,6 +45,7 @@ namespace gradus::data::detail {
 struct ElementOrError {
   std::optional<Example> value;
   std::exception_ptr error;
+  uint64_t ticket = 0;  // prefetch_to: the staged copy of value's tensors (0: none)
 };
 
 /// Workers take input elements in order (one at a time, numbered), apply fn outside any lock,
@@ -85,26 +87,32 @@ class ParallelMapSource final : public UnarySource {
 
 // --- prefetch --------------------------------------------------------------------------------------
 
+/// prefetch, and prefetch_to(device): the background thread also starts the copy of each
+/// element's tensors to the device (backend::Stager), and next() makes the device wait for it.
 class PrefetchStream final : public UnaryStream {
  public:
-  PrefetchStream(std::unique_ptr<Stream> in, size_t n);
+  PrefetchStream(std::unique_ptr<Stream> in, size_t n, std::optional<Device> to = std::nullopt);
   GRADUS_INLINE_DECL ~PrefetchStream() override;
   GRADUS_INLINE_DECL std::optional<Example> next() override;
   GRADUS_INLINE_DECL void cancel() override;
 
  private:
   void produce();
+  uint64_t stage(Example& e);
   BoundedQueue<ElementOrError> q_;
+  std::optional<Device> to_;
+  std::unique_ptr<backend::Stager> stager_;
   std::thread thread_;
 };
 
 class PrefetchSource final : public UnarySource {
  public:
-  PrefetchSource(std::shared_ptr<const Source> in, int64_t n);
+  PrefetchSource(std::shared_ptr<const Source> in, int64_t n, std::optional<Device> to = std::nullopt);
   GRADUS_INLINE_DECL std::unique_ptr<Stream> open(uint64_t key) const override;
 
  private:
   int64_t n_;
+  std::optional<Device> to_;
 };
 
 }  // namespace gradus::data::detail
@@ -201,8 +209,9 @@ GRADUS_INLINE std::unique_ptr<Stream> ParallelMapSource::open(uint64_t key) cons
   return std::make_unique<ParallelMapStream>(in_->open(key), fn_, threads_, window_);
 }
 
-GRADUS_INLINE PrefetchStream::PrefetchStream(std::unique_ptr<Stream> in, size_t n)
-    : UnaryStream(std::move(in)), q_(n) {
+GRADUS_INLINE PrefetchStream::PrefetchStream(std::unique_ptr<Stream> in, size_t n, std::optional<Device> to)
+    : UnaryStream(std::move(in)), q_(n), to_(to) {
+  if (to_ && *to_ != cpu) stager_ = backend::make_stager(*to_, int(n));
   thread_ = std::thread([this] { produce(); });
 }
 
@@ -215,7 +224,34 @@ GRADUS_INLINE std::optional<Example> PrefetchStream::next() {
   std::optional<ElementOrError> p = q_.pop();
   if (!p) return std::nullopt;
   if (p->error) std::rethrow_exception(p->error);
+  if (p->ticket) stager_->ready(p->ticket);  // the device's work from here on sees the copy
   return std::move(p->value);
+}
+
+GRADUS_INLINE uint64_t PrefetchStream::stage(Example& e) {
+  std::vector<backend::StagedPiece> pieces;
+  std::vector<std::pair<size_t, Value>> staged;  // field index, its tensor on the device
+  auto& fields = e.fields();
+  for (size_t i = 0; i < fields.size(); ++i)
+    std::visit(
+        [&](auto& v) {
+          using V = std::remove_cvref_t<decltype(v)>;
+          if constexpr (!std::is_same_v<V, std::string> && !std::is_same_v<V, Strings>) {
+            if (!v.defined() || v.device() == *to_) return;
+            if (!stager_ || !v.in_host_memory()) {  // to the host, or between devices: a plain copy
+              v = v.to(*to_);
+              return;
+            }
+            V dst = V::empty(v.shape(), *to_);
+            pieces.push_back({dst.device_data(), v.data(), size_t(v.size()) * sizeof(typename V::value_type)});
+            staged.emplace_back(i, Value(std::move(dst)));
+          }
+        },
+        fields[i].value);
+  if (pieces.empty()) return 0;
+  const uint64_t ticket = stager_->start(pieces);  // the host tensors may go now
+  for (auto& [i, v] : staged) fields[i].value = std::move(v);
+  return ticket;
 }
 
 GRADUS_INLINE void PrefetchStream::cancel() {
@@ -226,8 +262,10 @@ GRADUS_INLINE void PrefetchStream::cancel() {
 GRADUS_INLINE void PrefetchStream::produce() {
   std::exception_ptr error;
   try {
-    while (std::optional<Example> e = in_->next())
-      if (!q_.push(ElementOrError{std::move(e), nullptr})) return;
+    while (std::optional<Example> e = in_->next()) {
+      const uint64_t ticket = to_ ? stage(*e) : 0;
+      if (!q_.push(ElementOrError{std::move(e), nullptr, ticket})) return;
+    }
   } catch (...) {
     error = std::current_exception();
   }
@@ -236,13 +274,13 @@ GRADUS_INLINE void PrefetchStream::produce() {
   q_.close();
 }
 
-GRADUS_INLINE PrefetchSource::PrefetchSource(std::shared_ptr<const Source> in, int64_t n)
-    : UnarySource(std::move(in)), n_(n) {
-  GRADUS_CHECK(value_error, n >= 1, "prefetch: buffer size must be >= 1, got ", n);
+GRADUS_INLINE PrefetchSource::PrefetchSource(std::shared_ptr<const Source> in, int64_t n, std::optional<Device> to)
+    : UnarySource(std::move(in)), n_(n), to_(to) {
+  GRADUS_CHECK(value_error, n >= 1, to ? "prefetch_to" : "prefetch", ": buffer size must be >= 1, got ", n);
 }
 
 GRADUS_INLINE std::unique_ptr<Stream> PrefetchSource::open(uint64_t key) const {
-  return std::make_unique<PrefetchStream>(in_->open(key), size_t(n_));
+  return std::make_unique<PrefetchStream>(in_->open(key), size_t(n_), to_);
 }
 }  // namespace gradus::data::detail
 #endif  // GRADUS_DEFINE_COMPILED

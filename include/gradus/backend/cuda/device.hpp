@@ -12,6 +12,7 @@
 #include "gradus/backend/cuda/blas.hpp"
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/nccl.hpp"
+#include "gradus/backend/cuda/staging.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/device.hpp"
 
@@ -81,6 +82,7 @@ GRADUS_INLINE cuda::cuda(int i) : index(i) {
   static const bool once = [] {
     device_hooks(DeviceType::cuda).fill = backend::cuda::fill_bytes;
     backend::collective_hooks(DeviceType::cuda) = backend::cuda::nccl_hooks();
+    backend::stager_factory(DeviceType::cuda) = backend::cuda::make_cuda_stager;
     return true;
   }();
   (void)once;

@@ -86,6 +86,17 @@ struct Driver {
   using LaunchKernel = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                                void**, void**);
   using StreamSynchronize = int (*)(void*);
+  // streams, events and page-locked host memory (CUevent is an opaque pointer)
+  using StreamCreate = int (*)(void**, unsigned);
+  using StreamDestroy = int (*)(void*);
+  using StreamWaitEvent = int (*)(void*, void*, unsigned);
+  using EventCreate = int (*)(void**, unsigned);
+  using EventDestroy = int (*)(void*);
+  using EventRecord = int (*)(void*, void*);
+  using EventSynchronize = int (*)(void*);
+  using MemcpyHtoDAsync = int (*)(Ptr, const void*, size_t, void*);
+  using MemHostAlloc = int (*)(void**, size_t, unsigned);
+  using MemFreeHost = int (*)(void*);
 
   Init init = nullptr;
   DeviceGetCount device_get_count = nullptr;
@@ -107,6 +118,16 @@ struct Driver {
   ModuleGetFunction module_get_function = nullptr;
   LaunchKernel launch_kernel = nullptr;
   StreamSynchronize stream_synchronize = nullptr;
+  StreamCreate stream_create = nullptr;
+  StreamDestroy stream_destroy = nullptr;
+  StreamWaitEvent stream_wait_event = nullptr;
+  EventCreate event_create = nullptr;
+  EventDestroy event_destroy = nullptr;
+  EventRecord event_record = nullptr;
+  EventSynchronize event_synchronize = nullptr;
+  MemcpyHtoDAsync memcpy_htod_async = nullptr;
+  MemHostAlloc mem_host_alloc = nullptr;
+  MemFreeHost mem_free_host = nullptr;
   std::string problem;  ///< why the driver cannot be used; empty when it can
   int devices = 0;
 
@@ -228,10 +249,22 @@ GRADUS_INLINE Driver Driver::load() {
   d.module_get_function = lib.find<ModuleGetFunction>("cuModuleGetFunction");
   d.launch_kernel = lib.find<LaunchKernel>("cuLaunchKernel");
   d.stream_synchronize = lib.find<StreamSynchronize>("cuStreamSynchronize");
+  d.stream_create = lib.find<StreamCreate>("cuStreamCreate");
+  d.stream_destroy = lib.find<StreamDestroy>("cuStreamDestroy_v2");
+  d.stream_wait_event = lib.find<StreamWaitEvent>("cuStreamWaitEvent");
+  d.event_create = lib.find<EventCreate>("cuEventCreate");
+  d.event_destroy = lib.find<EventDestroy>("cuEventDestroy_v2");
+  d.event_record = lib.find<EventRecord>("cuEventRecord");
+  d.event_synchronize = lib.find<EventSynchronize>("cuEventSynchronize");
+  d.memcpy_htod_async = lib.find<MemcpyHtoDAsync>("cuMemcpyHtoDAsync_v2");
+  d.mem_host_alloc = lib.find<MemHostAlloc>("cuMemHostAlloc");
+  d.mem_free_host = lib.find<MemFreeHost>("cuMemFreeHost");
   if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
       !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
       !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||
-      !d.module_load_data || !d.module_get_function || !d.launch_kernel || !d.stream_synchronize) {
+      !d.module_load_data || !d.module_get_function || !d.launch_kernel || !d.stream_synchronize ||
+      !d.stream_create || !d.stream_destroy || !d.stream_wait_event || !d.event_create || !d.event_destroy ||
+      !d.event_record || !d.event_synchronize || !d.memcpy_htod_async || !d.mem_host_alloc || !d.mem_free_host) {
     d.problem = "the CUDA driver " + lib.name() + " lacks the entry points gradus needs";
     return d;
   }
