@@ -181,8 +181,8 @@ TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, d
                               "gradus_reduce_logsumexp_backward_d", "gradus_copy_strided_f", "gradus_copy_strided_l",
                               "gradus_gather_rows_d", "gradus_gather_rows_l", "gradus_scatter_add_rows_f",
                               "gradus_scatter_add_rows_d", "gradus_cast_to_l_f", "gradus_cast_to_d_l",
-                              "gradus_lstm_gates_f", "gradus_lstm_gates_backward_d", "gradus_check_labels_l",
-                              "gradus_label_at_l"})
+                              "gradus_lstm_gates_f", "gradus_lstm_gates_backward_d", "gradus_check_range_l",
+                              "gradus_value_at_l"})
       CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
   }
 }

@@ -441,6 +441,28 @@ TEST_CASE("a sparse loss checks GPU labels on the GPU and reports a bad one at t
                     Catch::Contains("label 12 at position 2 out of range [0, 10)"));
 }
 
+TEST_CASE("gather checks GPU indices on the GPU: a bad one reads nothing and is reported at the next sync", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  gd::Var<float> x(uniform<float>({5, 3}, -1, 1, 83).to(g));
+  const gd::Tensor<int64_t> good = gd::Tensor<int64_t>::from({4, 0, 4}).to(g);
+  const gd::Tensor<float> rows = gd::gather(x, good).value().to(gd::cpu);
+  CHECK(rows(0, 1) == x.value().to(gd::cpu)(4, 1));
+  const gd::Tensor<int64_t> bad = gd::Tensor<int64_t>::from({1, 7, 2}).to(g);
+  // no read-back: the gather and its gradient run (the bad row reads and scatters nothing)
+  const auto y = gd::gather(x, bad);
+  gd::backward(gd::sum(y));
+  CHECK_THROWS_WITH(x.grad().to(gd::cpu),
+                    Catch::Contains("gather: index 7 at position 1 out of range [0, 5) for axis 0 of shape [5,3]"));
+  // reported once; the gradient of the good rows is there
+  const gd::Tensor<float> dx = x.grad().to(gd::cpu);
+  CHECK(dx(1, 0) == 1.f);
+  CHECK(dx(2, 2) == 1.f);
+  CHECK(dx(0, 0) == 0.f);
+  // indices on the host are checked at once, as on the CPU
+  CHECK_THROWS_WITH(gd::gather(x, bad.to(gd::cpu)), Catch::Contains("gather: index 7 at position 1"));
+}
+
 TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);

@@ -226,7 +226,14 @@ void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64
 /// shape: on the CPU now; on a GPU checked there and thrown at its next synchronisation point
 /// (a copy to the host, synchronize()), so the labels are never read back for it.
 inline void check_labels(const Tensor<int64_t>& labels, int64_t classes, const char* op, const Shape& logits_shape) {
-  run<kernel::CheckLabels, int64_t>(labels.device(), labels.device_data(), labels.size(), classes, op, logits_shape);
+  run<kernel::CheckRange, int64_t>(labels.device(), labels.device_data(), labels.size(), classes,
+                                   RangeCheck{op, "label", "logits", logits_shape});
+}
+/// The same for indices into axis `axis` of `shape`: "<op>: index V at position P out of range
+/// [0, shape[axis]) for axis A of shape S".
+inline void check_indices(const Tensor<int64_t>& indices, const Shape& shape, int axis, const char* op) {
+  run<kernel::CheckRange, int64_t>(indices.device(), indices.device_data(), indices.size(), shape[axis],
+                                   RangeCheck{op, "index", "", shape, axis});
 }
 
 // ---------------------------------------------------------------------- layers and dropout

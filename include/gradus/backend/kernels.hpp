@@ -12,6 +12,8 @@
 //   kernel::Gemm::fn<float>   // void (*)(const float* a, bool ta, ..., bool add, Device)
 #pragma once
 #include <cstdint>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gradus/backend/plans.hpp"
@@ -20,6 +22,28 @@
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend {
+
+/// What a range check (kernel::CheckRange) reports for value V at position P outside [0, end):
+/// "<op>: <what> V at position P out of range [0, end) for <of> of shape S", or with `axis` >= 0
+/// "... for axis A of shape S". Nothing is allocated unless a check fails.
+struct RangeCheck {
+  const char* op;    ///< "sparse_softmax_cross_entropy_with_logits", "gather"
+  const char* what;  ///< "label", "index"
+  const char* of;    ///< "logits", "predictions" (when axis < 0)
+  const Shape& shape;
+  int axis = -1;
+  /// " for logits of shape [5,10]", " for axis 0 of shape [5,3]".
+  std::string context() const {
+    std::ostringstream os;
+    os << " for ";
+    if (axis >= 0)
+      os << "axis " << axis;
+    else
+      os << of;
+    os << " of shape " << shape;
+    return os.str();
+  }
+};
 
 /// Where a fused backward pass sends the gradient of one Var operand of an expression: `dst`
 /// (in the device's memory; null: not wanted), added when `add`. `broadcast`: the operand is
@@ -108,10 +132,10 @@ GRADUS_KERNEL(SparseXent, "sparse_softmax_cross_entropy_with_logits", int64_t ro
               const int64_t* labels, T* loss, T* lse)
 GRADUS_KERNEL(SparseXentBackward, "sparse_softmax_cross_entropy_with_logits", int64_t rows, int64_t classes,
               const T* z, const int64_t* labels, const T* lse, const T* g, T* dz)
-/// For T = int64_t: value_error `<op>: label L at position P out of range [0, classes) for logits
-/// of shape S` for the first bad label, now or (a GPU) at the next synchronisation point.
-GRADUS_KERNEL(CheckLabels, "label check", const int64_t* labels, int64_t n, int64_t classes, const char* op,
-              const Shape& shape)
+/// For T = int64_t: value_error `<op>: <what> V at position P out of range [0, end)<context>` for
+/// the first value outside [0, end) (a sparse loss's label, gather's index), now or (a GPU) at its
+/// next synchronisation point.
+GRADUS_KERNEL(CheckRange, "range check", const int64_t* values, int64_t n, int64_t end, const RangeCheck& check)
 
 // ---------------------------------------------------------------------------- data movement
 GRADUS_KERNEL(CopyWindow, "slice", const Tensor<T>& src, const int64_t* src_at, Tensor<T>& dst,

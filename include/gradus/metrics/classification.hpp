@@ -22,6 +22,10 @@ class Accuracy : public ElementwiseMeanMetric<Accuracy> {
   Accuracy() : ElementwiseMeanMetric("accuracy") {}
   /// One element's value: 1 when the prediction equals the label, else 0.
   double value(double label, double prediction) const { return label == prediction ? 1.0 : 0.0; }
+  /// The same for a batch on a device.
+  static auto device_values(const Tensor<double>& labels, const Tensor<double>& predictions) {
+    return labels == predictions;
+  }
 };
 
 /// How often `predictions > threshold` (as 0/1) equals labels (Keras binary_accuracy).
@@ -58,6 +62,10 @@ class SparseCategoricalAccuracy : public MeanMetric {
  protected:
   GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                     const Tensor<double>* weights) override;
+  /// On a device, for int64 labels: argmax there, the labels range-checked there (a bad one is
+  /// reported at the device's next synchronisation), the hits summed there.
+  GRADUS_INLINE_DECL bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                           bool integer_labels) override;
 };
 
 /// How often the class-id label is among the k highest predictions (tf.nn.in_top_k): classes
@@ -149,6 +157,21 @@ GRADUS_INLINE void SparseCategoricalAccuracy::update_batch(const Tensor<double>&
   accumulate_rows(labels, predictions, weights, [](const double* row, int64_t c, int64_t label) {
     return label == detail::argmax_row(row, c) ? 1.0 : 0.0;
   });
+}
+
+GRADUS_INLINE bool SparseCategoricalAccuracy::update_on_device(const Tensor<double>& labels,
+                                                               const Tensor<double>& predictions, bool integer_labels) {
+  if (!integer_labels) return false;  // the host's path explains what is wrong with other labels
+  const Tensor<double> l = detail::sparse_labels(labels, predictions, name());  // shapes only
+  const Device d = predictions.device();
+  Tensor<int64_t> ids = Tensor<int64_t>::empty(l.shape(), d);
+  backend::cast(l.device_data(), l.size(), ids.device_data(), false, d);
+  backend::run<backend::kernel::CheckRange, int64_t>(
+      d, ids.device_data(), ids.size(), predictions.shape().back(),
+      backend::RangeCheck{name_c_str(), "label", "predictions", predictions.shape()});
+  const Tensor<double> best = detail::widen_on(gradus::argmax(predictions, -1), d);
+  accumulate_on_device(gradus::eval(gradus::sum(best == l)), double(l.size()));
+  return true;
 }
 
 GRADUS_INLINE TopKAccuracy::TopKAccuracy(int64_t k) : MeanMetric("top_k_accuracy"), k_(k) {

@@ -9,6 +9,10 @@
 // expanded at the end, one more with a trailing 1 is squeezed) with every dimension 1 or equal.
 // They multiply each element's contribution; an element of weight 0 is skipped entirely, so a
 // masked NaN or a masked padding label does not reach the result.
+//
+// Predictions in a GPU's memory: the accuracies (Accuracy, SparseCategoricalAccuracy with int64
+// labels, no weights) count on the device, into a running total that stays there until result()
+// reads it; the other metrics, and weighted updates, copy the batch to the host.
 #pragma once
 #include <array>
 #include <cmath>
@@ -19,6 +23,9 @@
 #include <utility>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/backend.hpp"
+#include "gradus/ops/elementwise.hpp"
+#include "gradus/ops/reduce.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
@@ -47,6 +54,19 @@ Tensor<double> widen(const Tensor<T>& t) {
 template <Expression E>
 Tensor<double> to_double(const E& e) {
   return widen(gradus::eval(e).to(gradus::cpu));  // metrics count on the host
+}
+
+/// `t` as a double tensor on `device` (converted there).
+template <Element T>
+Tensor<double> widen_on(const Tensor<T>& t, Device device) {
+  const Tensor<T> there = t.to(device);
+  if constexpr (std::same_as<T, double>) {
+    return there;
+  } else {
+    Tensor<double> out = Tensor<double>::empty(there.shape(), device);
+    backend::cast(there.device_data(), there.size(), out.device_data(), false, device);
+    return out;
+  }
 }
 
 inline Shape drop_last(Shape s) {
@@ -131,7 +151,16 @@ class Metric {
   void update(const L& labels, const P& predictions) {
     const Given given(*this, detail::tensor_type_name<value_type_t<L>>(),
                       detail::tensor_type_name<value_type_t<P>>());
-    update_tensors(detail::to_double(labels), detail::to_double(predictions), nullptr);
+    const auto p = gradus::eval(predictions);
+    const auto l = gradus::eval(labels);
+    if (!p.in_host_memory() && l.defined()) {  // counted there when the metric can
+      const Device d = p.device();
+      if (update_on_device(detail::widen_on(l, d), detail::widen_on(p, d), std::same_as<value_type_t<L>, int64_t>)) {
+        mark_updated();
+        return;
+      }
+    }
+    update_tensors(detail::widen(l.to(gradus::cpu)), detail::widen(p.to(gradus::cpu)), nullptr);
   }
   /// Adds one batch, each element's contribution multiplied by its (broadcast) weight.
   template <Expression L, Expression P, Expression W>
@@ -167,6 +196,13 @@ class Metric {
   /// Validates one batch and adds it to the state; must leave the state untouched if it throws.
   virtual void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                             const Tensor<double>* weights) = 0;
+  /// Adds one batch whose labels and predictions are in a device's memory without reading them
+  /// back, and returns true; false (the default) when the metric cannot, and the batch is then
+  /// copied to the host for update_batch. `integer_labels`: the labels were given as int64.
+  virtual bool update_on_device(const Tensor<double>& /*labels*/, const Tensor<double>& /*predictions*/,
+                                bool /*integer_labels*/) {
+    return false;
+  }
   /// The value from the state; only called after an update.
   virtual double compute() const = 0;
   /// Zeroes the state.
@@ -181,6 +217,7 @@ class Metric {
   }
   void require_defined(const Tensor<double>& t, const char* what) const;
   void mark_updated() { updated_ = true; }
+  const char* name_c_str() const { return name_.c_str(); }
 
  private:
   /// Records the element types given to `update` for the duration of one call, so errors of
@@ -207,7 +244,7 @@ class Metric {
 class MeanMetric : public Metric {
  public:
   /// Σ weight × value so far.
-  double total() const { return total_; }
+  double total() const { return total_ + device_total(); }
   /// Σ weight so far.
   double count() const { return count_; }
 
@@ -245,12 +282,23 @@ class MeanMetric : public Metric {
     const double *a = l.data(), *s = scores.data();
     accumulate(l.shape(), weights, [&](int64_t i) { return value_at(s + i * c, c, class_index(a[i], c, "label", i)); });
   }
-  double mean() const { return count_ > 0 ? total_ / count_ : 0.0; }
+  /// Adds a batch counted on a device: `total` (a one-element tensor there) over `count` elements.
+  /// The total joins a running sum on the device; nothing is read back until result().
+  void accumulate_on_device(const Tensor<double>& total, double count) {
+    device_total_ = device_total_.defined() ? gradus::eval(device_total_ + total) : total;
+    count_ += count;
+  }
+  double mean() const { return count_ > 0 ? total() / count_ : 0.0; }
   double compute() const override { return mean(); }
-  void clear() override { total_ = count_ = 0; }
+  void clear() override {
+    total_ = count_ = 0;
+    device_total_ = {};
+  }
 
  private:
+  double device_total() const { return device_total_.defined() ? device_total_.item() : 0.0; }
   double total_ = 0, count_ = 0;
+  Tensor<double> device_total_;  // the batches counted on a device (one element there)
 };
 
 /// A MeanMetric of one value per element of labels and predictions of matching shapes (after
@@ -267,6 +315,17 @@ class ElementwiseMeanMetric : public MeanMetric {
     const double *a = l.data(), *b = p.data();
     const Derived& self = static_cast<const Derived&>(*this);
     accumulate(p.shape(), weights, [&](int64_t i) { return self.value(a[i], b[i]); });
+  }
+  /// Derived's `device_values(labels, predictions)`, an elementwise expression of the values, where it has one.
+  bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions, bool) override {
+    if constexpr (requires(const Tensor<double>& t) { Derived::device_values(t, t); }) {
+      Tensor<double> l = labels, p = predictions;
+      detail::match_shapes(l, p, name());
+      accumulate_on_device(gradus::eval(gradus::sum(Derived::device_values(l, p))), double(p.size()));
+      return true;
+    } else {
+      return false;
+    }
   }
 };
 

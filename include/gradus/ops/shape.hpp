@@ -334,7 +334,9 @@ auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
 
 /// Rows of `x` along `axis` picked by `indices` (any rank), as tf.gather: the output shape is
 /// x.shape[:axis] + indices.shape + x.shape[axis+1:]. The gradient scatter-adds (repeated
-/// indices accumulate). An index outside [0, x.shape[axis]) throws value_error.
+/// indices accumulate). An index outside [0, x.shape[axis]) throws value_error: at once for
+/// indices in host memory; for indices on a GPU, checked there and thrown at its next
+/// synchronisation point (a copy to the host), as a sparse loss's labels.
 ///   gd::gather(embeddings, ids);   // [V,D] gathered by [B,T] -> [B,T,D]
 template <Expression E>
 auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
@@ -346,11 +348,8 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   const int ax = detail::shape_axis(axis, s.rank(), "gather", s);
   const int64_t outer = detail::dims_product(s, 0, ax), n = s[ax], inner = detail::dims_product(s, ax + 1, s.rank());
   const int64_t k = indices.size();
-  const Tensor<int64_t> checked = indices.to(gradus::cpu);  // itself on the CPU
-  const int64_t* idx = checked.data();
-  for (int64_t j = 0; j < k; ++j)
-    GRADUS_CHECK(value_error, idx[j] >= 0 && idx[j] < n, "gather: index ", idx[j], " at position ", j,
-                 " out of range [0, ", n, ") for axis ", ax, " of shape ", s);
+  // where the indices are: on the CPU at once; on a GPU there, the error at its next synchronisation
+  backend::check_indices(indices, s, ax, "gather");
   Shape os;
   for (int d = 0; d < ax; ++d) os.push_back(s[d]);
   for (int64_t d : indices.shape()) os.push_back(d);

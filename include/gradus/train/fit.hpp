@@ -500,10 +500,10 @@ Evaluation detail::evaluate_data(nn::Module<T>& model, const BatchForward<T, X>&
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
     const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
-    const Tensor<Y> y = detail::slice_rows(data.y, first, b);
+    const Tensor<Y> y = detail::slice_rows(data.y, first, b).to(dev);
     const Var<T> pred = forward(x);
-    total += double(b) * (detail::scalar_loss(loss(y.to(dev), pred), "evaluate") + reg);
-    for (metrics::Metric* m : options.metrics) m->update(y, pred);  // metrics read back to the host
+    total += double(b) * (detail::scalar_loss(loss(y, pred), "evaluate") + reg);
+    for (metrics::Metric* m : options.metrics) m->update(y, pred);  // counted where pred is, when the metric can
   }
   Evaluation out{total / double(n), {}};
   for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());

@@ -110,8 +110,8 @@ Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
           throw value_error(::gradus::detail::str(who, ": field ", i, " of the batch ", b,
                                                   " holds strings; parse or decode them in the pipeline"));
         } else {
-          Tensor<T> out(v.shape());
-          backend::cast(v.data(), v.size(), out.data(), false, gradus::cpu);
+          Tensor<T> out = Tensor<T>::empty(v.shape(), v.device());  // on the field's device (prefetch_to)
+          backend::cast(v.device_data(), v.size(), out.device_data(), false, v.device());
           return out;
         }
       },
@@ -293,8 +293,9 @@ Evaluation detail::evaluate_batches(nn::Module<T>& model, const BatchForward<T, 
     const auto& [x, y] = *b;
     const int64_t nb = x.dim(0);
     const Var<T> pred = forward(x.to(dev));
-    total += double(nb) * (scalar_loss(loss(y.to(dev), pred), who) + reg);
-    for (metrics::Metric* m : metrics) m->update(y, pred);
+    const Tensor<Y> labels = y.to(dev);  // once, for the loss and the metrics (which count where pred is)
+    total += double(nb) * (scalar_loss(loss(labels, pred), who) + reg);
+    for (metrics::Metric* m : metrics) m->update(labels, pred);
     n += nb;
   }
   GRADUS_CHECK(value_error, n > 0, who, ": the dataset gave no batch");

@@ -179,11 +179,11 @@ inline constexpr kernel_fn<kernel::SparseXentBackward, T> kernel_of<kernel::Spar
     };
 
 template <class T>
-inline constexpr kernel_fn<kernel::CheckLabels, T> kernel_of<kernel::CheckLabels, T> =
-    [](const int64_t* labels, int64_t n, int64_t classes, const char* op, const Shape& shape, Device) {
+inline constexpr kernel_fn<kernel::CheckRange, T> kernel_of<kernel::CheckRange, T> =
+    [](const int64_t* v, int64_t n, int64_t end, const RangeCheck& c, Device) {
       for (int64_t i = 0; i < n; ++i)
-        GRADUS_CHECK(value_error, labels[i] >= 0 && labels[i] < classes, op, ": label ", labels[i], " at position ",
-                     i, " out of range [0, ", classes, ") for logits of shape ", shape);
+        GRADUS_CHECK(value_error, v[i] >= 0 && v[i] < end, c.op, ": ", c.what, " ", v[i], " at position ", i,
+                     " out of range [0, ", end, ")", c.context());
     };
 
 // ---------------------------------------------------------------------------- data movement

@@ -1,15 +1,16 @@
 // gradus/backend/cuda/deferred.hpp — checks of device data that report at the next
 // synchronisation point instead of reading the data back when they are made.
 //
-// A sparse loss must reject a label outside [0, classes) as the CPU does, naming the op, the label
-// and its position; reading a GPU's labels back for that would stop the GPU every step. Instead a
+// A sparse loss must reject a label outside [0, classes), and gather an index outside its rows, as
+// the CPU does, naming the op, the value and its position; reading a GPU's labels or indices back
+// for that would stop the GPU every step. Instead a
 // kernel writes the first bad position into a slot (and the label there into the next), and the
 // check waits here: the next copy from the GPU to the host (`.to(gd::cpu)`, `.item()`) or
 // `synchronize()` reads the pending slots of that GPU and throws the CPU's error, adding that it
 // was found at that point. Slots come from a small area per GPU, allocated once; when it is full
 // the pending checks are read first.
 //
-//   const Driver::Ptr slot = DeferredChecks::get().add(ordinal, {op, classes, shape});  // then launch
+//   const Driver::Ptr slot = DeferredChecks::get().add(ordinal, {op, "label", classes, context});  // then launch
 //   DeferredChecks::get().report(ordinal);   // at a synchronisation point: throws value_error
 #pragma once
 #include <array>
@@ -26,12 +27,12 @@ namespace gradus::backend::cuda {
 
 void make_current(int ordinal);  // memory.hpp
 
-/// What a label check reports: "<op>: label L at position P out of range [0, classes) for
-/// logits of shape S".
-struct LabelCheck {
-  std::string op;
-  int64_t classes = 0;
-  std::string shape;
+/// What a range check reports: "<op>: <what> V at position P out of range [0, end)<context>" (a
+/// sparse loss's label, gather's index).
+struct PendingCheck {
+  std::string op, what;
+  int64_t end = 0;
+  std::string context;
 };
 
 class DeferredChecks {
@@ -42,7 +43,7 @@ class DeferredChecks {
 
   /// A fresh slot on GPU `ordinal` for `check` ({~0, 0}: the kernel that fills it writes only on a
   /// failure); the caller launches that kernel before any other work is issued.
-  Driver::Ptr add(int ordinal, LabelCheck check);
+  Driver::Ptr add(int ordinal, PendingCheck check);
   /// Reads GPU `ordinal`'s pending slots (the GPU has finished the work that wrote them) and throws
   /// the first failure's value_error; either way no check is pending afterwards.
   void report(int ordinal);
@@ -56,7 +57,7 @@ class DeferredChecks {
   static constexpr size_t kGpus = 64;
   struct Gpu {
     Driver::Ptr area = 0;
-    std::vector<LabelCheck> checks;  // slot i of the area holds checks[i]
+    std::vector<PendingCheck> checks;  // slot i of the area holds checks[i]
   };
   std::mutex mu_;
   std::array<Gpu, kGpus> gpus_{};
@@ -68,7 +69,7 @@ GRADUS_INLINE DeferredChecks& DeferredChecks::get() {
   return *c;
 }
 
-GRADUS_INLINE Driver::Ptr DeferredChecks::add(int ordinal, LabelCheck check) {
+GRADUS_INLINE Driver::Ptr DeferredChecks::add(int ordinal, PendingCheck check) {
   const Driver& d = Driver::get();
   GRADUS_CHECK(device_error, ordinal >= 0 && ordinal < int(kGpus), "cuda(", ordinal, "): no such GPU");
   bool full = false;
@@ -89,7 +90,7 @@ GRADUS_INLINE Driver::Ptr DeferredChecks::add(int ordinal, LabelCheck check) {
 }
 
 GRADUS_INLINE void DeferredChecks::report(int ordinal) {
-  std::vector<LabelCheck> checks;
+  std::vector<PendingCheck> checks;
   Driver::Ptr area = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -106,10 +107,10 @@ GRADUS_INLINE void DeferredChecks::report(int ordinal) {
           "cuMemcpyDtoH (deferred checks)");
   for (size_t i = 0; i < checks.size(); ++i)
     if (slots[2 * i] != ~0ull)
-      throw value_error(::gradus::detail::str(checks[i].op, ": label ", static_cast<long long>(slots[2 * i + 1]),
-                                              " at position ", slots[2 * i], " out of range [0, ", checks[i].classes,
-                                              ") for logits of shape ", checks[i].shape, " (labels on cuda:", ordinal,
-                                              ", checked there; reported at the next synchronisation)"));
+      throw value_error(::gradus::detail::str(checks[i].op, ": ", checks[i].what, " ",
+                                              static_cast<long long>(slots[2 * i + 1]), " at position ", slots[2 * i],
+                                              " out of range [0, ", checks[i].end, ")", checks[i].context,
+                                              " (checked on cuda:", ordinal, "; reported at the next synchronisation)"));
 }
 #endif  // GRADUS_DEFINE_COMPILED
 

@@ -197,9 +197,9 @@ inline constexpr kernel_fn<kernel::ReduceLogsumexpBackward, T> kernel_of<kernel:
 
 /// Labels checked on the GPU, the error thrown at the next synchronisation point.
 template <std::same_as<int64_t> T>
-inline constexpr kernel_fn<kernel::CheckLabels, T> kernel_of<kernel::CheckLabels, T> =
-    [](const int64_t* labels, int64_t n, int64_t classes, const char* op, const Shape& shape, Device device) {
-      cuda::check_labels(labels, n, classes, op, shape, device);
+inline constexpr kernel_fn<kernel::CheckRange, T> kernel_of<kernel::CheckRange, T> =
+    [](const int64_t* values, int64_t n, int64_t end, const RangeCheck& check, Device device) {
+      cuda::check_range(values, n, end, check, device);
     };
 
 // ---------------------------------------------------------------------------- data movement

@@ -5,7 +5,7 @@
 // header each, beside their device code in library/*.cuh:
 //
 //   family                                              host wrappers      device code
-//   fill, add_into, finish_sum, check_labels            library.hpp        library/fill.cuh
+//   fill, add_into, finish_sum, check_range             library.hpp        library/fill.cuh
 //   bias + activation, sum_rows, dropout                layers.hpp         library/layers.cuh
 //   softmax, log_softmax, one_hot                       softmax.hpp        library/softmax.cuh
 //   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gradus/backend/cuda/codegen.hpp"
+#include "gradus/backend/kernels.hpp"
 #include "gradus/backend/cuda/deferred.hpp"
 #include "gradus/backend/cuda/elementwise.hpp"
 #include "gradus/backend/cuda/kernel_cache.hpp"
@@ -86,7 +87,7 @@ void* cached_library_function(Device device) {
   return fn;
 }
 inline constexpr char kFill[] = "fill", kAddInto[] = "add_into", kFinishSum[] = "finish_sum",
-                      kCheckLabels[] = "check_labels", kLabelAt[] = "label_at";
+                      kCheckRange[] = "check_range", kValueAt[] = "value_at";
 
 /// d[i] = v for i < n, on GPU `device`.
 template <class T>
@@ -104,20 +105,19 @@ void add_into(T* d, const T* s, long n, Device device) {
   launch_library(fn, n, params, device.index);
 }
 
-/// Checks that every label is in [0, classes) on the GPU, without reading them back: the first bad
-/// one's error (value_error naming `op`, the label, its position and `shape`, the logits') is thrown
-/// at the next synchronisation point (deferred.hpp).
-inline void check_labels(const int64_t* labels, int64_t n, int64_t classes, const char* op, const Shape& shape,
-                         Device device) {
+/// Checks that every value is in [0, end) on the GPU, without reading them back: the first bad
+/// one's error (`check`'s, with the value and its position) is thrown at the next synchronisation
+/// point (deferred.hpp).
+inline void check_range(const int64_t* values, int64_t n, int64_t end, const RangeCheck& check, Device device) {
   if (n == 0) return;
   auto* slot = reinterpret_cast<unsigned long long*>(
-      DeferredChecks::get().add(device.index, {op, classes, ::gradus::detail::str(shape)}));
+      DeferredChecks::get().add(device.index, {check.op, check.what, end, check.context()}));
   long count = long(n);
-  long long c = classes;
-  void* check[] = {&labels, &count, &c, &slot};
-  launch_library(cached_library_function<int64_t, kCheckLabels>(device), count, check, device.index);
-  void* at[] = {&labels, &slot};
-  launch_library(cached_library_function<int64_t, kLabelAt>(device), 1, at, device.index);
+  long long c = end;
+  void* args[] = {&values, &count, &c, &slot};
+  launch_library(cached_library_function<int64_t, kCheckRange>(device), count, args, device.index);
+  void* at[] = {&values, &slot};
+  launch_library(cached_library_function<int64_t, kValueAt>(device), 1, at, device.index);
 }
 
 /// d[0] = T(acc[0] * scale): a reduction's double accumulator into its result, on the device.

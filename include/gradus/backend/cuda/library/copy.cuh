@@ -18,12 +18,14 @@
       else d[dof] = s[so];                                                                           \
     }                                                                                                \
   }                                                                                                  \
-  /* out [outer, k, inner] = rows idx[j] of x [outer, n, inner] */                                   \
+  /* out [outer, k, inner] = rows idx[j] of x [outer, n, inner]; an index outside [0, n) reads */   \
+  /* nothing (0; gather's range check reports it at the next synchronisation) */                    \
   extern "C" __global__ void gradus_gather_rows_##S(const T* x, long outer, long n, long inner,       \
                                                     const long long* idx, long k, T* out) {          \
     GRADUS_FOR_EACH(i, outer * k * inner) {                                                          \
       const long c = i % inner, j = (i / inner) % k, o = i / (inner * k);                            \
-      out[i] = x[(o * n + idx[j]) * inner + c];                                                      \
+      const long long r = idx[j];                                                                    \
+      out[i] = r >= 0 && r < n ? x[(o * n + r) * inner + c] : (T)0;                                  \
     }                                                                                                \
   }
 
@@ -33,7 +35,8 @@
                                                          const long long* idx, long k, T* dx) {      \
     GRADUS_FOR_EACH(i, outer * k * inner) {                                                          \
       const long c = i % inner, j = (i / inner) % k, o = i / (inner * k);                            \
-      atomicAdd(dx + (o * n + idx[j]) * inner + c, g[i]);                                            \
+      const long long r = idx[j];                                                                    \
+      if (r >= 0 && r < n) atomicAdd(dx + (o * n + r) * inner + c, g[i]);                            \
     }                                                                                                \
   }
 

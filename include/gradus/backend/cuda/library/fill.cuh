@@ -15,14 +15,14 @@ GRADUS_LIBRARY_FILL(float, f)
 GRADUS_LIBRARY_FILL(double, d)
 GRADUS_LIBRARY_FILL(long long, l)
 
-// A sparse loss's label check (deferred.hpp): slot[0] becomes the first position whose label is
-// outside [0, classes) (it starts at ~0), then slot[1] the label there.
-extern "C" __global__ void gradus_check_labels_l(const long long* labels, long n, long long classes,
-                                                 unsigned long long* slot) {
+// A range check (deferred.hpp: a sparse loss's labels, gather's indices): slot[0] becomes the first
+// position whose value is outside [0, end) (it starts at ~0), then slot[1] the value there.
+extern "C" __global__ void gradus_check_range_l(const long long* values, long n, long long end,
+                                                unsigned long long* slot) {
   GRADUS_FOR_EACH(i, n) {
-    if (labels[i] < 0 || labels[i] >= classes) atomicMin(slot, (unsigned long long)i);
+    if (values[i] < 0 || values[i] >= end) atomicMin(slot, (unsigned long long)i);
   }
 }
-extern "C" __global__ void gradus_label_at_l(const long long* labels, unsigned long long* slot) {
-  if (blockIdx.x == 0 && threadIdx.x == 0 && slot[0] != ~0ull) slot[1] = (unsigned long long)labels[slot[0]];
+extern "C" __global__ void gradus_value_at_l(const long long* values, unsigned long long* slot) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && slot[0] != ~0ull) slot[1] = (unsigned long long)values[slot[0]];
 }
