@@ -17,6 +17,7 @@
 #include "gradus/nn.hpp"
 #include "gradus/optim.hpp"
 #include "gradus/train.hpp"
+#include "models.hpp"
 
 namespace gd = gradus;
 
@@ -48,31 +49,9 @@ gd::Tensor<T> filled(int rank, int64_t n) {
   return t;
 }
 
-struct Net {
-  gd::Rng rng;
-  gd::nn::Dense<float> d1, d2;
-  explicit Net(uint64_t seed)
-      : rng(seed), d1({.in = 5, .out = 16, .activation = gd::nn::tanh}, rng), d2({.in = 16, .out = 3}, rng) {}
-  gd::Var<float> operator()(const gd::Tensor<float>& x) { return d2(d1(gd::Var<float>::constant(x))); }
-  std::vector<gd::Var<float>> parameters() const {
-    auto p = d1.parameters();
-    for (auto& v : d2.parameters()) p.push_back(v);
-    return p;
-  }
-  void to(gd::Device d) {
-    d1.to(d);
-    d2.to(d);
-  }
-};
-
-// Row i of the global batch of step s (8 rows): smooth functions of i, j and s.
-gd::Tensor<float> rows(int64_t cols, int step, int64_t first, int64_t count, float salt) {
-  gd::Tensor<float> t = gd::Tensor<float>::empty({count, cols});
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      t.data()[i * cols + j] = float(std::sin(0.7 * double(first + i) + 1.3 * double(j) + 0.37 * step + salt));
-  return t;
-}
+using dist_models::Mlp;
+using dist_models::Net;
+using dist_models::rows;
 
 std::vector<gd::Tensor<float>> host_values(const std::vector<gd::Var<float>>& params) {
   std::vector<gd::Tensor<float>> out;
@@ -222,16 +201,6 @@ TEST_CASE("dist on a GPU: fit with .device and dist::collective() = one process 
   if (!gpu) return;
   REQUIRE(gd::dist::size() == 2);
   const int r = gd::dist::rank();
-  struct Mlp : gd::nn::Module<float> {
-    gd::Rng rng;
-    gd::nn::Dense<float> d1, d2;
-    explicit Mlp(uint64_t seed)
-        : rng(seed), d1({.in = 5, .out = 8, .activation = gd::nn::tanh}, rng), d2({.in = 8, .out = 3}, rng) {
-      register_module("d1", d1);
-      register_module("d2", d2);
-    }
-    gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
-  };
   const auto mse = [](const gd::Tensor<float>& y, const gd::Var<float>& p) {
     return gd::losses::mean_squared_error(y, p);
   };

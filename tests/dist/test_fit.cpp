@@ -21,24 +21,14 @@
 #include "gradus/optim.hpp"
 #include "gradus/summary.hpp"
 #include "gradus/train.hpp"
+#include "models.hpp"
 
 namespace gd = gradus;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Two Dense layers (no BatchNorm, no Dropout: a batch split over ranks gives the same gradient);
-// the initial weights depend on `seed`.
-struct Mlp : gd::nn::Module<float> {
-  gd::Rng rng;
-  gd::nn::Dense<float> d1, d2;
-  explicit Mlp(uint64_t seed)
-      : rng(seed), d1({.in = 5, .out = 8, .activation = gd::nn::tanh}, rng), d2({.in = 8, .out = 3}, rng) {
-    register_module("d1", d1);
-    register_module("d2", d2);
-  }
-  gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
-};
+using dist_models::Mlp;
 
 const auto mse = [](const gd::Tensor<float>& y, const gd::Var<float>& p) {
   return gd::losses::mean_squared_error(y, p);

@@ -13,33 +13,14 @@
 #include "gradus/losses.hpp"
 #include "gradus/nn.hpp"
 #include "gradus/optim.hpp"
+#include "models.hpp"
 
 namespace gd = gradus;
 
 namespace {
 
-// Two Dense layers; the initial weights depend on `seed`.
-struct Net {
-  gd::Rng rng;
-  gd::nn::Dense<float> d1, d2;
-  explicit Net(uint64_t seed)
-      : rng(seed), d1({.in = 5, .out = 16, .activation = gd::nn::tanh}, rng), d2({.in = 16, .out = 3}, rng) {}
-  gd::Var<float> operator()(const gd::Tensor<float>& x) { return d2(d1(gd::Var<float>::constant(x))); }
-  std::vector<gd::Var<float>> parameters() const {
-    auto p = d1.parameters();
-    for (auto& v : d2.parameters()) p.push_back(v);
-    return p;
-  }
-};
-
-// The global batch of step s: 8 rows; rank r takes rows [4r, 4r + 4).
-gd::Tensor<float> rows(int64_t cols, int step, int64_t first, int64_t count, float salt) {
-  gd::Tensor<float> t = gd::Tensor<float>::empty({count, cols});
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t j = 0; j < cols; ++j)
-      t.data()[i * cols + j] = float(std::sin(0.7 * double(first + i) + 1.3 * double(j) + 0.37 * step + salt));
-  return t;
-}
+using dist_models::Net;
+using dist_models::rows;  // the global batch of step s: 8 rows; rank r takes rows [4r, 4r + 4)
 
 // Every rank gets rank 0's copy of `t`.
 gd::Tensor<float> rank0_copy(const gd::Tensor<float>& t) {
