@@ -266,3 +266,18 @@ TEST_CASE("custom_op: an N-input backward may ask which inputs need a gradient",
   CHECK(seen[1]);
   CHECK(w.grad()(1) == 7.0);
 }
+
+TEST_CASE("autodiff: where with an int64 mask picks by non-zero and routes the gradient", "[autodiff]") {
+  // an int64 mask (e.g. sequence lengths turned into 0/1 by hand) is converted once; the
+  // expression stays differentiable in a and b
+  const gd::Tensor<int64_t> mask = gd::Tensor<int64_t>::from({2, 0, -5, 0});
+  gd::Var<double> a(gd::Tensor<double>::from({1, 2, 3, 4})), b(gd::Tensor<double>::from({10, 20, 30, 40}));
+  gd::Var<double> y = gd::where(mask, a * a, b * 3.0);
+  gd::backward(gd::sum(y));
+  const double want_y[] = {1, 60, 9, 120}, want_da[] = {2, 0, 6, 0}, want_db[] = {0, 3, 0, 3};
+  for (int64_t i = 0; i < 4; ++i) {
+    CHECK(y.value()(i) == want_y[i]);
+    CHECK(a.grad()(i) == want_da[i]);
+    CHECK(b.grad()(i) == want_db[i]);
+  }
+}

@@ -441,6 +441,25 @@ TEST_CASE("a sparse loss checks GPU labels on the GPU and reports a bad one at t
                     Catch::Contains("label 12 at position 2 out of range [0, 10)"));
 }
 
+TEST_CASE("where with an int64 mask on the GPU: values and gradients as on the CPU", "[gpu]") {
+  if (!gpu_here()) return;
+  const gd::Device g = gd::cuda(0);
+  const gd::Tensor<int64_t> mask = gd::Tensor<int64_t>::from({3, 0, -1, 0, 1, 0}).reshape({2, 3});
+  const auto av = uniform<float>({2, 3}, -2, 2, 84), bv = uniform<float>({2, 3}, -2, 2, 85);
+  gd::Var<float> a(av.to(g)), b(bv.to(g));
+  gd::Var<float> y = gd::where(mask.to(g), a * a, b + 1.f);
+  gd::backward(gd::sum(y));
+  const gd::Tensor<float> got = y.value().to(gd::cpu), da = a.grad().to(gd::cpu), db = b.grad().to(gd::cpu);
+  for (int64_t i = 0; i < 6; ++i) {
+    const bool on = mask.data()[i] != 0;
+    CHECK(got.data()[i] == (on ? av.data()[i] * av.data()[i] : bv.data()[i] + 1.f));
+    CHECK(da.data()[i] == (on ? 2.f * av.data()[i] : 0.f));
+    CHECK(db.data()[i] == (on ? 0.f : 1.f));
+  }
+  // an int64 elementwise op itself has no GPU kernel: a clear error, not a crash
+  CHECK_THROWS_AS(gd::eval(mask.to(g) + mask.to(g)), gd::device_error);
+}
+
 TEST_CASE("gather checks GPU indices on the GPU: a bad one reads nothing and is reported at the next sync", "[gpu]") {
   if (!gpu_here()) return;
   const gd::Device g = gd::cuda(0);

@@ -4,6 +4,7 @@
 #include "gradus/core/eigen.hpp"  // first: Eigen/Core with its warnings handled
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/expr/expr.hpp"
 #include "gradus/ops/elementwise_math.hpp"
 
@@ -74,7 +75,8 @@ auto maximum(A&& a, B&& b) {
   return make_binary(ops::Maximum{}, std::forward<A>(a), std::forward<B>(b));
 }
 
-/// `a` where `cond` is non-zero, else `b`; cond, a and b broadcast together.
+/// `a` where `cond` is non-zero, else `b`; cond, a and b broadcast together. A mask tensor of
+/// another element type (int64) is converted to a's once, where it is.
 template <Expression C, class A, class B>
   requires BinaryOperands<A, B>
 auto where(C&& cond, A&& a, B&& b) {
@@ -87,7 +89,17 @@ auto where(C&& cond, A&& a, B&& b) {
   auto av = wrap(std::forward<A>(a), b);
   auto bv = wrap(std::forward<B>(b), av);
   static_assert(detail::same_element_v<decltype(av), decltype(bv)>, "YOU_MIXED_ELEMENT_TYPES_IN_ONE_EXPRESSION: where — cast one operand first (gd::cast<T>(x))");
-  return WhereExpr<detail::operand_t<C>, decltype(av), decltype(bv)>(std::forward<C>(cond), std::move(av), std::move(bv));
+  using T = value_type_t<decltype(av)>;
+  using M = std::remove_cvref_t<C>;
+  if constexpr (!std::is_same_v<value_type_t<M>, T> && std::is_same_v<M, Tensor<value_type_t<M>>>) {
+    // a mask tensor of another element type (int64): converted to T once, on its device, so the
+    // expression has one element type on every backend, forward and backward
+    Tensor<T> mask = Tensor<T>::empty(cond.shape(), cond.device());
+    backend::cast(cond.device_data(), cond.size(), mask.device_data(), false, cond.device());
+    return WhereExpr<Tensor<T>, decltype(av), decltype(bv)>(std::move(mask), std::move(av), std::move(bv));
+  } else {
+    return WhereExpr<detail::operand_t<C>, decltype(av), decltype(bv)>(std::forward<C>(cond), std::move(av), std::move(bv));
+  }
 }
 
 #define GRADUS_BINARY_OPERATOR(OP, Op)                          \
