@@ -28,18 +28,6 @@ inline void all_reduce_doubles(std::vector<double>& v, MPI_Op op, const char* wh
   if (n > 0) check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), int(n), MPI_DOUBLE, op, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
-inline void broadcast_bytes(std::string& bytes) {
-  check_context("dist::collective: broadcast");
-  long long n = (long long)bytes.size();
-  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  bytes.resize(size_t(n));
-  for (long long off = 0; off < n;) {  // MPI counts are int
-    const int c = int(std::min<long long>(n - off, 1LL << 30));
-    check_mpi(MPI_Bcast(bytes.data() + off, c, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
-    off += c;
-  }
-}
-
 // Copies `bytes` between two buffers, each in host memory or in `device`'s.
 inline void copy_between(void* dst, bool dst_host, const void* src, bool src_host, Device device, size_t bytes) {
   if (bytes == 0) return;
@@ -130,7 +118,10 @@ inline train::Collective collective() {
   c.size = size();
   c.sum = [](std::vector<double>& v) { detail::all_reduce_doubles(v, MPI_SUM, "dist::collective: sum"); };
   c.max = [](std::vector<double>& v) { detail::all_reduce_doubles(v, MPI_MAX, "dist::collective: max"); };
-  c.broadcast = [](std::string& bytes) { detail::broadcast_bytes(bytes); };
+  c.broadcast = [](std::string& bytes) {
+    detail::check_context("dist::collective: broadcast");
+    detail::broadcast_bytes(bytes);
+  };
   c.average = [](std::vector<train::AnyTensor>& ts) { detail::average_tensors(ts); };
   return c;
 }

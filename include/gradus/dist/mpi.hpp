@@ -14,6 +14,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -127,6 +128,18 @@ inline void agree(long long n, bool on_device, const char* who, const Shape& sha
                ": some ranks hold the tensor in host memory and others on a device; this rank has it on ", device);
 }
 
+/// Replaces `bytes` on every rank by rank 0's (its size first, then the bytes in int-sized pieces).
+inline void broadcast_bytes(std::string& bytes) {
+  long long n = (long long)bytes.size();
+  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  bytes.resize(size_t(n));
+  for (long long off = 0; off < n;) {  // MPI counts are int
+    const int c = int(std::min<long long>(n - off, 1LL << 30));
+    check_mpi(MPI_Bcast(bytes.data() + off, c, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    off += c;
+  }
+}
+
 /// This process's group on its device (the device's collective library), made when the first
 /// tensor on a device is reduced: every rank makes it at the same point, rank 0's id reaching the
 /// others through MPI.
@@ -163,10 +176,7 @@ inline DeviceGroup& device_group_for(Device device, const char* who) {
   check_mpi(MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
   GRADUS_CHECK(device_error, !bad, who, ": tensors on ", device, ": ", problem);
   GRADUS_CHECK(device_error, !any_bad, who, ": another rank cannot use the collectives of its device");
-  long long n = (long long)id.size();
-  check_mpi(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  id.resize(size_t(n));
-  check_mpi(MPI_Bcast(id.data(), int(n), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  broadcast_bytes(id);
   int ranks = 1, me = 0;
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &me), "MPI_Comm_rank");
