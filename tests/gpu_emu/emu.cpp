@@ -682,7 +682,22 @@ void sum_slots(const Comm& c, T* dst, size_t n, bool mean) {
 
 // ------------------------------------------------------------------------------ the driver API
 
+// Calls after which a real driver's host has waited for the GPU's earlier kernels: a context
+// synchronize, a synchronize on the default stream or on an event recorded there, the blocking
+// copies to and from pageable host memory, and the frees (which wait for the work that may still
+// use the memory). Waits for a side stream's copies alone are not counted. gradus_emu_host_waits()
+// reads the count, so a test can check that a training step leaves the host free.
+// With $GRADUS_EMU_TRACE_WAITS set, each such call is also named on stderr.
+std::atomic<unsigned long long> host_waits{0};
+void host_wait(const char* call) {
+  ++host_waits;
+  static const bool trace = std::getenv("GRADUS_EMU_TRACE_WAITS") != nullptr;
+  if (trace) std::fprintf(stderr, "emulated device: the host waits in %s\n", call);
+}
+
 extern "C" {
+
+unsigned long long gradus_emu_host_waits() { return host_waits.load(); }
 
 int cuInit(unsigned) {
   std::lock_guard lock(mu());
@@ -735,10 +750,12 @@ int cuDevicePrimaryCtxRetain(void** ctx, int dev) {
 int cuCtxSetCurrent(void*) { return kSuccess; }
 int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n);
 int cuCtxSynchronize() {
+  host_wait("cuCtxSynchronize");
   std::lock_guard lock(mu());
   return run_all() ? kSuccess : kLaunchFailed;
 }
 int cuStreamSynchronize(void* stream) {
+  if (!stream) host_wait("cuStreamSynchronize");
   std::lock_guard lock(mu());
   auto* s = static_cast<SideStream*>(stream);
   return !s || run_until(s, s->issued) ? kSuccess : kLaunchFailed;
@@ -788,6 +805,7 @@ int cuEventSynchronize(void* event) {
   std::lock_guard lock(mu());
   auto* e = static_cast<Event*>(event);
   if (!e) return kInvalidValue;
+  if (!e->stream) host_wait("cuEventSynchronize");
   return !e->stream || run_until(e->stream, e->upto) ? kSuccess : kLaunchFailed;
 }
 int cuStreamWaitEvent(void* /*stream*/, void* event, unsigned) {
@@ -814,6 +832,7 @@ int cuMemHostAlloc(void** p, size_t n, unsigned) {
   return *p ? kSuccess : kOutOfMemory;
 }
 int cuMemFreeHost(void* p) {
+  host_wait("cuMemFreeHost");
   std::lock_guard lock(mu());
   run_all();  // as the driver, which waits for the copies that may read it
   std::free(p);
@@ -846,6 +865,7 @@ int cuMemAlloc_v2(Ptr* dptr, size_t size) {
   return kSuccess;
 }
 int cuMemFree_v2(Ptr p) {
+  host_wait("cuMemFree");
   std::lock_guard lock(mu());
   run_all();  // as the driver: copies queued into it finish first
   auto it = allocations().find(p);
@@ -862,6 +882,7 @@ int cuMemGetInfo_v2(size_t* free, size_t* total) {
   return kSuccess;
 }
 int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n) {
+  host_wait("cuMemcpyHtoD");
   std::lock_guard lock(mu());
   if (n == 0) return kSuccess;
   Allocation* a = find(dst, n);
@@ -871,6 +892,7 @@ int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n) {
   return kSuccess;
 }
 int cuMemcpyDtoH_v2(void* dst, Ptr src, size_t n) {
+  host_wait("cuMemcpyDtoH");
   std::lock_guard lock(mu());
   if (n == 0) return kSuccess;
   Allocation* a = find(src, n);

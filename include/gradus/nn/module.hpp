@@ -409,7 +409,8 @@ class Module<T, void> {
 // expressions they instantiate are the heaviest code of Module<T>).
 template <Real T>
 Var<T> Module<T, void>::regularization_loss() const {
-  Var<T> total = Var<T>::constant(Tensor<T>::scalar(T(0)).to(device()));  // where the penalties are
+  // zero where the penalties are, filled there (a copy from the host would wait for a GPU's queue)
+  Var<T> total = Var<T>::constant(Tensor<T>::empty({}, device()).fill_(T(0)));
   add_penalties(*this, total);
   return total;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gradus/autodiff/materialize.hpp"
+#include "gradus/backend/staging.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/metrics/metric.hpp"
 #include "gradus/nn/module.hpp"
@@ -134,11 +135,12 @@ class TrainingMode {
 
 void check_batch_size(const char* who, int64_t b);
 
-/// The one-element value of a loss, with an error naming `who` when it is not a scalar.
+/// The one-element value of a loss, where it was computed (not read back from a GPU), with an
+/// error naming `who` when it is not a scalar.
 template <Real T>
-double scalar_loss(const Var<T>& loss, const char* who) {
+const Tensor<T>& scalar_loss(const Var<T>& loss, const char* who) {
   GRADUS_CHECK(value_error, loss.size() == 1, who, ": the loss must be a scalar, got shape ", loss.shape());
-  return double(loss.item());
+  return loss.value();
 }
 
 /// Runs the model on one batch: `model.forward(x)` when forward takes the batch as it is (a
@@ -382,13 +384,12 @@ class ModelLoop : public Session {
       return {};
   }
 
-  /// One optimizer step on the host batch (x, y) through Session::step; false when it did not run.
+  /// One optimizer step on the batch (x, y) through Session::step; false when it did not run.
   template <Element X, Element Y>
   bool step_on(const Tensor<X>& x_host, const Tensor<Y>& y_host) {
     return this->step([&] {
       const Device dev = static_cast<const nn::Module<T>&>(model_).device();
-      const Tensor<X> x = x_host.to(dev);
-      const Tensor<Y> y = y_host.to(dev);
+      const auto [x, y] = to_model(x_host, y_host, dev);
       const Var<T> pred = to_var(forward_batch(model_, x));
       const Var<T> data_loss = to_var(call_loss(loss_, y, pred));
       scalar_loss(data_loss, "fit");
@@ -401,8 +402,29 @@ class ModelLoop : public Session {
     for (const auto& [k, v] : ev.metrics) logs.val_metrics.emplace_back("val_" + k, v);
   }
 
+  /// The batch on `dev`. A batch in host memory goes to a GPU through the backend's Stager
+  /// (pinned memory, a copy stream): the host copies it and goes on, where a plain copy from
+  /// pageable memory would first wait for the GPU to finish the steps before.
+  template <Element X, Element Y>
+  std::pair<Tensor<X>, Tensor<Y>> to_model(const Tensor<X>& x, const Tensor<Y>& y, Device dev) {
+    if (x.device() == dev && y.device() == dev) return {x, y};
+    if (!x.in_host_memory() || !y.in_host_memory()) return {x.to(dev), y.to(dev)};
+    if (!stager_ || stager_device_ != dev) {
+      stager_ = backend::make_stager(dev, 1);
+      stager_device_ = dev;
+    }
+    std::pair<Tensor<X>, Tensor<Y>> out{Tensor<X>::empty(x.shape(), dev), Tensor<Y>::empty(y.shape(), dev)};
+    const backend::StagedPiece pieces[] = {
+        {out.first.device_data(), x.data(), size_t(x.size()) * sizeof(X)},
+        {out.second.device_data(), y.data(), size_t(y.size()) * sizeof(Y)}};
+    stager_->ready(stager_->start(pieces));  // the GPU's later work waits for the copy, not the host
+    return out;
+  }
+
   M& model_;
   const L& loss_;
+  std::unique_ptr<backend::Stager> stager_;  // made for the model's GPU at its first batch there
+  Device stager_device_ = cpu;
 };
 
 /// A fit over in-memory Data: batches gathered from the epoch's order.
@@ -496,16 +518,16 @@ Evaluation detail::evaluate_data(nn::Module<T>& model, const BatchForward<T, X>&
   const int64_t n = data.size();
   const Device dev = model.device();  // batches go where the model is
   const double reg = double(model.regularization_loss().item());
-  double total = 0;
+  detail::WeightedSum total;  // a GPU's losses are read once, at the end
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
     const Tensor<X> x = detail::slice_rows(data.x, first, b).to(dev);
     const Tensor<Y> y = detail::slice_rows(data.y, first, b).to(dev);
     const Var<T> pred = forward(x);
-    total += double(b) * (detail::scalar_loss(loss(y, pred), "evaluate") + reg);
+    total.add(detail::scalar_loss(loss(y, pred), "evaluate"), double(b), reg);
     for (metrics::Metric* m : options.metrics) m->update(y, pred);  // counted where pred is, when the metric can
   }
-  Evaluation out{total / double(n), {}};
+  Evaluation out{total.total() / double(n), {}};
   for (const metrics::Metric* m : options.metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
   return out;
 }

@@ -287,19 +287,19 @@ Evaluation detail::evaluate_batches(nn::Module<T>& model, const BatchForward<T, 
   for (metrics::Metric* m : metrics) m->reset();
   const Device dev = model.device();
   const double reg = double(model.regularization_loss().item());
-  double total = 0;
+  detail::WeightedSum total;  // a GPU's losses are read once, at the end
   int64_t n = 0;
   while (const std::pair<Tensor<T>, Tensor<Y>>* b = next()) {
     const auto& [x, y] = *b;
     const int64_t nb = x.dim(0);
     const Var<T> pred = forward(x.to(dev));
     const Tensor<Y> labels = y.to(dev);  // once, for the loss and the metrics (which count where pred is)
-    total += double(nb) * (scalar_loss(loss(labels, pred), who) + reg);
+    total.add(scalar_loss(loss(labels, pred), who), double(nb), reg);
     for (metrics::Metric* m : metrics) m->update(labels, pred);
     n += nb;
   }
   GRADUS_CHECK(value_error, n > 0, who, ": the dataset gave no batch");
-  Evaluation out{total / double(n), {}};
+  Evaluation out{total.total() / double(n), {}};
   for (const metrics::Metric* m : metrics) out.metrics.emplace_back(std::string(m->name()), m->result());
   return out;
 }

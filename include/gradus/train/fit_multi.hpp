@@ -172,8 +172,8 @@ Evaluation evaluate(M& model, const std::tuple<L...>& losses, const MultiData<Xs
   const int64_t n = data.size();
   const Device dev = static_cast<const nn::Module<T>&>(model).device();
   const double reg = double(model.regularization_loss().item());
-  double total = 0;
-  std::vector<double> each(outputs, 0.0);
+  detail::WeightedSum total;  // a GPU's losses are read once, at the end
+  std::vector<detail::WeightedSum> each(outputs);
   for (int64_t first = 0; first < n; first += options.batch_size) {
     const int64_t b = std::min(options.batch_size, n - first);
     auto rows = [&](const auto& t) { return detail::slice_rows(t, first, b).to(dev); };
@@ -181,11 +181,12 @@ Evaluation evaluate(M& model, const std::tuple<L...>& losses, const MultiData<Xs
     const auto ys = detail::map_tuple(data.y, rows);
     const auto [sum, parts] = detail::weighted_losses<T>(losses, detail::forward_multi(model, xs), ys, w, "evaluate",
                                                          std::make_index_sequence<outputs>{});
-    total += double(b) * (double(sum.item()) + reg);
-    for (size_t k = 0; k < outputs; ++k) each[k] += double(b) * double(parts[k].item());
+    total.add(sum.value(), double(b), reg);
+    for (size_t k = 0; k < outputs; ++k) each[k].add(parts[k].value(), double(b));
   }
-  Evaluation out{total / double(n), {}};
-  for (size_t k = 0; k < outputs; ++k) out.metrics.emplace_back("loss_" + std::to_string(k), each[k] / double(n));
+  Evaluation out{total.total() / double(n), {}};
+  for (size_t k = 0; k < outputs; ++k)
+    out.metrics.emplace_back("loss_" + std::to_string(k), each[k].total() / double(n));
   return out;
 }
 

@@ -127,13 +127,85 @@ struct History {
   bool operator==(const History&) const = default;
 };
 
+namespace detail {
+
+/// Where a value read from a device lands (PendingScalars).
+struct LossCell {
+  double value = 0;
+  bool known = false;
+};
+
+/// One-element tensors on a device — the losses of steps whose kernels may still be running —
+/// copied device to device into a buffer there as they come, and read back in one transfer when
+/// someone asks: only then does the host wait for the GPU.
+class PendingScalars {
+ public:
+  /// Queues the value of `scalar` (one float or double element, on a device) times `scale`;
+  /// returns the cell that settle() writes it to.
+  GRADUS_INLINE_DECL std::shared_ptr<LossCell> push(const AnyTensor& scalar, double scale = 1);
+  /// Reads every queued value into its cell (the host waits for the device's earlier work).
+  GRADUS_INLINE_DECL void settle();
+  bool empty() const { return cells_.empty(); }
+
+ private:
+  static constexpr int64_t kCapacity = 1024;  // queued values before push settles by itself
+  AnyTensor buffer_;                          // [kCapacity] on the device, the values' element type
+  std::vector<std::pair<std::shared_ptr<LossCell>, double>> cells_;  // queued: cell, scale
+};
+
+/// Σ weight·(loss + offset) over batches whose losses may be on a device (evaluate's total):
+/// those are read once, by total().
+class WeightedSum {
+ public:
+  /// Adds weight·(loss + offset); `loss` is a one-element float or double tensor.
+  GRADUS_INLINE_DECL void add(const AnyTensor& loss, double weight, double offset = 0);
+  GRADUS_INLINE_DECL double total();
+
+ private:
+  double host_ = 0;
+  PendingScalars pending_;
+  struct Queued {
+    std::shared_ptr<LossCell> cell;
+    double weight, offset;
+  };
+  std::vector<Queued> queued_;
+};
+
+}  // namespace detail
+
+/// The loss of a step. Where the model is on the CPU, a number. On a GPU the step's kernels may
+/// still be running when the hooks see it: the value is read — the host waiting for the GPU —
+/// only when something asks for it (value(), or the conversion to double), and then every loss
+/// still on the device is read in the same transfer. A hook that reads the loss every step makes
+/// the host wait every step; one that reads it every N steps lets the host run ahead.
+class StepLoss {
+ public:
+  StepLoss(double value = 0) : value_(value) {}  // NOLINT: a loss is a number
+  StepLoss(std::shared_ptr<detail::LossCell> cell, std::shared_ptr<detail::PendingScalars> pending)
+      : cell_(std::move(cell)), pending_(std::move(pending)) {}
+  /// The loss (data + regularization) of the step.
+  double value() const {
+    if (!cell_) return value_;
+    if (!cell_->known) pending_->settle();
+    return cell_->value;
+  }
+  operator double() const { return value(); }  // NOLINT: reads as the number it is
+  /// Whether value() returns without waiting for a device.
+  bool ready() const { return !cell_ || cell_->known; }
+
+ private:
+  double value_ = 0;
+  std::shared_ptr<detail::LossCell> cell_;  // set while the value may be on a device
+  std::shared_ptr<detail::PendingScalars> pending_;
+};
+
 /// What after_step receives about the step that just ran.
 struct StepResult {
   int64_t global_step = 0;    ///< after this step: 1 for the first step of a fresh run
   int64_t epoch = 0;          ///< 0-based epoch of this step
   int64_t step_in_epoch = 0;  ///< after this step: 1 .. steps_per_epoch
   int64_t batch_size = 0;     ///< examples in this batch (the last one may be smaller)
-  double loss = 0;            ///< data loss + regularization loss of this batch
+  StepLoss loss = 0;          ///< data loss + regularization loss of this batch (read when asked: StepLoss)
 };
 
 class Session;
@@ -284,9 +356,10 @@ class TypedTrainee final : public Trainee {
   const char* element_type() const override { return std::is_same_v<T, float> ? "float" : "double"; }
 
   /// Backward from `loss` (a scalar depending on a trainable parameter) and one optimizer step;
-  /// the first call also checks the registration of every leaf (`unregistered`). Returns the loss.
+  /// the first call also checks the registration of every leaf (`unregistered`). Returns the
+  /// loss's value, where the loss is (not read: on a GPU the step's kernels may still be running).
   /// With a Collective, the gradients are averaged over the ranks after backward.
-  double apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered, double clip_global_norm = 0,
+  Tensor<T> apply(const Var<T>& loss, const char* who, nn::Unregistered unregistered, double clip_global_norm = 0,
                const Collective* collective = nullptr) {
     GRADUS_CHECK(value_error, loss.size() == 1, who, ": the loss must be a scalar, got shape ", loss.shape());
     GRADUS_CHECK(value_error, loss.requires_grad(), who, ": the loss does not depend on any trainable parameter");
@@ -298,7 +371,7 @@ class TypedTrainee final : public Trainee {
     if (collective && *collective) average_gradients(*collective);
     if (clip_global_norm > 0) optim::clip_by_global_norm(opt_.params(), clip_global_norm);
     opt_.step();
-    return double(loss.item());
+    return loss.value();
   }
 
   /// Replaces the gradient of every optimizer parameter by its mean over the ranks. A parameter
@@ -313,7 +386,7 @@ class TypedTrainee final : public Trainee {
     for (size_t i = 0; i < params.size(); ++i) {
       if (has[i] == 0) continue;
       const Tensor<T>* g = params[i].grad_if_any();
-      grads.emplace_back(g ? *g : Tensor<T>::zeros(params[i].shape()));
+      grads.emplace_back(g ? *g : Tensor<T>::empty(params[i].shape(), params[i].value().device()).fill_(T(0)));
     }
     c.average(grads);
     size_t k = 0;
@@ -421,14 +494,22 @@ class Session {
   bool streaming() const { return streaming_; }
   /// Global step at which the last epoch ends: the run's last step if nothing stops it.
   int64_t last_step() const { return global_step_ + (epochs_ - epoch_) * steps_per_epoch_ - step_in_epoch_; }
-  /// The loss of the last step (NaN before the first step of a fresh run).
-  double last_loss() const { return last_loss_; }
+  /// The loss of the last step (NaN before the first step of a fresh run). On a GPU, reading it
+  /// (or epoch_loss, nonfinite_step) waits for the steps still running (see StepLoss).
+  double last_loss() const {
+    settle();
+    return last_loss_;
+  }
   /// Mean loss over the steps of the current epoch so far (NaN before its first step).
   double epoch_loss() const {
+    settle();
     return loss_count_ > 0 ? loss_sum_ / double(loss_count_) : std::numeric_limits<double>::quiet_NaN();
   }
   /// The first global step of this run whose loss was NaN or infinite; empty while every loss is finite.
-  const std::optional<int64_t>& nonfinite_step() const { return nonfinite_step_; }
+  const std::optional<int64_t>& nonfinite_step() const {
+    settle();
+    return nonfinite_step_;
+  }
   /// The History so far (completed epochs, including those of restored runs).
   const History& history() const { return history_; }
   /// FitOptions::run_dir / SessionOptions::run_dir (empty: no checkpoints).
@@ -511,6 +592,13 @@ class Session {
   void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;
   void restore_hook_states(const io::Safetensors& ckpt);
   void add_loop_state(io::TensorList& out, io::Metadata& metadata) const;
+  /// The step's loss `value` (a scalar where the loss was computed) as its StepLoss: a number on
+  /// the CPU, queued in pending_ on a device; with a Collective, the mean over the ranks weighted
+  /// by batch size `n` (computed on the devices for a GPU's loss).
+  StepLoss record_loss(const AnyTensor& value, int64_t n);
+  /// Counts the losses of unaccounted_ (read from the device now if need be) into the epoch's.
+  void settle() const;
+  void account(int64_t step, double loss) const;
 
   // configuration, set by configure() and fit's loops before open()
   const char* who_ = "Session";  // the prefix of error messages: "fit" in fit's sessions
@@ -530,13 +618,17 @@ class Session {
 
  private:
   // state
-  int64_t global_step_ = 0, epoch_ = 0, step_in_epoch_ = 0, loss_count_ = 0;
-  double loss_sum_ = 0, last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  int64_t global_step_ = 0, epoch_ = 0, step_in_epoch_ = 0;
+  // the losses, accounted once read (settle): a GPU's are read when someone asks
+  mutable int64_t loss_count_ = 0;
+  mutable double loss_sum_ = 0, last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  mutable std::optional<int64_t> nonfinite_step_;
+  std::shared_ptr<detail::PendingScalars> pending_ = std::make_shared<detail::PendingScalars>();
+  mutable std::vector<std::pair<int64_t, std::shared_ptr<detail::LossCell>>> unaccounted_;  // step, its loss
   History history_;
   bool stop_ = false;
   std::string stop_reason_;
   std::optional<std::filesystem::path> restored_from_;
-  std::optional<int64_t> nonfinite_step_;
   std::vector<Hook*> hooks_;  // user hooks and owned ones, CheckpointSavers last
   std::vector<int64_t> order_;
   int64_t order_epoch_ = -1;
@@ -561,6 +653,64 @@ GRADUS_INLINE bool all_finite(const AnyTensor& t) {
         return true;
       },
       t);
+}
+
+GRADUS_INLINE std::shared_ptr<detail::LossCell> detail::PendingScalars::push(const AnyTensor& scalar, double scale) {
+  std::visit(
+      [&](const auto& t) {
+        using T = typename std::remove_cvref_t<decltype(t)>::value_type;
+        if constexpr (std::is_floating_point_v<T>) {
+          GRADUS_CHECK(value_error, t.size() == 1 && !t.in_host_memory(), "PendingScalars: expected one element on a device, got ",
+                       t.shape(), " on ", t.device());
+          auto* buf = std::get_if<Tensor<T>>(&buffer_);
+          if (!buf || !buf->defined() || buf->device() != t.device() || cells_.size() == size_t(kCapacity)) {
+            settle();  // what the old buffer holds first
+            buffer_ = Tensor<T>::empty({kCapacity}, t.device());
+            buf = &std::get<Tensor<T>>(buffer_);
+          }
+          // device to device: the host does not wait
+          ::gradus::detail::device_copy(buf->device_data() + cells_.size(), t.device(), t.device_data(), t.device(),
+                                        sizeof(T));
+        } else {
+          throw value_error("PendingScalars: a loss must be float or double, got int64");
+        }
+      },
+      scalar);
+  cells_.emplace_back(std::make_shared<LossCell>(), scale);
+  return cells_.back().first;
+}
+
+GRADUS_INLINE void detail::PendingScalars::settle() {
+  if (cells_.empty()) return;
+  std::visit(
+      [&](const auto& buf) {
+        using T = typename std::remove_cvref_t<decltype(buf)>::value_type;
+        std::vector<T> host(cells_.size());
+        ::gradus::detail::device_copy(host.data(), ::gradus::cpu, buf.device_data(), buf.device(),
+                                      host.size() * sizeof(T));
+        for (size_t i = 0; i < cells_.size(); ++i) {
+          cells_[i].first->value = double(host[i]) * cells_[i].second;
+          cells_[i].first->known = true;
+        }
+      },
+      buffer_);
+  cells_.clear();  // not before the copy: an error it reports leaves the values to read again
+}
+
+GRADUS_INLINE void detail::WeightedSum::add(const AnyTensor& loss, double weight, double offset) {
+  const bool on_device = std::visit([](const auto& t) { return !t.in_host_memory(); }, loss);
+  if (on_device) {
+    queued_.push_back({pending_.push(loss, 1), weight, offset});
+  } else {
+    host_ += weight * (std::visit([](const auto& t) { return double(t.item()); }, loss) + offset);
+  }
+}
+
+GRADUS_INLINE double detail::WeightedSum::total() {
+  pending_.settle();
+  for (const Queued& q : queued_) host_ += q.weight * (q.cell->value + q.offset);
+  queued_.clear();
+  return host_;
 }
 
 GRADUS_INLINE bool EpochLogs::has(std::string_view key) const {

@@ -114,6 +114,7 @@ GRADUS_INLINE void Session::configure(const SessionOptions& o) {
 // ----------------------------------------------------------------------- checkpoints, restore
 
 GRADUS_INLINE void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata) const {
+  settle();
   out.emplace_back("train/counters", Tensor<int64_t>::from({epoch_, step_in_epoch_, loss_count_, global_step_}));
   out.emplace_back("train/values", Tensor<double>::from({loss_sum_, last_loss_, lr()}));
   int64_t seed_bits;
@@ -293,6 +294,8 @@ GRADUS_INLINE void Session::restore_from(const io::Safetensors& ckpt, const std:
     if (ckpt.find(name)) io::restore_rng(ckpt, *r, name);
   restore_hook_states(ckpt);
   set_lr(st.lr);
+  pending_->settle();  // the losses of this session's earlier steps go with them
+  unaccounted_.clear();
   global_step_ = st.step;
   epoch_ = st.epoch;
   step_in_epoch_ = st.in_epoch;
@@ -344,6 +347,8 @@ GRADUS_INLINE void Session::open() {
   for (const auto& h : owned_hooks_) place(h.get());
   hooks_.insert(hooks_.end(), savers.begin(), savers.end());
 
+  pending_->settle();
+  unaccounted_.clear();
   global_step_ = epoch_ = step_in_epoch_ = loss_count_ = 0;
   loss_sum_ = 0;
   last_loss_ = std::numeric_limits<double>::quiet_NaN();
@@ -384,27 +389,68 @@ bool Session::step(F&& forward) {
   auto* typed = dynamic_cast<detail::TypedTrainee<T>*>(trainee_.get());
   GRADUS_CHECK(value_error, typed != nullptr, who_, ": the loss is a Var<", std::is_same_v<T, float> ? "float" : "double",
                "> but the model's element type is ", trainee_->element_type());
-  double loss = typed->apply(loss_var, who_, unregistered_, clip_global_norm_, &collective_);
-  if (collective_) {  // the mean over ranks, weighted by batch size (1 each when not given)
-    const double w = n > 0 ? double(n) : 1.0;
-    std::vector<double> v{loss * w, w};
-    collective_.sum(v);
-    loss = v[0] / v[1];
-  }
+  const Tensor<T> loss = typed->apply(loss_var, who_, unregistered_, clip_global_norm_, &collective_);
   ++global_step_;
   ++step_in_epoch_;
-  last_loss_ = loss;
-  if (!std::isfinite(loss) && !nonfinite_step_) nonfinite_step_ = global_step_;
-  loss_sum_ += loss;
-  ++loss_count_;
-  const StepResult r{global_step_, epoch_, step_in_epoch_, n, loss};
+  const StepResult r{global_step_, epoch_, step_in_epoch_, n, record_loss(AnyTensor(loss), n)};
   for (Hook* h : hooks_) h->after_step(*this, r);
   sync_stop();
   return true;
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE StepLoss Session::record_loss(const AnyTensor& value, int64_t n) {
+  const double w = n > 0 ? double(n) : 1.0;  // a rank's weight in the mean over ranks
+  const bool on_device = std::visit([](const auto& t) { return !t.in_host_memory(); }, value);
+  if (!on_device) {
+    settle();  // the losses of earlier steps first, should they be on a device
+    double loss = std::visit([](const auto& t) { return double(t.item()); }, value);
+    if (collective_) {  // the mean over ranks, weighted by batch size (1 each when not given)
+      std::vector<double> v{loss * w, w};
+      collective_.sum(v);
+      loss = v[0] / v[1];
+    }
+    account(global_step_, loss);
+    return StepLoss(loss);
+  }
+  AnyTensor queued = value;
+  double scale = 1;
+  if (collective_) {  // Σ loss·w / Σ w = mean(loss·w) · size / Σ w, the mean on the devices
+    std::vector<double> weights{w};
+    collective_.sum(weights);
+    std::vector<AnyTensor> weighted{std::visit(
+        [&](const auto& t) -> AnyTensor {
+          using T = typename std::remove_cvref_t<decltype(t)>::value_type;
+          if constexpr (std::is_floating_point_v<T>)
+            return Tensor<T>(gradus::eval(t * T(w)));
+          else
+            throw value_error("Session: the loss is an int64 tensor");
+        },
+        value)};
+    collective_.average(weighted);
+    queued = weighted[0];
+    scale = double(collective_.size) / weights[0];
+  }
+  unaccounted_.emplace_back(global_step_, pending_->push(queued, scale));
+  return StepLoss(unaccounted_.back().second, pending_);
+}
+
+GRADUS_INLINE void Session::settle() const {
+  if (unaccounted_.empty()) return;
+  pending_->settle();
+  for (const auto& [step, cell] : unaccounted_) account(step, cell->value);
+  unaccounted_.clear();
+}
+
+GRADUS_INLINE void Session::account(int64_t step, double loss) const {
+  last_loss_ = loss;
+  if (!std::isfinite(loss) && !nonfinite_step_) nonfinite_step_ = step;
+  loss_sum_ += loss;
+  ++loss_count_;
+}
+
 GRADUS_INLINE const EpochLogs& Session::finish_epoch(EpochLogs logs) {
+  settle();
   if (collective_) {  // the chief's validation values, so every rank logs and decides the same
     std::vector<double> v;
     if (logs.val_loss) v.push_back(*logs.val_loss);
@@ -433,6 +479,7 @@ GRADUS_INLINE const EpochLogs& Session::finish_epoch(EpochLogs logs) {
 }
 
 GRADUS_INLINE void Session::finish() {
+  settle();
   history_.global_step = global_step_;
   history_.stop_reason = stop_reason_;
   history_.nonfinite_step = nonfinite_step_;

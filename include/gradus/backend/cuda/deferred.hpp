@@ -83,8 +83,10 @@ GRADUS_INLINE Driver::Ptr DeferredChecks::add(int ordinal, PendingCheck check) {
   make_current(ordinal);
   if (!g.area) d.check(d.mem_alloc(&g.area, kSlots * 16), "cuMemAlloc (deferred checks)");
   const Driver::Ptr slot = g.area + g.checks.size() * 16;
-  const unsigned long long init[2] = {~0ull, 0};
-  d.check(d.memcpy_htod(slot, init, sizeof init), "cuMemcpyHtoD (deferred check)");
+  // {~0, 0}: "no bad element yet". Set by memsets, which do not make the host wait for the GPU
+  // as a copy from pageable host memory would.
+  d.check(d.memset_d8(slot, 0xff, 8), "cuMemsetD8 (deferred check)");
+  d.check(d.memset_d8(slot + 8, 0, 8), "cuMemsetD8 (deferred check)");
   g.checks.push_back(std::move(check));
   return slot;
 }

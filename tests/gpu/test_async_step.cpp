@@ -1,0 +1,152 @@
+// A training step on the GPU does not make the host wait for the GPU: the batch goes through the
+// Stager, the step's loss stays on the device until a hook or the epoch's end reads it
+// (train::StepLoss), and the values read are the CPU's. On the emulated device the driver counts
+// the calls after which a real host would have waited for the GPU's kernels
+// (gradus_emu_host_waits); on a real GPU only the values are checked.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "gradus/backend/cuda/device.hpp"
+#include "gradus/gradus.hpp"
+#include "gradus/losses.hpp"
+#include "gradus/nn.hpp"
+#include "gradus/optim.hpp"
+#include "gradus/train.hpp"
+
+namespace gd = gradus;
+
+namespace async_step_test {
+
+bool have_gpu() {
+  if (gd::cuda::is_available()) return true;
+  WARN("no GPU: " << gd::cuda::unavailable_reason());
+  return false;
+}
+
+using WaitCount = unsigned long long (*)();
+
+// The emulated driver's count of host waits; null on a real driver.
+WaitCount emulator_waits() {
+  const char* path = std::getenv("GRADUS_CUDA_DRIVER");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  return lib ? reinterpret_cast<WaitCount>(dlsym(lib, "gradus_emu_host_waits")) : nullptr;
+}
+
+// Keeps every step's StepLoss unread, with the host waits since the previous step.
+struct Recorder : gd::train::Hook {
+  WaitCount waits = nullptr;
+  unsigned long long last = 0;
+  std::vector<gd::train::StepResult> steps;
+  std::vector<unsigned long long> waits_before;
+  std::vector<bool> ready_at_step;
+  void after_create_session(gd::train::Session&) override { last = waits ? waits() : 0; }
+  void after_step(gd::train::Session&, const gd::train::StepResult& r) override {
+    const unsigned long long now = waits ? waits() : 0;
+    waits_before.push_back(now - last);
+    last = now;
+    ready_at_step.push_back(r.loss.ready());
+    steps.push_back(r);
+  }
+};
+
+struct Net : gd::nn::Module<float> {
+  gd::Rng rng{7};
+  gd::nn::Dense<float> d1, d2;
+  Net() : d1({.in = 6, .out = 12, .activation = gd::nn::tanh}, rng), d2({.in = 12, .out = 3}, rng) {
+    register_module("d1", d1);
+    register_module("d2", d2);
+  }
+  gd::Var<float> forward(const gd::Tensor<float>& x) { return d2.forward(d1.forward(x)); }
+};
+
+}  // namespace async_step_test
+
+namespace ast = async_step_test;
+
+TEST_CASE("fit on the GPU: the host never waits for the GPU inside an epoch, and the losses read later are the CPU's",
+          "[gpu]") {
+  if (!ast::have_gpu()) return;
+  const ast::WaitCount waits = ast::emulator_waits();
+  gd::Tensor<float> x = gd::Tensor<float>::empty({60, 6});
+  gd::Tensor<int64_t> y = gd::Tensor<int64_t>::empty({60});
+  for (int64_t i = 0; i < 60; ++i) {
+    for (int64_t j = 0; j < 6; ++j) x(i, j) = float(std::sin(0.3 * double(i) + 0.9 * double(j)));
+    y(i) = (i * 7) % 3;
+  }
+  const gd::train::Data<float, int64_t> data{x, y};
+  const auto loss = [](const gd::Tensor<int64_t>& l, const gd::Var<float>& p) {
+    return gd::losses::sparse_softmax_cross_entropy_with_logits(l, p);
+  };
+  const auto run = [&](std::optional<gd::Device> d, ast::Recorder& rec) {
+    ast::Net net;
+    gd::optim::Adam<float> opt(net.parameters(), {.lr = 0.05});
+    return gd::train::fit(net, opt, loss, data,
+                          {.epochs = 3, .batch_size = 10, .seed = 3, .hooks = {&rec}, .device = d});
+  };
+  ast::Recorder cpu_steps, gpu_steps;
+  gpu_steps.waits = waits;
+  const gd::train::History cpu = run(std::nullopt, cpu_steps);
+  const gd::train::History gpu = run(gd::cuda(0), gpu_steps);
+  REQUIRE(gpu_steps.steps.size() == 18);
+  REQUIRE(cpu_steps.steps.size() == 18);
+  for (size_t k = 0; k < 18; ++k) {
+    INFO("step " << k + 1);
+    CHECK(cpu_steps.ready_at_step[k]);   // on the CPU a loss is a number at once
+    CHECK(!gpu_steps.ready_at_step[k]);  // on the GPU nobody had asked for it
+    CHECK(gpu_steps.steps[k].loss.ready());  // the epoch's end read them all
+    CHECK(gpu_steps.steps[k].loss.value() == Approx(cpu_steps.steps[k].loss.value()).epsilon(1e-4));
+    // inside an epoch (not its first step, which follows the previous epoch's end and validation)
+    if (waits && k % 6 != 0) CHECK(gpu_steps.waits_before[k] == 0);
+  }
+  if (!waits) WARN("a real GPU: host waits are counted on the emulated device only");
+  REQUIRE(gpu.epochs.size() == 3);
+  for (size_t e = 0; e < 3; ++e) CHECK(gpu.epochs[e].loss == Approx(cpu.epochs[e].loss).epsilon(1e-4));
+  CHECK(gpu.epochs[2].loss < gpu.epochs[0].loss);  // it learns
+}
+
+TEST_CASE("a Session on the GPU reads the loss when asked: a hook's read, last_loss, epoch_loss", "[gpu]") {
+  if (!ast::have_gpu()) return;
+  const gd::Device g = gd::cuda(0);
+  const ast::WaitCount waits = ast::emulator_waits();
+  ast::Net net;
+  net.to(g);
+  gd::optim::SGD<float> opt(net.parameters(), {.lr = 0.1});
+  gd::Tensor<float> x = gd::Tensor<float>::empty({8, 6});
+  for (int64_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 5) * 0.2f - 0.4f;
+  const gd::Tensor<float> xd = x.to(g);
+  const gd::Tensor<int64_t> yd = gd::Tensor<int64_t>::from({0, 1, 2, 0, 1, 2, 0, 1}).to(g);
+  // every third step a hook reads the loss: that step's read settles it and the two before
+  struct EveryThird : gd::train::Hook {
+    std::vector<gd::train::StepLoss> kept;
+    std::vector<double> read;
+    void after_step(gd::train::Session&, const gd::train::StepResult& r) override {
+      kept.push_back(r.loss);
+      if (r.global_step % 3 == 0) {
+        CHECK(!kept[kept.size() - 2].ready());
+        read.push_back(r.loss);  // the conversion reads it
+        CHECK(kept[kept.size() - 2].ready());
+      }
+    }
+  } hook;
+  gd::train::Session s(net, opt, {.hooks = {&hook}});
+  const unsigned long long before = waits ? waits() : 0;
+  for (int k = 0; k < 5; ++k)
+    s.run([&] { return gd::losses::sparse_softmax_cross_entropy_with_logits(yd, net.forward(xd)); });
+  if (waits) CHECK(waits() - before == 2);  // step 3's read: the loss buffer, and the GPU's pending checks
+  REQUIRE(hook.read.size() == 1);
+  CHECK(hook.read[0] == hook.kept[2].value());
+  CHECK(!hook.kept[4].ready());
+  CHECK(s.last_loss() == hook.kept[4].value());
+  CHECK(hook.kept[4].ready());
+  double mean = 0;
+  for (const auto& l : hook.kept) mean += l.value() / 5;
+  CHECK(s.epoch_loss() == Approx(mean).epsilon(1e-12));
+  CHECK(hook.kept[4].value() < hook.kept[0].value());  // it learns
+  const gd::train::EpochLogs& logs = s.end_epoch();
+  CHECK(logs.loss == Approx(mean).epsilon(1e-12));
+  s.close();
+}
