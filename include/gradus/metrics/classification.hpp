@@ -65,7 +65,7 @@ class SparseCategoricalAccuracy : public MeanMetric {
   /// On a device, for int64 labels: argmax there, the labels range-checked there (a bad one is
   /// reported at the device's next synchronisation), the hits summed there.
   GRADUS_INLINE_DECL bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
-                                           bool integer_labels) override;
+                                           bool integer_labels, bool integer_predictions) override;
 };
 
 /// How often the class-id label is among the k highest predictions (tf.nn.in_top_k): classes
@@ -87,22 +87,34 @@ class TopKAccuracy : public MeanMetric {
 /// Mean intersection-over-union (tf.metrics.mean_iou): labels and predictions are class ids of
 /// the same shape, accumulated into a weighted confusion matrix; IoU_c = cm[c][c] / (row_c +
 /// col_c - cm[c][c]) averaged over classes whose denominator is non-zero (0 when none is).
+/// Int64 labels and predictions on a GPU are counted there (a matrix on the device, read back
+/// once by result() or confusion_matrix(); ids out of range are reported then).
 class MeanIoU : public Metric {
  public:
   explicit MeanIoU(int64_t num_classes);
   int64_t num_classes() const { return c_; }
   /// The accumulated confusion matrix [C, C]: rows are labels, columns predictions (a copy).
-  Tensor<double> confusion_matrix() const { return Tensor<double>::from(cm_, Shape{c_, c_}); }
+  Tensor<double> confusion_matrix() const {
+    gather_device();
+    return Tensor<double>::from(cm_, Shape{c_, c_});
+  }
 
  protected:
   GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                     const Tensor<double>* weights) override;
+  GRADUS_INLINE_DECL bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                           bool integer_labels, bool integer_predictions) override;
+  GRADUS_INLINE_DECL void gather_device() const override;
   GRADUS_INLINE_DECL double compute() const override;
-  void clear() override { std::fill(cm_.begin(), cm_.end(), 0.0); }
+  void clear() override {
+    std::fill(cm_.begin(), cm_.end(), 0.0);
+    device_cm_ = {};
+  }
 
  private:
   int64_t c_;
-  std::vector<double> cm_;
+  mutable std::vector<double> cm_;
+  mutable Tensor<double> device_cm_;  // [C·C] on the device the batches counted there came from
 };
 
 /// exp of the weighted mean cross-entropy. `update(labels, logits[, weights])`: class-id labels
@@ -160,7 +172,8 @@ GRADUS_INLINE void SparseCategoricalAccuracy::update_batch(const Tensor<double>&
 }
 
 GRADUS_INLINE bool SparseCategoricalAccuracy::update_on_device(const Tensor<double>& labels,
-                                                               const Tensor<double>& predictions, bool integer_labels) {
+                                                               const Tensor<double>& predictions, bool integer_labels,
+                                                               bool) {
   if (!integer_labels) return false;  // the host's path explains what is wrong with other labels
   const Tensor<double> l = detail::sparse_labels(labels, predictions, name());  // shapes only
   const Device d = predictions.device();
@@ -213,6 +226,41 @@ GRADUS_INLINE void MeanIoU::update_batch(const Tensor<double>& labels, const Ten
     if (wp && wp[i] == 0) continue;
     cm_[size_t(int64_t(a[i]) * c_ + int64_t(b[i]))] += wp ? wp[i] : 1.0;
   }
+}
+
+GRADUS_INLINE bool MeanIoU::update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                             bool integer_labels, bool integer_predictions) {
+  if (!integer_labels || !integer_predictions) return false;  // the host checks that other ids are whole
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const Device d = p.device();
+  const int64_t n = p.size();
+  const std::pair<const Tensor<double>*, const char*> ids[] = {{&l, "label"}, {&p, "prediction"}};
+  for (const auto& [t, what] : ids) {  // checked there, reported at the next read
+    Tensor<int64_t> k = Tensor<int64_t>::empty({n}, d);
+    backend::cast(t->device_data(), n, k.device_data(), false, d);
+    backend::run<backend::kernel::CheckRange, int64_t>(
+        d, k.device_data(), n, c_,
+        backend::RangeCheck{name_c_str(), what, t == &l ? "labels" : "predictions", t->shape()});
+  }
+  // cell label·C + prediction (exact in double); a pair out of range goes to -1, which adds nowhere
+  const double c = double(c_);
+  const Tensor<double> cell =
+      gradus::eval((l >= 0.0) * (l < c) * (p >= 0.0) * (p < c) * (l * c + p + 1.0) - 1.0);
+  Tensor<int64_t> at = Tensor<int64_t>::empty({n}, d);
+  backend::cast(cell.device_data(), n, at.device_data(), false, d);
+  if (device_cm_.defined() && device_cm_.device() != d) gather_device();
+  if (!device_cm_.defined()) device_cm_ = Tensor<double>::empty({c_ * c_}, d).fill_(0.0);
+  const Tensor<double> ones = Tensor<double>::empty({n}, d).fill_(1.0);
+  backend::scatter_add_rows(ones.device_data(), 1, c_ * c_, 1, at.device_data(), n, device_cm_.device_data(), true, d);
+  return true;
+}
+
+GRADUS_INLINE void MeanIoU::gather_device() const {
+  if (!device_cm_.defined()) return;
+  const Tensor<double> counts = device_cm_.to(gradus::cpu);  // reports the device's range checks
+  for (size_t i = 0; i < cm_.size(); ++i) cm_[i] += counts.data()[i];
+  device_cm_ = {};
 }
 
 GRADUS_INLINE double MeanIoU::compute() const {

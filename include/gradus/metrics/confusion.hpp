@@ -36,6 +36,11 @@ class ThresholdConfusion {
 
   /// Adds a batch: labels, predictions and weights (undefined: all ones) of one shape.
   void add(const Tensor<double>& labels, const Tensor<double>& predictions, const Tensor<double>& weights);
+  /// Adds a batch already bucketed: pos[k] (neg[k]) is the weight of the positive (negative)
+  /// labels whose prediction is above exactly k of the sorted thresholds, k in [0, size()].
+  void add_buckets(const double* pos, const double* neg);
+  /// The thresholds in increasing order, as the float they are compared in.
+  const std::vector<float>& sorted() const { return sorted_; }
   void clear();
 
  private:
@@ -47,22 +52,39 @@ class ThresholdConfusion {
 };
 
 /// A metric read from confusion counts at thresholds; labels and predictions of matching shapes.
+/// Unweighted batches on a GPU are counted there: each prediction's bucket among the thresholds,
+/// and one histogram per label class on the device, read back once by result().
 class ConfusionMetric : public Metric {
  public:
   /// The accumulated counts.
-  const ThresholdConfusion& confusion() const { return counts_; }
+  const ThresholdConfusion& confusion() const {
+    gather_device();
+    return counts_;
+  }
 
  protected:
   /// `unit_interval`: predictions must lie in [0, 1] (TF asserts so for the curve metrics).
   ConfusionMetric(std::string name, std::vector<double> thresholds, bool unit_interval);
   GRADUS_INLINE_DECL void update_batch(const Tensor<double>& labels, const Tensor<double>& predictions,
                     const Tensor<double>* weights) override;
-  void clear() override { counts_.clear(); }
+  GRADUS_INLINE_DECL bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                           bool integer_labels, bool integer_predictions) override;
+  GRADUS_INLINE_DECL void gather_device() const override;
+  void clear() override {
+    counts_.clear();
+    device_ = {};
+  }
 
-  ThresholdConfusion counts_;
+  mutable ThresholdConfusion counts_;
 
  private:
   bool unit_interval_;
+  struct OnDevice {
+    Tensor<double> thresholds;  // [1, T]: the sorted thresholds as floats
+    Tensor<double> pos, neg;    // [T + 1]: bucket histograms of the positive and the negative labels
+    Tensor<double> outside;     // with unit_interval: how many predictions were outside [0, 1]
+  };
+  mutable OnDevice device_;
 };
 
 /// Thresholds for the count metrics, precision and recall: a prediction above a threshold is
@@ -243,17 +265,23 @@ GRADUS_INLINE void ThresholdConfusion::add(const Tensor<double>& labels, const T
     const auto k = size_t(std::lower_bound(sorted_.begin(), sorted_.end(), float(p[i])) - sorted_.begin());
     (l[i] != 0 ? pos_ : neg_)[k] += wi;
   }
+  add_buckets(pos_.data(), neg_.data());
+}
+
+GRADUS_INLINE void ThresholdConfusion::add_buckets(const double* positive, const double* negative) {
+  const size_t t = sorted_.size();
+  // above threshold j: the buckets k > j; at or below it: the buckets k <= j
   double pos = 0, neg = 0;
   for (size_t j = t; j-- > 0;) {
-    pos += pos_[j + 1];
-    neg += neg_[j + 1];
+    pos += positive[j + 1];
+    neg += negative[j + 1];
     tp_[j] += pos;
     fp_[j] += neg;
   }
   pos = neg = 0;
   for (size_t j = 0; j < t; ++j) {
-    pos += pos_[j];
-    neg += neg_[j];
+    pos += positive[j];
+    neg += negative[j];
     fn_[j] += pos;
     tn_[j] += neg;
   }
@@ -283,8 +311,55 @@ GRADUS_INLINE void ConfusionMetric::update_batch(const Tensor<double>& labels, c
   counts_.add(l, p, w);
 }
 
+GRADUS_INLINE bool ConfusionMetric::update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions,
+                                                     bool, bool) {
+  Tensor<double> l = labels, p = predictions;
+  detail::match_shapes(l, p, name());
+  const Device d = p.device();
+  const int64_t n = p.size(), t = int64_t(counts_.size());
+  if (device_.pos.defined() && device_.pos.device() != d) gather_device();
+  if (!device_.pos.defined()) {
+    std::vector<double> sorted(counts_.sorted().begin(), counts_.sorted().end());
+    device_.thresholds = Tensor<double>::from(sorted, Shape{1, t}).to(d);
+    device_.pos = Tensor<double>::empty({t + 1}, d).fill_(0.0);
+    device_.neg = Tensor<double>::empty({t + 1}, d).fill_(0.0);
+    device_.outside = Tensor<double>::empty({}, d).fill_(0.0);
+  }
+  // each prediction rounded to float, as the host compares, then its bucket: the number of
+  // thresholds below it
+  Tensor<float> narrow = Tensor<float>::empty({n}, d);
+  backend::cast(p.device_data(), n, narrow.device_data(), false, d);
+  Tensor<double> pf = Tensor<double>::empty({n, 1}, d);
+  backend::cast(narrow.device_data(), n, pf.device_data(), false, d);
+  const Tensor<double> above = gradus::eval(gradus::sum(pf > device_.thresholds, 1));
+  Tensor<int64_t> bucket = Tensor<int64_t>::empty({n}, d);
+  backend::cast(above.device_data(), n, bucket.device_data(), false, d);
+  if (unit_interval_)  // NaN counts as outside too
+    device_.outside = gradus::eval(device_.outside + gradus::sum(1.0 - (p >= 0.0) * (p <= 1.0)));
+  const Tensor<double> positive = gradus::eval(l != 0.0), negative = gradus::eval(l == 0.0);
+  backend::scatter_add_rows(positive.device_data(), 1, t + 1, 1, bucket.device_data(), n, device_.pos.device_data(),
+                            true, d);
+  backend::scatter_add_rows(negative.device_data(), 1, t + 1, 1, bucket.device_data(), n, device_.neg.device_data(),
+                            true, d);
+  return true;
+}
+
+GRADUS_INLINE void ConfusionMetric::gather_device() const {
+  if (!device_.pos.defined()) return;
+  const Device d = device_.pos.device();
+  if (unit_interval_) {
+    const double outside = device_.outside.item();
+    GRADUS_CHECK(value_error, outside == 0, name(), ": predictions must be in [0, 1]; ", outside,
+                 " of those counted on ", d, " were not");
+  }
+  const Tensor<double> pos = device_.pos.to(gradus::cpu), neg = device_.neg.to(gradus::cpu);
+  counts_.add_buckets(pos.data(), neg.data());
+  device_ = {};
+}
+
 GRADUS_INLINE std::vector<double> ThresholdMetric::results() const {
   require_result();
+  gather_device();
   std::vector<double> r(counts_.size());
   for (size_t i = 0; i < r.size(); ++i) r[i] = value_at(i);
   return r;

@@ -155,7 +155,8 @@ class Metric {
     const auto l = gradus::eval(labels);
     if (!p.in_host_memory() && l.defined()) {  // counted there when the metric can
       const Device d = p.device();
-      if (update_on_device(detail::widen_on(l, d), detail::widen_on(p, d), std::same_as<value_type_t<L>, int64_t>)) {
+      if (update_on_device(detail::widen_on(l, d), detail::widen_on(p, d), std::same_as<value_type_t<L>, int64_t>,
+                           std::same_as<value_type_t<P>, int64_t>)) {
         mark_updated();
         return;
       }
@@ -178,6 +179,7 @@ class Metric {
   /// any update ("accuracy: result() before any update").
   double result() const {
     require_result();
+    gather_device();
     return compute();
   }
   /// Forgets every batch; result() throws again until the next update.
@@ -198,11 +200,15 @@ class Metric {
                             const Tensor<double>* weights) = 0;
   /// Adds one batch whose labels and predictions are in a device's memory without reading them
   /// back, and returns true; false (the default) when the metric cannot, and the batch is then
-  /// copied to the host for update_batch. `integer_labels`: the labels were given as int64.
+  /// copied to the host for update_batch. `integer_labels`, `integer_predictions`: they were
+  /// given as int64 (whole numbers, so a range check on the device says all that is wrong).
   virtual bool update_on_device(const Tensor<double>& /*labels*/, const Tensor<double>& /*predictions*/,
-                                bool /*integer_labels*/) {
+                                bool /*integer_labels*/, bool /*integer_predictions*/) {
     return false;
   }
+  /// Folds what update_on_device left on a device into the host's state (reading it back, which
+  /// reports the device's range checks); result() calls it before compute().
+  virtual void gather_device() const {}
   /// The value from the state; only called after an update.
   virtual double compute() const = 0;
   /// Zeroes the state.
@@ -317,7 +323,7 @@ class ElementwiseMeanMetric : public MeanMetric {
     accumulate(p.shape(), weights, [&](int64_t i) { return self.value(a[i], b[i]); });
   }
   /// Derived's `device_values(labels, predictions)`, an elementwise expression of the values, where it has one.
-  bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions, bool) override {
+  bool update_on_device(const Tensor<double>& labels, const Tensor<double>& predictions, bool, bool) override {
     if constexpr (requires(const Tensor<double>& t) { Derived::device_values(t, t); }) {
       Tensor<double> l = labels, p = predictions;
       detail::match_shapes(l, p, name());
