@@ -689,6 +689,7 @@ void sum_slots(const Comm& c, T* dst, size_t n, bool mean) {
 // reads the count, so a test can check that a training step leaves the host free.
 // With $GRADUS_EMU_TRACE_WAITS set, each such call is also named on stderr.
 std::atomic<unsigned long long> host_waits{0};
+std::atomic<unsigned long long> launches{0};
 void host_wait(const char* call) {
   ++host_waits;
   static const bool trace = std::getenv("GRADUS_EMU_TRACE_WAITS") != nullptr;
@@ -698,6 +699,8 @@ void host_wait(const char* call) {
 extern "C" {
 
 unsigned long long gradus_emu_host_waits() { return host_waits.load(); }
+/// Kernels launched (cuLaunchKernel) and cuBLAS products called so far: launches per step.
+unsigned long long gradus_emu_launches() { return launches.load(); }
 
 int cuInit(unsigned) {
   std::lock_guard lock(mu());
@@ -952,6 +955,7 @@ int cuModuleGetFunction(void** function, void* module, const char* name) {
 }
 int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* /*stream*/, void** params, void** extra) {
+  ++launches;
   std::lock_guard lock(mu());
   install_fault_handler();
   auto* f = static_cast<Function*>(function);
@@ -1051,10 +1055,12 @@ const char* cublasGetStatusString(int status) {
 }
 int cublasSgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const float* alpha, const float* A, int lda,
                    const float* B, int ldb, const float* beta, float* C, int ldc) {
+  ++launches;
   return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 int cublasDgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const double* alpha, const double* A, int lda,
                    const double* B, int ldb, const double* beta, double* C, int ldc) {
+  ++launches;
   return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

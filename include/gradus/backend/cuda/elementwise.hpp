@@ -83,6 +83,8 @@ void fill_args(const E& e, Args& a, const Shape& out, int& leaf, int& number, in
 
 /// The kernel `entry` of `ptx` loaded on GPU `ordinal`, once per (key, GPU).
 void* load_function(const std::string& key, const std::string& ptx, const char* entry, int ordinal);
+/// The entry name of a kernel load_function returned (for error messages).
+std::string function_name(void* fn);
 
 inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
 
@@ -127,8 +129,8 @@ inline void launch(const ExprType& type, KernelSlots& slots, Pass pass, void* ar
   void* params[] = {args};
   make_current(device.index);
   const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, device.index)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel (elementwise)");
+  d.launch(fn, unsigned(grid_blocks(n, device.index)), 256, params, "cuLaunchKernel (elementwise)",
+           [&] { return kernel_id(type, pass, arch_of(device.index)); });
 }
 
 /// Launches expression type E's generated kernel of `pass` over args.n elements on GPU `device`.
@@ -223,19 +225,37 @@ GRADUS_INLINE Bcast make_bcast(const Shape& src, const Shape& out) {
   return k;
 }
 
+// The kernels load_function loaded: by key (and GPU), and their entry names.
+struct LoadedFunctions {
+  std::mutex mu;
+  std::unordered_map<std::string, void*> by_key;
+  std::unordered_map<void*, std::string> names;
+};
+inline LoadedFunctions& loaded_functions() {
+  static LoadedFunctions f;
+  return f;
+}
+
+GRADUS_INLINE std::string function_name(void* fn) {
+  LoadedFunctions& f = loaded_functions();
+  std::lock_guard lock(f.mu);
+  const auto it = f.names.find(fn);
+  return it != f.names.end() ? it->second : std::string("(unknown)");
+}
+
 GRADUS_INLINE void* load_function(const std::string& key, const std::string& ptx, const char* entry, int ordinal) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, void*> functions;
+  LoadedFunctions& f = loaded_functions();
   const std::string k = key + "#" + std::to_string(ordinal);
-  std::lock_guard lock(mu);
-  if (auto it = functions.find(k); it != functions.end()) return it->second;
+  std::lock_guard lock(f.mu);
+  if (auto it = f.by_key.find(k); it != f.by_key.end()) return it->second;
   make_current(ordinal);
   const Driver& d = Driver::get();
   void* module = nullptr;
   void* fn = nullptr;
   d.check(d.module_load_data(&module, ptx.c_str()), "cuModuleLoadData");
   d.check(d.module_get_function(&fn, module, entry), "cuModuleGetFunction");
-  functions.emplace(k, fn);
+  f.by_key.emplace(k, fn);
+  f.names.emplace(fn, entry);
   return fn;
 }
 #endif  // GRADUS_DEFINE_COMPILED

@@ -174,8 +174,8 @@ GRADUS_INLINE void launch_library(void* fn, long n, void** params, int ordinal) 
   if (n == 0) return;
   make_current(ordinal);
   const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(grid_blocks(n, ordinal)), 1, 1, 256, 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel (library)");
+  d.launch(fn, unsigned(grid_blocks(n, ordinal)), 256, params, "cuLaunchKernel (library)",
+           [&] { return function_name(fn); });
 }
 
 GRADUS_INLINE void launch_lines(void* fn, long lines, long n, void** params, int ordinal) {
@@ -185,8 +185,8 @@ GRADUS_INLINE void launch_lines(void* fn, long lines, long n, void** params, int
   while (threads < 256 && threads < n) threads *= 2;
   const long blocks = std::min(lines, grid_blocks(long(1) << 40, ordinal) * (256 / threads));
   const Driver& d = Driver::get();
-  d.check(d.launch_kernel(fn, unsigned(blocks), 1, 1, unsigned(threads), 1, 1, 0, nullptr, params, nullptr),
-          "cuLaunchKernel (library, a block per line)");
+  d.launch(fn, unsigned(blocks), unsigned(threads), params, "cuLaunchKernel (library, a block per line)",
+           [&] { return function_name(fn); });
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

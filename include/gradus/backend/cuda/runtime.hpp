@@ -151,9 +151,22 @@ struct Driver {
       fail(rc, what);
   }
 
+  /// Launches `fn` on the default stream (`blocks` × `threads`) and checks the launch. With
+  /// GRADUS_CUDA_SYNC=1 in the environment it also waits for the kernel, so a fault is reported
+  /// by the launch that caused it — `what` and the kernel `name()` (called only then) — rather
+  /// than by a later, unrelated copy.
+  template <class Name>
+  void launch(void* fn, unsigned blocks, unsigned threads, void** params, const char* what, Name&& name) const {
+    check(launch_kernel(fn, blocks, 1, 1, threads, 1, 1, 0, nullptr, params, nullptr), what);
+    if (sync_each_launch) [[unlikely]]
+      if (const int rc = ctx_synchronize(); rc != 0) fail_after_launch(rc, what, std::string(name()));
+  }
+  bool sync_each_launch = false;  ///< GRADUS_CUDA_SYNC=1: wait for every kernel at its launch
+
  private:
   static Driver load();
   [[noreturn]] void fail(int rc, const char* what) const;
+  [[noreturn]] void fail_after_launch(int rc, const char* what, const std::string& kernel) const;
 };
 
 /// Where a CUDA toolkit library `stem` (libnvrtc, libcublas) is looked for, in order: the path in
@@ -224,6 +237,7 @@ GRADUS_INLINE Driver Driver::load() {
     return names;
   }());
   Driver d;
+  if (const char* e = std::getenv("GRADUS_CUDA_SYNC"); e && std::string_view(e) == "1") d.sync_each_launch = true;
   if (!lib.loaded()) {
     d.problem = "no CUDA driver (" + lib.tried() + " not found)";
     return d;
@@ -357,6 +371,10 @@ GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::stri
 namespace gradus::backend::cuda {
 GRADUS_INLINE void Driver::fail(int rc, const char* what) const {
   throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"));
+}
+GRADUS_INLINE void Driver::fail_after_launch(int rc, const char* what, const std::string& kernel) const {
+  throw device_error(::gradus::detail::str("cuda: ", what, ": kernel ", kernel, " failed: ", error_string(rc),
+                                           " (CUDA error ", rc, "; found by GRADUS_CUDA_SYNC=1 right after its launch)"));
 }
 }  // namespace gradus::backend::cuda
 #endif  // GRADUS_DEFINE_COMPILED
