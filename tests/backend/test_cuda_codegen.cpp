@@ -90,7 +90,8 @@ struct KernelBatch {
   int kernels = 0;
   template <class E>
   void add(const std::string& label) {
-    for (cu::Pass pass : {cu::Pass::forward, cu::Pass::sum, cu::Pass::backward}) {
+    for (cu::Pass pass : {cu::Pass::forward, cu::Pass::sum, cu::Pass::backward, cu::Pass::dense_forward,
+                          cu::Pass::dense_sum, cu::Pass::dense_backward}) {
       const std::string entry = label + "_" + cu::pass_name(pass);
       source += cu::elementwise_source<E>(pass, entry).source + "\n";
       ++kernels;
@@ -131,7 +132,7 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
   }
   const auto f = every_op_and_chains<float>();
   const auto d = every_op_and_chains<double>();
-  const int expected = 3 * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
+  const int expected = cu::kPasses * (int(std::tuple_size_v<gd::ops::all_unary_ops>) +
                             int(std::tuple_size_v<gd::ops::all_binary_ops>) + 5);
   CHECK(f.kernels == expected);
   // The four compilations (seconds each) run at once; the checks read their results in order.
@@ -154,6 +155,7 @@ TEST_CASE("NVRTC compiles the generated kernels of every op and of fused chains"
       CHECK(int(entries) == batch->kernels);
       CHECK(ptx.find(".entry chain_loss_backward") != std::string::npos);
       CHECK(ptx.find(".entry chain_loss_sum") != std::string::npos);
+      CHECK(ptx.find(".entry chain_loss_dense_backward") != std::string::npos);
       if (batch == &d) CHECK(ptx.find("atom.global.add.f64") != std::string::npos);  // broadcast leaves scatter-add
     }
   }
@@ -240,8 +242,46 @@ TEST_CASE("generated source of small expressions", "[cuda][codegen]") {
         "      else a.grad[0][i] = g0.v;\n"
         "    }\n"
         "  }\n"
-        "  if (a.vsum) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
+        "  if (a.vsum) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
         "}\n");
+
+  // the dense variant (no operand broadcasts): element i of every leaf and of the adjoint, no
+  // broadcast map, nothing scatter-added
+  const auto dense =
+      cu::elementwise_source<decltype(gd::elu(std::declval<D>(), 0.5) * std::declval<gd::Tensor<double>>())>(
+          cu::Pass::dense_backward);
+  CHECK(dense.entry == "gradus_elementwise_dense_backward");
+  CHECK(dense.source.find("a.in[0][i]") != std::string::npos);
+  CHECK(dense.source.find("a.in[1][i]") != std::string::npos);
+  CHECK(dense.source.find("const V g3{a.g[i] * a.scale};") != std::string::npos);
+  CHECK(dense.source.find(".at(") == std::string::npos);
+  CHECK(dense.source.find("scatter") == std::string::npos);
+  CHECK(dense.source.find("      if (a.add[0]) a.grad[0][i] += g0.v;\n      else a.grad[0][i] = g0.v;\n") !=
+        std::string::npos);
+  const auto dense_sum =
+      cu::elementwise_source<decltype(std::declval<F>() * std::declval<F>() + 2.f)>(cu::Pass::dense_sum).source;
+  CHECK(dense_sum.find("atomicAdd(a.out") == std::string::npos);
+  CHECK(dense_sum.find("  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n") != std::string::npos);
+}
+
+TEST_CASE("a launch takes the dense variant exactly when no operand broadcasts", "[cuda][codegen]") {
+  using F = gd::Tensor<float>;
+  using E = decltype(std::declval<F>() * std::declval<F>());
+  const F a = F::ones({3, 4}), row = F::ones({1, 4}), same = F::ones({12}).reshape({3, 4});
+  cu::args_of<E> both = cu::make_args(a * same, gd::Shape{3, 4});
+  CHECK(cu::is_dense_launch(cu::Pass::forward, both));
+  CHECK(cu::is_dense_launch(cu::Pass::sum, both));        // the whole sum
+  both.out = reinterpret_cast<float*>(16);                // along axes: a.out is set
+  CHECK(!cu::is_dense_launch(cu::Pass::sum, both));
+  cu::args_of<E> bcast = cu::make_args(a * row, gd::Shape{3, 4});
+  CHECK(!cu::is_dense_launch(cu::Pass::forward, bcast));
+  // the map of an operand with the output's shape up to 1s is the identity
+  const cu::Bcast id = cu::make_bcast(gd::Shape{1, 12}, gd::Shape{12});
+  CHECK(id.rank == 1);
+  CHECK(id.strides[0] == 1);
+  CHECK(id.at(7) == 7);
+  const cu::Bcast b = cu::make_bcast(gd::Shape{1, 4}, gd::Shape{3, 4});
+  CHECK(b.at(5) == 1);  // row 1, column 1 of the output reads column 1
 }
 
 TEST_CASE("a Var used twice: the backward kernel stores its occurrences' adjoints in slot order", "[cuda][codegen]") {

@@ -699,7 +699,8 @@ void host_wait(const char* call) {
 extern "C" {
 
 unsigned long long gradus_emu_host_waits() { return host_waits.load(); }
-/// Kernels launched (cuLaunchKernel) and cuBLAS products called so far: launches per step.
+/// Kernels launched (cuLaunchKernel) and cuBLAS products called so far: launches per step. With
+/// $GRADUS_EMU_TRACE_LAUNCHES set, each kernel launch is also named on stderr.
 unsigned long long gradus_emu_launches() { return launches.load(); }
 
 int cuInit(unsigned) {
@@ -953,6 +954,11 @@ int cuModuleGetFunction(void** function, void* module, const char* name) {
   functions().push_back(std::move(f));
   return kSuccess;
 }
+int cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void* function, int block_size, size_t) {
+  if (!blocks || !function || block_size <= 0 || block_size > 1024) return kInvalidValue;
+  *blocks = std::max(1, 2048 / block_size);  // 2,048 resident threads per multiprocessor, as on sm_90
+  return kSuccess;
+}
 int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* /*stream*/, void** params, void** extra) {
   ++launches;
@@ -962,6 +968,8 @@ int cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsign
   // gradus launches one-dimensional grids of one-dimensional blocks, with no dynamic shared memory
   if (!f || gx == 0 || bx == 0 || bx > 1024 || gy != 1 || gz != 1 || by != 1 || bz != 1 || shared != 0 || extra)
     return kInvalidValue;
+  static const bool trace = std::getenv("GRADUS_EMU_TRACE_LAUNCHES") != nullptr;
+  if (trace) std::fprintf(stderr, "emulated device: launch %s, %u blocks of %u\n", f->name.c_str(), gx, bx);
   sched.ctx.grid_dim = {gx, 1, 1};
   sched.ctx.block_dim = {bx, 1, 1};
   sched.ctx.sync = &fiber_sync;

@@ -114,10 +114,22 @@ struct CodegenTree {
 /// `*a.vsum`, as a double, or, when `a.out` is set, along axes: element i added to
 /// `a.out[a.gbc.at(i)]`), or the fused adjoint pass (backward; it also sums the values into
 /// `*a.vsum` when that is set, so a loss gets its value from the pass that computes its gradients).
-enum class Pass { forward, sum, backward };
+/// The dense passes are the same for an expression whose every
+/// operand (and, backward, the output adjoint) has the output's shape: element i of each is
+/// read at i, without the broadcast map's index arithmetic (fewer registers, no 64-bit
+/// divisions), and nothing is scatter-added.
+enum class Pass { forward, sum, backward, dense_forward, dense_sum, dense_backward };
+inline constexpr int kPasses = 6;
 
-/// `forward`, `sum` or `backward`.
-inline const char* pass_name(Pass p) { return p == Pass::forward ? "forward" : p == Pass::sum ? "sum" : "backward"; }
+inline const char* pass_name(Pass p) {
+  constexpr const char* names[kPasses] = {"forward", "sum", "backward", "dense_forward", "dense_sum", "dense_backward"};
+  return names[int(p)];
+}
+inline bool is_dense(Pass p) { return int(p) >= 3; }
+/// The pass without its dense variant: forward, sum or backward.
+inline Pass base_pass(Pass p) { return Pass(int(p) % 3); }
+/// The dense variant of forward, sum or backward.
+inline Pass dense_pass(Pass p) { return Pass(int(base_pass(p)) + 3); }
 
 /// A generated kernel: its CUDA source, entry point and translation-unit name, and the counts
 /// its ElementwiseArgs<T, leaves, numbers, params> is instantiated with.
@@ -185,7 +197,13 @@ GRADUS_INLINE std::string CodegenTree::op_call(std::string_view name, int count)
   for (int k = 0; k < count; ++k) op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
   return op + ")";
 }
-GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass pass, std::string entry) {
+GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass variant,
+                                              std::string entry) {
+  const bool dense = is_dense(variant);
+  const Pass pass = base_pass(variant);
+  // element i of leaf `slot` (of the output adjoint: slot "g")
+  const auto at = [&](const std::string& slot) { return dense ? std::string("i") : "a.bc[" + slot + "].at(i)"; };
+  const std::string g_at = dense ? "i" : "a.gbc.at(i)";
   const int root = int(tree.nodes.size()) - 1;
   const auto v = [](int k) { return "v" + std::to_string(k); };
   const auto g = [](int k) { return "g" + std::to_string(k); };
@@ -196,7 +214,7 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
     switch (n.kind) {
       case CodegenNode::tensor:
       case CodegenNode::var:
-        body += "    const V " + v(k) + "{a.in[" + slot + "][a.bc[" + slot + "].at(i)]};\n";
+        body += "    const V " + v(k) + "{a.in[" + slot + "][" + at(slot) + "]};\n";
         break;
       case CodegenNode::number: body += "    const V " + v(k) + "{a.s[" + slot + "]};\n"; break;
       case CodegenNode::unary: body += "    const V " + v(k) + " = " + n.op + ".forward(" + v(n.kids[0]) + ");\n"; break;
@@ -212,11 +230,14 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
   if (pass == Pass::forward) {
     body += "    a.out[i] = " + v(root) + ".v;\n";
   } else if (pass == Pass::sum) {  // into *a.vsum, or along axes into a.out through gbc
-    body += "    if (a.out) atomicAdd(a.out + a.gbc.at(i), " + v(root) + ".v);\n";
-    body += "    else acc += double(" + v(root) + ".v);\n";
+    if (dense)  // the whole sum (an axis sum always broadcasts)
+      body += "    acc += double(" + v(root) + ".v);\n";
+    else
+      body += "    if (a.out) atomicAdd(a.out + a.gbc.at(i), " + v(root) + ".v);\n"
+              "    else acc += double(" + v(root) + ".v);\n";
   } else {
     body += "    if (a.vsum) acc += double(" + v(root) + ".v);\n";
-    body += "    const V " + g(root) + "{a.g[a.gbc.at(i)] * a.scale};\n";
+    body += "    const V " + g(root) + "{a.g[" + g_at + "] * a.scale};\n";
     // A node has an adjoint when its parent passes one down: not below a comparison, `sign` or
     // a `where` condition, so a Var there gets nothing from this occurrence.
     std::vector<bool> has_g(size_t(root) + 1, false);
@@ -265,18 +286,23 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
       const bool got = has_g[size_t(k)];  // the sweep passed it an adjoint
       body += "    if (a.grad[" + s + "]) {\n";
       if (got) {
-        body += "      if (a.scatter[" + s + "]) atomicAdd(a.grad[" + s + "] + a.bc[" + s + "].at(i), " + g(k) + ".v);\n";
-        body += "      else if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
+        if (!dense)  // a broadcast leaf's gradient is scatter-added
+          body += "      if (a.scatter[" + s + "]) atomicAdd(a.grad[" + s + "] + a.bc[" + s + "].at(i), " + g(k) + ".v);\n"
+                  "      else ";
+        else
+          body += "      ";
+        body += "if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
         body += "      else a.grad[" + s + "][i] = " + g(k) + ".v;\n";
       } else {
-        body += "      if (!a.scatter[" + s + "] && !a.add[" + s + "]) a.grad[" + s + "][i] = " + t + "(0);\n";
+        body += std::string("      if (") + (dense ? "" : "!a.scatter[" + s + "] && ") + "!a.add[" + s + "]) a.grad[" + s +
+                "][i] = " + t + "(0);\n";
       }
       body += "    }\n";
     }
   }
   KernelSource k;
   k.leaves = tree.leaves, k.numbers = tree.numbers, k.params = tree.params;
-  k.entry = !entry.empty() ? std::move(entry) : std::string("gradus_elementwise_") + pass_name(pass);
+  k.entry = !entry.empty() ? std::move(entry) : std::string("gradus_elementwise_") + pass_name(variant);
   k.name = k.entry + std::string(".cu");
   const std::string args = "gradus::backend::cuda::ElementwiseArgs<" + t + ", " + std::to_string(k.leaves) + ", " +
                            std::to_string(k.numbers) + ", " + std::to_string(k.params) + ">";
@@ -289,8 +315,9 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
              (pass == Pass::forward ? "" : "  double acc = 0;\n") +
              "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
              body + "  }\n" +
-             (pass == Pass::sum        ? "  if (!a.out) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
-              : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_to(acc, a.vsum);\n"
+             (pass == Pass::sum        ? (dense ? "  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
+                                                : "  if (!a.out) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n")
+              : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
                                        : "") +
              "}\n";
   return k;

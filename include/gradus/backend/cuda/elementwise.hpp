@@ -91,9 +91,28 @@ inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPRO
 /// `compute_90` for a compute-capability-9.0 GPU: the architecture its kernels are compiled for.
 std::string arch_of(int ordinal);
 
-/// Blocks for a grid-stride kernel over n elements: enough to fill the GPU (8 blocks of 256
-/// threads per multiprocessor), no more, so a reduction makes few atomics.
-inline long grid_blocks(long n, int ordinal) {
+/// How many blocks of 256 threads of kernel `fn` one multiprocessor holds at once (the driver's
+/// occupancy calculator: registers and shared memory per block), asked once per kernel and thread.
+inline int resident_blocks(void* fn) {
+  thread_local std::unordered_map<void*, int> known;
+  if (auto it = known.find(fn); it != known.end()) return it->second;
+  const Driver& d = Driver::get();
+  int blocks = 8;
+  if (d.occupancy_max_active_blocks) {
+    d.check(d.occupancy_max_active_blocks(&blocks, fn, 256, 0), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    blocks = std::max(blocks, 1);
+  }
+  known.emplace(fn, blocks);
+  return blocks;
+}
+
+/// The most blocks of 256 threads a GPU holds at once per multiprocessor (2,048 threads).
+inline constexpr int kMaxBlocksPerSm = 8;
+
+/// Blocks for a grid-stride kernel over n elements: enough to fill the GPU, no more (one wave:
+/// `per_sm` resident blocks of 256 threads on each multiprocessor), so a reduction has few
+/// partial sums; never more than max_grid_blocks.
+inline long grid_blocks(long n, int ordinal, int per_sm = kMaxBlocksPerSm) {
   static std::array<std::atomic<int>, 64> sms{};
   int count = sms[size_t(ordinal)].load(std::memory_order_relaxed);
   if (count == 0) {
@@ -104,19 +123,22 @@ inline long grid_blocks(long n, int ordinal) {
     count = std::max(count, 1);
     sms[size_t(ordinal)].store(count, std::memory_order_relaxed);
   }
-  return std::min<long>((n + 255) / 256, long(count) * 8);
+  return std::min<long>((n + 255) / 256, long(count) * std::clamp(per_sm, 1, kMaxBlocksPerSm));
 }
 
 /// An expression type's loaded kernels, by pass and GPU (null until first launched).
-using KernelSlots = std::array<std::array<std::atomic<void*>, 64>, 3>;
+using KernelSlots = std::array<std::array<std::atomic<void*>, 64>, kPasses>;
 template <class E>
 inline KernelSlots kernel_slots{};
 
+/// The most blocks grid_blocks gives on GPU `ordinal`: the size of a reduction's partial sums.
+inline long max_grid_blocks(int ordinal) { return grid_blocks(long(1) << 40, ordinal); }
+
 /// Launches the generated kernel of `pass` of expression `type` over n elements on the default
 /// stream of GPU `device` (compiled and loaded on first use, then kept in `slots`; no lookups
-/// when warm). `args` is the kernel's ElementwiseArgs.
-inline void launch(const ExprType& type, KernelSlots& slots, Pass pass, void* args, long n, Device device) {
-  if (n == 0) return;
+/// when warm). `args` is the kernel's ElementwiseArgs. Returns the number of blocks launched.
+inline long launch(const ExprType& type, KernelSlots& slots, Pass pass, void* args, long n, Device device) {
+  if (n == 0) return 0;
   std::atomic<void*>& slot = slots[size_t(pass)][size_t(device.index)];
   void* fn = slot.load(std::memory_order_acquire);
   if (!fn) {
@@ -129,14 +151,34 @@ inline void launch(const ExprType& type, KernelSlots& slots, Pass pass, void* ar
   void* params[] = {args};
   make_current(device.index);
   const Driver& d = Driver::get();
-  d.launch(fn, unsigned(grid_blocks(n, device.index)), 256, params, "cuLaunchKernel (elementwise)",
+  const long blocks = grid_blocks(n, device.index, resident_blocks(fn));
+  d.launch(fn, unsigned(blocks), 256, params, "cuLaunchKernel (elementwise)",
            [&] { return kernel_id(type, pass, arch_of(device.index)); });
+  return blocks;
 }
 
-/// Launches expression type E's generated kernel of `pass` over args.n elements on GPU `device`.
+/// Whether every operand of the kernel `args` (and, backward, the output adjoint) has the
+/// output's shape, so `pass` can run as its dense variant.
+template <class Args>
+bool is_dense_launch(Pass pass, const Args& a) {
+  const auto identity = [&](const Bcast& b) { return b.rank == 1 && b.strides[0] == 1 && b.dims[0] == a.n; };
+  for (const Bcast& b : a.bc)
+    if (!identity(b)) return false;
+  if (pass == Pass::sum) return a.out == nullptr;  // an axis sum broadcasts its result
+  if (pass == Pass::backward) {
+    if (!identity(a.gbc)) return false;
+    for (const bool s : a.scatter)
+      if (s) return false;
+  }
+  return true;
+}
+
+/// Launches expression type E's generated kernel of `pass` (forward, sum or backward) over
+/// args.n elements on GPU `device`: its dense variant when no operand broadcasts.
 template <class E>
-void launch(Pass pass, args_of<E>& args, Device device) {
-  launch(expr_type_of<E>, kernel_slots<E>, pass, &args, args.n, device);
+long launch(Pass pass, args_of<E>& args, Device device) {
+  return launch(expr_type_of<E>, kernel_slots<E>, is_dense_launch(pass, args) ? dense_pass(pass) : pass, &args, args.n,
+                device);
 }
 
 /// The arguments of E's kernel over `shape` with every leaf, number and parameter filled.
@@ -157,12 +199,13 @@ void evaluate_into(const E& e, value_type_t<E>* out, const Shape& shape, Device 
   launch<E>(Pass::forward, a, device);
 }
 
-/// *acc += the sum of e over `shape` (acc: one double in the GPU's memory).
+/// The sum of e over `shape` as partial sums: partials[b] = block b's (max_grid_blocks doubles in
+/// the GPU's memory). Returns the number of blocks, for finish_sum.
 template <class E>
-void sum_into_accumulator(const E& e, const Shape& shape, double* acc, Device device) {
+long sum_partials(const E& e, const Shape& shape, double* partials, Device device) {
   args_of<E> a = make_args(e, shape);
-  a.vsum = acc;
-  launch<E>(Pass::sum, a, device);
+  a.vsum = partials;
+  return launch<E>(Pass::sum, a, device);
 }
 
 /// acc (shape `reduced`, in the GPU's memory) += e summed over the axes where `reduced`
@@ -186,9 +229,9 @@ struct BackwardTargets {
 
 /// The fused backward pass of e over `shape` on GPU `device`: the output adjoint g (read through
 /// broadcasting, times `scale`) pushed to every leaf's target in one kernel; with `vsum`, the
-/// sum of e's values is added there too.
+/// values' partial sums are written there too (as sum_partials). Returns the number of blocks.
 template <class E, class T = value_type_t<E>>
-void fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale, const BackwardTargets<T>& targets,
+long fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale, const BackwardTargets<T>& targets,
                     double* vsum, Device device) {
   args_of<E> a = make_args(e, shape);
   constexpr int L = count_leaves<E, is_tensor_leaf>();
@@ -202,7 +245,7 @@ void fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale,
   a.gbc = make_bcast(g.shape(), shape);
   a.scale = scale;
   a.vsum = vsum;
-  launch<E>(Pass::backward, a, device);
+  return launch<E>(Pass::backward, a, device);
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
@@ -215,8 +258,14 @@ GRADUS_INLINE std::string arch_of(int ordinal) {
   return a;
 }
 GRADUS_INLINE Bcast make_bcast(const Shape& src, const Shape& out) {
-  const cpu::Broadcast b(src, out);
   Bcast k;
+  if (src.numel() == out.numel()) {  // the output's shape, up to 1s: element i is element i
+    k.rank = 1;
+    k.dims[0] = long(out.numel());
+    k.strides[0] = 1;
+    return k;
+  }
+  const cpu::Broadcast b(src, out);
   k.rank = b.rank;
   for (int d = 0; d < b.rank; ++d) {
     k.dims[d] = long(b.dims[size_t(d)]);

@@ -47,13 +47,14 @@ struct ElementwiseArgs {
   T* grad[L > 0 ? L : 1] = {};
   bool add[L > 0 ? L : 1] = {};
   bool scatter[L > 0 ? L : 1] = {};
-  double* vsum = nullptr;  ///< sum pass (and optionally backward): where the values' sum is added
+  double* vsum = nullptr;  ///< sum pass (and optionally backward): vsum[block] = the block's sum of the values
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__) || defined(GRADUS_CUDA_EMULATION)
-/// Adds the sum of every thread's `x` in the block to *dst: a shuffle within each warp, the warps'
-/// sums through shared memory, one atomic per block. Every thread of the block must call it.
-__device__ inline void block_sum_to(double x, double* dst) {
+/// Writes the sum of every thread's `x` in the block to *dst: a shuffle within each warp, the
+/// warps' sums through shared memory, in a fixed order (a reduction's per-block partial sum,
+/// added up by finish_sum). Every thread of the block must call it.
+__device__ inline void block_sum_store(double x, double* dst) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
   __shared__ double warp_sums[32];
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -62,7 +63,7 @@ __device__ inline void block_sum_to(double x, double* dst) {
   if (warp == 0) {
     x = lane < (blockDim.x + 31u) / 32u ? warp_sums[lane] : 0.0;
     for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(0xffffffffu, x, o);
-    if (lane == 0) atomicAdd(dst, x);
+    if (lane == 0) *dst = x;
   }
 }
 #endif

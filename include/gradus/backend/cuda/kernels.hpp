@@ -28,15 +28,15 @@ inline constexpr kernel_fn<K, T> kernel_of = nullptr;
 template <class E, Real T>
 inline constexpr kernel_fn<kernel::Evaluate<E>, T> kernel_of<kernel::Evaluate<E>, T> =
     [](const E& e, T* out, const Shape& shape, Device device) { cuda::evaluate_into(e, out, shape, device); };
-/// A full sum: one generated reduction kernel into a double accumulator, finished on the device
-/// (no host synchronisation).
+/// A full sum: one generated reduction kernel writes each block's partial sum (in double), and
+/// finish_sum adds them in a fixed order on the device — bit-reproducible, no atomics, no host
+/// synchronisation, two launches.
 template <class E, Real T>
 inline constexpr kernel_fn<kernel::SumAll<E>, T> kernel_of<kernel::SumAll<E>, T> =
     [](const E& e, const Shape& shape, T* dst, T scale, Device device) {
-      const Tensor<double> acc = Tensor<double>::empty(Shape{}, device);
-      cuda::fill(acc.device_data(), 1, 0.0, device);
-      cuda::sum_into_accumulator(e, shape, acc.device_data(), device);
-      cuda::finish_sum(dst, acc.device_data(), double(scale), device);
+      const Tensor<double> partials = Tensor<double>::empty(Shape{cuda::max_grid_blocks(device.index)}, device);
+      const long blocks = cuda::sum_partials(e, shape, partials.device_data(), device);
+      cuda::finish_sum(dst, partials.device_data(), blocks, double(scale), device);
     };
 template <class E, Real T>
 inline constexpr kernel_fn<kernel::SumInto<E>, T> kernel_of<kernel::SumInto<E>, T> =
@@ -57,13 +57,10 @@ inline constexpr kernel_fn<kernel::FusedBackward<E, Adjoint>, T> kernel_of<kerne
         bt.add[t.leaf] = t.add;
         bt.scatter[t.leaf] = t.broadcast;
       }
-      Tensor<double> acc;
-      if (value_dst) {
-        acc = Tensor<double>::empty(Shape{}, device);
-        cuda::fill(acc.device_data(), 1, 0.0, device);
-      }
-      cuda::fused_backward(e, out, g, scale, bt, value_dst ? acc.device_data() : nullptr, device);
-      if (value_dst) cuda::finish_sum(value_dst, acc.device_data(), double(value_scale), device);
+      Tensor<double> partials;  // with value_dst: the values' per-block sums, added by finish_sum
+      if (value_dst) partials = Tensor<double>::empty(Shape{cuda::max_grid_blocks(device.index)}, device);
+      const long blocks = cuda::fused_backward(e, out, g, scale, bt, value_dst ? partials.device_data() : nullptr, device);
+      if (value_dst) cuda::finish_sum(value_dst, partials.device_data(), blocks, double(value_scale), device);
     };
 template <Real T>
 inline constexpr kernel_fn<kernel::Fill, T> kernel_of<kernel::Fill, T> = [](T* d, int64_t n, T v, Device device) {

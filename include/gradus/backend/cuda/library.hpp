@@ -120,12 +120,13 @@ inline void check_range(const int64_t* values, int64_t n, int64_t end, const Ran
   launch_library(cached_library_function<int64_t, kValueAt>(device), 1, at, device.index);
 }
 
-/// d[0] = T(acc[0] * scale): a reduction's double accumulator into its result, on the device.
+/// d[0] = T(scale · Σ partials[0..count)): a reduction's per-block partial sums (doubles) into its
+/// result, on the device, added in a fixed order (one block of 256 threads).
 template <class T>
-void finish_sum(T* d, const double* acc, double scale, Device device) {
+void finish_sum(T* d, const double* partials, long count, double scale, Device device) {
   void* fn = cached_library_function<T, kFinishSum>(device);
-  void* params[] = {&d, &acc, &scale};
-  launch_library(fn, 1, params, device.index);
+  void* params[] = {&d, &partials, &count, &scale};
+  launch_library(fn, 256, params, device.index);  // 256 elements: one block
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
@@ -174,7 +175,7 @@ GRADUS_INLINE void launch_library(void* fn, long n, void** params, int ordinal) 
   if (n == 0) return;
   make_current(ordinal);
   const Driver& d = Driver::get();
-  d.launch(fn, unsigned(grid_blocks(n, ordinal)), 256, params, "cuLaunchKernel (library)",
+  d.launch(fn, unsigned(grid_blocks(n, ordinal, resident_blocks(fn))), 256, params, "cuLaunchKernel (library)",
            [&] { return function_name(fn); });
 }
 
@@ -199,7 +200,7 @@ GRADUS_INSTANCE void fill(float*, long, float, Device);
 GRADUS_INSTANCE_DOUBLE void fill(double*, long, double, Device);
 GRADUS_INSTANCE void add_into(float*, const float*, long, Device);
 GRADUS_INSTANCE_DOUBLE void add_into(double*, const double*, long, Device);
-GRADUS_INSTANCE void finish_sum(float*, const double*, double, Device);
-GRADUS_INSTANCE_DOUBLE void finish_sum(double*, const double*, double, Device);
+GRADUS_INSTANCE void finish_sum(float*, const double*, long, double, Device);
+GRADUS_INSTANCE_DOUBLE void finish_sum(double*, const double*, long, double, Device);
 }  // namespace gradus::backend::cuda
 #endif

@@ -97,6 +97,7 @@ struct Driver {
   using MemcpyHtoDAsync = int (*)(Ptr, const void*, size_t, void*);
   using MemHostAlloc = int (*)(void**, size_t, unsigned);
   using MemFreeHost = int (*)(void*);
+  using OccupancyMaxActiveBlocks = int (*)(int*, void*, int, size_t);
 
   Init init = nullptr;
   DeviceGetCount device_get_count = nullptr;
@@ -128,6 +129,8 @@ struct Driver {
   MemcpyHtoDAsync memcpy_htod_async = nullptr;
   MemHostAlloc mem_host_alloc = nullptr;
   MemFreeHost mem_free_host = nullptr;
+  /// Optional: resident blocks of a kernel per multiprocessor (null: 8 of 256 threads assumed).
+  OccupancyMaxActiveBlocks occupancy_max_active_blocks = nullptr;
   std::string problem;  ///< why the driver cannot be used; empty when it can
   int devices = 0;
 
@@ -273,6 +276,7 @@ GRADUS_INLINE Driver Driver::load() {
   d.memcpy_htod_async = lib.find<MemcpyHtoDAsync>("cuMemcpyHtoDAsync_v2");
   d.mem_host_alloc = lib.find<MemHostAlloc>("cuMemHostAlloc");
   d.mem_free_host = lib.find<MemFreeHost>("cuMemFreeHost");
+  d.occupancy_max_active_blocks = lib.find<OccupancyMaxActiveBlocks>("cuOccupancyMaxActiveBlocksPerMultiprocessor");
   if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
       !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
       !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||

@@ -8,8 +8,20 @@
   extern "C" __global__ void gradus_add_into_##S(T* d, const T* s, long n) {                         \
     GRADUS_FOR_EACH(i, n) d[i] += s[i];                                                             \
   }                                                                                                 \
-  extern "C" __global__ void gradus_finish_sum_##S(T* d, const double* acc, double scale) {         \
-    if (blockIdx.x == 0 && threadIdx.x == 0) d[0] = (T)(acc[0] * scale);                           \
+  /* one block of 256: the blocks' partial sums added in a fixed order (each thread a fixed      \
+     stride of them, then a tree), so the result does not depend on which block finished first */ \
+  extern "C" __global__ void gradus_finish_sum_##S(T* d, const double* partials, long count,         \
+                                                   double scale) {                                  \
+    __shared__ double s[256];                                                                       \
+    double x = 0;                                                                                   \
+    for (long i = threadIdx.x; i < count; i += blockDim.x) x += partials[i];                        \
+    s[threadIdx.x] = x;                                                                             \
+    __syncthreads();                                                                                \
+    for (unsigned w = blockDim.x / 2; w > 0; w >>= 1) {                                             \
+      if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];                                    \
+      __syncthreads();                                                                              \
+    }                                                                                               \
+    if (threadIdx.x == 0) d[0] = (T)(s[0] * scale);                                                 \
   }
 GRADUS_LIBRARY_FILL(float, f)
 GRADUS_LIBRARY_FILL(double, d)
