@@ -1,6 +1,6 @@
 // A training step on the GPU does not make the host wait for the GPU: the batch goes through the
 // Stager, the step's loss stays on the device until a hook or the epoch's end reads it
-// (train::StepLoss), and the values read are the CPU's. On the emulated device the driver counts
+// (train::StepLoss), and the values read are the CPU's. Adam's update is one kernel there. On the emulated device the driver counts
 // the calls after which a real host would have waited for the GPU's kernels
 // (gradus_emu_host_waits); on a real GPU only the values are checked.
 #include <catch2/catch.hpp>
@@ -149,4 +149,43 @@ TEST_CASE("a Session on the GPU reads the loss when asked: a hook's read, last_l
   const gd::train::EpochLogs& logs = s.end_epoch();
   CHECK(logs.loss == Approx(mean).epsilon(1e-12));
   s.close();
+}
+
+TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU's updates", "[gpu]") {
+  if (!ast::have_gpu()) return;
+  const gd::Device g = gd::cuda(0);
+  CHECK(gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(g));
+  CHECK(!gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(gd::cpu));  // the CPU composes it
+  const auto run = [&]<class T>(T, int which, gd::Device d) {
+    gd::Rng rng(31);
+    gd::Var<T> w(gd::Tensor<T>::random_uniform({7, 5}, rng, -1, 1).to(d), true);
+    gd::Var<T> b(gd::Tensor<T>::random_uniform({5}, rng, -1, 1).to(d), true);
+    const gd::Tensor<T> x = gd::Tensor<T>::random_uniform({4, 7}, rng, -1, 1).to(d);
+    std::unique_ptr<gd::optim::Optimizer<T>> opt;
+    if (which == 0) opt = std::make_unique<gd::optim::Adam<T>>(std::vector{w, b}, gd::optim::AdamOptions{.lr = 0.05});
+    if (which == 1) opt = std::make_unique<gd::optim::AMSGrad<T>>(std::vector{w, b}, gd::optim::AdamOptions{.lr = 0.05});
+    if (which == 2)
+      opt = std::make_unique<gd::optim::AdamW<T>>(std::vector{w, b},
+                                                   gd::optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
+    for (int step = 0; step < 12; ++step) {
+      // a loss whose gradient changes sign, so AMSGrad's running maximum matters
+      opt->minimize(gd::sum(gd::square(gd::sin(gd::matmul(gd::Var<T>::constant(x), w) + b) - T(0.3))));
+    }
+    return std::pair{w.value().to(gd::cpu), b.value().to(gd::cpu)};
+  };
+  for (int which = 0; which < 3; ++which) {
+    INFO("optimizer " << (which == 0 ? "Adam" : which == 1 ? "AMSGrad" : "AdamW"));
+    const auto [wf, bf] = run(0.f, which, gd::cpu);
+    const auto [wfg, bfg] = run(0.f, which, g);
+    const auto [wd, bd] = run(0.0, which, gd::cpu);
+    const auto [wdg, bdg] = run(0.0, which, g);
+    for (int64_t i = 0; i < wf.size(); ++i) {
+      CHECK(wfg.data()[i] == Approx(wf.data()[i]).epsilon(1e-4).margin(1e-5));
+      CHECK(wdg.data()[i] == Approx(wd.data()[i]).epsilon(1e-11).margin(1e-12));
+    }
+    for (int64_t i = 0; i < bf.size(); ++i) CHECK(bdg.data()[i] == Approx(bd.data()[i]).epsilon(1e-11).margin(1e-12));
+    gd::Rng rng(31);
+    const gd::Tensor<double> w0 = gd::Tensor<double>::random_uniform({7, 5}, rng, -1, 1);
+    CHECK(std::abs(wd.data()[0] - w0.data()[0]) > 1e-3);  // it moved
+  }
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/optim/optimizer.hpp"
 
@@ -101,6 +102,16 @@ class AdamRule : public Optimizer<T> {
   void update(size_t i, Tensor<T>& w, const Tensor<T>& g) override {
     Tensor<T>& m = this->slot(0, i);
     Tensor<T>& v = this->slot(1, i);
+    const Device device = w.device();
+    if (backend::implements<backend::kernel::AdamUpdate, T>(device) && g.device() == device && m.device() == device) {
+      // the backend's one-pass update (a GPU: one kernel instead of three)
+      Tensor<T>* vhat = amsgrad_ ? &this->slot(2, i) : nullptr;
+      const backend::AdamStep<T> step{T(beta1_), T(1 - beta1_), T(beta2_), T(1 - beta2_), T(alpha_), T(epsilon_),
+                                      T(this->lr() * weight_decay_)};
+      backend::run<backend::kernel::AdamUpdate, T>(device, step, w.device_data(), g.device_data(), m.device_data(),
+                                                    v.device_data(), vhat ? vhat->device_data() : nullptr, w.size());
+      return;
+    }
     m.assign(T(beta1_) * m + T(1 - beta1_) * g);
     v.assign(T(beta2_) * v + T(1 - beta2_) * square(g));
     Tensor<T>* denom = &v;

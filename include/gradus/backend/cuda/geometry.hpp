@@ -1,5 +1,5 @@
-// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling and a strided copy as
-// a GPU kernel receives them: plain 64-bit fields, laid out the same for the host that fills them (from
+// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling and a strided copy, and
+// an optimizer step's constants, as a GPU kernel receives them: plain 64-bit fields, laid out the same for the host that fills them (from
 // backend/plans.hpp's ConvPlan and PoolPlan) and for NVRTC, so this header includes nothing.
 #pragma once
 
@@ -20,6 +20,12 @@ struct PoolGeometry {
 struct CopyGeometry {
   long rank;
   long n[8], src[8], dst[8];
+};
+
+/// One Adam step's constants as its kernel receives them (backend::AdamStep on the host).
+template <class T>
+struct AdamConstants {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, alpha, eps, decay;
 };
 
 }  // namespace gradus::backend::cuda

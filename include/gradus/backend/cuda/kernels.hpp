@@ -192,6 +192,14 @@ inline constexpr kernel_fn<kernel::ReduceLogsumexpBackward, T> kernel_of<kernel:
       cuda::reduce_logsumexp_backward(v, x, y, g, dx, device);
     };
 
+/// Adam's three expressions as one kernel (library/optim.cuh).
+template <Real T>
+inline constexpr kernel_fn<kernel::AdamUpdate, T> kernel_of<kernel::AdamUpdate, T> =
+    [](const AdamStep<T>& s, T* w, const T* g, T* m, T* v, T* vhat, int64_t n, Device device) {
+      cuda::adam_update(AdamConstants<T>{s.beta1, s.one_minus_beta1, s.beta2, s.one_minus_beta2, s.alpha, s.eps, s.decay},
+                        w, g, m, v, vhat, long(n), device);
+    };
+
 /// Labels checked on the GPU, the error thrown at the next synchronisation point.
 template <std::same_as<int64_t> T>
 inline constexpr kernel_fn<kernel::CheckRange, T> kernel_of<kernel::CheckRange, T> =

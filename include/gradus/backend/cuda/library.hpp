@@ -120,6 +120,16 @@ inline void check_range(const int64_t* values, int64_t n, int64_t end, const Ran
   launch_library(cached_library_function<int64_t, kValueAt>(device), 1, at, device.index);
 }
 
+inline constexpr char kAdamUpdate[] = "adam_update";
+
+/// One Adam step over n elements of w and its state in one kernel (library/optim.cuh).
+template <class T>
+void adam_update(AdamConstants<T> c, T* w, const T* g, T* m, T* v, T* vhat, long n, Device device) {
+  void* fn = cached_library_function<T, kAdamUpdate>(device);
+  void* params[] = {&c, &w, &g, &m, &v, &vhat, &n};
+  launch_library(fn, n, params, device.index);
+}
+
 /// d[0] = T(scale · Σ partials[0..count)): a reduction's per-block partial sums (doubles) into its
 /// result, on the device, added in a fixed order (one block of 256 threads).
 template <class T>
@@ -163,7 +173,8 @@ GRADUS_INLINE const std::string& library_source() {
                                  "#include \"gradus/backend/cuda/library/pool.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/reduce.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/copy.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/lstm.cuh\"\n";
+                                 "#include \"gradus/backend/cuda/library/lstm.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/optim.cuh\"\n";
   return src;
 }
 

@@ -11,3 +11,5 @@ __device__ inline float gradus_exp(float x) { return expf(x); }
 __device__ inline double gradus_exp(double x) { return exp(x); }
 __device__ inline float gradus_log(float x) { return logf(x); }
 __device__ inline double gradus_log(double x) { return log(x); }
+__device__ inline float gradus_sqrt(float x) { return sqrtf(x); }
+__device__ inline double gradus_sqrt(double x) { return sqrt(x); }
