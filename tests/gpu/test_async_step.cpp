@@ -189,3 +189,54 @@ TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU
     CHECK(std::abs(wd.data()[0] - w0.data()[0]) > 1e-3);  // it moved
   }
 }
+
+TEST_CASE("column sums of tall matrices on the GPU (a bias gradient): in two stages, the CPU's values, the same bits twice",
+          "[gpu]") {
+  if (!ast::have_gpu()) return;
+  const gd::Device g = gd::cuda(0);
+  for (const gd::Shape s : {gd::Shape{100, 7}, gd::Shape{257, 3}, gd::Shape{5000, 32}, gd::Shape{1021, 1}}) {
+    INFO("shape " << s);
+    gd::Rng rng(41);
+    const gd::Tensor<float> x = gd::Tensor<float>::random_uniform(s, rng, -1, 1);
+    const gd::Tensor<float> xd = x.to(g);
+    const auto column_sums = [&] {
+      gd::Tensor<float> out = gd::Tensor<float>::empty({s[1]}, g);
+      gd::backend::sum_rows(xd.device_data(), s[0], s[1], out.device_data(), g);
+      return out.to(gd::cpu);
+    };
+    const gd::Tensor<float> first = column_sums(), second = column_sums();
+    for (int64_t c = 0; c < s[1]; ++c) {
+      double exact = 0;
+      for (int64_t r = 0; r < s[0]; ++r) exact += double(x(r, c));
+      CHECK(double(first(c)) == Approx(exact).margin(1e-5 * double(s[0])));
+      CHECK(first(c) == second(c));  // no atomics: the order depends on the shape only
+    }
+  }
+}
+
+TEST_CASE("another library's context made current on this thread: the next launch makes gradus's current again",
+          "[gpu]") {
+  if (!ast::have_gpu()) return;
+  const char* path = std::getenv("GRADUS_CUDA_DRIVER");
+  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  using SetCurrent = int (*)(void*);
+  using GetCurrent = int (*)(void**);
+  const auto set = lib ? reinterpret_cast<SetCurrent>(dlsym(lib, "cuCtxSetCurrent")) : nullptr;
+  const auto get = lib ? reinterpret_cast<GetCurrent>(dlsym(lib, "cuCtxGetCurrent")) : nullptr;
+  if (!set || !get || !dlsym(lib, "gradus_emu_host_waits")) {
+    WARN("a real GPU: the context switch is checked on the emulated device only");
+    return;
+  }
+  const gd::Device g = gd::cuda(0);
+  const gd::Tensor<float> x = gd::Tensor<float>::ones({8}).to(g);
+  CHECK(gd::eval(x + 1.f).to(gd::cpu)(3) == 2.f);
+  void* ours = nullptr;
+  REQUIRE(get(&ours) == 0);
+  REQUIRE(ours != nullptr);
+  int foreign = 0;
+  REQUIRE(set(&foreign) == 0);  // as the CUDA runtime of another library would
+  CHECK(gd::eval(x * 3.f).to(gd::cpu)(5) == 3.f);
+  void* now = nullptr;
+  REQUIRE(get(&now) == 0);
+  CHECK(now == ours);
+}

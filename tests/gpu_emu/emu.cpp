@@ -751,7 +751,16 @@ int cuDevicePrimaryCtxRetain(void** ctx, int dev) {
   *ctx = &context;
   return kSuccess;
 }
-int cuCtxSetCurrent(void*) { return kSuccess; }
+thread_local void* current_context = nullptr;
+int cuCtxSetCurrent(void* ctx) {
+  current_context = ctx;
+  return kSuccess;
+}
+int cuCtxGetCurrent(void** ctx) {
+  if (!ctx) return kInvalidValue;
+  *ctx = current_context;
+  return kSuccess;
+}
 int cuMemcpyHtoD_v2(Ptr dst, const void* src, size_t n);
 int cuCtxSynchronize() {
   host_wait("cuCtxSynchronize");

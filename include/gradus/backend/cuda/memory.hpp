@@ -15,6 +15,7 @@
 //   gd::cuda::memory_stats(0).device_allocations;
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -173,22 +174,30 @@ void register_memory_hooks();
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 GRADUS_INLINE void make_current(int ordinal) {
   static std::mutex mu;
-  static std::array<void*, 64> contexts{};
+  static std::array<std::atomic<void*>, 64> contexts{};
   thread_local int current = -1;
-  if (current == ordinal) return;
   const Driver& d = Driver::get();
+  if (current == ordinal) {
+    // still ours? another library on this thread (the CUDA runtime, PyTorch) may have made its
+    // own context current since
+    void* now = nullptr;
+    if (!d.ctx_get_current) return;
+    if (d.ctx_get_current(&now) == 0 && now == contexts[size_t(ordinal)].load(std::memory_order_relaxed)) return;
+  }
   GRADUS_CHECK(device_error, d.problem.empty(), "cuda(", ordinal, "): ", d.problem);
   GRADUS_CHECK(device_error, ordinal >= 0 && ordinal < d.devices && ordinal < int(contexts.size()), "cuda(",
                ordinal, "): no such GPU; the driver reports ", d.devices);
   void* ctx = nullptr;
   {
     std::lock_guard lock(mu);
-    if (!contexts[size_t(ordinal)]) {
+    if (!contexts[size_t(ordinal)].load(std::memory_order_relaxed)) {
       int dev = 0;
+      void* retained = nullptr;
       d.check(d.device_get(&dev, ordinal), "cuDeviceGet");
-      d.check(d.primary_ctx_retain(&contexts[size_t(ordinal)], dev), "cuDevicePrimaryCtxRetain");
+      d.check(d.primary_ctx_retain(&retained, dev), "cuDevicePrimaryCtxRetain");
+      contexts[size_t(ordinal)].store(retained, std::memory_order_relaxed);
     }
-    ctx = contexts[size_t(ordinal)];
+    ctx = contexts[size_t(ordinal)].load(std::memory_order_relaxed);
   }
   d.check(d.ctx_set_current(ctx), "cuCtxSetCurrent");
   current = ordinal;

@@ -98,6 +98,7 @@ struct Driver {
   using MemHostAlloc = int (*)(void**, size_t, unsigned);
   using MemFreeHost = int (*)(void*);
   using OccupancyMaxActiveBlocks = int (*)(int*, void*, int, size_t);
+  using CtxGetCurrent = int (*)(void**);
 
   Init init = nullptr;
   DeviceGetCount device_get_count = nullptr;
@@ -131,6 +132,8 @@ struct Driver {
   MemFreeHost mem_free_host = nullptr;
   /// Optional: resident blocks of a kernel per multiprocessor (null: 8 of 256 threads assumed).
   OccupancyMaxActiveBlocks occupancy_max_active_blocks = nullptr;
+  /// Optional: the calling thread's current context (null: gradus trusts its own record).
+  CtxGetCurrent ctx_get_current = nullptr;
   std::string problem;  ///< why the driver cannot be used; empty when it can
   int devices = 0;
 
@@ -277,6 +280,7 @@ GRADUS_INLINE Driver Driver::load() {
   d.mem_host_alloc = lib.find<MemHostAlloc>("cuMemHostAlloc");
   d.mem_free_host = lib.find<MemFreeHost>("cuMemFreeHost");
   d.occupancy_max_active_blocks = lib.find<OccupancyMaxActiveBlocks>("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  d.ctx_get_current = lib.find<CtxGetCurrent>("cuCtxGetCurrent");
   if (!d.init || !d.device_get_count || !d.device_get || !d.device_get_name || !d.device_get_attribute ||
       !d.primary_ctx_retain || !d.ctx_set_current || !d.ctx_synchronize || !d.mem_alloc || !d.mem_free ||
       !d.mem_get_info || !d.memcpy_htod || !d.memcpy_dtoh || !d.memcpy_dtod || !d.memset_d8 ||
