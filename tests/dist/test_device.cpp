@@ -19,6 +19,8 @@
 #include "gradus/train.hpp"
 #include "models.hpp"
 
+#include "../support/gpu.hpp"
+
 namespace gd = gradus;
 
 namespace dist_device_test {
@@ -26,10 +28,7 @@ namespace dist_device_test {
 // This rank's GPU, or nullopt after printing "no GPU: <why>" (NCCL wants a GPU per rank: the
 // emulated device, which is not NCCL, takes several).
 std::optional<gd::Device> rank_gpu() {
-  if (!gd::cuda::is_available()) {
-    WARN("no GPU: " << gd::cuda::unavailable_reason());
-    return std::nullopt;
-  }
+  if (!gradus_test::gpu_available()) return std::nullopt;
   const bool emulated = gd::cuda(0).name().find("emulated") != std::string::npos;
   if (!emulated && gd::cuda::device_count() < gd::dist::size()) {
     WARN("no GPU: NCCL needs one GPU per rank; " << gd::cuda::device_count() << " GPU(s) for " << gd::dist::size()

@@ -17,24 +17,24 @@
 #include "gradus/optim.hpp"
 #include "gradus/train.hpp"
 
+#include "../support/gpu.hpp"
+
 namespace gd = gradus;
 
 namespace async_step_test {
 
-bool have_gpu() {
-  if (gd::cuda::is_available()) return true;
-  WARN("no GPU: " << gd::cuda::unavailable_reason());
-  return false;
-}
-
 using WaitCount = unsigned long long (*)();
 
-// The emulated driver's count of host waits; null on a real driver.
-WaitCount emulator_waits() {
+// Entry point `name` of the emulated driver; null on a real driver (the emulator alone exports
+// gradus_emu_host_waits).
+void* emulator_symbol(const char* name) {
   const char* path = std::getenv("GRADUS_CUDA_DRIVER");
   void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
-  return lib ? reinterpret_cast<WaitCount>(dlsym(lib, "gradus_emu_host_waits")) : nullptr;
+  return lib && dlsym(lib, "gradus_emu_host_waits") ? dlsym(lib, name) : nullptr;
 }
+
+// The emulated driver's count of host waits; null on a real driver.
+WaitCount emulator_waits() { return reinterpret_cast<WaitCount>(emulator_symbol("gradus_emu_host_waits")); }
 
 // Keeps every step's StepLoss unread, with the host waits since the previous step.
 struct Recorder : gd::train::Hook {
@@ -69,7 +69,7 @@ namespace ast = async_step_test;
 
 TEST_CASE("fit on the GPU: the host never waits for the GPU inside an epoch, and the losses read later are the CPU's",
           "[gpu]") {
-  if (!ast::have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const ast::WaitCount waits = ast::emulator_waits();
   gd::Tensor<float> x = gd::Tensor<float>::empty({60, 6});
   gd::Tensor<int64_t> y = gd::Tensor<int64_t>::empty({60});
@@ -109,7 +109,7 @@ TEST_CASE("fit on the GPU: the host never waits for the GPU inside an epoch, and
 }
 
 TEST_CASE("a Session on the GPU reads the loss when asked: a hook's read, last_loss, epoch_loss", "[gpu]") {
-  if (!ast::have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const ast::WaitCount waits = ast::emulator_waits();
   ast::Net net;
@@ -152,7 +152,7 @@ TEST_CASE("a Session on the GPU reads the loss when asked: a hook's read, last_l
 }
 
 TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU's updates", "[gpu]") {
-  if (!ast::have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   CHECK(gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(g));
   CHECK(!gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(gd::cpu));  // the CPU composes it
@@ -192,9 +192,9 @@ TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU
 
 TEST_CASE("column sums of tall matrices on the GPU (a bias gradient): in two stages, the CPU's values, the same bits twice",
           "[gpu]") {
-  if (!ast::have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
-  for (const gd::Shape s : {gd::Shape{100, 7}, gd::Shape{257, 3}, gd::Shape{5000, 32}, gd::Shape{1021, 1}}) {
+  for (const gd::Shape& s : {gd::Shape{100, 7}, gd::Shape{257, 3}, gd::Shape{5000, 32}, gd::Shape{1021, 1}}) {
     INFO("shape " << s);
     gd::Rng rng(41);
     const gd::Tensor<float> x = gd::Tensor<float>::random_uniform(s, rng, -1, 1);
@@ -216,14 +216,12 @@ TEST_CASE("column sums of tall matrices on the GPU (a bias gradient): in two sta
 
 TEST_CASE("another library's context made current on this thread: the next launch makes gradus's current again",
           "[gpu]") {
-  if (!ast::have_gpu()) return;
-  const char* path = std::getenv("GRADUS_CUDA_DRIVER");
-  void* lib = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : nullptr;
+  if (!gradus_test::gpu_available()) return;
   using SetCurrent = int (*)(void*);
   using GetCurrent = int (*)(void**);
-  const auto set = lib ? reinterpret_cast<SetCurrent>(dlsym(lib, "cuCtxSetCurrent")) : nullptr;
-  const auto get = lib ? reinterpret_cast<GetCurrent>(dlsym(lib, "cuCtxGetCurrent")) : nullptr;
-  if (!set || !get || !dlsym(lib, "gradus_emu_host_waits")) {
+  const auto set = reinterpret_cast<SetCurrent>(ast::emulator_symbol("cuCtxSetCurrent"));
+  const auto get = reinterpret_cast<GetCurrent>(ast::emulator_symbol("cuCtxGetCurrent"));
+  if (!set || !get) {
     WARN("a real GPU: the context switch is checked on the emulated device only");
     return;
   }

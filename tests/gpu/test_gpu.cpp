@@ -23,15 +23,13 @@
 #include "gradus/metrics.hpp"
 #include "gradus/train.hpp"
 
+#include "../support/gpu.hpp"
+
 namespace gd = gradus;
 
 namespace {
 
-bool gpu_here() {
-  if (gd::cuda::is_available()) return true;
-  WARN("no GPU: " << gd::cuda::unavailable_reason());
-  return false;
-}
+using gradus_test::gpu_available;
 
 template <class T>
 gd::Tensor<T> uniform(const gd::Shape& s, double lo, double hi, uint64_t seed) {
@@ -63,7 +61,7 @@ void for_each_type(F&& f) {
 }  // namespace
 
 TEST_CASE("the GPU is found and named", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::cuda dev(0);
   CHECK_FALSE(dev.name().empty());
   CHECK(dev.compute_capability() >= 50);
@@ -72,7 +70,7 @@ TEST_CASE("the GPU is found and named", "[gpu]") {
 }
 
 TEST_CASE("tensors go to the GPU and back bit for bit", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   for (int64_t n : {int64_t(0), int64_t(1), int64_t(1000003)}) {
     const auto a = uniform<float>({n}, -3, 3, 1);
@@ -88,7 +86,7 @@ TEST_CASE("tensors go to the GPU and back bit for bit", "[gpu][memcheck]") {
 }
 
 TEST_CASE("generated kernels compute every elementwise op as the CPU does", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto check = [&]<class T>(T, double tol) {
     for_each_type<gd::ops::all_unary_ops>([&](auto tag) {
@@ -115,7 +113,7 @@ TEST_CASE("generated kernels compute every elementwise op as the CPU does", "[gp
 }
 
 TEST_CASE("fused chains with numbers, parameters, masks and broadcasting run as one kernel", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto a = uniform<double>({64, 100}, -2, 2, 6), b = uniform<double>({64, 100}, -2, 2, 7);
   const auto c = uniform<double>({100}, -1, 1, 8), d = uniform<double>({64, 1}, 0.5, 2, 9);
@@ -133,7 +131,7 @@ TEST_CASE("fused chains with numbers, parameters, masks and broadcasting run as 
 }
 
 TEST_CASE("a steady state of GPU evaluations allocates no device memory", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::cuda dev(0);
   const auto a = uniform<float>({512, 512}, -1, 1, 10).to(dev);
   for (int i = 0; i < 3; ++i) gd::Tensor<float> t = gd::exp(a * 2.f) + a;  // warm up the cache
@@ -160,7 +158,7 @@ std::vector<gd::Tensor<double>> value_and_grads(F&& f, const std::vector<gd::Ten
 }  // namespace
 
 TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const std::vector<gd::Tensor<double>> xs{uniform<double>({300, 200}, -1, 1, 11), uniform<double>({300, 200}, -1, 1, 12),
                                            uniform<double>({200}, -1, 1, 13),  // broadcast: scatter-added
@@ -181,7 +179,7 @@ TEST_CASE("the fused loss value and gradients on the GPU agree with the CPU", "[
 }
 
 TEST_CASE("gradients on the GPU: a Var used twice, a mean, a comparison mask, accumulation over two passes", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({1000}, -2, 2, 15);
   const auto run = [&](gd::Device d) {
@@ -195,7 +193,7 @@ TEST_CASE("gradients on the GPU: a Var used twice, a mean, a comparison mask, ac
 }
 
 TEST_CASE("gradient check in double on the GPU: finite differences of the GPU's own loss", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x0 = uniform<double>({5, 4}, -1, 1, 16), w = uniform<double>({4}, -1, 1, 17);
   const auto f = [&](const gd::Tensor<double>& x) {
@@ -213,7 +211,7 @@ TEST_CASE("gradient check in double on the GPU: finite differences of the GPU's 
 }
 
 TEST_CASE("matmul on the GPU (cuBLAS): products and gradients agree with the CPU", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   REQUIRE_FALSE(gd::cuda::tf32_allowed());  // full float precision by default
   struct Case {
@@ -240,7 +238,7 @@ TEST_CASE("matmul on the GPU (cuBLAS): products and gradients agree with the CPU
 }
 
 TEST_CASE("training on the GPU: 50 SGD-momentum and Adam steps of a tanh regression match the CPU", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({256, 20}, -1, 1, 30), t = uniform<double>({256, 5}, -1, 1, 31);
   const auto w0 = uniform<double>({20, 5}, -0.3, 0.3, 32), b0 = uniform<double>({5}, -0.1, 0.1, 33);
@@ -274,7 +272,7 @@ TEST_CASE("training on the GPU: 50 SGD-momentum and Adam steps of a tanh regress
 }
 
 TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gradient uses it", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<float>({333, 77}, -1, 1, 40);
   const auto run = [&](gd::Device d) {
@@ -291,7 +289,7 @@ TEST_CASE("dropout on the GPU draws the CPU's mask for the same seed, and its gr
 }
 
 TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree with the CPU", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({6, 10, 4}, -3, 3, 50);
   const auto w = uniform<double>({6, 10, 4}, -1, 1, 51);
@@ -332,7 +330,7 @@ TEST_CASE("softmax, log_softmax, one_hot and sums along an axis on the GPU agree
 
 TEST_CASE("max, min, argmax, prod and logsumexp over long lines on the GPU: the CPU's values, NaNs, ties and gradients",
           "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   // lines of 1 to 70000 elements: one thread's share and many per thread, one line per block and
   // several lines per block; the 5000-element axis 0 reduces strided lines
@@ -385,7 +383,7 @@ TEST_CASE("max, min, argmax, prod and logsumexp over long lines on the GPU: the 
 }
 
 TEST_CASE("data movement on the GPU: slices, pads, transposes, concat, gather and its scatter-add, casts", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto x = uniform<double>({4, 300, 70}, -2, 2, 71), y = uniform<double>({4, 300, 30}, -2, 2, 72);
   // 5000 indices into 300 rows: every row is hit many times, so the scatter-add's atomics meet
@@ -421,7 +419,7 @@ TEST_CASE("data movement on the GPU: slices, pads, transposes, concat, gather an
 }
 
 TEST_CASE("a sparse loss checks GPU labels on the GPU and reports a bad one at the next synchronisation", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto logits = uniform<float>({5, 10}, -1, 1, 81).to(g);
   const gd::Tensor<int64_t> good = gd::Tensor<int64_t>::from({3, 0, 9, 1, 2}).to(g);
@@ -442,7 +440,7 @@ TEST_CASE("a sparse loss checks GPU labels on the GPU and reports a bad one at t
 }
 
 TEST_CASE("where with an int64 mask on the GPU: values and gradients as on the CPU", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const gd::Tensor<int64_t> mask = gd::Tensor<int64_t>::from({3, 0, -1, 0, 1, 0}).reshape({2, 3});
   const auto av = uniform<float>({2, 3}, -2, 2, 84), bv = uniform<float>({2, 3}, -2, 2, 85);
@@ -461,7 +459,7 @@ TEST_CASE("where with an int64 mask on the GPU: values and gradients as on the C
 }
 
 TEST_CASE("gather checks GPU indices on the GPU: a bad one reads nothing and is reported at the next sync", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::Var<float> x(uniform<float>({5, 3}, -1, 1, 83).to(g));
   const gd::Tensor<int64_t> good = gd::Tensor<int64_t>::from({4, 0, 4}).to(g);
@@ -483,7 +481,7 @@ TEST_CASE("gather checks GPU indices on the GPU: a bad one reads nothing and is 
 }
 
 TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::Rng data_rng(60);
   const auto x = gd::Tensor<float>::random_normal({128, 64}, data_rng);
@@ -515,7 +513,7 @@ TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU
 
 TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and checkpoints that load on the CPU",
           "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::Rng data_rng(70);
   const auto x = gd::Tensor<float>::random_normal({512, 20}, data_rng);
@@ -562,7 +560,7 @@ TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and c
 }
 
 TEST_CASE("conv2d and pooling on the GPU agree with the CPU, values and gradients", "[gpu][memcheck]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   struct Case {
     gd::Shape x, w;
@@ -598,7 +596,7 @@ TEST_CASE("conv2d and pooling on the GPU agree with the CPU, values and gradient
 }
 
 TEST_CASE("300 steps of a LeNet-style CNN on the GPU match the CPU's losses", "[gpu]") {
-  if (!gpu_here()) return;
+  if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::Rng data_rng(90);
   const auto x = gd::Tensor<float>::random_normal({32, 28, 28, 1}, data_rng);

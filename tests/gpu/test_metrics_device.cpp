@@ -8,15 +8,11 @@
 #include "gradus/gradus.hpp"
 #include "gradus/metrics.hpp"
 
+#include "../support/gpu.hpp"
+
 namespace gd = gradus;
 
 namespace metrics_device_test {
-
-bool metrics_gpu_here() {
-  if (gd::cuda::is_available()) return true;
-  WARN("no GPU: " << gd::cuda::unavailable_reason());
-  return false;
-}
 
 // Scores [n, c] and labels [n]: every third label is the row's argmax, the others a neighbour.
 std::pair<gd::Tensor<float>, gd::Tensor<int64_t>> scored_batch(int64_t n, int64_t c, uint64_t seed) {
@@ -37,7 +33,7 @@ std::pair<gd::Tensor<float>, gd::Tensor<int64_t>> scored_batch(int64_t n, int64_
 using namespace metrics_device_test;
 
 TEST_CASE("sparse_categorical_accuracy and accuracy of GPU predictions equal the host's", "[gpu][metrics]") {
-  if (!metrics_gpu_here()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::metrics::SparseCategoricalAccuracy on_gpu, on_host;
   gd::metrics::Accuracy eq_gpu, eq_host;
@@ -65,7 +61,7 @@ TEST_CASE("sparse_categorical_accuracy and accuracy of GPU predictions equal the
 }
 
 TEST_CASE("sparse_categorical_accuracy checks GPU labels on the GPU", "[gpu][metrics]") {
-  if (!metrics_gpu_here()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::metrics::SparseCategoricalAccuracy m;
   auto [s, l] = scored_batch(6, 4, 3);
@@ -79,7 +75,7 @@ TEST_CASE("sparse_categorical_accuracy checks GPU labels on the GPU", "[gpu][met
 }
 
 TEST_CASE("mean_iou of int64 GPU class ids counts on the GPU and equals the host's", "[gpu][metrics]") {
-  if (!metrics_gpu_here()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::metrics::MeanIoU on_gpu(5), on_host(5);
   for (uint64_t k = 0; k < 3; ++k) {
@@ -116,7 +112,7 @@ TEST_CASE("mean_iou of int64 GPU class ids counts on the GPU and equals the host
 }
 
 TEST_CASE("AUC and the threshold metrics of GPU predictions count on the GPU and equal the host's", "[gpu][metrics]") {
-  if (!metrics_gpu_here()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   gd::metrics::AUC roc_gpu, roc_host;
   gd::metrics::AUC pr_gpu({.curve = gd::metrics::Curve::pr, .summation = gd::metrics::Summation::careful_interpolation});

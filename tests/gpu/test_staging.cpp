@@ -17,15 +17,11 @@
 #include "gradus/optim.hpp"
 #include "gradus/train.hpp"
 
+#include "../support/gpu.hpp"
+
 namespace gd = gradus;
 
 namespace staging_test {
-
-bool have_gpu() {
-  if (gd::cuda::is_available()) return true;
-  WARN("no GPU: " << gd::cuda::unavailable_reason());
-  return false;
-}
 
 gd::Tensor<float> ramp(const gd::Shape& s, float from) {
   gd::Tensor<float> t = gd::Tensor<float>::empty(s);
@@ -38,7 +34,7 @@ gd::Tensor<float> ramp(const gd::Shape& s, float from) {
 using namespace staging_test;
 
 TEST_CASE("Stager: the copy arrives, and the host buffer is free once start returns", "[gpu][staging]") {
-  if (!have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device dev = gd::cuda(0);
   auto stager = gd::backend::make_stager(dev, 2);
   // more copies than slots: each slot's pinned buffer is reused after its copy ran
@@ -73,7 +69,7 @@ TEST_CASE("Stager: the copy arrives, and the host buffer is free once start retu
 }
 
 TEST_CASE("Dataset::prefetch_to: tensor fields arrive on the GPU with their values, strings stay", "[gpu][staging]") {
-  if (!have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device dev = gd::cuda(0);
   // element k: x = ramp from k [3, 4], y = {k, k}, name "e<k>"
   gd::Tensor<float> xs_all = gd::Tensor<float>::empty({9, 3, 4});
@@ -115,7 +111,7 @@ TEST_CASE("Dataset::prefetch_to: tensor fields arrive on the GPU with their valu
 }
 
 TEST_CASE("fit on a Dataset with prefetch_to(cuda) = fit on host batches", "[gpu][staging]") {
-  if (!have_gpu()) return;
+  if (!gradus_test::gpu_available()) return;
   const gd::Device dev = gd::cuda(0);
   gd::Rng data_rng(5);
   const gd::Tensor<float> x = gd::Tensor<float>::random_uniform({96, 6}, data_rng, -1, 1);

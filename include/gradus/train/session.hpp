@@ -145,7 +145,6 @@ class PendingScalars {
   GRADUS_INLINE_DECL std::shared_ptr<LossCell> push(const AnyTensor& scalar, double scale = 1);
   /// Reads every queued value into its cell (the host waits for the device's earlier work).
   GRADUS_INLINE_DECL void settle();
-  bool empty() const { return cells_.empty(); }
 
  private:
   static constexpr int64_t kCapacity = 1024;  // queued values before push settles by itself
