@@ -425,7 +425,11 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
   const std::string_view data = bytes.substr(8 + size_t(n));
 
   detail::StHeaderParser parser(source, data.size());
-  if (!nlohmann::json::sax_parse(header.begin(), header.end(), &parser))
+  // nlohmann's JSON parser alone: json::sax_parse would also compile its readers of the binary
+  // formats (CBOR, MessagePack, UBJSON, BSON), a runtime choice there, in every program that loads.
+  auto input = nlohmann::detail::input_adapter(header.begin(), header.end());
+  if (!nlohmann::detail::parser<nlohmann::json, decltype(input)>(std::move(input), nullptr, true, false)
+           .sax_parse(&parser, true))
     parser.fail("the header is not valid JSON");
   std::vector<detail::StEntry>& entries = parser.entries;
 
