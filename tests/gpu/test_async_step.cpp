@@ -1,6 +1,6 @@
 // A training step on the GPU does not make the host wait for the GPU: the batch goes through the
 // Stager, the step's loss stays on the device until a hook or the epoch's end reads it
-// (train::StepLoss), and the values read are the CPU's. Adam's update is one kernel there. On the emulated device the driver counts
+// (train::StepLoss), and the values read are the CPU's. Adam updates up to 32 parameters in one kernel there. On the emulated device the driver counts
 // the calls after which a real host would have waited for the GPU's kernels
 // (gradus_emu_host_waits); on a real GPU only the values are checked.
 #include <catch2/catch.hpp>
@@ -151,7 +151,7 @@ TEST_CASE("a Session on the GPU reads the loss when asked: a hook's read, last_l
   s.close();
 }
 
-TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU's updates", "[gpu]") {
+TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel for the parameters, the CPU's updates", "[gpu]") {
   if (!gradus_test::gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   CHECK(gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(g));
@@ -187,6 +187,43 @@ TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel per parameter, the CPU
     gd::Rng rng(31);
     const gd::Tensor<double> w0 = gd::Tensor<double>::random_uniform({7, 5}, rng, -1, 1);
     CHECK(std::abs(wd.data()[0] - w0.data()[0]) > 1e-3);  // it moved
+  }
+}
+
+TEST_CASE("Adam over 40 parameters of different sizes on the GPU: two launches a step, the CPU's weights", "[gpu]") {
+  namespace ast = async_step_test;
+  if (!gradus_test::gpu_available()) return;
+  const gd::Device g = gd::cuda(0);
+  using Launches = unsigned long long (*)();
+  const auto launches = reinterpret_cast<Launches>(ast::emulator_symbol("gradus_emu_launches"));
+  const auto run = [&](gd::Device d, bool amsgrad) {
+    gd::Rng rng(37);
+    std::vector<gd::Var<double>> ws;
+    for (int k = 0; k < 40; ++k)  // 1 to 300 elements: the batch's bisection meets every boundary
+      ws.emplace_back(gd::Tensor<double>::random_uniform({1 + (k * 37) % 300}, rng, -1, 1).to(d), true);
+    gd::optim::Adam<double> opt(ws, {.lr = 0.02, .amsgrad = amsgrad});
+    unsigned long long per_step = 0;
+    for (int step = 0; step < 4; ++step) {
+      gd::Var<double> loss = gd::Var<double>::constant(gd::Tensor<double>::zeros({}).to(d));
+      for (size_t k = 0; k < ws.size(); ++k) loss = loss + gd::sum(gd::sin(ws[k] * double(k % 7 + 1)));
+      opt.zero_grad();
+      gd::backward(loss);
+      const unsigned long long before = launches ? launches() : 0;
+      opt.step();
+      if (launches) per_step = launches() - before;
+    }
+    std::vector<gd::Tensor<double>> out;
+    for (const auto& w : ws) out.push_back(w.value().to(gd::cpu));
+    return std::pair{out, per_step};
+  };
+  for (bool amsgrad : {false, true}) {
+    INFO((amsgrad ? "AMSGrad" : "Adam"));
+    const auto [cpu, cpu_launches] = run(gd::cpu, amsgrad);
+    const auto [gpu, gpu_launches] = run(g, amsgrad);
+    for (size_t k = 0; k < cpu.size(); ++k)
+      for (int64_t i = 0; i < cpu[k].size(); ++i)
+        CHECK(gpu[k].data()[i] == Approx(cpu[k].data()[i]).epsilon(1e-12).margin(1e-13));
+    if (launches) CHECK(gpu_launches == 2);  // 32 parameters, then 8
   }
 }
 

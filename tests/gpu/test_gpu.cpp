@@ -30,12 +30,7 @@ namespace gd = gradus;
 namespace {
 
 using gradus_test::gpu_available;
-
-template <class T>
-gd::Tensor<T> uniform(const gd::Shape& s, double lo, double hi, uint64_t seed) {
-  gd::Rng rng(seed);
-  return gd::Tensor<T>::random_uniform(s, rng, lo, hi);
-}
+using gradus_test::uniform;
 
 /// max |gpu - cpu| / max(1, |cpu|) over the elements.
 template <class T>

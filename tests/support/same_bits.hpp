@@ -7,9 +7,10 @@
 
 namespace gradus_test {
 
-/// Same shape and the same bits in every element.
-inline bool same_bits(const gradus::Tensor<double>& a, const gradus::Tensor<double>& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
+/// Same shape and the same bits in every element (host tensors).
+template <class T>
+bool same_bits(const gradus::Tensor<T>& a, const gradus::Tensor<T>& b) {
+  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(T)) == 0;
 }
 
 /// The same names in the same order, each with the same bits.

@@ -50,6 +50,16 @@ template <class T>
 struct AdamStep {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, alpha, eps, decay;
 };
+/// One parameter of an Adam step: its n weights, gradient and state (vhat null without AMSGrad).
+template <class T>
+struct AdamTensors {
+  T* w;
+  const T* g;
+  T* m;
+  T* v;
+  T* vhat;
+  int64_t n;
+};
 
 /// Where a fused backward pass sends the gradient of one Var operand of an expression: `dst`
 /// (in the device's memory; null: not wanted), added when `add`. `broadcast`: the operand is
@@ -109,11 +119,12 @@ GRADUS_KERNEL(LstmBackward, "lstm_sequence", const LstmPlan& p, const T* r, cons
               const T* g_seq, const T* g_h_last, const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0,
               bool add_h0, T* dc0, bool add_c0)
 GRADUS_KERNEL(DropoutMask, "dropout", uint64_t key, double keep, T scale, int64_t n, T* mask)
-/// One Adam (AMSGrad, AdamW) step over n elements in one pass — what optim::Adam otherwise
-/// composes from three expressions: m ← β1·m + (1-β1)·g; v ← β2·v + (1-β2)·g²; with `vhat`,
-/// vhat ← max(vhat, v), read in place of v; w ← w - decay·w - alpha·m / (√v + eps) (the decay
-/// term only when decay is not 0). Not every backend has it: ask implements<kernel::AdamUpdate, T>.
-GRADUS_KERNEL(AdamUpdate, "adam", const AdamStep<T>& step, T* w, const T* g, T* m, T* v, T* vhat, int64_t n)
+/// One Adam (AMSGrad, AdamW) step of `count` parameters in one pass over each — what optim::Adam
+/// otherwise composes from three expressions per parameter: m ← β1·m + (1-β1)·g;
+/// v ← β2·v + (1-β2)·g²; with `vhat`, vhat ← max(vhat, v), read in place of v;
+/// w ← w - decay·w - alpha·m / (√v + eps) (the decay term only when decay is not 0). A GPU runs
+/// up to 32 parameters per launch. Not every backend has it: ask implements<kernel::AdamUpdate, T>.
+GRADUS_KERNEL(AdamUpdate, "adam", const AdamStep<T>& step, const AdamTensors<T>* params, int count)
 GRADUS_KERNEL(MaskedMultiply, "dropout", const T* x, const T* mask, int64_t n, T* out, bool add)
 
 // ----------------------------------------------------------------- convolution and pooling

@@ -231,6 +231,13 @@ class Optimizer {
   virtual void prepare(int64_t /*t*/) {}
   /// Updates parameter i's weights `w` in place from its gradient `g`.
   virtual void update(size_t i, Tensor<T>& w, const Tensor<T>& g) = 0;
+  /// Updates the parameters `which` (ascending), parameter which[k] from grads[k]: update() for
+  /// each, unless the rule can do them together (Adam: one GPU kernel for up to 32).
+  virtual void update_all(const std::vector<size_t>& which, const std::vector<const Tensor<T>*>& grads) {
+    for (size_t k = 0; k < which.size(); ++k) update(which[k], params_[which[k]].value(), *grads[k]);
+  }
+  /// Parameter i's weights.
+  Tensor<T>& weights(size_t i) { return params_[i].value(); }
 
  private:
   struct Slot {
@@ -249,12 +256,16 @@ class Optimizer {
   void apply(G&& grad_of) {
     const int64_t t = ++step_;
     prepare(t);
+    which_.clear();  // kept between steps: a steady-state step allocates nothing
+    grads_.clear();
     for (size_t i = 0; i < params_.size(); ++i)
       if (const Tensor<T>* g = grad_of(i)) {
         fit_slots(i);
         follow_device(i);
-        update(i, params_[i].value(), *g);
+        which_.push_back(i);
+        grads_.push_back(g);
       }
+    update_all(which_, grads_);
   }
   /// Checks a gradient given for parameter i (undefined: none): its shape and device.
   void check_gradient(size_t i, const Tensor<T>& g) const {
@@ -272,6 +283,8 @@ class Optimizer {
   std::vector<Slot> slots_;
   double lr_ = 0;
   int64_t step_ = 0;
+  std::vector<size_t> which_;  // a step's parameters with a gradient, and their gradients
+  std::vector<const Tensor<T>*> grads_;
 };
 
 }  // namespace gradus::optim

@@ -99,19 +99,46 @@ class AdamRule : public Optimizer<T> {
     const double n = double(t);
     alpha_ = this->lr() * std::sqrt(1 - std::pow(beta2_, n)) / (1 - std::pow(beta1_, n));
   }
+  /// The parameters on a device whose backend has the one-pass update (a GPU) go to it together,
+  /// in one kernel per device and 32 parameters instead of three per parameter; the others one by one.
+  void update_all(const std::vector<size_t>& which, const std::vector<const Tensor<T>*>& grads) override {
+    std::vector<size_t>& rest_which = rest_which_;  // kept between steps: no allocation in a steady state
+    std::vector<const Tensor<T>*>& rest_grads = rest_grads_;
+    std::vector<backend::AdamTensors<T>>& batch = batch_;
+    rest_which.clear(), rest_grads.clear(), batch.clear();
+    Device batch_device = gradus::cpu;
+    const auto flush = [&] {
+      if (batch.empty()) return;
+      const backend::AdamStep<T> step{T(beta1_), T(1 - beta1_), T(beta2_), T(1 - beta2_), T(alpha_), T(epsilon_),
+                                      T(this->lr() * weight_decay_)};
+      backend::run<backend::kernel::AdamUpdate, T>(batch_device, step, batch.data(), int(batch.size()));
+      batch.clear();
+    };
+    for (size_t k = 0; k < which.size(); ++k) {
+      const size_t i = which[k];
+      Tensor<T>& w = this->weights(i);
+      const Tensor<T>& g = *grads[k];
+      Tensor<T>& m = this->slot(0, i);
+      Tensor<T>& v = this->slot(1, i);
+      const Device device = w.device();
+      if (!backend::implements<backend::kernel::AdamUpdate, T>(device) || g.device() != device ||
+          m.device() != device) {
+        rest_which.push_back(i);
+        rest_grads.push_back(&g);
+        continue;
+      }
+      if (device != batch_device) flush();
+      batch_device = device;
+      Tensor<T>* vhat = amsgrad_ ? &this->slot(2, i) : nullptr;
+      batch.push_back({w.device_data(), g.device_data(), m.device_data(), v.device_data(),
+                       vhat ? vhat->device_data() : nullptr, w.size()});
+    }
+    flush();
+    Optimizer<T>::update_all(rest_which, rest_grads);
+  }
   void update(size_t i, Tensor<T>& w, const Tensor<T>& g) override {
     Tensor<T>& m = this->slot(0, i);
     Tensor<T>& v = this->slot(1, i);
-    const Device device = w.device();
-    if (backend::implements<backend::kernel::AdamUpdate, T>(device) && g.device() == device && m.device() == device) {
-      // the backend's one-pass update (a GPU: one kernel instead of three)
-      Tensor<T>* vhat = amsgrad_ ? &this->slot(2, i) : nullptr;
-      const backend::AdamStep<T> step{T(beta1_), T(1 - beta1_), T(beta2_), T(1 - beta2_), T(alpha_), T(epsilon_),
-                                      T(this->lr() * weight_decay_)};
-      backend::run<backend::kernel::AdamUpdate, T>(device, step, w.device_data(), g.device_data(), m.device_data(),
-                                                    v.device_data(), vhat ? vhat->device_data() : nullptr, w.size());
-      return;
-    }
     m.assign(T(beta1_) * m + T(1 - beta1_) * g);
     v.assign(T(beta2_) * v + T(1 - beta2_) * square(g));
     Tensor<T>* denom = &v;
@@ -129,6 +156,9 @@ class AdamRule : public Optimizer<T> {
   double beta1_, beta2_, epsilon_, weight_decay_;
   bool amsgrad_;
   double alpha_ = 0;
+  std::vector<size_t> rest_which_;  // update_all's parameters that go one by one, and the batch
+  std::vector<const Tensor<T>*> rest_grads_;
+  std::vector<backend::AdamTensors<T>> batch_;
 };
 
 }  // namespace detail

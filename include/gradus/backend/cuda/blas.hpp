@@ -67,9 +67,15 @@ inline std::atomic<bool>& tf32_allowed() {
   return allowed;
 }
 
-/// The cuBLAS handle of GPU `ordinal` (made once, on the default stream), with the math mode
-/// that tf32_allowed() asks for.
-void* blas_handle(int ordinal);
+/// The cuBLAS handle of GPU `ordinal` (made once, on the default stream), set to the math mode
+/// that tf32_allowed() asks for, and the lock of that handle: a product sets the mode and enqueues
+/// while holding it, so a thread that changes allow_tf32 never changes the mode under another
+/// thread's product (cuBLAS allows one handle in several threads only while its settings stay).
+struct BlasHandle {
+  std::unique_lock<std::mutex> lock;
+  void* handle = nullptr;
+};
+BlasHandle blas_handle(int ordinal);
 
 /// C[m×n] (+)= op(A)[m×k] · op(B)[k×n], row-major, on GPU `device` (A stored k×m when ta, B
 /// stored n×k when tb). Sizes must fit cuBLAS's 32-bit ints.
@@ -80,7 +86,8 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
   constexpr int64_t kMax = 0x7fffffff;
   GRADUS_CHECK(value_error, m <= kMax && k <= kMax && n <= kMax, "matmul on ", device, ": dimensions ", m, "x", k,
                "x", n, " exceed cuBLAS's 32-bit sizes");
-  void* h = blas_handle(device.index);
+  const BlasHandle locked = blas_handle(device.index);
+  void* h = locked.handle;
   const Cublas& cb = Cublas::get();
   const T one = T(1), beta = add ? T(1) : T(0);
   // column-major: Cᵀ[n×m] = op(B)ᵀ · op(A)ᵀ
@@ -113,14 +120,14 @@ GRADUS_INLINE Cublas Cublas::load() {
   return c;
 }
 
-GRADUS_INLINE void* blas_handle(int ordinal) {
-  static std::mutex mu;
+GRADUS_INLINE BlasHandle blas_handle(int ordinal) {
+  static std::array<std::mutex, 64> mu;
   static std::array<void*, 64> handles{};
   static std::array<int, 64> modes{};
   const Cublas& c = Cublas::get();
   GRADUS_CHECK(device_error, c.problem.empty(), "matmul on cuda(", ordinal, "): ", c.problem);
   make_current(ordinal);
-  std::lock_guard lock(mu);
+  std::unique_lock lock(mu[size_t(ordinal)]);
   void*& h = handles[size_t(ordinal)];
   if (!h) {
     c.check(c.create(&h), "cublasCreate");
@@ -131,7 +138,7 @@ GRADUS_INLINE void* blas_handle(int ordinal) {
     c.check(c.set_math_mode(h, mode), "cublasSetMathMode");
     modes[size_t(ordinal)] = mode;
   }
-  return h;
+  return {std::move(lock), h};
 }
 #endif  // GRADUS_DEFINE_COMPILED
 }  // namespace gradus::backend::cuda

@@ -6,8 +6,9 @@
 // gradus::backend::cuda::Element, and writes the result — `exp(a*b + c) * d` is one pass over
 // memory, as on the CPU. The backward kernel evaluates the chain the same way, then pushes the
 // output adjoint from the root to the leaves with the ops' own gradient rules and writes (or
-// adds, or for a broadcast leaf atomically scatter-adds) every differentiable leaf's gradient:
-// the fused adjoint pass, one kernel for all inputs. The op math is never written twice: NVRTC
+// adds) every differentiable leaf's gradient at each output element — a broadcast leaf's into a
+// buffer of the output's shape, summed afterwards in a fixed order (reduce.hpp's sum_to): the
+// fused adjoint pass, one kernel for all inputs, and no atomics. The op math is never written twice: NVRTC
 // compiles the same header the CPU uses, found under the include directory (include_root()).
 //
 //   auto k = elementwise_source<decltype(e)>(Pass::backward);   // k.source, k.leaves, ...
@@ -110,14 +111,12 @@ struct CodegenTree {
   int add_op(const int* kids, const bool* flows, int arity, bool differentiable, std::string_view name, int count);
 };
 
-/// Which kernel to generate: the values (forward), their sum (sum: over every element into
-/// `*a.vsum`, as a double, or, when `a.out` is set, along axes: element i added to
-/// `a.out[a.gbc.at(i)]`), or the fused adjoint pass (backward; it also sums the values into
-/// `*a.vsum` when that is set, so a loss gets its value from the pass that computes its gradients).
-/// The dense passes are the same for an expression whose every
-/// operand (and, backward, the output adjoint) has the output's shape: element i of each is
-/// read at i, without the broadcast map's index arithmetic (fewer registers, no 64-bit
-/// divisions), and nothing is scatter-added.
+/// Which kernel to generate: the values (forward), their sum (sum: each block's sum of its
+/// elements, as a double, into `a.vsum[block]`), or the fused adjoint pass (backward; it also
+/// sums the values into `a.vsum` when that is set, so a loss gets its value from the pass that
+/// computes its gradients). The dense passes are the same for an expression whose every operand
+/// (and, backward, the output adjoint) has the output's shape: element i of each is read at i,
+/// without the broadcast map's index arithmetic (fewer registers, no 64-bit divisions).
 enum class Pass { forward, sum, backward, dense_forward, dense_sum, dense_backward };
 inline constexpr int kPasses = 6;
 
@@ -229,12 +228,8 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
   }
   if (pass == Pass::forward) {
     body += "    a.out[i] = " + v(root) + ".v;\n";
-  } else if (pass == Pass::sum) {  // into *a.vsum, or along axes into a.out through gbc
-    if (dense)  // the whole sum (an axis sum always broadcasts)
-      body += "    acc += double(" + v(root) + ".v);\n";
-    else
-      body += "    if (a.out) atomicAdd(a.out + a.gbc.at(i), " + v(root) + ".v);\n"
-              "    else acc += double(" + v(root) + ".v);\n";
+  } else if (pass == Pass::sum) {  // each block's sum into a.vsum[block]
+    body += "    acc += double(" + v(root) + ".v);\n";
   } else {
     body += "    if (a.vsum) acc += double(" + v(root) + ".v);\n";
     body += "    const V " + g(root) + "{a.g[" + g_at + "] * a.scale};\n";
@@ -274,7 +269,7 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
     }
     // Every occurrence of a Var has a slot of its own, and the host marks the first occurrence
     // (lowest slot) "write" and later ones "add" to the same buffer, as the CPU's forward-order
-    // evaluator visits them. The sweep above meets occurrences last-first, so the stores wait
+    // evaluator visits them (a broadcast occurrence writes to a buffer of its own, at i). The sweep above meets occurrences last-first, so the stores wait
     // until here and go out in slot order: `=` first, then `+=`. An occurrence that the host
     // gave a buffer but that gets no adjoint here still stores its zero, so that a later `+=`
     // never reads an unwritten buffer. Nodes are numbered as CodegenTree::add numbers the leaf
@@ -286,16 +281,10 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
       const bool got = has_g[size_t(k)];  // the sweep passed it an adjoint
       body += "    if (a.grad[" + s + "]) {\n";
       if (got) {
-        if (!dense)  // a broadcast leaf's gradient is scatter-added
-          body += "      if (a.scatter[" + s + "]) atomicAdd(a.grad[" + s + "] + a.bc[" + s + "].at(i), " + g(k) + ".v);\n"
-                  "      else ";
-        else
-          body += "      ";
-        body += "if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
+        body += "      if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
         body += "      else a.grad[" + s + "][i] = " + g(k) + ".v;\n";
       } else {
-        body += std::string("      if (") + (dense ? "" : "!a.scatter[" + s + "] && ") + "!a.add[" + s + "]) a.grad[" + s +
-                "][i] = " + t + "(0);\n";
+        body += "      if (!a.add[" + s + "]) a.grad[" + s + "][i] = " + t + "(0);\n";
       }
       body += "    }\n";
     }
@@ -315,8 +304,7 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
              (pass == Pass::forward ? "" : "  double acc = 0;\n") +
              "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
              body + "  }\n" +
-             (pass == Pass::sum        ? (dense ? "  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
-                                                : "  if (!a.out) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n")
+             (pass == Pass::sum        ? "  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
               : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
                                        : "") +
              "}\n";

@@ -64,10 +64,10 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
   }
   if (dx) {
     gemm(g, false, w, true, c, rows, p.f, depth, false, device);  // the patches' gradients
-    if (!add_dx) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
     const T* cc = c;
-    void* params[] = {&cc, &dx, &geo};
-    launch_library(cached_library_function<T, kCol2im>(device), long(rows * depth), params, device.index);
+    int add = add_dx ? 1 : 0;
+    void* params[] = {&cc, &dx, &geo, &add};
+    launch_library(cached_library_function<T, kCol2im>(device), long(p.n * p.h * p.w * p.c), params, device.index);
   }
   if (db) {
     if (add_db) {
@@ -88,15 +88,15 @@ void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max, Device device
   void* params[] = {&x, &y, &geo, &mx};
   launch_library(cached_library_function<T, kPool>(device), long(p.n * p.oh * p.ow * p.c), params, device.index);
 }
-/// pooling's gradient on a GPU, scatter-added into dx (zeroed first unless `add`).
+/// pooling's gradient on a GPU into dx (added with `add`): one thread per input element gathers
+/// the gradients of the windows that hold it, in a fixed order.
 template <class T>
 void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max,
                      Device device) {
-  if (!add) fill(dx, long(p.n * p.h * p.w * p.c), T(0), device);
   PoolGeometry geo = geometry(p);
-  int mx = max ? 1 : 0;
-  void* params[] = {&g, &x, &y, &dx, &geo, &mx};
-  launch_library(cached_library_function<T, kPoolBackward>(device), long(p.n * p.oh * p.ow * p.c), params,
+  int mx = max ? 1 : 0, a = add ? 1 : 0;
+  void* params[] = {&g, &x, &y, &dx, &geo, &mx, &a};
+  launch_library(cached_library_function<T, kPoolBackward>(device), long(p.n * p.h * p.w * p.c), params,
                  device.index);
 }
 

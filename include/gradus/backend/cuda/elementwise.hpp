@@ -164,13 +164,7 @@ bool is_dense_launch(Pass pass, const Args& a) {
   const auto identity = [&](const Bcast& b) { return b.rank == 1 && b.strides[0] == 1 && b.dims[0] == a.n; };
   for (const Bcast& b : a.bc)
     if (!identity(b)) return false;
-  if (pass == Pass::sum) return a.out == nullptr;  // an axis sum broadcasts its result
-  if (pass == Pass::backward) {
-    if (!identity(a.gbc)) return false;
-    for (const bool s : a.scatter)
-      if (s) return false;
-  }
-  return true;
+  return pass != Pass::backward || identity(a.gbc);
 }
 
 /// Launches expression type E's generated kernel of `pass` (forward, sum or backward) over
@@ -208,23 +202,12 @@ long sum_partials(const E& e, const Shape& shape, double* partials, Device devic
   return launch<E>(Pass::sum, a, device);
 }
 
-/// acc (shape `reduced`, in the GPU's memory) += e summed over the axes where `reduced`
-/// broadcasts to `shape` (atomic adds: the order of the terms is not fixed).
-template <class E>
-void sum_into(const E& e, const Shape& shape, value_type_t<E>* acc, const Shape& reduced, Device device) {
-  args_of<E> a = make_args(e, shape);
-  a.out = acc;
-  a.gbc = make_bcast(reduced, shape);
-  launch<E>(Pass::sum, a, device);
-}
-
-/// Where the fused backward kernel sends leaf k's gradient: `grad[k]` (null: not wanted), added
-/// when `add[k]`, scatter-added when `scatter[k]` (a broadcast leaf; its buffer holds a value).
+/// Where the fused backward kernel sends leaf k's gradient at each output element: `grad[k]`
+/// (null: not wanted; the output's shape), added when `add[k]`.
 template <class T>
 struct BackwardTargets {
   T* grad[32] = {};
   bool add[32] = {};
-  bool scatter[32] = {};
 };
 
 /// The fused backward pass of e over `shape` on GPU `device`: the output adjoint g (read through
@@ -239,7 +222,6 @@ long fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale,
   for (int k = 0; k < L; ++k) {
     a.grad[k] = targets.grad[k];
     a.add[k] = targets.add[k];
-    a.scatter[k] = targets.scatter[k];
   }
   a.g = g.device_data();
   a.gbc = make_bcast(g.shape(), shape);

@@ -1,7 +1,10 @@
-// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling and a strided copy, and
-// an optimizer step's constants, as a GPU kernel receives them: plain 64-bit fields, laid out the same for the host that fills them (from
-// backend/plans.hpp's ConvPlan and PoolPlan) and for NVRTC, so this header includes nothing.
+// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling, a strided copy and a
+// sum over broadcast axes, and an optimizer step's constants, as a GPU kernel receives them:
+// plain 64-bit fields, laid out the same for the host that fills them (from backend/plans.hpp's
+// ConvPlan and PoolPlan) and for NVRTC, so this header includes only kernel_args.hpp (which
+// includes nothing).
 #pragma once
+#include "gradus/backend/cuda/kernel_args.hpp"
 
 namespace gradus::backend::cuda {
 
@@ -22,10 +25,35 @@ struct CopyGeometry {
   long n[8], src[8], dst[8];
 };
 
+/// A sum of x (contiguous, `m * k` elements) over its broadcast axes into y (`m` elements): y[j] is
+/// the sum over q < k of x[kept.at(j) + summed.at(q)], each offset decoded row-major from its axes'
+/// sizes with x's strides along them (Bcast). `tx` threads of a block of 256 take neighbouring
+/// outputs, the others split the terms; each output's terms are cut into `parts` ranges whose
+/// sums are added in order by a second kernel.
+struct SumToGeometry {
+  long m, k;
+  Bcast kept, summed;
+  long tx, parts;
+};
+
 /// One Adam step's constants as its kernel receives them (backend::AdamStep on the host).
 template <class T>
 struct AdamConstants {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, alpha, eps, decay;
+};
+
+/// Up to 32 parameters of one Adam step, as one kernel takes them (by value: 1.8 KB of the 4 KB a
+/// launch may pass): parameter k's elements are the global indices [start[k], start[k + 1]).
+template <class T>
+struct AdamBatch {
+  static constexpr int kMax = 32;
+  long count;
+  long start[kMax + 1];
+  T* w[kMax];
+  const T* g[kMax];
+  T* m[kMax];
+  T* v[kMax];
+  T* vhat[kMax];
 };
 
 }  // namespace gradus::backend::cuda

@@ -31,8 +31,8 @@ struct Bcast {
 /// The arguments of one generated elementwise kernel over `n` output elements: L tensor leaves
 /// (`in`, read through `bc`), S number leaves (`s`), P op parameters (`p`: leaky_relu's alpha,
 /// clamp's bounds, ...). A backward kernel also reads the output adjoint `g` (through `gbc`,
-/// times `scale`) and writes each leaf's gradient into `grad[k]` (null: not wanted), adding
-/// when `add[k]`, scatter-adding atomically when `scatter[k]` (a broadcast leaf).
+/// times `scale`) and writes each leaf's gradient at each output element into `grad[k]` (null:
+/// not wanted), adding when `add[k]`.
 template <class T, int L, int S, int P>
 struct ElementwiseArgs {
   long n = 0;
@@ -46,7 +46,6 @@ struct ElementwiseArgs {
   T scale = T(1);
   T* grad[L > 0 ? L : 1] = {};
   bool add[L > 0 ? L : 1] = {};
-  bool scatter[L > 0 ? L : 1] = {};
   double* vsum = nullptr;  ///< sum pass (and optionally backward): vsum[block] = the block's sum of the values
 };
 

@@ -38,29 +38,49 @@ inline constexpr kernel_fn<kernel::SumAll<E>, T> kernel_of<kernel::SumAll<E>, T>
       const long blocks = cuda::sum_partials(e, shape, partials.device_data(), device);
       cuda::finish_sum(dst, partials.device_data(), blocks, double(scale), device);
     };
+/// An axis sum: the values (unless e is a tensor) into a buffer, then summed along the axes in an
+/// order fixed by the shapes (cuda::sum_to) — the same bits on every run.
 template <class E, Real T>
 inline constexpr kernel_fn<kernel::SumInto<E>, T> kernel_of<kernel::SumInto<E>, T> =
     [](const E& e, const Shape& shape, T* acc, const Shape& reduced, Device device) {
-      cuda::sum_into(e, shape, acc, reduced, device);
+      if constexpr (std::is_same_v<std::remove_cvref_t<E>, Tensor<T>>) {
+        cuda::sum_to(e.device_data(), shape, acc, reduced, /*add=*/true, device);
+      } else {
+        const Tensor<T> values = Tensor<T>::empty(shape, device);
+        cuda::evaluate_into(e, values.device_data(), shape, device);
+        cuda::sum_to(values.device_data(), shape, acc, reduced, /*add=*/true, device);
+      }
     };
 /// One generated kernel writes every target's gradient (and, with value_dst, the value's sum
-/// into a double accumulator finished on the device).
+/// into a double accumulator finished on the device). A broadcast operand's gradient (a bias
+/// added to every row, a scalar Var times a tensor) is written per output element into a buffer
+/// of the output's shape, then summed into its target by cuda::sum_to: in a fixed order, with
+/// no atomics, so a step's gradients are the same bits on every run.
 template <class E, class Adjoint, Real T>
 inline constexpr kernel_fn<kernel::FusedBackward<E, Adjoint>, T> kernel_of<kernel::FusedBackward<E, Adjoint>, T> =
     [](const E& e, const Shape& out, const Tensor<T>& g, T scale, const GradTarget<T>* targets, int ntargets,
        T* value_dst, T value_scale, Device device) {
       BackwardTargets<T> bt;
+      Tensor<T> spread[32];  // a broadcast target's gradient per output element
       for (int i = 0; i < ntargets; ++i) {
         const GradTarget<T>& t = targets[i];
         if (!t.dst) continue;
-        bt.grad[t.leaf] = t.dst;
-        bt.add[t.leaf] = t.add;
-        bt.scatter[t.leaf] = t.broadcast;
+        if (t.broadcast) {
+          spread[t.leaf] = Tensor<T>::empty(out, device);
+          bt.grad[t.leaf] = spread[t.leaf].device_data();
+        } else {
+          bt.grad[t.leaf] = t.dst;
+          bt.add[t.leaf] = t.add;
+        }
       }
       Tensor<double> partials;  // with value_dst: the values' per-block sums, added by finish_sum
       if (value_dst) partials = Tensor<double>::empty(Shape{cuda::max_grid_blocks(device.index)}, device);
       const long blocks = cuda::fused_backward(e, out, g, scale, bt, value_dst ? partials.device_data() : nullptr, device);
       if (value_dst) cuda::finish_sum(value_dst, partials.device_data(), blocks, double(value_scale), device);
+      for (int i = 0; i < ntargets; ++i) {  // in leaf order: a Var's occurrences add up in a fixed order
+        const GradTarget<T>& t = targets[i];
+        if (t.dst && t.broadcast) cuda::sum_to(spread[t.leaf].device_data(), out, t.dst, t.shape, t.add, device);
+      }
     };
 template <Real T>
 inline constexpr kernel_fn<kernel::Fill, T> kernel_of<kernel::Fill, T> = [](T* d, int64_t n, T v, Device device) {
@@ -192,12 +212,12 @@ inline constexpr kernel_fn<kernel::ReduceLogsumexpBackward, T> kernel_of<kernel:
       cuda::reduce_logsumexp_backward(v, x, y, g, dx, device);
     };
 
-/// Adam's three expressions as one kernel (library/optim.cuh).
+/// Adam's three expressions as one kernel, for up to 32 parameters at once (library/optim.cuh).
 template <Real T>
 inline constexpr kernel_fn<kernel::AdamUpdate, T> kernel_of<kernel::AdamUpdate, T> =
-    [](const AdamStep<T>& s, T* w, const T* g, T* m, T* v, T* vhat, int64_t n, Device device) {
+    [](const AdamStep<T>& s, const AdamTensors<T>* params, int count, Device device) {
       cuda::adam_update(AdamConstants<T>{s.beta1, s.one_minus_beta1, s.beta2, s.one_minus_beta2, s.alpha, s.eps, s.decay},
-                        w, g, m, v, vhat, long(n), device);
+                        params, count, device);
     };
 
 /// Labels checked on the GPU, the error thrown at the next synchronisation point.

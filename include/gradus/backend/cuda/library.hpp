@@ -122,12 +122,22 @@ inline void check_range(const int64_t* values, int64_t n, int64_t end, const Ran
 
 inline constexpr char kAdamUpdate[] = "adam_update";
 
-/// One Adam step over n elements of w and its state in one kernel (library/optim.cuh).
+/// One Adam step of `count` parameters and their state (library/optim.cuh): one kernel for each
+/// 32 of them.
 template <class T>
-void adam_update(AdamConstants<T> c, T* w, const T* g, T* m, T* v, T* vhat, long n, Device device) {
+void adam_update(AdamConstants<T> c, const AdamTensors<T>* params, int count, Device device) {
   void* fn = cached_library_function<T, kAdamUpdate>(device);
-  void* params[] = {&c, &w, &g, &m, &v, &vhat, &n};
-  launch_library(fn, n, params, device.index);
+  for (int first = 0; first < count; first += AdamBatch<T>::kMax) {
+    AdamBatch<T> b{};
+    b.count = std::min<long>(count - first, AdamBatch<T>::kMax);
+    for (long k = 0; k < b.count; ++k) {
+      const AdamTensors<T>& p = params[first + k];
+      b.start[k + 1] = b.start[k] + long(p.n);
+      b.w[k] = p.w, b.g[k] = p.g, b.m[k] = p.m, b.v[k] = p.v, b.vhat[k] = p.vhat;
+    }
+    void* args[] = {&c, &b};
+    launch_library(fn, b.start[b.count], args, device.index);
+  }
 }
 
 /// d[0] = T(scale · Σ partials[0..count)): a reduction's per-block partial sums (doubles) into its
@@ -168,10 +178,10 @@ GRADUS_INLINE const std::string& library_source() {
                                  "#include \"gradus/backend/cuda/library/common.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/fill.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/layers.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/reduce.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/softmax.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/pool.cuh\"\n"
-                                 "#include \"gradus/backend/cuda/library/reduce.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/copy.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/lstm.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/optim.cuh\"\n";

@@ -11,16 +11,22 @@
 
 namespace gradus::backend::cuda {
 
-inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward", kOneHot[] = "one_hot";
+inline constexpr char kSoftmax[] = "softmax", kSoftmaxBackward[] = "softmax_backward",
+                      kSoftmaxLines[] = "softmax_lines", kSoftmaxLinesBackward[] = "softmax_lines_backward",
+                      kOneHot[] = "one_hot";
 
-/// softmax (or log_softmax) of each line of x along the middle axis of [outer, n, inner]: one
-/// thread per line, the maximum subtracted first.
+/// softmax (or log_softmax) of each line of x along the middle axis of [outer, n, inner], the
+/// maximum subtracted first. Along the last axis (inner 1) a block of threads per line reads it
+/// together, coalesced; along another axis one thread per line, neighbours on neighbouring lines.
 template <class T>
 void softmax_forward(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, bool log, Device device) {
   long o = long(outer), nn = long(n), in = long(inner);
   int lg = log ? 1 : 0;
   void* params[] = {&x, &y, &o, &nn, &in, &lg};
-  launch_library(cached_library_function<T, kSoftmax>(device), o * in, params, device.index);
+  if (inner == 1 && n > 1)
+    launch_lines(cached_library_function<T, kSoftmaxLines>(device), o, nn, params, device.index);
+  else
+    launch_library(cached_library_function<T, kSoftmax>(device), o * in, params, device.index);
 }
 /// dx from the softmax (log_softmax) output y and its adjoint g, line by line.
 template <class T>
@@ -28,7 +34,10 @@ void softmax_backward(const T* y, const T* g, T* dx, int64_t outer, int64_t n, i
   long o = long(outer), nn = long(n), in = long(inner);
   int lg = log ? 1 : 0;
   void* params[] = {&y, &g, &dx, &o, &nn, &in, &lg};
-  launch_library(cached_library_function<T, kSoftmaxBackward>(device), o * in, params, device.index);
+  if (inner == 1 && n > 1)
+    launch_lines(cached_library_function<T, kSoftmaxLinesBackward>(device), o, nn, params, device.index);
+  else
+    launch_library(cached_library_function<T, kSoftmaxBackward>(device), o * in, params, device.index);
 }
 /// out[r, c] = on where labels[r] == c, else off (a label outside [0, depth): a row of off).
 template <class T>

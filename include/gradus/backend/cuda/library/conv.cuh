@@ -1,5 +1,5 @@
 // gradus/backend/cuda/library/conv.cuh — the kernels of conv2d as im2col + GEMM (conv.hpp):
-// gathering the patches, scattering their gradients back, adding the bias to every row. Device
+// gathering the patches, gathering their gradients back to the input, adding the bias to every row. Device
 // code, read only by NVRTC (library_source()); uses common.cuh and geometry.hpp.
 #pragma once
 
@@ -23,13 +23,28 @@ __device__ inline long gradus_patch_offset(const gradus::backend::cuda::ConvGeom
       cols[i] = k >= 0 ? x[k] : T(0);                                                              \
     }                                                                                              \
   }                                                                                                \
-  /* the adjoint of im2col: each patch element's gradient added to the input pixel it read */       \
-  extern "C" __global__ void gradus_col2im_##S(const T* cols, T* dx, gradus::backend::cuda::ConvGeometry p) { \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.kh * p.kw * p.c) {                                    \
-      const long k = gradus_patch_offset(p, i);                                                    \
-      if (k >= 0) atomicAdd(dx + k, cols[i]);                                                      \
-    }                                                                                              \
-  }                                                                                                \
+  /* the adjoint of im2col, one thread per input element: the gradients of the patch elements   \
+     that read it, added in a fixed order (ky, then kx) — no atomics, the same bits on every run; \
+     dx = that sum, or dx += it with `add` */                                                       \
+  extern "C" __global__ void gradus_col2im_##S(const T* cols, T* dx, gradus::backend::cuda::ConvGeometry p, \
+                                               int add) {                                           \
+    const long depth = p.kh * p.kw * p.c;                                                           \
+    GRADUS_FOR_EACH(k, p.n * p.h * p.w * p.c) {                                                     \
+      const long ci = k % p.c, xx = (k / p.c) % p.w, yy = (k / (p.c * p.w)) % p.h, b = k / (p.c * p.w * p.h); \
+      T s = 0;                                                                                      \
+      for (long ky = 0; ky < p.kh; ++ky) {                                                          \
+        const long ty = yy + p.ph - ky * p.dh; /* = oy * sh for the output row that reads it */     \
+        if (ty < 0 || ty % p.sh != 0 || ty / p.sh >= p.oh) continue;                               \
+        for (long kx = 0; kx < p.kw; ++kx) {                                                        \
+          const long tx = xx + p.pw - kx * p.dw;                                                    \
+          if (tx < 0 || tx % p.sw != 0 || tx / p.sw >= p.ow) continue;                              \
+          const long row = (b * p.oh + ty / p.sh) * p.ow + tx / p.sw;                               \
+          s += cols[row * depth + (ky * p.kw + kx) * p.c + ci];                                     \
+        }                                                                                           \
+      }                                                                                             \
+      dx[k] = add ? T(dx[k] + s) : s;                                                               \
+    }                                                                                               \
+  }                                                                                                 \
   extern "C" __global__ void gradus_add_rows_##S(T* out, const T* bias, long rows, long n) {       \
     GRADUS_FOR_EACH(i, rows * n) out[i] += bias[i % n];                                            \
   }

@@ -1,5 +1,5 @@
 // gradus/backend/cuda/library/pool.cuh — max and average pooling, forward and backward
-// (conv.hpp's pool2d_*), one thread per output element. Device code, read only by NVRTC
+// (conv.hpp's pool2d_*): forward one thread per output element, backward one per input element. Device code, read only by NVRTC
 // (library_source()); uses common.cuh and geometry.hpp.
 #pragma once
 
@@ -34,21 +34,39 @@ __device__ inline GradusPoolWindow gradus_pool_window(const gradus::backend::cud
       y[i] = mx || first ? acc : acc / T(win.size());                                              \
     }                                                                                              \
   }                                                                                                \
-  /* max: the first element equal to the maximum takes the gradient; avg: shared evenly */          \
+  /* one thread per input element: the gradients of the windows that hold it, in a fixed order  \
+     (window rows, then columns; no atomics, the same bits on every run). max: a window's         \
+     gradient goes to its first element equal to its maximum; avg: shared evenly. dx = that sum, \
+     or dx += it with `add` */                                                                     \
   extern "C" __global__ void gradus_pool_backward_##S(const T* g, const T* x, const T* y, T* dx,   \
-                                                      gradus::backend::cuda::PoolGeometry p, int mx) { \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.c) {                                                  \
-      const GradusPoolWindow win = gradus_pool_window(p, i);                                       \
-      const T share = mx ? g[i] : g[i] / T(win.size());                                            \
-      bool done = false;                                                                           \
-      for (long yy = win.y0; yy < win.y1 && !done; ++yy)                                           \
-        for (long xx = win.x0; xx < win.x1 && !done; ++xx) {                                       \
-          const long k = win.at(p, yy, xx);                                                        \
-          if (!mx || x[k] == y[i]) {                                                               \
-            atomicAdd(dx + k, share);                                                              \
-            done = mx;                                                                             \
+                                                      gradus::backend::cuda::PoolGeometry p, int mx, int add) { \
+    GRADUS_FOR_EACH(k, p.n * p.h * p.w * p.c) {                                                    \
+      const long ci = k % p.c, xx = (k / p.c) % p.w, yy = (k / (p.c * p.w)) % p.h, b = k / (p.c * p.w * p.h); \
+      /* the windows [oy·sh - ph, oy·sh - ph + kh) that hold row yy, and likewise the columns */  \
+      const long ty = yy + p.ph, tx = xx + p.pw;                                                  \
+      const long oy0 = ty - p.kh + 1 > 0 ? (ty - p.kh + 1 + p.sh - 1) / p.sh : 0;                 \
+      const long oy1 = ty / p.sh + 1 < p.oh ? ty / p.sh + 1 : p.oh;                               \
+      const long ox0 = tx - p.kw + 1 > 0 ? (tx - p.kw + 1 + p.sw - 1) / p.sw : 0;                 \
+      const long ox1 = tx / p.sw + 1 < p.ow ? tx / p.sw + 1 : p.ow;                               \
+      T s = 0;                                                                                     \
+      for (long oy = oy0; oy < oy1; ++oy)                                                          \
+        for (long ox = ox0; ox < ox1; ++ox) {                                                      \
+          const long i = ((b * p.oh + oy) * p.ow + ox) * p.c + ci;                                 \
+          const GradusPoolWindow win = gradus_pool_window(p, i);                                   \
+          if (!mx) {                                                                               \
+            s += g[i] / T(win.size());                                                             \
+            continue;                                                                              \
           }                                                                                        \
+          if (x[k] != y[i]) continue;                                                              \
+          bool first = true, reached = false; /* whether an element before this one equals the max */ \
+          for (long wy = win.y0; wy < win.y1 && first && !reached; ++wy)                           \
+            for (long wx = win.x0; wx < win.x1; ++wx) {                                            \
+              if (wy == yy && wx == xx) { reached = true; break; }                                 \
+              if (x[win.at(p, wy, wx)] == y[i]) { first = false; break; }                          \
+            }                                                                                      \
+          if (first) s += g[i];                                                                    \
         }                                                                                          \
+      dx[k] = add ? T(dx[k] + s) : s;                                                              \
     }                                                                                              \
   }
 GRADUS_LIBRARY_POOL(float, f)

@@ -1,5 +1,6 @@
 // gradus/backend/cuda/library/reduce.cuh — reductions along the middle axis of [outer, n, inner]:
-// max/min, argmax/argmin, prod and logsumexp, forward and backward (reduce.hpp). One block per
+// max/min, argmax/argmin, prod and logsumexp, forward and backward (reduce.hpp), and sums over
+// broadcast axes (sum_to, at the end). One block per
 // line (a power of two of threads, 32 to 256, launched by launch_lines): each thread folds the
 // elements j = t, t + blockDim, ... of its line, then the block combines the partials through
 // shared memory. The results are the CPU's (backend/cpu/reduce.hpp): a line whose first element
@@ -200,3 +201,48 @@ __device__ T gradus_line_max_or_nan(const T* x, long b, long n, long inner, T* b
   }
 GRADUS_LIBRARY_REDUCE(float, f)
 GRADUS_LIBRARY_REDUCE(double, d)
+
+// Sums over broadcast axes (SumToGeometry): block b takes outputs [group·tx, group·tx + tx) and
+// the terms of part `part` of them; thread t the output group·tx + t % tx and every (256/tx)-th of
+// those terms from its own, in double. The threads of one output then add up in a fixed tree, and
+// the result goes to y (one part) or to partials[j·parts + part], which gradus_sum_parts adds in
+// order: no atomics, the same bits on every run.
+#define GRADUS_LIBRARY_SUM_TO(T, S)                                                                    \
+  extern "C" __global__ void gradus_sum_to_##S(const T* x, gradus::backend::cuda::SumToGeometry g, T* y, \
+                                               double* partials, int add) {                           \
+    __shared__ double buf[256];                                                                        \
+    const long tx = g.tx, ty = 256 / tx, lj = threadIdx.x % tx, lq = threadIdx.x / tx;                \
+    const long groups = (g.m + tx - 1) / tx, per = (g.k + g.parts - 1) / g.parts;                      \
+    for (long b = blockIdx.x; b < groups * g.parts; b += gridDim.x) {                                  \
+      const long part = b / groups, j = (b % groups) * tx + lj;                                        \
+      double acc = 0;                                                                                  \
+      if (j < g.m) {                                                                                   \
+        const long base = g.kept.at(j);                                                                \
+        const long end = (part + 1) * per < g.k ? (part + 1) * per : g.k;                              \
+        for (long q = part * per + lq; q < end; q += ty)                                               \
+          acc += double(x[base + g.summed.at(q)]);                                                     \
+      }                                                                                                \
+      buf[threadIdx.x] = acc;                                                                          \
+      __syncthreads();                                                                                 \
+      for (long s = ty / 2; s > 0; s >>= 1) {                                                          \
+        if (lq < s) buf[threadIdx.x] += buf[threadIdx.x + s * tx];                                     \
+        __syncthreads();                                                                               \
+      }                                                                                                \
+      if (lq == 0 && j < g.m) {                                                                        \
+        if (g.parts > 1)                                                                               \
+          partials[j * g.parts + part] = buf[threadIdx.x];                                             \
+        else                                                                                           \
+          y[j] = add ? T(y[j] + T(buf[threadIdx.x])) : T(buf[threadIdx.x]);                            \
+      }                                                                                                \
+      __syncthreads(); /* buf is free for the next group */                                            \
+    }                                                                                                  \
+  }                                                                                                    \
+  extern "C" __global__ void gradus_sum_parts_##S(const double* partials, long m, long parts, T* y, int add) { \
+    GRADUS_FOR_EACH(j, m) {                                                                            \
+      double s = 0;                                                                                    \
+      for (long p = 0; p < parts; ++p) s += partials[j * parts + p];                                   \
+      y[j] = add ? T(y[j] + T(s)) : T(s);                                                              \
+    }                                                                                                  \
+  }
+GRADUS_LIBRARY_SUM_TO(float, f)
+GRADUS_LIBRARY_SUM_TO(double, d)

@@ -1,6 +1,10 @@
 // gradus/backend/cuda/library/softmax.cuh — softmax and log_softmax along the middle axis of
-// [outer, n, inner], forward and backward, and one_hot (softmax.hpp). Device code, read only by
-// NVRTC (library_source()); uses common.cuh.
+// [outer, n, inner], forward and backward, and one_hot (softmax.hpp). Along the last axis
+// (inner 1: a line's elements are neighbours) a block of threads takes each line, reading it
+// together and combining the max and the sum in a fixed tree (the _lines kernels, launched by
+// launch_lines); along another axis one thread takes each line, and neighbouring threads read
+// neighbouring lines. Device code, read only by NVRTC (library_source()); uses common.cuh and
+// reduce.cuh's block reduction.
 #pragma once
 
 #define GRADUS_LIBRARY_SOFTMAX(T, S)                                                                \
@@ -26,6 +30,36 @@
       T s = 0;                                                                                     \
       for (long j = 0; j < n; ++j) s += lg ? g[b + j * inner] : g[b + j * inner] * y[b + j * inner]; \
       for (long j = 0; j < n; ++j) {                                                               \
+        const long k = b + j * inner;                                                              \
+        dx[k] = lg ? g[k] - gradus_exp(y[k]) * s : y[k] * (g[k] - s);                              \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_softmax_lines_##S(const T* x, T* y, long outer, long n, long inner, int lg) { \
+    __shared__ T buf[256];                                                                         \
+    GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                               \
+      T m = x[b];                                                                                  \
+      for (long j = threadIdx.x; j < n; j += blockDim.x) m = GradusMax{}(m, x[b + j * inner]);     \
+      m = gradus_block_reduce(m, buf, GradusMax{});                                                \
+      T s = 0;                                                                                     \
+      for (long j = threadIdx.x; j < n; j += blockDim.x) s += gradus_exp(x[b + j * inner] - m);    \
+      s = gradus_block_reduce(s, buf, GradusPlus{});                                               \
+      const T ls = gradus_log(s);                                                                  \
+      for (long j = threadIdx.x; j < n; j += blockDim.x) {                                         \
+        const long k = b + j * inner;                                                              \
+        y[k] = lg ? (x[k] - m) - ls : gradus_exp(x[k] - m) / s;                                    \
+      }                                                                                            \
+    }                                                                                              \
+  }                                                                                                \
+  extern "C" __global__ void gradus_softmax_lines_backward_##S(const T* y, const T* g, T* dx, long outer, long n, \
+                                                               long inner, int lg) {               \
+    __shared__ T buf[256];                                                                         \
+    GRADUS_FOR_EACH_LINE(line, b, outer, n, inner) {                                               \
+      T s = 0;                                                                                     \
+      for (long j = threadIdx.x; j < n; j += blockDim.x)                                           \
+        s += lg ? g[b + j * inner] : g[b + j * inner] * y[b + j * inner];                          \
+      s = gradus_block_reduce(s, buf, GradusPlus{});                                               \
+      for (long j = threadIdx.x; j < n; j += blockDim.x) {                                         \
         const long k = b + j * inner;                                                              \
         dx[k] = lg ? g[k] - gradus_exp(y[k]) * s : y[k] * (g[k] - s);                              \
       }                                                                                            \
