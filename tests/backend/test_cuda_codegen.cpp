@@ -184,11 +184,17 @@ TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, d
                               "gradus_reduce_extremum_backward_d", "gradus_reduce_arg_f", "gradus_reduce_prod_d",
                               "gradus_reduce_prod_backward_f", "gradus_reduce_logsumexp_f",
                               "gradus_reduce_logsumexp_backward_d", "gradus_copy_strided_f", "gradus_copy_strided_l",
-                              "gradus_gather_rows_d", "gradus_gather_rows_l", "gradus_scatter_add_rows_f",
-                              "gradus_scatter_add_rows_d", "gradus_cast_to_l_f", "gradus_cast_to_d_l",
+                              "gradus_gather_rows_d", "gradus_gather_rows_l", "gradus_scatter_add_sorted_f",
+                              "gradus_scatter_add_sorted_d", "gradus_rank_count_l", "gradus_rank_offsets_l",
+                              "gradus_rank_move_l", "gradus_cast_to_l_f", "gradus_cast_to_d_l",
                               "gradus_lstm_gates_f", "gradus_lstm_gates_backward_d", "gradus_check_range_l",
-                              "gradus_value_at_l"})
+                              "gradus_value_at_l", "gradus_sum_to_f", "gradus_sum_parts_d", "gradus_softmax_lines_f",
+                              "gradus_softmax_lines_backward_d", "gradus_adam_update_f"})
       CHECK(ptx.find(std::string(".entry ") + entry) != std::string::npos);
+    // the only atomic in the library: the integer minimum of the range check
+    CHECK(ptx.find("atom.global.min.u64") != std::string::npos);
+    CHECK(ptx.find("atom.global.add") == std::string::npos);
+    CHECK(ptx.find("red.global") == std::string::npos);
   }
 }
 

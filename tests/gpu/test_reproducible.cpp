@@ -113,3 +113,36 @@ TEST_CASE("a convolution and pooling step on the GPU: the same gradients, bit fo
     }
   }
 }
+
+TEST_CASE("gather's gradient on the GPU adds repeated rows in the CPU's order: the CPU's bits", "[gpu][memcheck]") {
+  namespace rt = reproducible_test;
+  if (!gradus_test::gpu_available()) return;
+  const gd::Device g = gd::cuda(0);
+  struct Case {
+    gd::Shape x;
+    int64_t k, axis;
+    std::string what;
+  };
+  const Case cases[] = {
+      {{50, 4}, 200, 0, "50 rows, one pass of the sort, one tile"},
+      {{3, 700, 5}, 3000, 1, "700 rows: two passes, three tiles, rows hit up to 11 times"},
+      {{2, 1, 3}, 40, 1, "one row, hit 40 times"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const auto x = rt::uniform<float>(c.x, -1, 1, 96);
+    gd::Tensor<int64_t> idx = gd::Tensor<int64_t>::empty({c.k});
+    for (int64_t j = 0; j < c.k; ++j) idx.data()[j] = (j * 7919 + j / 3) % c.x[c.axis];
+    gd::Shape out_shape = c.x;
+    out_shape[c.axis] = c.k;
+    const auto w = rt::uniform<float>(out_shape, -1, 1, 97);
+    const auto run = [&](gd::Device d) {
+      gd::Var<float> a(x.to(d), true);
+      gd::backward(gd::sum(gd::gather(a, idx.to(d), c.axis) * w.to(d)));
+      return a.grad().to(gd::cpu);
+    };
+    const auto cpu = run(gd::cpu), first = run(g), second = run(g);
+    CHECK(rt::same_bits(first, cpu));
+    CHECK(rt::same_bits(first, second));
+  }
+}

@@ -11,6 +11,7 @@
 #include "gradus/backend/cuda/geometry.hpp"
 #include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/plans.hpp"
+#include "gradus/core/compiled.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/small_list.hpp"
 #include "gradus/core/tensor.hpp"
@@ -18,8 +19,9 @@
 namespace gradus::backend::cuda {
 
 inline constexpr char kCopyStrided[] = "copy_strided", kGatherRows[] = "gather_rows",
-                      kScatterAddRows[] = "scatter_add_rows", kCastToF[] = "cast_to_f", kCastToD[] = "cast_to_d",
-                      kCastToL[] = "cast_to_l";
+                      kScatterAddSorted[] = "scatter_add_sorted", kRankCount[] = "rank_count",
+                      kRankOffsets[] = "rank_offsets", kRankMove[] = "rank_move", kCastToF[] = "cast_to_f",
+                      kCastToD[] = "cast_to_d", kCastToL[] = "cast_to_l";
 
 /// d[i] = (or, with `add`, +=) s[i] over `extent`, each side with its own element strides (both in
 /// the memory of `device`), as its CopyPlan (backend/plans.hpp) merges the axes.
@@ -101,15 +103,25 @@ void gather_rows(const T* x, int64_t outer, int64_t n, int64_t inner, const int6
   launch_library(cached_library_function<T, kGatherRows>(device), o * kk * in, params, device.index);
 }
 
-/// dx (zeroed first unless `add`) += g [outer, k, inner] scattered to rows idx[j]; repeated indices
-/// accumulate (through atomics: their order, and so the last bits of such a row, may vary).
+/// The positions 0..k-1 sorted by their row idx[j] (an index outside [0, n) as n), stably: a
+/// radix sort of 8 bits a pass on the GPU (library/copy.cuh), as many passes as n needs.
+Tensor<int64_t> sort_by_row(const int64_t* idx, int64_t n, int64_t k, Device device);
+
+/// dx (zeroed first unless `add`) += g [outer, k, inner] scattered to rows idx[j]. Repeated
+/// indices add up in the order of their positions, as on the CPU, without atomics: the positions
+/// are sorted by row (sort_by_row), and each row's run is added by one thread — the same bits on
+/// every run.
 template <class T>
 void scatter_add_rows(const T* g, int64_t outer, int64_t n, int64_t inner, const int64_t* idx, int64_t k, T* dx,
                       bool add, Device device) {
   if (!add) fill(dx, long(outer * n * inner), T(0), device);
+  if (k == 0 || outer * inner == 0) return;
+  const Tensor<int64_t> sorted = sort_by_row(idx, n, k, device);
+  const long long* s = reinterpret_cast<const long long*>(sorted.device_data());
+  const long long* rows = reinterpret_cast<const long long*>(idx);
   long o = long(outer), nn = long(n), in = long(inner), kk = long(k);
-  void* params[] = {&g, &o, &nn, &in, &idx, &kk, &dx};
-  launch_library(cached_library_function<T, kScatterAddRows>(device), o * kk * in, params, device.index);
+  void* params[] = {&g, &o, &nn, &in, &rows, &s, &kk, &dx};
+  launch_library(cached_library_function<T, kScatterAddSorted>(device), o * kk * in, params, device.index);
 }
 
 /// dst = (or, with `add`, +=) static_cast<U>(src), for float, double and int64 on either side.
@@ -122,5 +134,32 @@ void cast(const T* src, int64_t n, U* dst, bool add, Device device) {
   void* params[] = {&src, &count, &dst, &a};
   launch_library(cached_library_function<T, name>(device), count, params, device.index);
 }
+
+#if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE Tensor<int64_t> sort_by_row(const int64_t* idx, int64_t n, int64_t k, Device device) {
+  long tiles = (long(k) + 1023) / 1024, kk = long(k), nn = long(n);
+  int passes = 1;
+  while (passes < 8 && (uint64_t(n) >> (8 * passes)) != 0) ++passes;  // rows 0..n: n+1 keys
+  Tensor<int64_t> a = Tensor<int64_t>::empty(Shape{k}, device), b = Tensor<int64_t>::empty(Shape{k}, device);
+  const Tensor<int64_t> hist = Tensor<int64_t>::empty(Shape{256 * tiles}, device);
+  const long long* rows = reinterpret_cast<const long long*>(idx);
+  const long long* pos = nullptr;  // the first pass reads 0..k-1
+  long long* h = reinterpret_cast<long long*>(hist.device_data());
+  Tensor<int64_t>* out = &a;
+  for (int pass = 0; pass < passes; ++pass) {
+    int shift = 8 * pass;
+    long long* o = reinterpret_cast<long long*>(out->device_data());
+    void* count[] = {&rows, &pos, &kk, &nn, &shift, &tiles, &h};
+    launch_library(cached_library_function<int64_t, kRankCount>(device), tiles, count, device.index);
+    void* offsets[] = {&h, &tiles};
+    launch_library(cached_library_function<int64_t, kRankOffsets>(device), 256, offsets, device.index);
+    void* move[] = {&rows, &pos, &kk, &nn, &shift, &tiles, &h, &o};
+    launch_library(cached_library_function<int64_t, kRankMove>(device), tiles, move, device.index);
+    pos = o;
+    out = out == &a ? &b : &a;
+  }
+  return out == &a ? b : a;  // the last pass's output
+}
+#endif  // GRADUS_DEFINE_COMPILED
 
 }  // namespace gradus::backend::cuda
