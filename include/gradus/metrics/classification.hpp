@@ -177,11 +177,8 @@ GRADUS_INLINE bool SparseCategoricalAccuracy::update_on_device(const Tensor<doub
   if (!integer_labels) return false;  // the host's path explains what is wrong with other labels
   const Tensor<double> l = detail::sparse_labels(labels, predictions, name());  // shapes only
   const Device d = predictions.device();
-  Tensor<int64_t> ids = Tensor<int64_t>::empty(l.shape(), d);
-  backend::cast(l.device_data(), l.size(), ids.device_data(), false, d);
-  backend::run<backend::kernel::CheckRange, int64_t>(
-      d, ids.device_data(), ids.size(), predictions.shape().back(),
-      backend::RangeCheck{name_c_str(), "label", "predictions", predictions.shape()});
+  detail::check_ids_on_device(l, predictions.shape().back(),
+                              backend::RangeCheck{name_c_str(), "label", "predictions", predictions.shape()});
   const Tensor<double> best = detail::widen_on(gradus::argmax(predictions, -1), d);
   accumulate_on_device(gradus::eval(gradus::sum(best == l)), double(l.size()));
   return true;
@@ -236,13 +233,9 @@ GRADUS_INLINE bool MeanIoU::update_on_device(const Tensor<double>& labels, const
   const Device d = p.device();
   const int64_t n = p.size();
   const std::pair<const Tensor<double>*, const char*> ids[] = {{&l, "label"}, {&p, "prediction"}};
-  for (const auto& [t, what] : ids) {  // checked there, reported at the next read
-    Tensor<int64_t> k = Tensor<int64_t>::empty({n}, d);
-    backend::cast(t->device_data(), n, k.device_data(), false, d);
-    backend::run<backend::kernel::CheckRange, int64_t>(
-        d, k.device_data(), n, c_,
-        backend::RangeCheck{name_c_str(), what, t == &l ? "labels" : "predictions", t->shape()});
-  }
+  for (const auto& [t, what] : ids)  // checked there, reported at the next read
+    detail::check_ids_on_device(*t, c_, backend::RangeCheck{name_c_str(), what, t == &l ? "labels" : "predictions",
+                                                            t->shape()});
   // cell label·C + prediction (exact in double); a pair out of range goes to -1, which adds nowhere
   const double c = double(c_);
   const Tensor<double> cell =

@@ -318,9 +318,11 @@ GRADUS_INLINE bool ConfusionMetric::update_on_device(const Tensor<double>& label
   const Device d = p.device();
   const int64_t n = p.size(), t = int64_t(counts_.size());
   if (device_.pos.defined() && device_.pos.device() != d) gather_device();
-  if (!device_.pos.defined()) {
+  if (!device_.thresholds.defined() || device_.thresholds.device() != d) {  // once per device, not per evaluation
     std::vector<double> sorted(counts_.sorted().begin(), counts_.sorted().end());
     device_.thresholds = Tensor<double>::from(sorted, Shape{1, t}).to(d);
+  }
+  if (!device_.pos.defined()) {
     device_.pos = Tensor<double>::empty({t + 1}, d).fill_(0.0);
     device_.neg = Tensor<double>::empty({t + 1}, d).fill_(0.0);
     device_.outside = Tensor<double>::empty({}, d).fill_(0.0);
@@ -354,7 +356,7 @@ GRADUS_INLINE void ConfusionMetric::gather_device() const {
   }
   const Tensor<double> pos = device_.pos.to(gradus::cpu), neg = device_.neg.to(gradus::cpu);
   counts_.add_buckets(pos.data(), neg.data());
-  device_ = {};
+  device_.pos = device_.neg = device_.outside = Tensor<double>{};  // the thresholds stay for the next batch
 }
 
 GRADUS_INLINE std::vector<double> ThresholdMetric::results() const {

@@ -82,6 +82,11 @@ void match_shapes(Tensor<double>& labels, Tensor<double>& predictions, std::stri
 Tensor<double> sparse_labels(const Tensor<double>& labels, const Tensor<double>& scores,
                              std::string_view metric);
 
+/// Class ids (whole numbers, as doubles in a device's memory) checked there to lie in [0, end),
+/// without reading them back: the first one outside is reported as `check` says at the device's
+/// next synchronisation point.
+void check_ids_on_device(const Tensor<double>& ids, int64_t end, const backend::RangeCheck& check);
+
 /// `t` broadcast to `to` by NumPy rules (dimensions aligned on the right, each 1 or equal);
 /// `what` names `t` in the error. Returns `t` itself when it already has shape `to`.
 Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
@@ -385,6 +390,13 @@ GRADUS_INLINE Tensor<double> sparse_labels(const Tensor<double>& labels, const T
                labels.shape() == scores.shape() ? " (one-hot labels? this metric takes class ids: gd::argmax(labels, -1))"
                                                 : "");
   return l;
+}
+
+GRADUS_INLINE void check_ids_on_device(const Tensor<double>& ids, int64_t end, const backend::RangeCheck& check) {
+  const Device d = ids.device();
+  Tensor<int64_t> k = Tensor<int64_t>::empty(ids.shape(), d);
+  backend::cast(ids.device_data(), ids.size(), k.device_data(), false, d);
+  backend::run<backend::kernel::CheckRange, int64_t>(d, k.device_data(), k.size(), end, check);
 }
 
 GRADUS_INLINE Tensor<double> expand_to(const Tensor<double>& t, const Shape& to, const char* what,
