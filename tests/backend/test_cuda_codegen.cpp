@@ -178,7 +178,7 @@ TEST_CASE("NVRTC compiles the library kernels (fill, accumulation, reductions, d
                               "gradus_finish_sum_f", "gradus_finish_sum_d", "gradus_dropout_mask_f",
                               "gradus_dropout_mask_d", "gradus_masked_multiply_f", "gradus_masked_multiply_d",
                               "gradus_softmax_f", "gradus_softmax_backward_d", "gradus_one_hot_f", "gradus_one_hot_d",
-                              "gradus_bias_activation_f", "gradus_bias_activation_backward_d", "gradus_sum_rows_f",
+                              "gradus_bias_activation_f", "gradus_bias_activation_backward_d",
                               "gradus_im2col_f", "gradus_col2im_d", "gradus_add_rows_f", "gradus_pool_f",
                               "gradus_pool_backward_d", "gradus_fill_l", "gradus_reduce_extremum_f",
                               "gradus_reduce_extremum_backward_d", "gradus_reduce_arg_f", "gradus_reduce_prod_d",

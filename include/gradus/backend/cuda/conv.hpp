@@ -11,6 +11,7 @@
 #include "gradus/backend/cuda/geometry.hpp"
 #include "gradus/backend/cuda/layers.hpp"
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/reduce.hpp"
 #include "gradus/backend/plans.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/tensor.hpp"
@@ -69,15 +70,7 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
     void* params[] = {&cc, &dx, &geo, &add};
     launch_library(cached_library_function<T, kCol2im>(device), long(p.n * p.h * p.w * p.c), params, device.index);
   }
-  if (db) {
-    if (add_db) {
-      Tensor<T> tmp = Tensor<T>::empty(Shape{p.f}, device);
-      sum_rows(g, rows, p.f, tmp.device_data(), device);
-      add_into(db, static_cast<const T*>(tmp.device_data()), long(p.f), device);
-    } else {
-      sum_rows(g, rows, p.f, db, device);
-    }
-  }
+  if (db) sum_to(g, Shape{rows, p.f}, db, Shape{p.f}, add_db, device);  // the column sums of g
 }
 
 /// max or average pooling of x into y on a GPU, one thread per output element.

@@ -8,14 +8,14 @@
 #include <cstdint>
 
 #include "gradus/backend/cuda/library.hpp"
+#include "gradus/backend/cuda/reduce.hpp"
 #include "gradus/core/device.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend::cuda {
 
 inline constexpr char kBiasActivation[] = "bias_activation", kBiasActivationBackward[] = "bias_activation_backward",
-                      kSumRows[] = "sum_rows", kSumRowsParts[] = "sum_rows_parts", kDropoutMask[] = "dropout_mask",
-                      kMaskedMultiply[] = "masked_multiply";
+                      kDropoutMask[] = "dropout_mask", kMaskedMultiply[] = "masked_multiply";
 
 /// out = activation(h + b) over [rows, n], b broadcast along rows; `kind` is gd::ActivationKind's
 /// number (linear through softsign), `alpha` leaky_relu's slope or elu's scale.
@@ -34,29 +34,11 @@ void bias_activation_backward(int kind, double alpha, const T* h, const T* b, co
   void* params[] = {&h, &b, &y, &g, &r, &nn, &dz, &kind, &alpha};
   launch_library(cached_library_function<T, kBiasActivationBackward>(device), r * nn, params, device.index);
 }
-/// out [n] = the column sums of x [rows, n]. Up to 256 rows, one thread per column; a taller x
-/// in two stages — about √rows parts of √rows rows, each column's part summed by its own thread,
-/// then the parts of each column in order — so a bias gradient over 100,000 rows and 32 columns
-/// runs on 10,000 threads, not 32. The order of the terms depends only on the shape: the same
-/// bits on every run.
+/// out [n] = the column sums of x [rows, n] (a bias gradient): sum_to's fixed-order sum, in two
+/// stages over tall columns — the same bits on every run.
 template <class T>
 void sum_rows(const T* x, int64_t rows, int64_t n, T* out, Device device) {
-  long r = long(rows), nn = long(n);
-  if (rows <= 256) {
-    void* params[] = {&x, &r, &nn, &out};
-    launch_library(cached_library_function<T, kSumRows>(device), nn, params, device.index);
-    return;
-  }
-  long per = 1;
-  while (per * per < r) ++per;  // ⌈√rows⌉
-  long parts = (r + per - 1) / per;
-  const Tensor<T> part = Tensor<T>::empty({int64_t(parts) * n}, device);
-  const T* p = part.device_data();
-  T* pw = part.device_data();
-  void* first[] = {&x, &r, &nn, &per, &pw, &parts};
-  launch_library(cached_library_function<T, kSumRowsParts>(device), parts * nn, first, device.index);
-  void* second[] = {&p, &parts, &nn, &out};
-  launch_library(cached_library_function<T, kSumRows>(device), nn, second, device.index);
+  sum_to(x, Shape{rows, n}, out, Shape{n}, /*add=*/false, device);
 }
 
 /// mask[i] = scale when element i of the Philox stream `key` is below `keep`, else 0 (the CPU's

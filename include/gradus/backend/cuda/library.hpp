@@ -6,7 +6,7 @@
 //
 //   family                                              host wrappers      device code
 //   fill, add_into, finish_sum, check_range             library.hpp        library/fill.cuh
-//   bias + activation, sum_rows, dropout                layers.hpp         library/layers.cuh
+//   bias + activation, dropout                          layers.hpp         library/layers.cuh
 //   softmax, log_softmax, one_hot                       softmax.hpp        library/softmax.cuh
 //   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
 //   max/min, argmax/argmin, prod, logsumexp              reduce.hpp         library/reduce.cuh

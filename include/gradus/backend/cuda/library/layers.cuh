@@ -42,24 +42,6 @@ __device__ T gradus_activation_grad(int kind, double alpha, T z, T y, T g) {
                                                                  int kind, double alpha) {         \
     GRADUS_FOR_EACH(i, rows * n) dz[i] = gradus_activation_grad<T>(kind, alpha, h[i] + b[i % n], y[i], g[i]); \
   }                                                                                                \
-  extern "C" __global__ void gradus_sum_rows_##S(const T* x, long rows, long n, T* out) {          \
-    GRADUS_FOR_EACH(c, n) {                                                                        \
-      T s = 0;                                                                                     \
-      for (long r = 0; r < rows; ++r) s += x[r * n + c];                                           \
-      out[c] = s;                                                                                  \
-    }                                                                                              \
-  }                                                                                                \
-  /* the first stage of a tall column sum: part[k][c] = rows [k·per, (k+1)·per) of column c       \
-     (neighbouring threads read neighbouring columns); gradus_sum_rows then adds the parts */      \
-  extern "C" __global__ void gradus_sum_rows_parts_##S(const T* x, long rows, long n, long per, T* part, \
-                                                       long parts) {                                \
-    GRADUS_FOR_EACH(i, parts * n) {                                                                 \
-      const long k = i / n, c = i - k * n, end = (k + 1) * per < rows ? (k + 1) * per : rows;      \
-      T s = 0;                                                                                      \
-      for (long r = k * per; r < end; ++r) s += x[r * n + c];                                       \
-      part[i] = s;                                                                                  \
-    }                                                                                               \
-  }                                                                                                 \
   extern "C" __global__ void gradus_dropout_mask_##S(T* m, long n, unsigned long long key, double keep, \
                                                      T scale) {                                     \
     GRADUS_FOR_EACH(i, n) m[i] = double(gradus::philox_uniform(key, i)) < keep ? scale : T(0);      \
