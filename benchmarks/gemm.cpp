@@ -62,7 +62,8 @@ void register_gemm(const std::string& impl, Gemm gemm, std::function<void(int)> 
 int main(int argc, char** argv) {
   register_gemm("gradus", [](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
                              int64_t n) { gd::backend::gemm(a, ta, b, tb, c, m, k, n, false, gd::cpu); });
-  for (cpu::GemmKernel kernel : {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::eigen})
+  for (cpu::GemmKernel kernel :
+       {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::loops, cpu::GemmKernel::eigen})
     if (kernel != cpu::gemm_kernel() && cpu::gemm_kernel_supported(kernel))
       register_gemm(std::string(cpu::gemm_kernel_name(kernel)),
                     [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,

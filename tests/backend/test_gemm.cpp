@@ -147,7 +147,8 @@ void check_all(const std::vector<std::optional<cpu::GemmKernel>>& kernels,
 
 TEST_CASE("every float gemm kernel matches a double triple loop on every edge of its blocking", "[ops][matmul]") {
   std::vector<std::optional<cpu::GemmKernel>> kernels;
-  for (cpu::GemmKernel k : {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::eigen}) {
+  for (cpu::GemmKernel k :
+       {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::loops, cpu::GemmKernel::eigen}) {
     if (!cpu::gemm_kernel_supported(k)) {
       WARN("this CPU has no " << cpu::gemm_kernel_name(k) << " gemm kernel; not tested");
       CHECK_THROWS_AS(cpu::gemm<float>(nullptr, false, nullptr, false, nullptr, 1, 1, 1, false, k), gd::value_error);
@@ -159,7 +160,11 @@ TEST_CASE("every float gemm kernel matches a double triple loop on every edge of
   check_all<float>(kernels);
 }
 
-TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") { check_all<double>({std::nullopt}, 1000000); }
+TEST_CASE("double gemm matches a double triple loop", "[ops][matmul]") {
+  std::vector<std::optional<cpu::GemmKernel>> kernels{std::nullopt};
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::loops)) kernels.push_back(cpu::GemmKernel::loops);
+  check_all<double>(kernels, 1000000);
+}
 
 TEST_CASE("GemmB (B packed once, many products) matches a double triple loop", "[ops][matmul]") {
   check_all<float>({std::nullopt}, std::numeric_limits<int64_t>::max(), true);
@@ -171,8 +176,9 @@ TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") 
   CHECK(cpu::gemm_kernel_supported(cpu::GemmKernel::eigen));
   if (!std::getenv("GRADUS_GEMM_KERNEL")) {
     const auto widest = cpu::gemm_kernel_supported(cpu::GemmKernel::avx512) ? cpu::GemmKernel::avx512
-                        : cpu::gemm_kernel_supported(cpu::GemmKernel::avx2) ? cpu::GemmKernel::avx2
-                                                                           : cpu::GemmKernel::eigen;
+                        : cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)  ? cpu::GemmKernel::avx2
+                        : cpu::gemm_kernel_supported(cpu::GemmKernel::loops) ? cpu::GemmKernel::loops
+                                                                             : cpu::GemmKernel::eigen;
     CHECK(cpu::gemm_kernel() == widest);
   }
 }

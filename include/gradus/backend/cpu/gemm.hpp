@@ -9,8 +9,11 @@
 //   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA)
 // A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes.
 // gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
-// avx512|avx2|eigen overrides the choice when the CPU supports it); other CPUs and compilers,
-// doubles, and thin float products (m < 6, or n < 12 with m < 16) go to Eigen.
+// avx512|avx2|loops overrides the choice when the CPU supports it). Thin float products (m < 6,
+// or n < 12 with m < 16), and every float product on an x86 CPU without AVX2, run as plain
+// loops compiled for the widest ISA (loop_gemm); doubles, and floats on other CPUs and
+// compilers, go to Eigen. Eigen's float GEMM is thus not compiled into an x86 program that does
+// not ask for it by name (gemm(..., GemmKernel::eigen)): it cost 2 s of compile time.
 // Large products split their rows (or columns) into tasks for gradus' thread pool
 // (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, each task packs
 // its own rows of A (columns of B), and a thread that loses its core only runs fewer tasks.
@@ -34,6 +37,7 @@
 #define GRADUS_SGEMM_X86 1
 #endif
 
+#include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/cpu/thread_pool.hpp"
 #include "gradus/backend/cpu/vecmath.hpp"
@@ -56,30 +60,32 @@ inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
 /// its own panels: more balance a thread that loses its core, fewer repack less.
 inline constexpr int64_t kGemmTasksPerThread = 4;
 
-/// The code that runs a float GEMM.
-enum class GemmKernel { eigen, avx2, avx512 };
+/// The code that runs a float GEMM: Eigen's, loop_gemm below (x86), or a blocked kernel (x86).
+enum class GemmKernel { eigen, loops, avx2, avx512 };
 
 inline constexpr std::string_view gemm_kernel_name(GemmKernel k) {
-  return k == GemmKernel::avx512 ? "avx512" : k == GemmKernel::avx2 ? "avx2" : "eigen";
+  return k == GemmKernel::avx512 ? "avx512" : k == GemmKernel::avx2 ? "avx2" : k == GemmKernel::loops ? "loops" : "eigen";
 }
 
-/// Whether this build and this CPU can run kernel `k` (eigen: always).
+/// Whether this build and this CPU can run kernel `k` (eigen: always; loops: on x86).
 inline bool gemm_kernel_supported(GemmKernel k) {
 #if defined(GRADUS_SGEMM_X86)
   if (k == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (k == GemmKernel::avx512) return __builtin_cpu_supports("avx512f");
+  if (k == GemmKernel::loops) return true;
 #endif
   return k == GemmKernel::eigen;
 }
 
-/// The kernel float GEMMs use, chosen on first use: GRADUS_GEMM_KERNEL (avx512, avx2 or eigen)
-/// when it names one the CPU supports, else the widest the CPU supports.
+/// The kernel float GEMMs use, chosen on first use: GRADUS_GEMM_KERNEL (avx512, avx2 or loops)
+/// when it names one the CPU supports, else the widest the CPU supports; on x86 without AVX2
+/// loops, elsewhere eigen.
 inline GemmKernel gemm_kernel() {
   static const GemmKernel chosen = [] {
     if (const char* env = std::getenv("GRADUS_GEMM_KERNEL"))
-      for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2, GemmKernel::eigen})
+      for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2, GemmKernel::loops})
         if (gemm_kernel_name(k) == env && gemm_kernel_supported(k)) return k;
-    for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2})
+    for (GemmKernel k : {GemmKernel::avx512, GemmKernel::avx2, GemmKernel::loops})
       if (gemm_kernel_supported(k)) return k;
     return GemmKernel::eigen;
   }();
@@ -514,6 +520,76 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
 }  // namespace sgemm
 #endif  // GRADUS_SGEMM_X86
 
+/// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, as
+/// plain loops compiled for the widest ISA (with_isa): the float products the blocked kernels do
+/// not take (few rows, or few rows and columns: packing would cost as much as the product) and
+/// every float product on an x86 CPU without AVX2. Rows of C are independent, split into chunks
+/// for the thread pool when the product is large. With B's rows contiguous each row of C gathers
+/// B's rows scaled by a's, four at a time over 512-column strips of C (kept in L1); with B stored
+/// transposed each element is a dot product of contiguous rows (a's copied contiguous first when
+/// a is transposed).
+template <class T>
+void loop_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+  constexpr int64_t kStrip = 512;
+  const int64_t ra = ta ? 1 : k, ca = ta ? m : 1;  // a(i, p) = a[i ra + p ca]
+  const bool parallel = m * n * k >= kGemmParallelWork;
+  parallel_chunks(m, 1, [&](int, int64_t i0, int64_t i1) {
+    alignas(64) T arow[kStrip];  // a's row i, contiguous (B transposed, A transposed)
+    with_isa([&] {
+      for (int64_t i = i0; i < i1; ++i) {
+        T* __restrict ci = c + i * n;
+        const T* ai = a + i * ra;
+        if (!add) std::fill(ci, ci + n, T(0));
+        if (!tb) {
+          for (int64_t j0 = 0; j0 < n; j0 += kStrip) {
+            const int64_t w = std::min(kStrip, n - j0);
+            T* __restrict cs = ci + j0;
+            int64_t p = 0;
+            for (; p + 4 <= k; p += 4) {
+              const T s0 = ai[p * ca], s1 = ai[(p + 1) * ca], s2 = ai[(p + 2) * ca], s3 = ai[(p + 3) * ca];
+              const T *__restrict b0 = b + p * n + j0, *__restrict b1 = b0 + n, *__restrict b2 = b1 + n,
+                                   *__restrict b3 = b2 + n;
+              GRADUS_SIMD
+              for (int64_t j = 0; j < w; ++j) cs[j] += (s0 * b0[j] + s1 * b1[j]) + (s2 * b2[j] + s3 * b3[j]);
+            }
+            for (; p < k; ++p) {
+              const T s = ai[p * ca];
+              const T* __restrict bp = b + p * n + j0;
+              GRADUS_SIMD
+              for (int64_t j = 0; j < w; ++j) cs[j] += s * bp[j];
+            }
+          }
+        } else {
+          for (int64_t p0 = 0; p0 < k; p0 += kStrip) {
+            const int64_t d = std::min(kStrip, k - p0);
+            const T* __restrict x = ai + p0;
+            if (ta) {
+              for (int64_t p = 0; p < d; ++p) arow[p] = ai[(p0 + p) * ca];
+              x = arow;
+            }
+            int64_t j = 0;
+            for (; j + 4 <= n; j += 4) {  // four dot products share the loads of x
+              const T *__restrict y0 = b + j * k + p0, *__restrict y1 = y0 + k, *__restrict y2 = y1 + k,
+                                  *__restrict y3 = y2 + k;
+              T d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+              GRADUS_SIMD_REDUCTION(+, d0, d1, d2, d3)
+              for (int64_t p = 0; p < d; ++p) d0 += x[p] * y0[p], d1 += x[p] * y1[p], d2 += x[p] * y2[p], d3 += x[p] * y3[p];
+              ci[j] += d0, ci[j + 1] += d1, ci[j + 2] += d2, ci[j + 3] += d3;
+            }
+            for (; j < n; ++j) {
+              const T* __restrict y = b + j * k + p0;
+              T dot = 0;
+              GRADUS_SIMD_REDUCTION(+, dot)
+              for (int64_t p = 0; p < d; ++p) dot += x[p] * y[p];
+              ci[j] += dot;
+            }
+          }
+        }
+      }
+    });
+  }, parallel ? 1 : m + 1);
+}
+
 /// c (m x n) = or += a (m x k) * b (k x n) with Eigen's GEMM, each optionally transposed in
 /// storage; one thread below kGemmParallelWork multiply-adds and inside a task of the thread
 /// pool (Eigen would otherwise start an OpenMP team there: it only sees OpenMP's own regions).
@@ -546,8 +622,8 @@ void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64
 }
 
 /// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, on
-/// exactly `kernel` when T is float (doubles always run on Eigen). Throws value_error when the
-/// CPU lacks the kernel's instructions. Tests and benchmarks use it to compare the kernels.
+/// exactly `kernel` when T is float (doubles run on Eigen, or on loops when `kernel` is loops).
+/// Throws value_error when the CPU lacks the kernel's instructions. Tests and benchmarks use it to compare the kernels.
 template <class T>
 void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add,
           GemmKernel kernel) {
@@ -558,6 +634,7 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
     if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
     if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
   }
+  if (kernel == GemmKernel::loops) return loop_gemm(a, ta, b, tb, c, m, k, n, add);
 #endif
   eigen_gemm(a, ta, b, tb, c, m, k, n, add);
 }
@@ -566,10 +643,20 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 /// gemm_kernel() for float.
 template <class T>
 void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
-  // Products of few rows stay with Eigen, which runs them as GEMV: packing B would cost as much
-  // as the product. So do those of few rows and few columns, which no register block fills.
-  if (std::is_same_v<T, float> && m >= 6 && (n >= 12 || m >= 16))
-    return gemm(a, ta, b, tb, c, m, k, n, add, gemm_kernel());
+#if defined(GRADUS_SGEMM_X86)
+  if constexpr (std::is_same_v<T, float>) {
+    // Products of few rows, and those of few rows and few columns, which no register block
+    // fills, run as loops: packing B would cost as much as the product. So does everything on a
+    // CPU without AVX2. (Eigen's float GEMM is not instantiated here: it alone took 2 s of every
+    // header-only program's compile time.)
+    const GemmKernel kernel = gemm_kernel();
+    if (m >= 6 && (n >= 12 || m >= 16)) {
+      if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
+      if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
+    }
+    return loop_gemm(a, ta, b, tb, c, m, k, n, add);
+  }
+#endif
   eigen_gemm(a, ta, b, tb, c, m, k, n, add);
 }
 

@@ -145,8 +145,9 @@ void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* d
   // windows of different output rows read disjoint input rows unless they overlap vertically
   const bool disjoint = p.kh <= p.sh;
   parallel_chunks(rows, disjoint ? 1 : p.oh, [&](int, int64_t r0, int64_t r1) {
+    // made outside with_isa, whose copies inline everything they call
+    Tensor<T> pending(Shape{max ? C : 0});  // gradient of each channel not yet handed out
     with_isa([&] {
-      Tensor<T> pending(Shape{max ? C : 0});  // gradient of each channel not yet handed out
       if (!add && !disjoint) std::fill(dx + (r0 / p.oh) * image, dx + (r1 / p.oh) * image, T(0));
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / p.oh, oy = r % p.oh;

@@ -20,15 +20,16 @@
 #include <type_traits>
 
 /// `GRADUS_SIMD` before a loop asks for it to be vectorised even where the optimiser's cost
-/// model would not (GCC's -O2); `GRADUS_SIMD_REDUCTION(+, s)` for a loop that accumulates s.
+/// model would not (GCC's -O2); `GRADUS_SIMD_REDUCTION(+, s)` for a loop that accumulates s
+/// (or several: `GRADUS_SIMD_REDUCTION(+, s0, s1)`).
 /// Both need OpenMP (gradus::gradus links it) and are empty without it.
 #define GRADUS_PRAGMA(x) _Pragma(#x)
 #if defined(_OPENMP)
 #define GRADUS_SIMD GRADUS_PRAGMA(omp simd)
-#define GRADUS_SIMD_REDUCTION(op, var) GRADUS_PRAGMA(omp simd reduction(op : var))
+#define GRADUS_SIMD_REDUCTION(op, ...) GRADUS_PRAGMA(omp simd reduction(op : __VA_ARGS__))
 #else
 #define GRADUS_SIMD
-#define GRADUS_SIMD_REDUCTION(op, var)
+#define GRADUS_SIMD_REDUCTION(op, ...)
 #endif
 /// `GRADUS_UNROLL` before a loop of a few iterations over an array of vector registers (a
 /// kernel's accumulators) unrolls it completely, so that the array lives in registers: GCC -O2
