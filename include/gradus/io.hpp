@@ -7,6 +7,7 @@
 #include "gradus/io/example.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/npy.hpp"
+#include "gradus/io/remap.hpp"
 #include "gradus/io/safetensors.hpp"
 #include "gradus/io/saver.hpp"
 #include "gradus/io/tensor_list.hpp"

@@ -123,8 +123,9 @@ TEST_CASE("io: malformed safetensors files are rejected with a clear message", "
   rejects(file_of("{\"a\":[1]}"), "entry 'a' must be an object");
   rejects(file_of("{\"a\":\"x\"}"), "entry 'a' must be an object");
   rejects(file_of("{" + entry("a", "XYZ", "[2]", "[0,8]") + "}", data8), "unknown dtype 'XYZ'");
-  rejects(file_of("{" + entry("a", "BF16", "[4]", "[0,8]") + "}", data8), "dtype 'BF16', which gradus does not read");
-  rejects(file_of("{" + entry("a", "F16", "[4]", "[0,8]") + "}", data8), "(supported: F32, F64, I64)");
+  rejects(file_of("{" + entry("a", "I32", "[2]", "[0,8]") + "}", data8), "dtype 'I32', which gradus does not read");
+  rejects(file_of("{" + entry("a", "U16", "[4]", "[0,8]") + "}", data8), "(supported: F32, F64, I64, and F16");
+  rejects(file_of("{" + entry("a", "BF16", "[2]", "[0,8]") + "}", data8), "span 8 bytes, but BF16 [2] needs 4");
   rejects(file_of("{" + entry("a", "U8", "[8]", "[0,8]") + "}", data8), "dtype 'U8', which gradus does not read");
   rejects(file_of(R"({"a":{"dtype":1,"shape":[2],"data_offsets":[0,8]}})", data8), "'dtype' must be a string");
   rejects(file_of("{" + entry("a", "F32", "2", "[0,8]") + "}", data8), "'shape' must be a list of non-negative integers");

@@ -5,15 +5,20 @@
 //   8 bytes   N, the header length: an unsigned 64-bit little-endian integer
 //   N bytes   the header: a JSON object, padded with spaces to a multiple of 8 bytes
 //   the rest  the data section: every tensor's elements, row-major and little-endian, back to back
-// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64", "shape": [d0, ...],
+// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64"|..., "shape": [d0, ...],
 // "data_offsets": [begin, end]} (a byte range [begin, end) of the data section), and the optional
 // key "__metadata__" to an object of string values:
 //   {"__metadata__":{"global_step":"300"},"dense.kernel":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}
 // gradus writes the header compactly, in that key order, with the tensors in the order given and
 // their data in the same order.
 //
-// Reading trusts nothing: the header length, the JSON, every entry's types, the dtype (only F32,
-// F64 and I64 are read; BF16, F16, U8 and the other safetensors dtypes are named as unsupported),
+// F16 (IEEE half) and BF16 (bfloat16) tensors, as pretrained weights from other frameworks come,
+// are read as F32: every value of either widens to a float exactly (NaNs stay NaN, infinities and
+// signed zeros stay), and Safetensors::widened names each such tensor with its file dtype. gradus
+// writes F32, F64 and I64.
+//
+// Reading trusts nothing: the header length, the JSON, every entry's types, the dtype (F32, F64,
+// I64, F16 and BF16 are read; U8 and the other safetensors dtypes are named as unsupported),
 // the shape (at most 8 dimensions, no overflow), the offsets (exactly dtype size * element count
 // bytes, inside the data section), and that the tensors cover the data section exactly — no
 // overlaps, no holes, no trailing bytes — and that names are unique. A bad file raises io_error
@@ -21,8 +26,10 @@
 // header is parsed as a stream (nlohmann-json's SAX interface) against this fixed schema.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -41,6 +48,8 @@ struct Safetensors {
   Metadata metadata;
   /// Where it was read from (the path, or the `source` given to decode_safetensors); errors name it.
   std::string source = "<memory>";
+  /// The tensors stored in a narrower type and read as F32: name -> "F16" or "BF16".
+  std::map<std::string, std::string, std::less<>> widened;
 
   /// The tensor called `name`, or nullptr when there is none.
   const AnyTensor* find(std::string_view name) const;
@@ -52,7 +61,14 @@ struct Safetensors {
 
 namespace detail {
 
-enum class Dtype { f32, f64, i64 };
+enum class Dtype { f32, f64, i64, f16, bf16 };
+
+/// The float of the IEEE half with bits `h`, exactly (subnormals, infinities, NaNs included).
+float half_to_float(uint16_t h);
+/// The float of the bfloat16 with bits `h`: its bits are the float's upper half.
+inline float bfloat16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+/// The floats of `shape.numel()` little-endian 16-bit words at `src` (F16 or BF16).
+Tensor<float> read_half_le(const char* src, const Shape& shape, bool bf16);
 
 template <Element T>
 constexpr std::string_view safetensors_dtype() {
@@ -112,6 +128,27 @@ GRADUS_INLINE const AnyTensor* Safetensors::find(std::string_view name) const {
 }
 
 namespace detail {
+
+GRADUS_INLINE float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf, NaN (payload kept)
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));  // rebias 15 -> 127
+  // zero or subnormal: mant * 2^-24, exact in float
+  const float v = float(mant) * 0x1p-24f;
+  return sign ? -v : v;
+}
+
+GRADUS_INLINE Tensor<float> read_half_le(const char* src, const Shape& shape, bool bf16) {
+  Tensor<float> t(shape);
+  float* out = t.data();
+  const int64_t n = shape.numel();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(src);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = uint16_t(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+    out[i] = bf16 ? bfloat16_to_float(h) : half_to_float(h);
+  }
+  return t;
+}
 
 GRADUS_INLINE void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -306,13 +343,15 @@ class StHeaderParser {
     if (dtype_ == "F32") e.dtype = Dtype::f32, width = 4;
     else if (dtype_ == "F64") e.dtype = Dtype::f64, width = 8;
     else if (dtype_ == "I64") e.dtype = Dtype::i64, width = 8;
+    else if (dtype_ == "F16") e.dtype = Dtype::f16, width = 2;
+    else if (dtype_ == "BF16") e.dtype = Dtype::bf16, width = 2;
     else {
-      static constexpr std::string_view kOther[] = {"BOOL", "U8",  "I8",  "I16", "U16",     "F16",     "BF16", "I32",
-                                                    "U32",  "U64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3",
-                                                    "F6_E3M2", "C64"};
+      static constexpr std::string_view kOther[] = {"BOOL",    "U8",      "I8",      "I16", "U16",     "I32",
+                                                    "U32",     "U64",     "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4",
+                                                    "F6_E2M3", "F6_E3M2", "C64"};
       const bool known = std::find(std::begin(kOther), std::end(kOther), dtype_) != std::end(kOther);
       fail("tensor '", name, "' has ", known ? "dtype '" : "unknown dtype '", dtype_,
-           known ? "', which gradus does not read" : "'", " (supported: F32, F64, I64)");
+           known ? "', which gradus does not read" : "'", " (supported: F32, F64, I64, and F16 and BF16 read as F32)");
     }
     if (offsets_.size() != 2) fail("tensor '", name, "': 'data_offsets' must be [begin, end], got ", offsets_.size(),
                                    " numbers");
@@ -472,6 +511,11 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
       case detail::Dtype::f32: t = detail::read_le<float>(src, e.shape); break;
       case detail::Dtype::f64: t = detail::read_le<double>(src, e.shape); break;
       case detail::Dtype::i64: t = detail::read_le<int64_t>(src, e.shape); break;
+      case detail::Dtype::f16:
+      case detail::Dtype::bf16:
+        t = detail::read_half_le(src, e.shape, e.dtype == detail::Dtype::bf16);
+        out.widened.emplace(e.name, e.dtype == detail::Dtype::bf16 ? "BF16" : "F16");
+        break;
     }
     out.tensors.emplace_back(std::move(e.name), std::move(t));
   }
