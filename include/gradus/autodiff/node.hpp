@@ -86,6 +86,7 @@ struct NodeBase {
   uint32_t alloc_bytes = 0;
   bool requires_grad = false;
   bool is_leaf = false;
+  bool frozen = false;  ///< a trainable leaf whose gradient is switched off (Var::set_requires_grad)
   bool value_pending = false;  ///< the value is computed on first read (see compute_value)
   uint64_t seq = 0;
   uint64_t visited = 0;

@@ -100,6 +100,21 @@ class Var {
   }
   bool requires_grad() const { return node_ && node_->requires_grad; }
   bool is_leaf() const { return node_ && node_->is_leaf; }
+  /// Switches a trainable leaf's gradient off (`false`: frozen, as the parameters of a frozen
+  /// layer are — backward passes compute nothing for it, and optimizers skip it) or back on.
+  /// Expressions recorded before keep what they recorded. value_error for a Var that is not a
+  /// leaf, and for a constant (Var::constant), which never takes a gradient.
+  void set_requires_grad(bool on) {
+    auto* n = checked();
+    GRADUS_CHECK(value_error, n->is_leaf, "set_requires_grad: the Var of shape ", n->value.shape(),
+                 " is the result of an op, not a leaf: only leaves (parameters) can be frozen");
+    GRADUS_CHECK(value_error, n->requires_grad || n->frozen, "set_requires_grad: the Var of shape ",
+                 n->value.shape(), " is a constant (Var::constant), which never takes a gradient");
+    n->requires_grad = on;
+    n->frozen = !on;
+  }
+  /// True for a trainable leaf frozen by set_requires_grad(false).
+  bool frozen() const { return node_ && node_->frozen; }
   /// The same value, cut from the graph: nothing flows back through it.
   Var detach() const { return constant(value()); }
 

@@ -111,8 +111,9 @@ class Module<T, void> {
   Module(Module&&) noexcept = default;
   Module& operator=(Module&&) noexcept = default;
 
-  /// Every trainable parameter of this module and its descendants, each once, in the order of
+  /// Every parameter of this module and its descendants, each once, in the order of
   /// `named_parameters()`: what an optimizer takes (`gd::optim::SGD opt(net.parameters(), {.lr = 0.1})`).
+  /// Frozen ones included: the optimizer skips them while they are frozen.
   std::vector<Var<T>> parameters() const {
     std::vector<Var<T>> out;
     for (auto& [name, v] : named_parameters()) out.push_back(v);
@@ -155,7 +156,14 @@ class Module<T, void> {
     collect_modules("", out);
     return out;
   }
-  /// Number of trainable scalars (each shared parameter counted once).
+  /// The parameters that train now: parameters() without the frozen ones.
+  std::vector<Var<T>> trainable_parameters() const {
+    std::vector<Var<T>> out;
+    for (auto& [name, v] : named_parameters())
+      if (!v.frozen()) out.push_back(v);
+    return out;
+  }
+  /// Number of parameter scalars, frozen ones included (each shared parameter counted once).
   int64_t parameter_count() const {
     int64_t n = 0;
     for (auto& [name, v] : named_parameters()) n += v.size();
@@ -199,6 +207,16 @@ class Module<T, void> {
   /// Inference mode: `train(false)`.
   void eval() { train(false); }
   bool is_training() const { return training_; }
+
+  /// Freezes this module and its descendants, for transfer learning (a pretrained feature
+  /// extractor under a new head), as Keras' `trainable = False`: backward passes compute no
+  /// gradient for their parameters (Var::set_requires_grad(false)), optimizers skip them, and a
+  /// frozen BatchNorm normalises with its moving statistics and leaves them as they are, in
+  /// training mode too (Dropout still drops). Saving and loading are unchanged. unfreeze() undoes
+  /// it; a parameter shared with a module that stays unfrozen is frozen all the same.
+  void freeze() { set_frozen(true); }
+  void unfreeze() { set_frozen(false); }
+  bool frozen() const { return frozen_; }
 
   /// Sum of the penalties of every regularized parameter of the tree (a rank-0 Var, zero when
   /// there are none); add it to the data loss.
@@ -254,8 +272,8 @@ class Module<T, void> {
   /// Registers an existing trainable Var (for example one shared with another module).
   Var<T> register_parameter(std::string name, Var<T> var, Regularizer reg = {}) {
     check_name(name, "register_parameter");
-    GRADUS_CHECK(value_error, var.defined() && var.is_leaf() && var.requires_grad(), "register_parameter: '", name,
-                 "' must be a trainable leaf Var");
+    GRADUS_CHECK(value_error, var.defined() && var.is_leaf() && (var.requires_grad() || var.frozen()),
+                 "register_parameter: '", name, "' must be a trainable leaf Var");
     params_.push_back({std::move(name), var, reg});
     return var;
   }
@@ -396,11 +414,18 @@ class Module<T, void> {
     return nullptr;
   }
 
+  void set_frozen(bool on) {
+    frozen_ = on;
+    for (Param& p : params_) p.var.set_requires_grad(!on);
+    for (const Child& c : children_) child(c)->set_frozen(on);
+  }
+
   std::vector<Param> params_;
   std::vector<Buffer> buffers_;
   std::vector<Child> children_;
   std::vector<std::pair<std::string, Rng*>> generators_;
   bool training_ = true;
+  bool frozen_ = false;
   bool has_output_shape_ = false;
   Shape output_shape_;
 };

@@ -103,12 +103,13 @@ class BatchNorm : public Module<T, BatchNorm<T>> {
     moving_variance_ = this->register_buffer("moving_variance", Tensor<T>::ones({o.features}));
   }
 
-  /// Training mode: batch statistics (and one update of the moving ones); eval: moving statistics.
+  /// Training mode: batch statistics (and one update of the moving ones); eval, or frozen
+  /// (Module::freeze): moving statistics, unchanged.
   template <Expression X>
   auto forward(const X& x) {
     const Var<T> xv = detail::to_var(x);
     detail::check_last_dim(xv.shape(), features_, "BatchNorm", "features");
-    if (!this->is_training())
+    if (!this->is_training() || this->frozen())
       return detail::normalize(xv, Var<T>::constant(moving_mean_), Var<T>::constant(moving_variance_), gamma_, beta_,
                                T(epsilon_));
     GRADUS_CHECK(value_error, xv.size() > 0, "BatchNorm: empty batch, input of shape ", xv.shape());

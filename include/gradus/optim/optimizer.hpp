@@ -51,12 +51,12 @@ const Tensor<T>& state_entry(const StateDict<T>& state, const std::string& name,
   throw value_error(::gradus::detail::str(who, ": load_state_dict: missing entry '", name, "'"));
 }
 
-/// Checks that a list of Vars holds distinct, defined, trainable leaves.
+/// Checks that a list of Vars holds distinct, defined, trainable (or frozen) leaves.
 template <class T>
 void check_vars(const std::vector<Var<T>>& vars, const char* who, const char* what) {
   for (size_t i = 0; i < vars.size(); ++i) {
     GRADUS_CHECK(value_error, vars[i].defined(), who, ": ", what, " ", i, " is an undefined Var");
-    GRADUS_CHECK(value_error, vars[i].requires_grad(), who, ": ", what, " ", i,
+    GRADUS_CHECK(value_error, vars[i].requires_grad() || vars[i].frozen(), who, ": ", what, " ", i,
                  " does not require a gradient (a constant Var cannot be trained)");
     for (size_t j = 0; j < i; ++j)
       GRADUS_CHECK(value_error, vars[j].node() != vars[i].node(), who, ": ", what, " ", i, " is the same Var as ",
@@ -71,7 +71,8 @@ void check_vars(const std::vector<Var<T>>& vars, const char* who, const char* wh
 ///   gd::optim::Adam opt(params, {.lr = 1e-3});
 ///   for (...) { gd::Var<float> loss = ...; opt.minimize(loss); }
 /// A parameter that has received no gradient since its last zero_grad is skipped by `step()`
-/// (its weights and state stay as they are), as TensorFlow skips variables whose gradient is None.
+/// (its weights and state stay as they are), as TensorFlow skips variables whose gradient is None;
+/// so is a frozen one (Var::set_requires_grad(false), Module::freeze), whatever gradient it is given.
 /// A parameter of a lazy layer (Dense without `.in`) may be given before the layer has its shape:
 /// its state is made anew at the shape it has at the first step.
 template <Real T = float>
@@ -259,7 +260,7 @@ class Optimizer {
     which_.clear();  // kept between steps: a steady-state step allocates nothing
     grads_.clear();
     for (size_t i = 0; i < params_.size(); ++i)
-      if (const Tensor<T>* g = grad_of(i)) {
+      if (const Tensor<T>* g = grad_of(i); g && !params_[i].frozen()) {
         fit_slots(i);
         follow_device(i);
         which_.push_back(i);
