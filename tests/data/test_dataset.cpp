@@ -101,6 +101,11 @@ TEST_CASE("range: steps up, down, and the empty range", "[data][dataset]") {
   CHECK(ints(Dataset::range(4, 4)).empty());
   CHECK(ints(Dataset::range(4, 0)).empty());
   CHECK(ints(Dataset::range(INT64_MAX - 2, INT64_MAX, 5)) == V{INT64_MAX - 2});
+  // Spans wider than INT64_MAX (end - begin overflows int64): Python's range gives these.
+  CHECK(ints(Dataset::range(INT64_MIN, INT64_MAX, INT64_MAX)) == V{INT64_MIN, -1, INT64_MAX - 1});
+  CHECK(ints(Dataset::range(INT64_MAX, INT64_MIN, INT64_MIN)) == V{INT64_MAX, -1});
+  CHECK(ints(Dataset::range(INT64_MIN, INT64_MAX, INT64_MAX).skip(2)) == V{INT64_MAX - 1});
+  CHECK(ints(Dataset::range(INT64_MIN, INT64_MAX, INT64_MAX).skip(3)).empty());
   CHECK_THROWS_AS(Dataset::range(0, 1, 0), gd::value_error);
 }
 

@@ -248,3 +248,20 @@ TEST_CASE("greedy_decode and beam_search: bad options and logits of the wrong sh
   bad = o, bad.start_tokens = {};
   CHECK_THROWS_AS(nn::beam_search(std::ref(s), Ti::zeros({1}), bad), gd::value_error);
 }
+
+TEST_CASE("beam_search and greedy_decode bound their rows: a value_error, not a wrapped index or bad_alloc",
+          "[nn][decode]") {
+  Scripted s;  // never called: the options are rejected first
+  const int64_t huge = (int64_t(1) << 62) + 1;
+  // 4 x (2^62 + 1) wraps to 4 in int64 arithmetic; it used to index past every buffer
+  nn::DecodeOptions o{.start_tokens = {-1}, .batch_size = 4, .end_token = END, .max_length = 2, .beam_width = huge};
+  CHECK_THROWS_WITH(nn::beam_search(std::ref(s), Ti::zeros({4}), o),
+                    Catch::Contains("beam_search: batch_size 4 x beam_width 4611686018427387905 rows exceed the limit") &&
+                        Catch::Contains("kMaxDecodeRows"));
+  o.beam_width = int64_t(1) << 40;
+  CHECK_THROWS_AS(nn::beam_search(std::ref(s), Ti::zeros({4}), o), gd::value_error);
+  o.beam_width = 1;
+  o.batch_size = int64_t(1) << 40;
+  CHECK_THROWS_WITH(nn::greedy_decode(std::ref(s), Ti::zeros({4}), o), Catch::Contains("greedy_decode: batch_size"));
+  CHECK(s.calls == 0);
+}

@@ -171,18 +171,21 @@ GRADUS_INLINE std::unique_ptr<Stream> RangeSource::open(uint64_t) const {
     int64_t v, e, s;
     S(int64_t b, int64_t e_, int64_t s_) : v(b), e(e_), s(s_) {}
     bool more() const { return s > 0 ? v < e : v > e; }
+    // The distance to e and the step's size, in unsigned arithmetic: e - v overflows int64 for
+    // range(INT64_MIN, INT64_MAX, ...), but never uint64.
+    uint64_t span() const { return s > 0 ? uint64_t(e) - uint64_t(v) : uint64_t(v) - uint64_t(e); }
+    uint64_t stride() const { return s > 0 ? uint64_t(s) : uint64_t(0) - uint64_t(s); }
     std::optional<Example> next() override {
       if (!more()) return std::nullopt;
       Example out(Tensor<int64_t>::scalar(v));
-      v = (s > 0 ? e - v <= s : v - e <= -s) ? e : v + s;  // no overflow past e
+      v = span() <= stride() ? e : int64_t(uint64_t(v) + uint64_t(s));  // never past e
       return out;
     }
     int64_t skip(int64_t k) override {
       int64_t d = 0;
       if (k > 0 && more()) {
-        const uint64_t span = s > 0 ? uint64_t(e) - uint64_t(v) : uint64_t(v) - uint64_t(e);
-        const uint64_t step = s > 0 ? uint64_t(s) : uint64_t(0) - uint64_t(s);
-        const uint64_t left = (span + step - 1) / step;
+        const uint64_t span = this->span(), step = stride();
+        const uint64_t left = span / step + (span % step != 0);
         d = int64_t(std::min<uint64_t>(left, uint64_t(k)));
         v = uint64_t(d) == left ? e : int64_t(uint64_t(v) + uint64_t(d) * uint64_t(s));
       }

@@ -92,6 +92,10 @@ std::tuple<S...> reorder_state(const std::tuple<S...>& state, const std::vector<
 // ------------------------------------------------------------------------------ decoding
 
 /// Options of greedy_decode and beam_search (see the file comment).
+/// The most rows a decode runs: batch_size (times beam_width for beam_search), each with a
+/// sequence, a state row and a row of logits. More is a value_error, not an allocation failure.
+inline constexpr int64_t kMaxDecodeRows = int64_t(1) << 24;
+
 struct DecodeOptions {
   std::vector<int64_t> start_tokens;  ///< the first input of each batch row, or one for every row
   int64_t batch_size = 0;             ///< B; 0: the number of start_tokens
@@ -119,7 +123,7 @@ template <class Step, class State>
 using logits_type_t = std::remove_cvref_t<typename step_result_t<Step, State>::first_type>;
 
 /// The checked batch size B and the start token of each row.
-inline std::vector<int64_t> start_ids(const DecodeOptions& o, const char* op) {
+inline std::vector<int64_t> start_ids(const DecodeOptions& o, const char* op, int64_t beams) {
   const int64_t given = int64_t(o.start_tokens.size());
   const int64_t b = o.batch_size > 0 ? o.batch_size : given;
   GRADUS_CHECK(value_error, given == 1 || (given == b && given > 0), op, ": expected 1 or batch_size (", b,
@@ -129,6 +133,9 @@ inline std::vector<int64_t> start_ids(const DecodeOptions& o, const char* op) {
                op, ": expected batch_size >= 0, max_length > 0, end_token >= 0, beam_width > 0 and a finite "
                "length_penalty, got batch_size ", o.batch_size, ", max_length ", o.max_length, ", end_token ",
                o.end_token, ", beam_width ", o.beam_width, ", length_penalty ", o.length_penalty);
+  // b * beams rows, checked without forming the product (it could wrap)
+  GRADUS_CHECK(value_error, b <= kMaxDecodeRows / beams, op, ": batch_size ", b, " x beam_width ", beams,
+               " rows exceed the limit of ", kMaxDecodeRows, " (nn::kMaxDecodeRows)");
   return given == 1 ? std::vector<int64_t>(size_t(b), o.start_tokens[0]) : o.start_tokens;
 }
 
@@ -177,7 +184,7 @@ auto greedy_decode(Step&& step, const State& initial, const DecodeOptions& o) {
   using T = value_type_t<L>;
   const char* op = "greedy_decode";
   no_grad guard;
-  const std::vector<int64_t> start = detail::start_ids(o, op);
+  const std::vector<int64_t> start = detail::start_ids(o, op, 1);
   const int64_t b = int64_t(start.size());
   Tensor<int64_t> ids = Tensor<int64_t>::from(start, {b});
   State state = initial;
@@ -227,7 +234,7 @@ auto beam_search(Step&& step, const State& initial, const DecodeOptions& o) {
   using T = value_type_t<L>;
   const char* op = "beam_search";
   no_grad guard;
-  const std::vector<int64_t> start = detail::start_ids(o, op);
+  const std::vector<int64_t> start = detail::start_ids(o, op, o.beam_width);
   const int64_t b = int64_t(start.size()), k = o.beam_width, rows = b * k;
   std::vector<int64_t> tile(static_cast<size_t>(rows)), first(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) tile[size_t(r)] = r / k, first[size_t(r)] = start[size_t(r / k)];
