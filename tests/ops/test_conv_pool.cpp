@@ -179,6 +179,36 @@ TEST_CASE("conv2d: output shapes and padding follow TensorFlow", "[nnops][conv]"
   REQUIRE(y3(0, 1, 1, 0) == 11 + 12 + 15 + 16);
 }
 
+TEST_CASE("conv2d and pooling: extreme strides, dilations and windows give TensorFlow's shapes or a clear error",
+          "[nnops][conv]") {
+  constexpr int64_t big = std::numeric_limits<int64_t>::max();
+  // SAME with the largest stride: one output (TF: ceil(5 / stride) = 1, no padding), not [1,0,0,4]
+  const TensorD y = gd::conv2d(TensorD::ones({1, 5, 5, 2}), TensorD::ones({3, 3, 2, 4}),
+                               {.strides = {big, big}, .padding = same});
+  REQUIRE(y.shape() == gd::Shape{1, 1, 1, 4});
+  CHECK(y(0, 0, 0, 3) == 3 * 3 * 2);  // the window at the origin: 3 x 3 x 2 ones
+  const TensorD a = gd::avg_pool2d(TensorD::ones({1, 5, 5, 2}), {.ksize = {2, 2}, .strides = {big, big}, .padding = same});
+  REQUIRE(a.shape() == gd::Shape{1, 1, 1, 2});
+  CHECK(a(0, 0, 0, 1) == 1.0);
+  const TensorD m = gd::max_pool2d(TensorD::ones({1, 5, 5, 2}), {.ksize = {2, 2}, .strides = {big, big}});
+  REQUIRE(m.shape() == gd::Shape{1, 1, 1, 2});
+  // Dilated windows past gd::kMaxWindowSpan (2^62 + 1 and more) are a value_error, with either padding.
+  for (gd::Padding p : {gd::Padding::valid, same})
+    CHECK_THROWS_WITH(gd::conv2d(TensorD::ones({1, 5, 5, 2}), TensorD::ones({3, 3, 2, 4}),
+                                 {.padding = p, .dilations = {int64_t(1) << 62, 1}}),
+                      Contains("conv2d: the dilated window (3 - 1) x dilation 4611686018427387904 + 1 exceeds"));
+  // 2^60 fits (span 2^61 + 1): with valid padding it is larger than the input, a shape_error as for any such window
+  CHECK_THROWS_AS(gd::conv2d(TensorD::ones({1, 5, 5, 2}), TensorD::ones({3, 3, 2, 4}), {.dilations = {int64_t(1) << 60, 1}}),
+                  gd::shape_error);
+  // ...and with same padding every tap but the centre falls in the padding
+  const TensorD d = gd::conv2d(TensorD::ones({1, 5, 5, 2}), TensorD::ones({3, 3, 2, 4}),
+                               {.padding = same, .dilations = {int64_t(1) << 60, int64_t(1) << 60}});
+  REQUIRE(d.shape() == gd::Shape{1, 5, 5, 4});
+  CHECK(d(0, 2, 2, 0) == 2.0);
+  CHECK_THROWS_WITH(gd::avg_pool2d(TensorD::ones({1, 5, 5, 2}), {.ksize = {big, 2}, .padding = same}),
+                    Contains("exceeds"));
+}
+
 TEST_CASE("conv2d: forward matches a direct convolution", "[nnops][conv]") {
   std::vector<ConvCase> cases = small_cases;
   cases.push_back({{3, 11, 10, 3}, {5, 5, 3, 4}, {.padding = same}});

@@ -25,6 +25,10 @@ struct Conv2dArgs {
   std::array<int64_t, 2> dilations{1, 1};
 };
 
+/// The widest window a convolution or pooling takes along an axis, dilation included
+/// ((kernel - 1) * dilation + 1): larger is a value_error, so that no window position overflows.
+inline constexpr int64_t kMaxWindowSpan = int64_t(1) << 62;
+
 namespace detail {
 
 /// One spatial axis of a window op: output size and padding before the input (TF rules).
@@ -32,10 +36,12 @@ struct WindowAxis {
   int64_t out = 0, pad = 0;
 };
 
+/// The span (k - 1) * dilation + 1 must be at most kMaxWindowSpan (the plans check it); the
+/// stride may be any positive int64.
 inline WindowAxis window_axis(int64_t in, int64_t k, int64_t stride, int64_t dilation, Padding p) {
   const int64_t span = (k - 1) * dilation + 1;
   if (p == Padding::same) {
-    const int64_t out = (in + stride - 1) / stride;
+    const int64_t out = in / stride + (in % stride != 0);  // ceil(in / stride); in + stride - 1 may overflow
     const int64_t total = std::max<int64_t>((out - 1) * stride + span - in, 0);
     return {out, total / 2};
   }
@@ -158,6 +164,10 @@ GRADUS_INLINE ConvPlan plan_conv2d(const Shape& x, const Shape& w, const Conv2dA
                o.strides[0], ",", o.strides[1], "]");
   GRADUS_CHECK(value_error, o.dilations[0] > 0 && o.dilations[1] > 0, "conv2d: dilations must be positive, got [",
                o.dilations[0], ",", o.dilations[1], "]");
+  for (int a = 0; a < 2; ++a)
+    GRADUS_CHECK(value_error, w[a] - 1 <= (kMaxWindowSpan - 1) / o.dilations[size_t(a)], "conv2d: the dilated window ",
+                 "(", w[a], " - 1) x dilation ", o.dilations[size_t(a)], " + 1 exceeds ", kMaxWindowSpan,
+                 " (gd::kMaxWindowSpan) along axis ", a + 1);
   ConvPlan p{x[0], x[1], x[2], x[3], w[0], w[1], w[3], 0, 0, o.strides[0], o.strides[1], o.dilations[0],
              o.dilations[1], 0, 0};
   if (o.padding == Padding::valid) {

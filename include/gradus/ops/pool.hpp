@@ -76,6 +76,8 @@ GRADUS_INLINE PoolPlan plan_pool2d(const Shape& x, const Pool2dOptions& o, const
                o.ksize[1], "]");
   GRADUS_CHECK(value_error, o.strides[0] > 0 && o.strides[1] > 0, op, ": strides must be positive, got [",
                o.strides[0], ",", o.strides[1], "]");
+  GRADUS_CHECK(value_error, o.ksize[0] <= kMaxWindowSpan && o.ksize[1] <= kMaxWindowSpan, op, ": ksize [", o.ksize[0],
+               ",", o.ksize[1], "] exceeds ", kMaxWindowSpan, " (gd::kMaxWindowSpan)");
   if (o.padding == Padding::valid)
     GRADUS_CHECK(shape_error, o.ksize[0] <= x[1] && o.ksize[1] <= x[2], op, ": window ", o.ksize[0], "x", o.ksize[1],
                  " is larger than the input ", x[1], "x", x[2], " with valid padding: ", x);
