@@ -1,6 +1,7 @@
 // benchmarks/gemm_shapes.hpp — the float GEMMs bench_gemm and bench_gemm_interleaved time:
-// 1024^3 and those of one training step of the MLP 784-500-10 and of the LeNet CNN at batch 128,
-// as backend::gemm receives them.
+// 1024^3, those of one training step of the MLP 784-500-10 and of the LeNet CNN at batch 128, as
+// backend::gemm receives them, and thin products of few rows (inference on one example, a beam of
+// 4), which run as loops (loop_gemm).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -15,4 +16,6 @@ inline const std::vector<std::array<int64_t, 5>> gemm_shapes = {
     // 800 for conv2): forward, dfilter = patches^T g, dpatches = g W^T (conv2 only)
     {2621, 25, 32, 0, 0}, {25, 2621, 32, 1, 0}, {81, 800, 64, 0, 0}, {800, 81, 64, 1, 0}, {81, 64, 800, 0, 1},
     // and its dense layers 1024-500-10 (the 500-10 ones are the MLP's)
-    {128, 1024, 500, 0, 0}, {1024, 128, 500, 1, 0}, {128, 500, 1024, 0, 1}};
+    {128, 1024, 500, 0, 0}, {1024, 128, 500, 1, 0}, {128, 500, 1024, 0, 1},
+    // thin: one example and four through the MLP's first layer, forward and with W stored transposed
+    {1, 784, 500, 0, 0}, {1, 784, 500, 0, 1}, {4, 784, 500, 0, 0}, {4, 784, 500, 0, 1}};

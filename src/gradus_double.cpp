@@ -10,3 +10,4 @@
 #include "gradus/data/tfrecord.hpp"
 #include "gradus/gradus.hpp"
 #include "gradus/train.hpp"
+#include "gradus/io.hpp"
