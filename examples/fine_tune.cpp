@@ -22,7 +22,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -69,14 +68,8 @@ gd::train::Data<float, int64_t> classes(const Tensor& images, const gd::Tensor<i
   std::vector<int64_t> rows;
   for (int64_t i = 0; i < labels.size() && int64_t(rows.size()) < limit; ++i)
     if (labels.data()[i] >= first && labels.data()[i] < first + 5) rows.push_back(i);
-  const int64_t n = int64_t(rows.size()), pixels = 28 * 28;
-  Tensor x({n, 28, 28, 1});
-  gd::Tensor<int64_t> y({n});
-  for (int64_t k = 0; k < n; ++k) {
-    std::memcpy(x.data() + k * pixels, images.data() + rows[size_t(k)] * pixels, pixels * sizeof(float));
-    y.data()[k] = labels.data()[rows[size_t(k)]] - first;
-  }
-  return {x, y};
+  const gd::Tensor<int64_t> picked = gd::Tensor<int64_t>::from(rows, {int64_t(rows.size())});
+  return {gd::gather(images, picked), gd::eval(gd::gather(labels, picked) - first)};
 }
 
 auto xent = [](const auto& labels, const auto& logits) {

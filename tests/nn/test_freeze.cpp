@@ -3,13 +3,14 @@
 // keeps its moving statistics in training mode, and the head trains exactly as a head trained
 // alone on the extractor's precomputed features (the independent reference, bit for bit).
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/train.hpp>
+
+#include "../support/same_bits.hpp"
 
 namespace gd = gradus;
 namespace nn = gradus::nn;
@@ -19,9 +20,7 @@ using V = gd::Var<double>;
 
 namespace {
 
-bool same_bits(const Td& a, const Td& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), size_t(a.size()) * sizeof(double)) == 0;
-}
+using gradus_test::same_bits;
 
 /// Dense -> BatchNorm: a "pretrained" feature extractor.
 struct Features : nn::Module<double> {
