@@ -183,17 +183,35 @@ class CharLstm(torch.nn.Module):
         return self.head(h.reshape(-1, SEQ_UNITS))
 
 
-def make_step(model, clip, lr=LR, loss_scale=1.0, adam=False):
+def make_step(model, clip, lr=LR, loss_scale=1.0, adam=False, amp=None, compile_model=False):
+    """One training step of `model`; with `amp` ("bf16" or "fp16") the forward pass runs under
+    torch.autocast on the GPU (fp16 with a GradScaler), with `compile_model` through torch.compile."""
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=lr) if adam else torch.optim.SGD(params, lr=lr)
+    forward = torch.compile(model) if compile_model else model
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
+    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
 
     def step(x, y):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+        if dtype is not None:
+            with torch.autocast("cuda", dtype=dtype):
+                loss = F.cross_entropy(forward(x), y)
+        else:
+            loss = F.cross_entropy(forward(x), y)
+        scaled = loss * loss_scale if loss_scale != 1.0 else loss
+        if scaler is not None:
+            scaler.scale(scaled).backward()
+            scaler.unscale_(opt)
+        else:
+            scaled.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(params, CLIP)
-        opt.step()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
         return loss.item()
 
     return step
@@ -236,28 +254,39 @@ def main():
     ap.add_argument("--repetitions", type=int, default=5)
     ap.add_argument("--min-seconds", type=float, default=0.5, help="per repetition")
     ap.add_argument("--models", nargs="+", default=["mlp", "cnn", "lstm"])
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the GPU peer of scripts/gpu-check)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--amp", choices=["bf16", "fp16"], help="torch.autocast on the GPU (fp16 with a GradScaler)")
     a = ap.parse_args()
+    dev = torch.device(a.device)
 
     name, isa = cpu_name()
     print(json.dumps({"peer": "pytorch", "version": torch.__version__, "mkl": torch.backends.mkl.is_available(),
                       "onednn": torch.backends.mkldnn.is_available(), "cpu": name, "isa": isa,
-                      "cpus": os.cpu_count()}), flush=True)
+                      "cpus": os.cpu_count(), "device": a.device,
+                      "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+                      "compile": a.compile, "amp": a.amp}), flush=True)
     torch.manual_seed(42)
     images = image_batches(a.data) if {"mlp", "cnn"} & set(a.models) else None
     sequences = sequence_batches() if "lstm" in a.models else None
     words = word_batches() if "word_lm" in a.models else None
     pairs = pair_batches() if "translate" in a.models else None
+    if dev.type != "cpu":  # the batches live on the device, as the model does
+        move = lambda t: t.to(dev) if torch.is_tensor(t) else type(t)(move(u) for u in t)
+        on = lambda b: None if b is None else move(b)
+        images, sequences, words, pairs = on(images), on(sequences), on(words), on(pairs)
+    options = {"amp": a.amp, "compile_model": a.compile}
     for threads in dict.fromkeys(a.threads):  # in order, without repeats
         torch.set_num_threads(threads)
         for model in a.models:
             if model == "word_lm":
-                step, (xs, ys) = make_step(WordLm(), True, lr=1.0, loss_scale=float(WORD_STEPS)), words
+                step, (xs, ys) = make_step(WordLm().to(dev), True, lr=1.0, loss_scale=float(WORD_STEPS), **options), words
             elif model == "translate":
-                step, (xs, ys) = make_step(Translate(), False, lr=2e-3, adam=True), pairs
+                step, (xs, ys) = make_step(Translate().to(dev), False, lr=2e-3, adam=True, **options), pairs
             else:
                 net, clip, (xs, ys) = {"mlp": (Mlp, False, images), "cnn": (Cnn, False, images),
                                        "lstm": (CharLstm, True, sequences)}[model]
-                step = make_step(net(), clip)
+                step = make_step(net().to(dev), clip, **options)
             wall, cpu = time_steps(step, xs, ys, a.repetitions, a.min_seconds)
             print(json.dumps({"model": model, "threads": threads, "wall_ms": round(wall, 4),
                               "cpu_ms": round(cpu, 4) if threads == 1 else None}), flush=True)

@@ -9,3 +9,4 @@
 #include "gradus/optim/schedules.hpp"
 #include "gradus/optim/clip.hpp"
 #include "gradus/optim/ema.hpp"
+#include "gradus/optim/loss_scale.hpp"

@@ -487,7 +487,8 @@ int compile(Program& prog, const std::vector<std::string>& options) {
 
 // ------------------------------------------------------------------------------------- cuBLAS
 
-constexpr int kBlasSuccess = 0, kBlasNotInitialized = 1, kBlasInvalidValue = 7, kBlasExecutionFailed = 13;
+constexpr int kBlasSuccess = 0, kBlasNotInitialized = 1, kBlasInvalidValue = 7, kBlasExecutionFailed = 13,
+              kBlasNotSupported = 15;
 constexpr int kOpN = 0, kOpT = 1;
 int blas_handles = 0;
 
@@ -521,10 +522,27 @@ template <class T>
   product_body(m, n, k, a, b, acc);
 }
 
+/// How a product reads its inputs: as they are, or rounded to nearest-even bfloat16 or half (what
+/// cuBLAS's compute types CUBLAS_COMPUTE_32F_FAST_16BF and _FAST_16F allow it to do; the emulated
+/// device always does it, the worst case a GPU may show).
+enum class InputRounding { none, bf16, fp16 };
+float round_input(float x, InputRounding r) {
+  if (r == InputRounding::fp16) return float(static_cast<_Float16>(x));
+  if (r == InputRounding::bf16 && x == x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, 4);
+    bits += 0x7fffu + ((bits >> 16) & 1u);  // to nearest, ties to even (an overflow becomes inf)
+    bits &= 0xffff0000u;
+    std::memcpy(&x, &bits, 4);
+  }
+  return x;
+}
+double round_input(double x, InputRounding) { return x; }
+
 /// C = alpha op(A) op(B) + beta C, column-major, as cublas<t>gemm; C is not read when beta = 0.
 template <class T>
 int gemm(void* handle, int ta, int tb, int m, int n, int k, const T* alpha, const T* A, int lda, const T* B, int ldb,
-         const T* beta, T* C, int ldc) {
+         const T* beta, T* C, int ldc, InputRounding rounding = InputRounding::none) {
   std::lock_guard lock(mu());
   if (!handle) return kBlasNotInitialized;
   if ((ta != kOpN && ta != kOpT) || (tb != kOpN && tb != kOpT) || m < 0 || n < 0 || k < 0) return kBlasInvalidValue;
@@ -547,9 +565,9 @@ int gemm(void* handle, int ta, int tb, int m, int n, int k, const T* alpha, cons
   Open open("cublasgemm", std::move(operands));
   std::vector<T> a(size_t(m) * size_t(k)), b(size_t(k) * size_t(n)), acc(size_t(m) * size_t(n));
   for (long p = 0; p < k; ++p)
-    for (long i = 0; i < m; ++i) a[size_t(i + p * m)] = ta == kOpN ? A[i + p * lda] : A[p + i * lda];
+    for (long i = 0; i < m; ++i) a[size_t(i + p * m)] = round_input(ta == kOpN ? A[i + p * lda] : A[p + i * lda], rounding);
   for (long j = 0; j < n; ++j)
-    for (long p = 0; p < k; ++p) b[size_t(p + j * k)] = tb == kOpN ? B[p + j * ldb] : B[j + p * ldb];
+    for (long p = 0; p < k; ++p) b[size_t(p + j * k)] = round_input(tb == kOpN ? B[p + j * ldb] : B[j + p * ldb], rounding);
   static const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   (fma ? product_fma<T> : product<T>)(m, n, k, a.data(), b.data(), acc.data());
   const T x = *alpha, y = *beta;
@@ -1079,6 +1097,24 @@ int cublasDgemm_v2(void* handle, int ta, int tb, int m, int n, int k, const doub
                    const double* B, int ldb, const double* beta, double* C, int ldc) {
   ++launches;
   return gemm(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+/// The float forms of cublasGemmEx: A, B and C CUDA_R_32F (0), computeType CUBLAS_COMPUTE_32F (68),
+/// its _PEDANTIC (69) and _FAST_TF32 (77) forms as a float product, _FAST_16F (74) and _FAST_16BF
+/// (75) with the inputs rounded; any other type CUBLAS_STATUS_NOT_SUPPORTED, as cuBLAS answers.
+int cublasGemmEx(void* handle, int ta, int tb, int m, int n, int k, const void* alpha, const void* A, int atype,
+                 int lda, const void* B, int btype, int ldb, const void* beta, void* C, int ctype, int ldc,
+                 int compute, int /*algo*/) {
+  ++launches;
+  if (atype != 0 || btype != 0 || ctype != 0) return kBlasNotSupported;
+  InputRounding r;
+  switch (compute) {
+    case 68: case 69: case 77: r = InputRounding::none; break;
+    case 74: r = InputRounding::fp16; break;
+    case 75: r = InputRounding::bf16; break;
+    default: return kBlasNotSupported;
+  }
+  return gemm(handle, ta, tb, m, n, k, static_cast<const float*>(alpha), static_cast<const float*>(A), lda,
+              static_cast<const float*>(B), ldb, static_cast<const float*>(beta), static_cast<float*>(C), ldc, r);
 }
 
 // ------------------------------------------------------------------------------------- NCCL API

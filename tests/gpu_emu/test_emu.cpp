@@ -46,6 +46,8 @@ int ncclGetUniqueId(void*);
 int cublasCreate_v2(void**);
 int cublasSgemm_v2(void*, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*,
                    float*, int);
+int cublasGemmEx(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*,
+                 void*, int, int, int, int);
 }
 
 namespace {
@@ -229,6 +231,41 @@ TEST_CASE("emulated cuBLAS: a column-major product, beta = 0 ignores C, and bad 
   CHECK(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, pa, 2, pb, 3, &zero, pc, 3) == kBlasInvalidValue);  // C too small
   const float host[6] = {};
   CHECK(cublasSgemm_v2(h, 0, 0, 2, 2, 3, &one, host, 2, pb, 3, &zero, pc, 2) == kBlasInvalidValue);  // not device
+  cuMemFree_v2(A);
+  cuMemFree_v2(B);
+  cuMemFree_v2(C);
+}
+
+TEST_CASE("emulated cublasGemmEx: the fast bf16 and fp16 compute types round the inputs, not the sum", "[gpu-emu]") {
+  REQUIRE(cuInit(0) == 0);
+  void* h = nullptr;
+  REQUIRE(cublasCreate_v2(&h) == 0);
+  // 1 + 2^-9 is a half (11 significant bits) but not a bfloat16 (8 bits: the nearest is 1);
+  // 1 + 2^-12 is neither; 2^-20 is a bfloat16 and a (subnormal) half. The row
+  // [1 + 2^-9, 1 + 2^-12, 3] times the column [1, 1, 2^-20], each sum exact in float:
+  const float a[] = {1.0f + 0x1p-9f, 1.0f + 0x1p-12f, 3.0f}, b[] = {1.0f, 1.0f, 0x1p-20f};
+  Ptr A = 0, B = 0, C = 0;
+  REQUIRE(cuMemAlloc_v2(&A, sizeof a) == 0);
+  REQUIRE(cuMemAlloc_v2(&B, sizeof b) == 0);
+  REQUIRE(cuMemAlloc_v2(&C, sizeof(float)) == 0);
+  cuMemcpyHtoD_v2(A, a, sizeof a);
+  cuMemcpyHtoD_v2(B, b, sizeof b);
+  const float one = 1, zero = 0;
+  auto product = [&](int compute) {
+    REQUIRE(cublasGemmEx(h, 0, 0, 1, 1, 3, &one, reinterpret_cast<const void*>(A), 0, 1,
+                         reinterpret_cast<const void*>(B), 0, 3, &zero, reinterpret_cast<void*>(C), 0, 1, compute, -1) == 0);
+    return read<float>(C, 1)[0];
+  };
+  CHECK(product(68) == 2.0f + 0x1p-9f + 0x1p-12f + 3.0f * 0x1p-20f);  // CUBLAS_COMPUTE_32F: exact here
+  CHECK(product(75) == 2.0f + 3.0f * 0x1p-20f);                       // _FAST_16BF: 1 + 2^-9 and 1 + 2^-12 -> 1
+  CHECK(product(74) == 2.0f + 0x1p-9f + 3.0f * 0x1p-20f);             // _FAST_16F: 1 + 2^-12 -> 1, 2^-20 stays
+  const float big[] = {70000.0f, 0.0f, 0.0f};  // beyond half's largest value, 65504
+  cuMemcpyHtoD_v2(A, big, sizeof big);
+  CHECK(std::isinf(product(74)));
+  CHECK(product(75) == 70144.0f);  // bfloat16 keeps float's range: the nearest is 70144
+  const int bad = cublasGemmEx(h, 0, 0, 1, 1, 3, &one, reinterpret_cast<const void*>(A), 14, 1,
+                               reinterpret_cast<const void*>(B), 0, 3, &zero, reinterpret_cast<void*>(C), 0, 1, 68, -1);
+  CHECK(bad == 15);  // a bf16 operand type: CUBLAS_STATUS_NOT_SUPPORTED
   cuMemFree_v2(A);
   cuMemFree_v2(B);
   cuMemFree_v2(C);

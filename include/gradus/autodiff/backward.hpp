@@ -75,6 +75,7 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   try {
     for (NodeBase* n : order) {
       if (n->has_adjoint()) {
+        const PrecisionScope precision(n->precision);
         if (op_observer() && !n->is_leaf) [[unlikely]]  // a leaf's backward does nothing
           profiled_backward(n);
         else

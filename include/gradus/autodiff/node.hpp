@@ -18,6 +18,7 @@
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/eigen.hpp"
 #include "gradus/core/op_events.hpp"
+#include "gradus/core/precision.hpp"
 
 #include "gradus/backend/backend.hpp"
 #include "gradus/core/tensor.hpp"
@@ -88,6 +89,9 @@ struct NodeBase {
   bool is_leaf = false;
   bool frozen = false;  ///< a trainable leaf whose gradient is switched off (Var::set_requires_grad)
   bool value_pending = false;  ///< the value is computed on first read (see compute_value)
+  /// The product precision in effect when the node was made (gd::autocast): its backward pass
+  /// runs its products in the same precision.
+  Precision precision = autocast_precision();
   uint64_t seq = 0;
   uint64_t visited = 0;
 

@@ -42,10 +42,10 @@ void clip_by_value(List& list, double lo, double hi) {
   GRADUS_CHECK(value_error, lo <= hi, "clip_by_value: lo ", lo, " exceeds hi ", hi);
   for_each_grad(list, "clip_by_value", [&](auto& g) { g.assign(clamp(g, lo, hi)); });
 }
-/// The squared L2 norm of every gradient of `list`, in order: each summed on its device (in double,
-/// rounded to T) into one buffer per device, read back once per device.
-template <class List>
-std::vector<double> squared_norms(List& list, const char* who) {
+/// Σ f(g) over each gradient g of `list`, in order (f: an elementwise expression of g): each summed
+/// on its device (in double, rounded to T) into one buffer per device, read back once per device.
+template <class List, class F>
+std::vector<double> gradient_sums(List& list, const char* who, F&& f) {
   using T = typename std::remove_cvref_t<decltype(list[0])>::value_type;
   std::vector<const Tensor<T>*> grads;
   for_each_grad(list, who, [&](const Tensor<T>& g) { grads.push_back(&g); });
@@ -59,13 +59,18 @@ std::vector<double> squared_norms(List& list, const char* who) {
     Tensor<T> sums = Tensor<T>::empty({int64_t(here.size())}, dev);
     for (size_t k = 0; k < here.size(); ++k) {
       const Tensor<T>& g = *grads[here[k]];
-      backend::sum_all(g * g, g.shape(), sums.device_data() + k, T(1), dev);
+      backend::sum_all(f(g), g.shape(), sums.device_data() + k, T(1), dev);
     }
     const Tensor<T> host = sums.to(gradus::cpu);
     for (size_t k = 0; k < here.size(); ++k) out[here[k]] = double(host.data()[k]);
     pending = std::move(rest);
   }
   return out;
+}
+/// The squared L2 norm of every gradient of `list`, in order.
+template <class List>
+std::vector<double> squared_norms(List& list, const char* who) {
+  return gradient_sums(list, who, [](const auto& g) { return g * g; });
 }
 
 template <class List>

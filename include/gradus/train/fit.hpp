@@ -80,6 +80,12 @@ struct FitOptions {
   /// global batch is size × batch_size. Every rank passes the same data, options and seed.
   ///   gd::train::fit(net, opt, loss, train, {.batch_size = 64, .collective = gd::dist::collective()});
   Collective collective = {};
+  /// Mixed precision (core/precision.hpp): the forward pass of every step under gd::autocast of
+  /// this precision, on a GPU; gd::fp16 also scales the loss dynamically (`loss_scale`, saved in
+  /// checkpoints), skipping the steps whose gradients overflow.
+  ///   gd::train::fit(net, opt, loss, train, {.device = gd::cuda(0), .autocast = gd::bf16});
+  Precision autocast = Precision::fp32;
+  optim::LossScaleOptions loss_scale = {};  ///< the LossScaler's schedule, with autocast = gd::fp16
 };
 
 /// Options of evaluate.
@@ -348,6 +354,8 @@ class ModelLoop : public Session {
                .verbose = o.verbose,
                .unregistered = o.unregistered,
                .device = o.device,
+               .autocast = o.autocast,
+               .loss_scale = o.loss_scale,
                .collective = collective_of(o)});
   }
 

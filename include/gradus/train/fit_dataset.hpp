@@ -94,6 +94,8 @@ struct DatasetFitOptions {
   /// shard (Dataset::shard(size, rank)) with the same number of batches per epoch.
   Collective collective = {};
   int64_t validation_batch_size = 256;  ///< the batch size for in-memory validation Data
+  Precision autocast = Precision::fp32;     ///< see FitOptions
+  optim::LossScaleOptions loss_scale = {};  ///< see FitOptions
 };
 
 namespace detail {

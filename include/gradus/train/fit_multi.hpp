@@ -70,6 +70,8 @@ struct MultiFitOptions {
   bool verbose = false;                      ///< adds a ProgressBar on std::cout
   nn::Unregistered unregistered = nn::Unregistered::error;  ///< see FitOptions
   std::optional<Device> device = std::nullopt;              ///< see FitOptions
+  Precision autocast = Precision::fp32;                     ///< see FitOptions
+  optim::LossScaleOptions loss_scale = {};                  ///< see FitOptions
 };
 
 /// Options of evaluate on MultiData.

@@ -37,6 +37,7 @@
 #include "gradus/nn/module.hpp"
 #include "gradus/nn/registration.hpp"
 #include "gradus/optim/clip.hpp"
+#include "gradus/optim/loss_scale.hpp"
 #include "gradus/optim/optimizer.hpp"
 
 namespace gradus::train {
@@ -284,6 +285,11 @@ struct SessionOptions {
   /// > 0: the gradients are clipped to this global norm (optim::clip_by_global_norm) between the
   /// backward pass and the optimizer step of each run(); 0: not clipped.
   double clip_global_norm = 0;
+  /// Mixed precision: each run()'s forward pass (and so the backward products) under
+  /// gd::autocast of this precision (core/precision.hpp). With gd::fp16 the loss is scaled by a
+  /// LossScaler (`loss_scale`): a step whose gradients overflowed is skipped.
+  Precision autocast = Precision::fp32;
+  optim::LossScaleOptions loss_scale = {};  ///< the scaler's schedule, with autocast = gd::fp16
   /// Data-parallel training over several processes (see Collective); empty: one process.
   ///   {.run_dir = "runs/lm", .hooks = {&stop}, .collective = gd::dist::collective()}
   Collective collective = {};
@@ -316,6 +322,8 @@ class Trainee {
   virtual void zero_grad() = 0;
   /// "float" or "double": the model's element type, for error messages.
   virtual const char* element_type() const = 0;
+  /// Scales the loss of every step from now on (fp16 training), with this schedule.
+  virtual void scale_loss(const optim::LossScaleOptions& options) = 0;
 };
 
 template <Real T>
@@ -343,16 +351,29 @@ class TypedTrainee final : public Trainee {
   void add_state(io::TensorList& out) const override {
     io::add_module(out, model_);
     io::add_optimizer(out, opt_, model_);  // keyed by parameter name
+    if (scaler_)
+      for (auto& [name, t] : scaler_->state_dict()) out.emplace_back("loss_scale/" + name, std::move(t));
   }
   void restore_state(const io::Safetensors& ckpt) override {
     io::restore_module(ckpt, model_);
     io::restore_optimizer(ckpt, opt_, model_);  // by name; checkpoints keyed by position load too
+    if (!scaler_) return;
+    optim::StateDict<T> state;  // absent (a checkpoint of a run without scaling): the scaler starts afresh
+    for (const char* name : {"scale", "good_steps", "skipped_steps"})
+      if (ckpt.find(std::string("loss_scale/") + name)) state.emplace_back(name, ckpt.get<T>(std::string("loss_scale/") + name));
+    if (state.empty()) return;
+    try {
+      scaler_->load_state_dict(state);
+    } catch (const error& e) {
+      throw io_error(::gradus::detail::str("restore: '", ckpt.source, "': loss_scale/: ", e.what()));
+    }
   }
   void set_training(bool on) override { model_.train(on); }
   bool is_training() const override { return model_.is_training(); }
   void to(Device device) override { model_.to(device); }
   void zero_grad() override { opt_.zero_grad(); }
   const char* element_type() const override { return std::is_same_v<T, float> ? "float" : "double"; }
+  void scale_loss(const optim::LossScaleOptions& options) override { scaler_.emplace(options); }
 
   /// Backward from `loss` (a scalar depending on a trainable parameter) and one optimizer step;
   /// the first call also checks the registration of every leaf (`unregistered`). Returns the
@@ -366,10 +387,19 @@ class TypedTrainee final : public Trainee {
       nn::report_unregistered(who, nn::unregistered_leaves(static_cast<const nn::Module<T>&>(model_), loss, opt_.params()),
                               {.action = unregistered});
     registration_checked_ = true;
-    gradus::backward(loss);
+    if (scaler_)
+      scaler_->backward(loss);
+    else
+      gradus::backward(loss);
     if (collective && *collective) average_gradients(*collective);
+    if (scaler_ && !scaler_->unscale(opt_)) {  // overflowed (on every rank alike: the averages are)
+      opt_.zero_grad();
+      scaler_->skip();
+      return loss.value();
+    }
     if (clip_global_norm > 0) optim::clip_by_global_norm(opt_.params(), clip_global_norm);
     opt_.step();
+    if (scaler_) scaler_->grow();
     return loss.value();
   }
 
@@ -397,6 +427,7 @@ class TypedTrainee final : public Trainee {
   nn::Module<T>& model_;
   optim::Optimizer<T>& opt_;
   bool registration_checked_ = false;
+  std::optional<optim::LossScaler<T>> scaler_;  // fp16 training (SessionOptions::autocast)
 };
 
 template <class R>
@@ -604,6 +635,7 @@ class Session {
   std::unique_ptr<detail::Trainee> trainee_;
   nn::Unregistered unregistered_ = nn::Unregistered::error;
   double clip_global_norm_ = 0;
+  Precision autocast_ = Precision::fp32;
   int64_t epochs_ = 1, steps_per_epoch_ = 0, examples_ = -1, batch_size_ = 0;
   bool shuffle_ = false, drop_remainder_ = false, verbose_ = false, streaming_ = false;
   uint64_t seed_ = 0;

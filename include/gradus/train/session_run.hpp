@@ -21,6 +21,8 @@
 //   train/history/global_step          I64 [E]: per completed epoch (absent while E = 0)
 //   train/history/values               F64 [E, 1 + K]: "loss", then the K optional keys
 //   train/history/present              I64 [E, K]: 1 where epoch e has optional key k (absent when K = 0)
+//   loss_scale/scale, .../good_steps,  the LossScaler's state, with SessionOptions::autocast = gd::fp16
+//   loss_scale/skipped_steps
 //   hooks/<key>/...                    each stateful hook's entries (EarlyStopping: hooks/early_stopping/state, .../best/<name>)
 // metadata: "train/format" = "1"; "train/history/keys" = the K optional keys ("val_loss",
 // "val_<metric>") joined by '\n'.
@@ -92,6 +94,8 @@ GRADUS_INLINE void Session::configure(const SessionOptions& o) {
   GRADUS_CHECK(value_error, o.clip_global_norm >= 0, "Session: clip_global_norm must be >= 0 (0: off), got ",
                o.clip_global_norm);
   clip_global_norm_ = o.clip_global_norm;
+  autocast_ = o.autocast;
+  if (o.autocast == Precision::fp16) trainee_->scale_loss(o.loss_scale);
   if (o.device) trainee_->to(*o.device);
   rng_ = o.rng;
   for (const auto& [path, r] : trainee_->generators())
@@ -384,7 +388,10 @@ bool Session::step(F&& forward) {
   sync_stop();
   if (stop_) return false;
   trainee_->zero_grad();
-  const auto [loss_var, n] = forward();
+  const auto [loss_var, n] = [&] {
+    const ::gradus::detail::PrecisionScope mixed(autocast_);
+    return forward();
+  }();
   using T = typename std::remove_cvref_t<decltype(loss_var)>::value_type;
   auto* typed = dynamic_cast<detail::TypedTrainee<T>*>(trainee_.get());
   GRADUS_CHECK(value_error, typed != nullptr, who_, ": the loss is a Var<", std::is_same_v<T, float> ? "float" : "double",

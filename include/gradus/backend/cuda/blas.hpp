@@ -4,7 +4,10 @@
 // column-major c×r matrix of its transpose, so C = op(A)·op(B) is computed as the column-major
 // Cᵀ = op(B)ᵀ·op(A)ᵀ: the operands swap places and each keeps its own transpose flag, with no
 // copy. TF32 tensor-core math is off unless `gd::cuda::allow_tf32(true)` (float products then
-// round their inputs to 10-bit mantissas, as PyTorch's allow_tf32 does).
+// round their inputs to 10-bit mantissas, as PyTorch's allow_tf32 does). Under gd::autocast
+// (core/precision.hpp) a float product goes to cublasGemmEx with the compute type
+// CUBLAS_COMPUTE_32F_FAST_16BF or _FAST_16F: float operands and result, inputs rounded to
+// bfloat16 or half on tensor cores, accumulation in float.
 //
 //   backend::cuda::gemm(a, false, b, true, c, m, k, n, /*add=*/false, gd::cuda(0));
 #pragma once
@@ -18,6 +21,7 @@
 #include "gradus/backend/cuda/memory.hpp"
 #include "gradus/backend/cuda/runtime.hpp"
 #include "gradus/core/compiled.hpp"
+#include "gradus/core/precision.hpp"
 
 namespace gradus::backend::cuda {
 
@@ -29,17 +33,25 @@ struct Cublas {
   using StatusString = const char* (*)(int);
   template <class T>
   using Gemm = int (*)(void*, int, int, int, int, int, const T*, const T*, int, const T*, int, const T*, T*, int);
+  /// cublasGemmEx: (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta,
+  /// C, Ctype, ldc, computeType, algo).
+  using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                         const void*, void*, int, int, int, int);
 
   Create create = nullptr;
   SetMathMode set_math_mode = nullptr;
   StatusString status_string = nullptr;
   Gemm<float> sgemm = nullptr;
   Gemm<double> dgemm = nullptr;
+  GemmEx gemm_ex = nullptr;  ///< optional: only gd::autocast needs it
   std::string library;  ///< the file that was loaded
   std::string problem;  ///< why cuBLAS cannot be used; empty when it can
 
   static constexpr int kOpN = 0, kOpT = 1;                 // cublasOperation_t
   static constexpr int kDefaultMath = 0, kTf32Math = 3;    // cublasMath_t
+  static constexpr int kR32F = 0;                          // cudaDataType_t CUDA_R_32F
+  static constexpr int kCompute32FFast16F = 74, kCompute32FFast16BF = 75;  // cublasComputeType_t
+  static constexpr int kGemmDefault = -1;                  // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
   /// The process's cuBLAS, loaded on first use: $GRADUS_CUBLAS, then the CUDA 13 and 12
   /// sonames on the loader's path, under $CUDA_HOME/lib64 and /usr/local/cuda/lib64.
@@ -94,10 +106,20 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
   const int op_b = tb ? Cublas::kOpT : Cublas::kOpN, op_a = ta ? Cublas::kOpT : Cublas::kOpN;
   const int ldb = int(std::max<int64_t>(1, tb ? k : n)), lda = int(std::max<int64_t>(1, ta ? m : k));
   int rc;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (const Precision p = autocast_precision(); p != Precision::fp32) {
+      GRADUS_CHECK(device_error, cb.gemm_ex != nullptr, "matmul on ", device, " under gd::autocast(",
+                   precision_name(p), "): cuBLAS library ", cb.library, " lacks cublasGemmEx");
+      const int compute = p == Precision::bf16 ? Cublas::kCompute32FFast16BF : Cublas::kCompute32FFast16F;
+      rc = cb.gemm_ex(h, op_b, op_a, int(n), int(m), int(k), &one, b, Cublas::kR32F, ldb, a, Cublas::kR32F, lda, &beta,
+                      c, Cublas::kR32F, int(n), compute, Cublas::kGemmDefault);
+      cb.check(rc, "cublasGemmEx");
+      return;
+    }
     rc = cb.sgemm(h, op_b, op_a, int(n), int(m), int(k), &one, b, ldb, a, lda, &beta, c, int(n));
-  else
+  } else {
     rc = cb.dgemm(h, op_b, op_a, int(n), int(m), int(k), &one, b, ldb, a, lda, &beta, c, int(n));
+  }
   cb.check(rc, std::is_same_v<T, float> ? "cublasSgemm" : "cublasDgemm");
 }
 
@@ -115,6 +137,7 @@ GRADUS_INLINE Cublas Cublas::load() {
   c.status_string = lib.find<StatusString>("cublasGetStatusString");
   c.sgemm = lib.find<Gemm<float>>("cublasSgemm_v2");
   c.dgemm = lib.find<Gemm<double>>("cublasDgemm_v2");
+  c.gemm_ex = lib.find<GemmEx>("cublasGemmEx");
   if (!c.create || !c.set_math_mode || !c.sgemm || !c.dgemm)
     c.problem = "cuBLAS library " + c.library + " lacks the entry points gradus needs";
   return c;
