@@ -1,4 +1,4 @@
-// GPU training steps and products: the MLP, the LeNet CNN and the char-LSTM of benchmarks/steps.hpp
+// GPU training steps and products: the MLP, the LeNet CNN and the char-LSTM of step_models.hpp
 // (the same shapes, data and plain SGD) trained on the GPU, each step ending with the loss read
 // back to the host as pytorch_steps.py's steps do; the MLP also under gd::autocast(gd::bf16), and
 // under gd::fp16 with a LossScaler; and 8192³ float products through gd::matmul beside
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gradus/backend/cuda/device.hpp"
-#include "steps.hpp"
+#include "step_models.hpp"
 
 namespace gd = gradus;
 

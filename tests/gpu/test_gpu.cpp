@@ -475,6 +475,32 @@ TEST_CASE("gather checks GPU indices on the GPU: a bad one reads nothing and is 
   CHECK_THROWS_WITH(gd::gather(x, bad.to(gd::cpu)), Catch::Contains("gather: index 7 at position 1"));
 }
 
+TEST_CASE("Embedding takes ids in GPU memory: the CPU's rows and gradients, a bad id reported at the next sync",
+          "[gpu]") {
+  if (!gpu_available()) return;
+  const gd::Device g = gd::cuda(0);
+  const gd::Tensor<int64_t> ids = gd::Tensor<int64_t>::from({3, 0, 3, 5, 1, 3}).reshape({2, 3});
+  const auto run = [&](gd::Device d, const gd::Tensor<int64_t>& at) {
+    gd::Rng rng(84);
+    gd::nn::Embedding<double> emb({.vocab = 6, .dim = 4}, rng);
+    emb.to(d);
+    gd::Var<double> e = emb.forward(at);
+    gd::backward(gd::sum(e * e));
+    return std::pair{e.value().to(gd::cpu), emb.embeddings().grad().to(gd::cpu)};
+  };
+  const auto [cpu_rows, cpu_grad] = run(gd::cpu, ids);
+  const auto [gpu_rows, gpu_grad] = run(g, ids.to(g));  // the ids stay on the GPU: no read-back
+  REQUIRE(gpu_rows.shape() == gd::Shape{2, 3, 4});
+  for (int64_t i = 0; i < cpu_rows.size(); ++i) CHECK(gpu_rows.data()[i] == cpu_rows.data()[i]);
+  for (int64_t i = 0; i < cpu_grad.size(); ++i) CHECK(gpu_grad.data()[i] == cpu_grad.data()[i]);
+  gd::Rng rng(85);
+  gd::nn::Embedding<float> emb({.vocab = 6, .dim = 4}, rng);
+  emb.to(g);
+  const auto rows = emb.forward(gd::Tensor<int64_t>::from({2, 6}).to(g));
+  CHECK_THROWS_WITH(rows.value().to(gd::cpu), Catch::Contains("index 6 at position 1 out of range [0, 6)"));
+  CHECK_THROWS_WITH(emb.forward(gd::Tensor<int64_t>::from({2, 6})), Catch::Contains("Embedding: id 6 at position 1"));
+}
+
 TEST_CASE("300 steps of a Dense MLP with sparse softmax cross-entropy on the GPU match the CPU's losses", "[gpu]") {
   if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);

@@ -154,9 +154,10 @@ class Embedding : public Module<T, Embedding<T>> {
 
   /// ids S -> S + [dim]; an id outside [0, vocab) throws value_error.
   Var<T> forward(const Tensor<int64_t>& ids) const {
-    for (int64_t i = 0; i < ids.size(); ++i)
-      GRADUS_CHECK(value_error, ids.data()[i] >= 0 && ids.data()[i] < vocab_, "Embedding: id ", ids.data()[i],
-                   " at position ", i, " is outside the vocabulary [0, ", vocab_, ")");
+    if (ids.in_host_memory())  // ids in a GPU's memory are checked there, by gather
+      for (int64_t i = 0; i < ids.size(); ++i)
+        GRADUS_CHECK(value_error, ids.data()[i] >= 0 && ids.data()[i] < vocab_, "Embedding: id ", ids.data()[i],
+                     " at position ", i, " is outside the vocabulary [0, ", vocab_, ")");
     return gradus::gather(table_, ids, 0);
   }
 
