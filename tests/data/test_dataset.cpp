@@ -412,6 +412,13 @@ TEST_CASE("parallel_map: input order kept whatever the thread timing", "[data][d
   CHECK(ints(Dataset::range(200).parallel_map(f, 4)) == want);
   CHECK(ints(Dataset::range(200).parallel_map(f, 3, 1)) == want);
   CHECK_THROWS_AS(Dataset::range(2).parallel_map(f, 0), gd::value_error);
+  // sizes beyond the documented bounds: a value_error naming them, before any thread starts
+  CHECK_THROWS_WITH(Dataset::range(2).parallel_map(f, 100000),
+                    Catch::Contains("parallel_map: threads must be in [1, 1024]") &&
+                        Catch::Contains("kMaxPipelineThreads") && Catch::Contains("100000"));
+  CHECK_THROWS_WITH(Dataset::range(2).parallel_map(f, 2, 1 << 30), Catch::Contains("kMaxPipelineBuffer"));
+  CHECK_THROWS_WITH(Dataset::range(2).prefetch(int64_t(1) << 40), Catch::Contains("prefetch: buffer size must be in [1, "));
+  CHECK(ints(Dataset::range(3).parallel_map(f, gd::data::kMaxPipelineThreads, 1)) == V{0, 1, 4});  // the bound itself runs
 
   // Deterministic pipelines give the same stream every run.
   auto pipe = [&] { return Dataset::range(60).shuffle(20, 3).parallel_map(f, 3).batch(4).prefetch(2); };

@@ -395,6 +395,28 @@ TEST_CASE("io: a successful save collects the debris of interrupted runs", "[io]
                                                         "model.ckpt-4.safetensors"});
 }
 
+TEST_CASE("io: save removes the temporary files that killed saves of the same file left", "[io][atomic][save]") {
+  const fs::path dir = fresh_dir("save_debris");
+  fs::create_directories(dir);
+  const pid_t child = ::fork();  // a process that no longer exists, as a save killed mid-write
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  const auto touch = [&](const std::string& name) { std::ofstream(dir / name, std::ios::binary) << "partial"; };
+  for (int k = 0; k < 5; ++k) touch(".model.safetensors.tmp-" + dead + "-" + std::to_string(k) + "-77");
+  // kept: a live writer's, another file's, and a name that only looks alike
+  const std::vector<std::string> kept = {".model.safetensors.tmp-" + alive + "-9-1", ".model.bin.tmp-" + dead + "-0-1",
+                                         ".model.safetensors.tmp-" + dead + "-x-1"};
+  for (const std::string& name : kept) touch(name);
+  io::write_file_atomic(dir / "model.safetensors", io::encode_safetensors(tiny(3)));
+  std::vector<std::string> expected = kept;
+  expected.push_back("model.safetensors");
+  std::sort(expected.begin(), expected.end());
+  CHECK(files_in(dir) == expected);
+  CHECK(io::load_safetensors(dir / "model.safetensors").get<double>("x").item() == 3.0);
+}
+
 TEST_CASE("io: temporary file names of write_file_atomic are recognised exactly", "[io][atomic]") {
   const auto t = io::detail::parse_temp_file_name(".model.ckpt-5.safetensors.tmp-4242-3-1234567");
   REQUIRE(t);

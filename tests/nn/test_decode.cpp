@@ -265,3 +265,23 @@ TEST_CASE("beam_search and greedy_decode bound their rows: a value_error, not a 
   CHECK_THROWS_WITH(nn::greedy_decode(std::ref(s), Ti::zeros({4}), o), Catch::Contains("greedy_decode: batch_size"));
   CHECK(s.calls == 0);
 }
+
+TEST_CASE("greedy_decode and beam_search refuse an initial state whose rows are not the batch's", "[nn][decode]") {
+  TinyLM lm;
+  lm.beam_width = 2;
+  const nn::DecodeOptions one{.start_tokens = {1}, .end_token = 0, .max_length = 4, .beam_width = 2};
+  // 3 rows for a batch of 1: row 0 alone would have been used, silently
+  CHECK_THROWS_WITH(nn::beam_search(std::ref(lm), lm.initial(3, 1), one),
+                    Catch::Contains("beam_search: the initial state must have batch_size (1) rows") &&
+                        Catch::Contains("[3,5]"));
+  CHECK_THROWS_AS(nn::greedy_decode(std::ref(lm), lm.initial(3, 1), one), gd::shape_error);
+  // one tensor deep inside the state is enough: the vector's [2, 2] in a batch of 1
+  TinyLM::State mixed = lm.initial(1, 1);
+  std::get<2>(mixed)[0] = V::constant(Td::zeros({2, 2}));
+  CHECK_THROWS_WITH(nn::beam_search(std::ref(lm), mixed, one), Catch::Contains("[2,2]"));
+  Scripted s;  // a state that is one scalar
+  const nn::DecodeOptions scripted{.start_tokens = {-1}, .end_token = END, .max_length = 2, .beam_width = 2};
+  CHECK_THROWS_WITH(nn::beam_search(std::ref(s), Ti::zeros({}), scripted), Catch::Contains("shape []"));
+  CHECK(s.calls == 0);
+  CHECK_NOTHROW(nn::beam_search(std::ref(lm), lm.initial(1, 1), one));
+}

@@ -201,8 +201,10 @@ GRADUS_INLINE ParallelMapSource::ParallelMapSource(std::shared_ptr<const Source>
                                                    int threads, int buffer)
     : UnarySource(std::move(in)), fn_(std::make_shared<Dataset::MapFn>(std::move(fn))), threads_(threads),
       window_(buffer > 0 ? buffer : 2 * int64_t(threads)) {
-  GRADUS_CHECK(value_error, threads >= 1, "parallel_map: threads must be >= 1, got ", threads);
-  GRADUS_CHECK(value_error, buffer >= 0, "parallel_map: buffer must be >= 0, got ", buffer);
+  GRADUS_CHECK(value_error, threads >= 1 && threads <= kMaxPipelineThreads, "parallel_map: threads must be in [1, ",
+               kMaxPipelineThreads, "] (data::kMaxPipelineThreads), got ", threads);
+  GRADUS_CHECK(value_error, buffer >= 0 && buffer <= kMaxPipelineBuffer, "parallel_map: buffer must be in [0, ",
+               kMaxPipelineBuffer, "] (data::kMaxPipelineBuffer), got ", buffer);
 }
 
 GRADUS_INLINE std::unique_ptr<Stream> ParallelMapSource::open(uint64_t key) const {
@@ -276,7 +278,8 @@ GRADUS_INLINE void PrefetchStream::produce() {
 
 GRADUS_INLINE PrefetchSource::PrefetchSource(std::shared_ptr<const Source> in, int64_t n, std::optional<Device> to)
     : UnarySource(std::move(in)), n_(n), to_(to) {
-  GRADUS_CHECK(value_error, n >= 1, to ? "prefetch_to" : "prefetch", ": buffer size must be >= 1, got ", n);
+  GRADUS_CHECK(value_error, n >= 1 && n <= kMaxPipelineBuffer, to ? "prefetch_to" : "prefetch",
+               ": buffer size must be in [1, ", kMaxPipelineBuffer, "] (data::kMaxPipelineBuffer), got ", n);
 }
 
 GRADUS_INLINE std::unique_ptr<Stream> PrefetchSource::open(uint64_t key) const {

@@ -107,6 +107,13 @@ struct PaddedBatchOptions {
   bool drop_remainder = false;
 };
 
+/// The most worker threads one parallel_map starts: more is a value_error naming the parameter,
+/// not a std::system_error from the system's thread limit.
+inline constexpr int kMaxPipelineThreads = 1024;
+/// The most elements one stage holds ahead: parallel_map's buffer and prefetch's (and
+/// prefetch_to's) n.
+inline constexpr int64_t kMaxPipelineBuffer = int64_t(1) << 20;
+
 /// A pipeline of Examples: a source and the transformations applied to it. A Dataset is a cheap
 /// handle; transformations return a new Dataset and leave this one as it was. One Dataset object
 /// counts its own epochs and is for one thread at a time; the iterators it makes are independent.
@@ -165,6 +172,7 @@ class Dataset {
   }
   /// As map, with `threads` worker threads calling fn at once (it must be safe for that);
   /// elements come out in input order. At most `buffer` (default 2 * threads) are in flight.
+  /// threads <= kMaxPipelineThreads, buffer <= kMaxPipelineBuffer.
   template <class F>
   Dataset parallel_map(F fn, int threads, int buffer = 0) const {
     return parallel_map_impl(MapFn([f = std::move(fn)](Example e) -> Example { return Example(f(std::move(e))); }),
@@ -192,7 +200,7 @@ class Dataset {
   Dataset take(int64_t n) const;
   /// Elements `index`, index + num_shards, ... (one worker's part of the data; data::Shard).
   Dataset shard(int64_t num_shards, int64_t index) const;
-  /// Produces up to `n` elements ahead on a background thread.
+  /// Produces up to `n` (<= kMaxPipelineBuffer) elements ahead on a background thread.
   Dataset prefetch(int64_t n = 1) const;
   /// As prefetch, delivering every tensor field on `device`: the background thread also starts
   /// each element's copy there (on a GPU through pinned staging buffers and a copy stream, while

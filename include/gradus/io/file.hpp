@@ -4,7 +4,7 @@
 // temporary file in the same directory (".<name>.tmp-<pid>-<n>-<nonce>", created exclusively,
 // <name> cut to 200 bytes), fsyncs it, renames it over the target and fsyncs the directory. A crash or an error before the
 // rename leaves the previous file as it was (a crash may leave the temporary file behind; readers
-// never look at it; parse_temp_file_name and temp_writer_gone let a later writer collect it). Both
+// never look at it, and the next successful write of the same target removes it). Both
 // functions throw io_error naming the path and the system's reason.
 #pragma once
 #include <fcntl.h>
@@ -73,11 +73,17 @@ std::optional<TempFileName> parse_temp_file_name(std::string_view file);
 /// such a file is debris. A temporary file of this process or of a live one is still being written.
 bool temp_writer_gone(long pid);
 
+/// Removes the temporary files in `dir` that write_file_atomic left for `target` (a file name)
+/// in processes that no longer exist; errors are ignored. Every successful write of `target` calls
+/// it, so a writer killed mid-write leaves its debris only until the next write of the same file.
+void remove_stale_temp_files(const std::filesystem::path& dir, const std::string& target);
+
 }  // namespace detail
 
 /// Replaces the file at `path` with `bytes` atomically and durably: the target holds either its
 /// previous content or all of `bytes`, also after a crash. io_error naming the path on failure,
-/// in which case the previous file is untouched and no temporary file is left.
+/// in which case the previous file is untouched and no temporary file is left. A write that
+/// succeeds also removes the temporary files of `path` left by killed writers.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 }  // namespace gradus::io
@@ -152,6 +158,17 @@ GRADUS_INLINE bool temp_writer_gone(long pid) {
   if (pid <= 0 || pid == long(::getpid())) return false;
   return ::kill(pid_t(pid), 0) != 0 && errno == ESRCH;
 }
+
+GRADUS_INLINE void remove_stale_temp_files(const std::filesystem::path& dir, const std::string& target) {
+  std::error_code ec;
+  const std::string prefix = "." + target + ".tmp-";
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    if (const auto t = parse_temp_file_name(name); t && t->target == target && temp_writer_gone(t->pid))
+      ::unlink(it->path().c_str());  // best effort: a file another cleaner removed first is fine
+  }
+}
 }  // namespace gradus::io::detail
 namespace gradus::io {
 GRADUS_INLINE void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
@@ -205,6 +222,7 @@ GRADUS_INLINE void write_file_atomic(const std::filesystem::path& path, std::str
   if (f.close() != 0) fail("closing");
   if (::rename(temp.c_str(), path.c_str()) != 0) fail("renaming the temporary file onto");
   cleanup.armed = false;
+  detail::remove_stale_temp_files(dir, path.filename().string().substr(0, 200));
 
   // Make the rename itself durable. Some file systems cannot sync a directory (EINVAL): the
   // rename is then as durable as that file system makes it.

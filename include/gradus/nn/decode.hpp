@@ -59,6 +59,51 @@ namespace detail {
 inline Tensor<int64_t> rows_tensor(const std::vector<int64_t>& rows) {
   return Tensor<int64_t>::from(rows, Shape{int64_t(rows.size())});
 }
+
+/// Checks that every tensor of a decoder state (the types reorder_state takes) has `b` rows along
+/// axis 0; a state type of the user's own is not looked into.
+template <class S>
+void check_state_rows(const S&, int64_t, const char*) {}
+template <Element T>
+void check_state_rows(const Tensor<T>& s, int64_t b, const char* op);
+template <Real T>
+void check_state_rows(const Var<T>& s, int64_t b, const char* op);
+template <Real T>
+void check_state_rows(const LSTMState<T>& s, int64_t b, const char* op);
+template <class S>
+void check_state_rows(const std::vector<S>& s, int64_t b, const char* op);
+template <class A, class B>
+void check_state_rows(const std::pair<A, B>& s, int64_t b, const char* op);
+template <class... S>
+void check_state_rows(const std::tuple<S...>& s, int64_t b, const char* op);
+
+template <Element T>
+void check_state_rows(const Tensor<T>& s, int64_t b, const char* op) {
+  GRADUS_CHECK(shape_error, s.rank() >= 1 && s.shape()[0] == b, op, ": the initial state must have batch_size (", b,
+               ") rows along axis 0, got a tensor of shape ", s.shape());
+}
+template <Real T>
+void check_state_rows(const Var<T>& s, int64_t b, const char* op) {
+  check_state_rows(s.value(), b, op);
+}
+template <Real T>
+void check_state_rows(const LSTMState<T>& s, int64_t b, const char* op) {
+  check_state_rows(s.h, b, op);
+  check_state_rows(s.c, b, op);
+}
+template <class S>
+void check_state_rows(const std::vector<S>& s, int64_t b, const char* op) {
+  for (const S& x : s) check_state_rows(x, b, op);
+}
+template <class A, class B>
+void check_state_rows(const std::pair<A, B>& s, int64_t b, const char* op) {
+  check_state_rows(s.first, b, op);
+  check_state_rows(s.second, b, op);
+}
+template <class... S>
+void check_state_rows(const std::tuple<S...>& s, int64_t b, const char* op) {
+  std::apply([&](const S&... x) { (check_state_rows(x, b, op), ...); }, s);
+}
 }  // namespace detail
 
 template <Real T>
@@ -174,7 +219,8 @@ DecodeResult<T> decode_result(int64_t b, int64_t k, const std::vector<std::vecto
 }  // namespace detail
 
 /// Greedy decoding: at each step every unfinished row takes its most likely token (the first
-/// one on ties). `initial` has B rows. Returns K = 1 sequence per row.
+/// one on ties). `initial` has B rows (shape_error otherwise, for the state types reorder_state
+/// takes). Returns K = 1 sequence per row.
 ///   auto r = gd::nn::greedy_decode(step, state0, {.start_tokens = {go}, .batch_size = 8,
 ///                                                 .end_token = eos, .max_length = 50});
 ///   r.ids   // [8, 1, L]
@@ -186,6 +232,7 @@ auto greedy_decode(Step&& step, const State& initial, const DecodeOptions& o) {
   no_grad guard;
   const std::vector<int64_t> start = detail::start_ids(o, op, 1);
   const int64_t b = int64_t(start.size());
+  detail::check_state_rows(initial, b, op);
   Tensor<int64_t> ids = Tensor<int64_t>::from(start, {b});
   State state = initial;
   std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(b));
@@ -224,7 +271,8 @@ auto greedy_decode(Step&& step, const State& initial, const DecodeOptions& o) {
 /// scored by log-probability / length penalty; the beam_width best of each row survive (ties: the
 /// lower beam, then the lower token), and the state rows follow their beams through
 /// reorder_state. At the first step only beam 0 is live, so the beams start distinct. `initial`
-/// has B rows. Returns the beams best first.
+/// has B rows (shape_error otherwise, for the state types reorder_state takes). Returns the beams
+/// best first.
 ///   auto r = gd::nn::beam_search(step, state0, {.start_tokens = {go}, .batch_size = 8, .end_token = eos,
 ///                                               .max_length = 50, .beam_width = 5, .length_penalty = 0.6});
 ///   r.ids   // [8, 5, L]; r.ids[b][0] is the best sequence of row b
@@ -236,6 +284,7 @@ auto beam_search(Step&& step, const State& initial, const DecodeOptions& o) {
   no_grad guard;
   const std::vector<int64_t> start = detail::start_ids(o, op, o.beam_width);
   const int64_t b = int64_t(start.size()), k = o.beam_width, rows = b * k;
+  detail::check_state_rows(initial, b, op);
   std::vector<int64_t> tile(static_cast<size_t>(rows)), first(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) tile[size_t(r)] = r / k, first[size_t(r)] = start[size_t(r / k)];
   Tensor<int64_t> ids = Tensor<int64_t>::from(first, {rows});
