@@ -72,6 +72,66 @@ std::string deflated_zip(const std::string& name, const std::string& payload, ui
   return out;
 }
 
+/// An archive of `n` (< 1000) deflated members "m<iii>.npy" whose data is one shared deflate stream of
+/// `payload`: each local header's extra field covers the local headers after it, so every
+/// member's data starts at the same byte (the overlapping-members amplification).
+std::string overlapping_zip(int n, const std::string& payload) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string packed(deflateBound(&z, uLong(payload.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(payload.data()));
+  z.avail_in = uInt(payload.size());
+  z.next_out = reinterpret_cast<Bytef*>(packed.data());
+  z.avail_out = uInt(packed.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  packed.resize(z.total_out);
+  deflateEnd(&z);
+  using io::detail::store_le;
+  const size_t header = 30 + 8, data_at = size_t(n) * header;  // names "m<iii>.npy" are 8 bytes
+  const auto name = [](int i) {
+    std::string digits = std::to_string(i);
+    return "m" + std::string(3 - digits.size(), '0') + digits + ".npy";
+  };
+  const auto common = [&](std::string& out, size_t extra) {
+    store_le<2>(out, 20);
+    store_le<2>(out, 0);
+    store_le<2>(out, 8);  // DEFLATE
+    store_le<4>(out, 0x00210000);
+    store_le<4>(out, io::detail::crc32_of(payload));
+    store_le<4>(out, packed.size());
+    store_le<4>(out, payload.size());
+    store_le<2>(out, 8);
+    store_le<2>(out, extra);
+  };
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    store_le<4>(out, 0x04034b50);
+    common(out, data_at - (size_t(i) + 1) * header);  // the extra field runs to the shared data
+    out += name(i);
+  }
+  REQUIRE(out.size() == data_at);
+  out += packed;
+  const size_t cd = out.size();
+  for (int i = 0; i < n; ++i) {
+    store_le<4>(out, 0x02014b50);
+    store_le<2>(out, 20);
+    common(out, 0);
+    for (int j = 0; j < 3; ++j) store_le<2>(out, 0);  // comment length, disk, internal attributes
+    store_le<4>(out, 0);                               // external attributes
+    store_le<4>(out, size_t(i) * header);              // local header offset
+    out += name(i);
+  }
+  const size_t cd_size = out.size() - cd;
+  store_le<4>(out, 0x06054b50);
+  store_le<4>(out, 0);
+  store_le<2>(out, n);
+  store_le<2>(out, n);
+  store_le<4>(out, cd_size);
+  store_le<4>(out, cd);
+  store_le<2>(out, 0);
+  return out;
+}
+
 bool decodes_or_rejects(bool npz, const std::string& bytes, std::string& what) {
   try {
     if (npz) (void)io::decode_npz(bytes, "fuzz");
@@ -218,6 +278,24 @@ TEST_CASE("io: npz round trip, STORED and DEFLATE members, bad archives", "[io][
   CHECK(decodes_or_rejects(true, z, what));
   rejects(deflated_zip("w.npy", payload).substr(0, zip.size() - 22) + good.substr(good.size() - 22), "central directory");
   CHECK_THROWS_WITH(io::load_npz("no_such.npz"), Contains("no_such.npz"));
+}
+
+TEST_CASE("io: npz members that share their bytes are rejected before they are inflated", "[io][npz]") {
+  const std::string payload = io::encode_npy(gd::Tensor<float>::zeros({250000}));  // 1 MB, deflates to ~1 KB
+  // one member built the same way is a valid archive
+  const gd::io::TensorList one = io::decode_npz(overlapping_zip(1, payload), "one");
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].first == "m000");
+  // 100 members over the one stream would be 100 MB of arrays from a few kilobytes
+  const std::string bomb = overlapping_zip(100, payload);
+  CHECK(bomb.size() < 16000);
+  CHECK_THROWS_WITH(io::decode_npz(bomb, "bomb.npz"),
+                    Contains("bomb.npz") && Contains("members 'm000.npy' and 'm001.npy' overlap") &&
+                        Contains("may not share bytes"));
+  // np.savez's own archives, and gradus', have members side by side
+  const gd::io::TensorList many = {{"a", gd::Tensor<float>::zeros({3})}, {"b", gd::Tensor<double>::zeros({2, 2})},
+                                   {"c", gd::Tensor<int64_t>::zeros({1})}};
+  CHECK(io::decode_npz(io::encode_npz(many)).size() == 3);
 }
 
 TEST_CASE("io: corrupted npy and npz files decode or throw io_error, never anything else", "[io][npz]") {

@@ -1,5 +1,8 @@
 // FileWriter: files on disk, the background thread, error reporting, and protoc's view.
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
 #include <sys/resource.h>
 
 #include <csignal>
@@ -116,6 +119,53 @@ TEST_CASE("FileWriter: a corrupted event file is rejected", "[summary]") {
   spit(path, std::string_view(good).substr(0, good.size() - 3));
   CHECK_THROWS_WITH(gradus::io::read_tfrecords(path), Catch::Contains(path.string()) && Catch::Contains("truncated"));
   CHECK_THROWS_AS(gradus::io::read_tfrecords(path.string() + ".missing"), gd::io_error);
+}
+
+TEST_CASE("read_events: a file cut inside its last record gives the complete events and reports the tear",
+          "[summary]") {
+  const fs::path path = write_all_kinds(fresh_dir("torn"));
+  const std::string good = slurp(path);
+  std::string tear = "not reset";
+  const auto all = sm::read_events(path, &tear);
+  CHECK(tear.empty());
+  REQUIRE(all.size() >= 3);
+  // the byte offset where each record starts: the TFRecord framing is 12 + length + 4 bytes
+  std::vector<size_t> starts;
+  for (size_t at = 0; at < good.size();) {
+    starts.push_back(at);
+    uint64_t length = 0;
+    std::memcpy(&length, good.data() + at, 8);
+    at += 16 + size_t(length);
+  }
+  REQUIRE(starts.size() == all.size());
+  // cut at every byte of the last record, and inside the one before it (a disk that filled
+  // mid-flush): the events before the cut record are returned, and the tear is named
+  const size_t last = starts.back();
+  std::vector<size_t> cuts;
+  for (size_t c = last + 1; c < good.size(); ++c) cuts.push_back(c);
+  cuts.push_back(starts[starts.size() - 2] + 5);
+  for (const size_t cut : cuts) {
+    INFO("cut at byte " << cut << " of " << good.size());
+    spit(path, std::string_view(good).substr(0, cut));
+    const size_t complete = size_t(std::upper_bound(starts.begin(), starts.end(), cut) - starts.begin()) - 1;
+    const auto ev = sm::read_events(path, &tear);
+    REQUIRE(ev.size() == complete);
+    for (size_t i = 0; i < ev.size(); ++i) CHECK(ev[i].wall_time == all[i].wall_time);
+    CHECK_THAT(tear, Catch::Contains(path.string()) && Catch::Contains("truncated") &&
+                         Catch::Contains("record " + std::to_string(complete)));
+  }
+  // cut exactly between records: a whole file, no tear
+  spit(path, std::string_view(good).substr(0, last));
+  CHECK(sm::read_events(path, &tear).size() == all.size() - 1);
+  CHECK(tear.empty());
+  // without the out-parameter the complete events still come back (the tear goes to std::cerr)
+  spit(path, std::string_view(good).substr(0, good.size() - 1));
+  CHECK(sm::read_events(path).size() == all.size() - 1);
+  // corruption is not a tear: a flipped byte in the last record's data is an io_error
+  std::string bad = good;
+  bad[last + 14] ^= 0x01;
+  spit(path, bad);
+  CHECK_THROWS_WITH(sm::read_events(path, &tear), Catch::Contains("checksum"));
 }
 
 TEST_CASE("FileWriter: two threads, nothing lost; flush, max_queue and flush_secs write to disk", "[summary]") {

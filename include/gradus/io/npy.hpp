@@ -13,13 +13,16 @@
 //   checking every header, size, offset and CRC, with ZIP64 size fields (which np.savez forces).
 //   Archives gradus writes are limited to 4 GiB and 65535 members (no ZIP64 on writing).
 // Every malformed file raises io_error naming the file and the problem; nothing is allocated
-// beyond what the file holds (a deflated member may claim at most deflate's maximum ratio).
+// beyond what the file holds (a deflated member may claim at most deflate's maximum ratio, and
+// members may not overlap — each local header and its data own their bytes, as Python's zipfile
+// requires since CVE-2024-0450 — so a whole archive inflates to at most that ratio of its size).
 #pragma once
 #include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -496,11 +499,23 @@ GRADUS_INLINE TensorList decode_npz(std::string_view bytes, std::string_view sou
   const detail::NpzReader::Directory dir = zip.directory();
   TensorList out;
   std::set<std::string> names;
+  std::map<uint64_t, std::pair<uint64_t, std::string>> spans;  // local header offset -> (end of data, name)
   uint64_t p = dir.offset;
   const uint64_t end = dir.offset + dir.size;
   for (uint64_t k = 0; k < dir.count; ++k) {
     const detail::NpzReader::Entry e = zip.entry(&p, end, k);
     const std::string_view packed = zip.packed(e, dir.offset);
+    // [local header, end of data) of every member is its own: overlapping members (several
+    // entries over one deflate stream) would inflate the same bytes again and again
+    const uint64_t stop = uint64_t(packed.data() - bytes.data()) + packed.size();
+    const auto next = spans.lower_bound(e.local);
+    const auto clash = next != spans.end() && next->first < stop ? next
+                       : next != spans.begin() && std::prev(next)->second.first > e.local ? std::prev(next)
+                                                                                           : spans.end();
+    if (clash != spans.end())
+      zip.fail("members '", clash->second.second, "' and '", e.name, "' overlap (bytes [", clash->first, ", ",
+               clash->second.first, ") and [", e.local, ", ", stop, ")): an archive's members may not share bytes");
+    spans.emplace(e.local, std::pair{stop, e.name});
     std::string inflated;
     const std::string_view member = e.method == 0 ? packed : (inflated = zip.inflate_member(e, packed));
     if (detail::crc32_of(member) != e.crc) zip.fail("member '", e.name, "': CRC-32 mismatch (corrupt data)");

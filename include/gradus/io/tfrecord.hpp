@@ -98,6 +98,9 @@ class TFRecordReader {
   /// every later call throws it again.
   bool next(std::string& record);
 
+  /// True once next() has failed because the input ends inside a record (a write that was cut
+  /// short: a full disk, a killed writer), rather than because a record is corrupt.
+  bool truncated() const { return s_->truncated; }
   /// The byte offset of the next record (in the decompressed stream of a compressed file).
   uint64_t offset() const { return s_->offset; }
   /// How many records next() has returned.
@@ -149,6 +152,7 @@ class TFRecordReader {
     bool z_ready = false, stream_end = false, started = false;
     uint64_t offset = 0, index = 0;
     bool done = false;
+    bool truncated = false;  // the error is the input ending inside a record
     std::string error;  // the io_error that stopped the reader, thrown again by next()
 
     State(std::string src, Compression c);
@@ -313,7 +317,10 @@ GRADUS_INLINE bool TFRecordReader::next(std::string& record) {
     s.done = true;
     return false;
   }
-  if (got < sizeof header) fail(detail::str("is truncated (", got, " bytes, a header needs 12)"));
+  if (got < sizeof header) {
+    s.truncated = true;
+    fail(detail::str("is truncated (", got, " bytes, a header needs 12)"));
+  }
   const uint64_t length = ::gradus::detail::load_le<8>(header);
   if (uint32_t(::gradus::detail::load_le<4>(header + 8)) != ::gradus::detail::masked_crc32c({header, 8}))
     fail(detail::str("length checksum mismatch (corrupt file)", compression_hint(header)));
@@ -326,12 +333,15 @@ GRADUS_INLINE bool TFRecordReader::next(std::string& record) {
     const size_t n = read(record.data() + have, want);
     if (n < want) {
       record.resize(have + n);
+      s.truncated = true;
       fail(detail::str("is truncated (length ", length, ", only ", have + n, " bytes of data follow)"));
     }
   }
   char footer[4];
-  if (read(footer, sizeof footer) < sizeof footer)
+  if (read(footer, sizeof footer) < sizeof footer) {
+    s.truncated = true;
     fail(detail::str("is truncated (length ", length, ", the data's checksum is missing)"));
+  }
   if (uint32_t(::gradus::detail::load_le<4>(footer)) != ::gradus::detail::masked_crc32c(record))
     fail("data checksum mismatch (corrupt file)");
   s.offset += 16 + length;
@@ -416,6 +426,7 @@ GRADUS_INLINE size_t TFRecordReader::read(char* dst, size_t n) {
     }
     if (s.in_left == 0 && !refill()) {
       if (!s.started) return got;  // an empty file: no records
+      s.truncated = true;
       fail(detail::str("is truncated: the ", stream_name(), " stream ends early (", s.raw_read,
                " compressed bytes, without the stream's end)"));
     }

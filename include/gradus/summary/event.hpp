@@ -21,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -130,8 +131,13 @@ Value decode_value(std::string_view data);
 /// Decodes one Event message (a record's data); io_error on malformed bytes.
 Event decode_event(std::string_view data);
 
-/// Every event of the event file at `path`, CRCs verified; io_error names the file.
-std::vector<Event> read_events(const std::filesystem::path& path);
+/// Every event of the event file at `path`, CRCs verified; io_error names the file on a corrupt
+/// record. A file whose last record was cut short (a full disk, a killed writer) gives the complete
+/// events before the tear, as TensorBoard does, and reports the tear: into `torn_tail` when given
+/// (empty when the file is whole), else as a warning on std::cerr.
+///   std::string tear;
+///   auto events = gd::summary::read_events(path, &tear);   // tear: "... record 41 at byte 9120: is truncated ..."
+std::vector<Event> read_events(const std::filesystem::path& path, std::string* torn_tail = nullptr);
 
 }  // namespace gradus::summary
 
@@ -370,15 +376,29 @@ GRADUS_INLINE Event decode_event(std::string_view data) {
   return e;
 }
 
-GRADUS_INLINE std::vector<Event> read_events(const std::filesystem::path& path) {
+GRADUS_INLINE std::vector<Event> read_events(const std::filesystem::path& path, std::string* torn_tail) {
   std::vector<Event> out;
-  for (const std::string& rec : io::read_tfrecords(path)) {
+  io::TFRecordReader reader(path);
+  std::string rec, tear;
+  for (;;) {
+    try {
+      if (!reader.next(rec)) break;
+    } catch (const io_error& e) {
+      if (!reader.truncated()) throw;  // a corrupt record is an error, wherever it is
+      tear = e.what();
+      break;
+    }
     try {
       out.push_back(decode_event(rec));
     } catch (const io_error& e) {
       throw io_error(gradus::detail::str("read_events: '", path.string(), "': record ", out.size(), ": ", e.what()));
     }
   }
+  if (torn_tail)
+    *torn_tail = tear;
+  else if (!tear.empty())
+    std::cerr << "gd::summary::read_events: " << tear << "; returning the " << out.size()
+              << " complete events before it" << std::endl;
   return out;
 }
 }  // namespace gradus::summary
