@@ -270,6 +270,13 @@ TEST_CASE("batch: stacked on a new axis, remainder kept or dropped, mismatch exp
   CHECK_THROWS_AS(Dataset::range(3).batch(0), gd::value_error);
 }
 
+TEST_CASE("padded_batch: a padded shape beyond any tensor is a shape_error, not an allocation failure",
+          "[data][dataset]") {
+  const Dataset ds = Dataset::from_tensor_slices(gd::Tensor<float>::zeros({4, 3}));
+  CHECK_THROWS_WITH(ds.padded_batch(2, {.padded_shapes = {{int64_t(1) << 40}}}).collect(),
+                    Contains("kMaxTensorBytes"));
+}
+
 TEST_CASE("padded_batch: to the longest, to given shapes, with a padding value", "[data][dataset]") {
   // element i: [i+1] filled with i+1, and a [i+1, 2] matrix of ones.
   auto ds = Dataset::generator([](int64_t i) -> std::optional<Example> {

@@ -1,4 +1,6 @@
 // Tests of the IDX reader and the Fashion-MNIST loader.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,6 +17,7 @@
 #include "gradus/data/fashion_mnist.hpp"
 #include "gradus/data/idx.hpp"
 #include "data_support.hpp"
+#include "../support/sanitizers.hpp"
 
 namespace gd = gradus;
 namespace fs = std::filesystem;
@@ -199,7 +202,10 @@ TEST_CASE("read_idx rejects missing, malformed and corrupt files", "[data][idx]"
   }
   SECTION("a claimed size far beyond the data is refused without allocating it") {
     write_gz(dir / "liar.gz", idx_bytes({1 << 20, 32, 32}, {1, 2, 3}));  // claims 1 GiB
-    expect(dir / "liar.gz", "truncated data");
+    expect(dir / "liar.gz", "more than its");                              // from ~40 bytes: not even inflated
+    expect(dir / "liar.gz", "can inflate to (deflate's ratio is at most 1032:1)");
+    write_raw(dir / "liar", idx_bytes({1 << 20, 32, 32}, {1, 2, 3}));
+    expect(dir / "liar", "truncated data");
   }
   SECTION("truncated data") {
     const Bytes cut(good.begin(), good.end() - 5);
@@ -369,3 +375,34 @@ TEST_CASE("read_idx closes the file when it rejects it", "[data][idx]") {
     }
   CHECK(open_files() == before);
 }
+
+#if !GRADUS_TEST_ASAN
+// (AddressSanitizer reserves terabytes of address space: no address-space limit can be set under it)
+
+TEST_CASE("read_idx_labels: a file declaring more than memory holds is an io_error, not std::bad_alloc",
+          "[data][idx]") {
+  // 2^28 labels compress to ~260 KB and are all there, but their int64 tensor is 2 GiB: in a child
+  // process limited to 1.5 GiB of address space, the allocation fails
+  TempDir dir("idx_memory");
+  write_gz(dir / "many.gz", idx_bytes({1u << 28}, Bytes(size_t(1) << 28, 3)));
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const rlimit limit{size_t(3) << 29, size_t(3) << 29};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    try {
+      (void)gd::data::read_idx_labels(dir / "many.gz");
+      ::_exit(2);  // it fitted after all: the limit did not bite
+    } catch (const gd::io_error& e) {
+      const std::string what = e.what();
+      ::_exit(what.find("many.gz") != std::string::npos && what.find("cannot allocate") != std::string::npos ? 0 : 4);
+    } catch (...) {
+      ::_exit(1);  // std::bad_alloc: the failure this test is about
+    }
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif

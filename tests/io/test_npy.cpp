@@ -26,9 +26,8 @@ using gd::io::testing::seq;
 
 namespace {
 
-/// A one-member zip archive whose member is `payload` deflated (raw, as zip does); `claimed`
-/// overrides the uncompressed size in the headers.
-std::string deflated_zip(const std::string& name, const std::string& payload, uint64_t claimed = UINT64_MAX) {
+/// `payload` as a raw deflate stream (no zlib or gzip framing), at the best compression.
+std::string raw_deflate(const std::string& payload) {
   z_stream z{};
   REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
   std::string packed(deflateBound(&z, uLong(payload.size())), '\0');
@@ -39,6 +38,13 @@ std::string deflated_zip(const std::string& name, const std::string& payload, ui
   REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
   packed.resize(z.total_out);
   deflateEnd(&z);
+  return packed;
+}
+
+/// A one-member zip archive whose member is `payload` deflated (raw, as zip does); `claimed`
+/// overrides the uncompressed size in the headers.
+std::string deflated_zip(const std::string& name, const std::string& payload, uint64_t claimed = UINT64_MAX) {
+  const std::string packed = raw_deflate(payload);
   std::string common;
   using io::detail::store_le;
   store_le<2>(common, 20);
@@ -76,16 +82,7 @@ std::string deflated_zip(const std::string& name, const std::string& payload, ui
 /// `payload`: each local header's extra field covers the local headers after it, so every
 /// member's data starts at the same byte (the overlapping-members amplification).
 std::string overlapping_zip(int n, const std::string& payload) {
-  z_stream z{};
-  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK);
-  std::string packed(deflateBound(&z, uLong(payload.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(payload.data()));
-  z.avail_in = uInt(payload.size());
-  z.next_out = reinterpret_cast<Bytef*>(packed.data());
-  z.avail_out = uInt(packed.size());
-  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
-  packed.resize(z.total_out);
-  deflateEnd(&z);
+  const std::string packed = raw_deflate(payload);
   using io::detail::store_le;
   const size_t header = 30 + 8, data_at = size_t(n) * header;  // names "m<iii>.npy" are 8 bytes
   const auto name = [](int i) {

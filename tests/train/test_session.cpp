@@ -387,3 +387,40 @@ TEST_CASE("Session: bad use is refused with clear errors", "[train][session][err
   gd::train::CheckpointSaver nowhere;
   CHECK_THROWS_WITH(gd::train::Session(net, opt, {.hooks = {&nowhere}}), Catch::Contains("CheckpointSaver: no directory"));
 }
+
+TEST_CASE("CheckpointSaver: a diverged run never rotates its finite checkpoints out", "[train][session][hooks]") {
+  const Problem p;
+  const auto run = [&](const fs::path& dir, bool skip) {
+    gd::Rng drop(1), data(2);
+    Net net(3, drop);
+    gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.05});
+    gd::train::CheckpointSaver saver({.every_steps = 1, .max_to_keep = 3, .skip_non_finite = skip});
+    gd::train::Session session(net, opt, {.run_dir = dir, .hooks = {&saver}});
+    for (int step = 0; step < 9; ++step)
+      session.run([&] {
+        gd::Var<double> l = batch_loss(net, p.batch(data));
+        // step 6's loss is NaN: its gradient, then every weight, becomes NaN
+        return session.global_step() == 5 ? gd::Var<double>(l * std::numeric_limits<double>::quiet_NaN()) : l;
+      });
+    session.close();
+    return saver.saver()->checkpoints();
+  };
+  const fs::path kept = fresh_dir("saver_finite"), all = fresh_dir("saver_all");
+  // by default the checkpoints of steps 6 to 9 (and the end's) are not written: 3, 4 and 5 stay
+  CHECK(run(kept, true) == std::vector<std::string>{"model.ckpt-3.safetensors", "model.ckpt-4.safetensors",
+                                                    "model.ckpt-5.safetensors"});
+  const auto latest = gd::io::load_safetensors(*gd::io::latest_checkpoint(kept));
+  CHECK(gd::io::checkpoint_step(latest) == 5);
+  for (const auto& [name, t] : latest.tensors)
+    if (const auto* d = std::get_if<Tensor<double>>(&t); d && name.starts_with("model/"))
+      for (int64_t i = 0; i < d->size(); ++i) CHECK(std::isfinite(d->data()[i]));
+  // a resumed run starts from the last finite state
+  gd::Rng drop(1);
+  Net net(3, drop);
+  gd::optim::SGD<double> opt(net.parameters(), {.lr = 0.05});
+  gd::train::Session resumed(net, opt, {.run_dir = kept});
+  CHECK(resumed.global_step() == 5);
+  // skip_non_finite = false writes them all: the three kept hold NaN weights
+  CHECK(run(all, false) == std::vector<std::string>{"model.ckpt-7.safetensors", "model.ckpt-8.safetensors",
+                                                    "model.ckpt-9.safetensors"});
+}

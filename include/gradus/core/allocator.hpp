@@ -136,7 +136,15 @@ GRADUS_INLINE Block* CachingAllocator::allocate(size_t bytes) {
     stats_.bytes_in_use += int64_t(cap);
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   }
-  void* raw = ::operator new(cap + kAlign, std::align_val_t(kAlign));
+  void* raw;
+  try {
+    raw = ::operator new(cap + kAlign, std::align_val_t(kAlign));
+  } catch (const std::bad_alloc&) {  // the counters as they were; Tensor names the shape
+    std::lock_guard lock(mu_);
+    stats_.system_allocations--;
+    stats_.bytes_in_use -= int64_t(cap);
+    throw;
+  }
   Block* b = new (raw) Block;
   b->size_class = cls;
   b->capacity = cap;

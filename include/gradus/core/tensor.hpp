@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iomanip>
+#include <new>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -53,9 +54,14 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
 void device_fill(void* dst, Device device, const void* value, size_t element_size, size_t count);
 /// The shape `dims` names for a tensor of `numel` elements of shape `from` (Tensor::reshape).
 Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from);
-/// The bytes a tensor of `shape` needs, at least 1; shape_error past PTRDIFF_MAX.
+/// The bytes a tensor of `shape` needs, at least 1; shape_error past kMaxTensorBytes.
 size_t checked_bytes(const Shape& shape, size_t element_size);
 }  // namespace detail
+
+/// The largest tensor gradus allocates, in bytes (2^39, 512 GiB): a larger shape is a
+/// shape_error naming it, before any allocation (and an allocation below it that the system
+/// refuses is a value_error naming the shape, not std::bad_alloc).
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 39;
 
 template <Element T>
 class Tensor {
@@ -216,7 +222,13 @@ class Tensor {
   bool on_device() const { return block_ && block_->device.type != DeviceType::cpu; }
   size_t checked_bytes() const { return detail::checked_bytes(shape_, sizeof(T)); }
   void allocate() {
-    block_ = detail::CachingAllocator::instance().allocate(checked_bytes());
+    const size_t bytes = checked_bytes();
+    try {
+      block_ = detail::CachingAllocator::instance().allocate(bytes);
+    } catch (const std::bad_alloc&) {
+      throw value_error(::gradus::detail::str("Tensor: cannot allocate ", bytes, " bytes for shape ", shape_,
+                                              ": out of memory"));
+    }
     data_ = reinterpret_cast<T*>(block_->data());
   }
   template <class... I>
@@ -392,8 +404,10 @@ GRADUS_INLINE void device_fill(void* dst, Device device, const void* value, size
 }
 GRADUS_INLINE size_t checked_bytes(const Shape& shape, size_t element_size) {
   const int64_t n = shape.numel();
-  GRADUS_CHECK(shape_error, n <= int64_t(PTRDIFF_MAX / element_size), "Tensor: shape ", shape, " needs more than ",
-               PTRDIFF_MAX, " bytes");
+  GRADUS_CHECK(shape_error, n <= kMaxTensorBytes / int64_t(element_size), "Tensor: shape ", shape, " needs ",
+               n <= int64_t(PTRDIFF_MAX / element_size) ? gradus::detail::str(n * int64_t(element_size), " bytes")
+                                                        : std::string("more than 2^63 bytes"),
+               ", more than gd::kMaxTensorBytes (2^39)");
   return std::max<size_t>(size_t(n) * element_size, 1);
 }
 GRADUS_INLINE Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel, const Shape& from) {

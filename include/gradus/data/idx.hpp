@@ -32,8 +32,9 @@ class IdxStream {
  public:
   explicit IdxStream(const std::string& path);
 
-  /// True when the file is not gzip-compressed; `raw_size()` is then its size in bytes.
+  /// True when the file is not gzip-compressed.
   bool direct() const { return direct_; }
+  /// The file's size in bytes (compressed, for a gzip file).
   uint64_t raw_size() const { return raw_size_; }
 
   /// Reads up to `n` bytes; fewer only at the end of the data. Throws on corrupt gzip data.
@@ -73,8 +74,10 @@ inline constexpr uint64_t kIdxMaxElements = uint64_t(1) << 31;
 
 /// Reads an unsigned-byte IDX file of any rank 1..8, gzipped or raw (gzip is detected by its
 /// magic bytes; a `.gz` name that is not gzip is rejected). Throws io_error naming the file
-/// when it is missing, not IDX, of another element type, claims more than 2^31 elements,
-/// is truncated, has bytes after its data, or is corrupt gzip.
+/// when it is missing, not IDX, of another element type, claims more than 2^31 elements (or,
+/// gzipped, more than its compressed size can inflate to: deflate's ratio is at most 1032:1),
+/// is truncated, has bytes after its data, or is corrupt gzip; and when the memory for what it
+/// declares cannot be allocated (an io_error naming the file and the size, not std::bad_alloc).
 ///   auto a = gd::data::read_idx("train-labels-idx1-ubyte.gz");  // a.shape == [60000]
 IdxArray read_idx(const std::string& path);
 
@@ -91,6 +94,18 @@ Tensor<int64_t> read_idx_labels(const std::string& path);
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::data {
+namespace detail {
+/// The tensor an IDX file's elements go into; io_error naming the file when it cannot be allocated.
+template <class T>
+Tensor<T> idx_tensor(const Shape& shape, const std::string& path, const char* who) {
+  try {
+    return Tensor<T>(shape);
+  } catch (const value_error&) {  // out of memory (Tensor's allocation names only the shape)
+    throw io_error(::gradus::detail::str(who, ": '", path, "' declares shape ", shape, ": cannot allocate ",
+                                         shape.numel(), " elements of ", sizeof(T), " bytes"));
+  }
+}
+}  // namespace detail
 GRADUS_INLINE IdxArray read_idx(const std::string& path) {
   gradus::detail::IdxStream in(path);
   GRADUS_CHECK(io_error, !in.direct() || !gradus::detail::ends_with_gz(path), "read_idx: '", path,
@@ -137,13 +152,26 @@ GRADUS_INLINE IdxArray read_idx(const std::string& path) {
   const uint64_t numel = zero ? 0 : nonzero;
 
   const uint64_t header = 4 + dimlen;
+  // gzip: checked before inflating anything, so a small file cannot make us inflate gigabytes
+  // only to find them missing
+  GRADUS_CHECK(io_error, in.direct() || numel + header <= in.raw_size() * 1032 + 1024, "read_idx: '", path,
+               "' declares shape ", out.shape, " (", numel, " bytes), more than its ", in.raw_size(),
+               " compressed bytes can inflate to (deflate's ratio is at most 1032:1)");
+  const auto allocate = [&](size_t bytes) {
+    try {
+      out.bytes.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      throw io_error(
+          ::gradus::detail::str("read_idx: '", path, "' declares shape ", out.shape, ": cannot allocate ", bytes, " bytes"));
+    }
+  };
   if (in.direct()) {
     const uint64_t body = in.raw_size() > header ? in.raw_size() - header : 0;
     GRADUS_CHECK(io_error, body >= numel, "read_idx: truncated data in '", path, "': shape ", out.shape, " needs ",
                  numel, " bytes after the header, the file holds ", body);
     GRADUS_CHECK(io_error, body == numel, "read_idx: trailing data in '", path, "': ", body - numel,
                  " bytes after the ", numel, " bytes of shape ", out.shape);
-    out.bytes.resize(size_t(numel));
+    allocate(size_t(numel));
     const size_t got = in.read(out.bytes.data(), out.bytes.size());
     GRADUS_CHECK(io_error, got == numel, "read_idx: truncated data in '", path, "': read ", got, " of ", numel,
                  " bytes (the file changed while being read?)");
@@ -156,7 +184,7 @@ GRADUS_INLINE IdxArray read_idx(const std::string& path) {
   while (out.bytes.size() < numel) {
     const size_t old = out.bytes.size();
     const size_t want = size_t(std::min<uint64_t>(numel - old, kChunk));
-    out.bytes.resize(old + want);
+    allocate(old + want);
     const size_t got = in.read(out.bytes.data() + old, want);
     out.bytes.resize(old + got);
     GRADUS_CHECK(io_error, got == want, "read_idx: truncated data in '", path, "': shape ", out.shape, " needs ",
@@ -174,7 +202,7 @@ GRADUS_INLINE Tensor<float> read_idx_images(const std::string& path) {
   IdxArray a = read_idx(path);
   GRADUS_CHECK(io_error, a.shape.rank() == 3, "read_idx_images: '", path, "' has ", a.shape.rank(),
                " dimensions ", a.shape, "; an images file (magic 0x00000803) has 3: [N, rows, cols]");
-  Tensor<float> t(a.shape);
+  Tensor<float> t = detail::idx_tensor<float>(a.shape, path, "read_idx_images");
   float* dst = t.data();
   const uint8_t* src = a.bytes.data();
   const int64_t n = t.size();
@@ -186,7 +214,7 @@ GRADUS_INLINE Tensor<int64_t> read_idx_labels(const std::string& path) {
   IdxArray a = read_idx(path);
   GRADUS_CHECK(io_error, a.shape.rank() == 1, "read_idx_labels: '", path, "' has ", a.shape.rank(),
                " dimensions ", a.shape, "; a labels file (magic 0x00000801) has 1: [N]");
-  Tensor<int64_t> t(a.shape);
+  Tensor<int64_t> t = detail::idx_tensor<int64_t>(a.shape, path, "read_idx_labels");
   std::copy(a.bytes.begin(), a.bytes.end(), t.data());
   return t;
 }
@@ -207,11 +235,9 @@ GRADUS_INLINE IdxStream::IdxStream(const std::string& path) : path_(path) {
                errno ? std::strerror(errno) : "out of memory");
   gzbuffer(file_.get(), 1 << 17);
   direct_ = gzdirect(file_.get()) != 0;
-  if (direct_) {
-    const auto n = fs::file_size(path, ec);
-    GRADUS_CHECK(io_error, !ec, "read_idx: cannot size '", path, "': ", ec.message());
-    raw_size_ = uint64_t(n);
-  }
+  const auto n = fs::file_size(path, ec);
+  GRADUS_CHECK(io_error, !ec, "read_idx: cannot size '", path, "': ", ec.message());
+  raw_size_ = uint64_t(n);
   check_gz("while opening");
 }
 

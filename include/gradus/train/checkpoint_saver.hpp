@@ -1,8 +1,11 @@
 // gradus/train/checkpoint_saver.hpp — the CheckpointSaver hook (tf.train.CheckpointSaverHook):
 // periodic checkpoints of the whole training state through gd::io::Saver.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +59,7 @@ class CheckpointSaver : public Hook {
   detail::Timer timer_;
   bool unsaved_ = true;  // the session changed since the last checkpoint (or there is none)
   std::optional<std::filesystem::path> last_path_;
+  int64_t skipped_ = 0;  // checkpoints not written since the state became non-finite
 };
 
 }  // namespace gradus::train
@@ -101,9 +105,39 @@ GRADUS_INLINE void CheckpointSaver::end(Session& s) {
 }
 
 GRADUS_INLINE void CheckpointSaver::save(Session& s) {
-  last_path_ = s.save_checkpoint(*saver_);
   unsaved_ = false;
   timer_.reset();
+  if (!o_.skip_non_finite) {
+    last_path_ = s.save_checkpoint(*saver_);
+    return;
+  }
+  io::TensorList tensors;
+  io::Metadata metadata;
+  s.checkpoint(tensors, metadata);
+  for (const auto& [name, t] : tensors) {
+    if (!name.starts_with("model/") && !name.starts_with("optimizer/")) continue;
+    const bool finite = std::visit(
+        [](const auto& x) {
+          using E = typename std::remove_cvref_t<decltype(x)>::value_type;
+          if constexpr (std::is_floating_point_v<E>) {
+            const auto h = x.in_host_memory() ? x : x.to(gradus::cpu);  // a GPU's tensors are copied to be written anyway
+            return std::all_of(h.data(), h.data() + h.size(), [](E v) { return std::isfinite(v); });
+          } else {
+            return true;
+          }
+        },
+        t);
+    if (finite) continue;
+    if (skipped_++ == 0)
+      std::cerr << "gd::train::CheckpointSaver: step " << s.global_step() << ": '" << name
+                << "' holds a non-finite value; this and later such checkpoints are not written, so "
+                << (last_path_ ? "the last finite one, " + last_path_->filename().string() + "," : "no checkpoint")
+                << " is kept (CheckpointSaverOptions::skip_non_finite; gd::train::NanGuard stops such a run)"
+                << std::endl;
+    return;
+  }
+  last_path_ = saver_->save(s.global_step(), tensors, std::move(metadata));
+  skipped_ = 0;
 }
 }  // namespace gradus::train
 #endif  // GRADUS_DEFINE_COMPILED

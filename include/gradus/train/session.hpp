@@ -264,6 +264,10 @@ struct CheckpointSaverOptions {
   int max_to_keep = 5;         ///< older checkpoints are deleted (gd::io::SaverOptions)
   std::filesystem::path dir = {};  ///< empty: the session's run_dir
   std::string prefix = "model.ckpt";  ///< files "<dir>/<prefix>-<step>.safetensors"
+  /// A checkpoint whose model or optimizer state holds a NaN or an infinity (a diverged run) is
+  /// not written, so the last finite one is never rotated out; a warning on std::cerr names the
+  /// step and the first such tensor. false: every checkpoint is written as it is.
+  bool skip_non_finite = true;
 };
 
 /// Options of a Session a user drives. Designated initializers must follow this order:
