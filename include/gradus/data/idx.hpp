@@ -162,7 +162,8 @@ GRADUS_INLINE IdxArray read_idx(const std::string& path) {
       out.bytes.resize(bytes);
     } catch (const std::bad_alloc&) {
       throw io_error(
-          ::gradus::detail::str("read_idx: '", path, "' declares shape ", out.shape, ": cannot allocate ", bytes, " bytes"));
+          ::gradus::detail::str("read_idx: '", path, "' declares shape ", out.shape, ": cannot allocate ", bytes,
+                                " bytes"));
     }
   };
   if (in.direct()) {

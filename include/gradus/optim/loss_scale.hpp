@@ -41,13 +41,14 @@ class LossScaler {
   using value_type = T;
 
   explicit LossScaler(const LossScaleOptions& options = {}) : o_(options), scale_(options.initial_scale) {
-    detail::check_option(std::isfinite(o_.initial_scale) && o_.initial_scale > 0, "LossScaler", "initial_scale",
+    using detail::check_option;
+    check_option(std::isfinite(o_.initial_scale) && o_.initial_scale > 0, "LossScaler", "initial_scale",
                  o_.initial_scale, "> 0");
-    detail::check_option(std::isfinite(o_.growth_factor) && o_.growth_factor > 1, "LossScaler", "growth_factor",
+    check_option(std::isfinite(o_.growth_factor) && o_.growth_factor > 1, "LossScaler", "growth_factor",
                  o_.growth_factor, "> 1");
-    detail::check_option(o_.backoff_factor > 0 && o_.backoff_factor < 1, "LossScaler", "backoff_factor", o_.backoff_factor,
+    check_option(o_.backoff_factor > 0 && o_.backoff_factor < 1, "LossScaler", "backoff_factor", o_.backoff_factor,
                  "in (0, 1)");
-    detail::check_option(o_.growth_interval > 0, "LossScaler", "growth_interval", double(o_.growth_interval), "> 0");
+    check_option(o_.growth_interval > 0, "LossScaler", "growth_interval", double(o_.growth_interval), "> 0");
   }
 
   /// The scale S the next backward pass uses.
@@ -59,10 +60,12 @@ class LossScaler {
   void backward(const Var<T>& loss) {
     GRADUS_CHECK(value_error, loss.defined() && loss.size() == 1, "LossScaler::backward: the loss must be a scalar, got ",
                  loss.defined() ? loss.shape() : Shape{});
-    if (!seed_.defined() || seed_.shape() != loss.shape() || seed_.device() != loss.value().device() ||
-        seed_scale_ != scale_) {
-      if (!seed_.defined() || seed_.shape() != loss.shape() || seed_.device() != loss.value().device())
-        seed_ = Tensor<T>::empty(loss.shape(), loss.value().device());
+    const Device device = loss.value().device();
+    if (!seed_.defined() || seed_.shape() != loss.shape() || seed_.device() != device) {
+      seed_ = Tensor<T>::empty(loss.shape(), device);
+      seed_scale_ = 0;
+    }
+    if (seed_scale_ != scale_) {  // refilled only when S changes (the backward pass never writes into it)
       seed_.fill_(T(scale_));
       seed_scale_ = scale_;
     }

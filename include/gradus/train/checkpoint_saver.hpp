@@ -120,7 +120,8 @@ GRADUS_INLINE void CheckpointSaver::save(Session& s) {
         [](const auto& x) {
           using E = typename std::remove_cvref_t<decltype(x)>::value_type;
           if constexpr (std::is_floating_point_v<E>) {
-            const auto h = x.in_host_memory() ? x : x.to(gradus::cpu);  // a GPU's tensors are copied to be written anyway
+            // a GPU's tensors are copied to be written anyway
+            const auto h = x.in_host_memory() ? x : x.to(gradus::cpu);
             return std::all_of(h.data(), h.data() + h.size(), [](E v) { return std::isfinite(v); });
           } else {
             return true;

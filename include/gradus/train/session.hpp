@@ -364,7 +364,8 @@ class TypedTrainee final : public Trainee {
     if (!scaler_) return;
     optim::StateDict<T> state;  // absent (a checkpoint of a run without scaling): the scaler starts afresh
     for (const char* name : {"scale", "good_steps", "skipped_steps"})
-      if (ckpt.find(std::string("loss_scale/") + name)) state.emplace_back(name, ckpt.get<T>(std::string("loss_scale/") + name));
+      if (const std::string key = std::string("loss_scale/") + name; ckpt.find(key))
+        state.emplace_back(name, ckpt.get<T>(key));
     if (state.empty()) return;
     try {
       scaler_->load_state_dict(state);
