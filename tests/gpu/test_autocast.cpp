@@ -21,6 +21,7 @@
 #include "gradus/optim.hpp"
 #include "gradus/train.hpp"
 
+#include "../support/classification_net.hpp"
 #include "../support/gpu.hpp"
 
 namespace gd = gradus;
@@ -285,11 +286,7 @@ TEST_CASE("an MLP trained under bf16 and fp16 autocast on the GPU follows float'
 TEST_CASE("fit(.autocast): bf16 follows float's history; fp16 scales the loss and resumes its scale exactly", "[gpu]") {
   if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
-  gd::Rng data_rng(50);
-  const auto x = gd::Tensor<float>::random_normal({512, 20}, data_rng);
-  gd::Tensor<int64_t> y({512});
-  for (int64_t i = 0; i < 512; ++i) y(i) = x(i, 0) + x(i, 1) > 0 ? 1 : 0;
-  const gd::train::Data<float, int64_t> train{x, y};
+  const gd::train::Data<float, int64_t> train = gradus_test::sum_sign_data(512, 20, 50);
   const auto loss = [](const gd::Tensor<int64_t>& l, const gd::Var<float>& p) {
     return gd::losses::sparse_softmax_cross_entropy_with_logits(l, p);
   };

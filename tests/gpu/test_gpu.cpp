@@ -23,6 +23,7 @@
 #include "gradus/metrics.hpp"
 #include "gradus/train.hpp"
 
+#include "../support/classification_net.hpp"
 #include "../support/gpu.hpp"
 
 namespace gd = gradus;
@@ -536,11 +537,8 @@ TEST_CASE("fit(.device) on the GPU: the CPU's history, validation metrics, and c
           "[gpu]") {
   if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
-  gd::Rng data_rng(70);
-  const auto x = gd::Tensor<float>::random_normal({512, 20}, data_rng);
-  gd::Tensor<int64_t> y({512});
-  for (int64_t i = 0; i < 512; ++i) y(i) = x(i, 0) + x(i, 1) > 0 ? 1 : 0;
-  const gd::train::Data<float, int64_t> train{x, y};
+  const gd::train::Data<float, int64_t> train = gradus_test::sum_sign_data(512, 20, 70);
+  const gd::Tensor<float>& x = train.x;
   const auto loss = [](const gd::Tensor<int64_t>& l, const gd::Var<float>& p) {
     return gd::losses::sparse_softmax_cross_entropy_with_logits(l, p);
   };

@@ -41,40 +41,57 @@ std::string raw_deflate(const std::string& payload) {
   return packed;
 }
 
+/// The fields a DEFLATE member's local header and central directory entry share, from "version
+/// needed" to the extra field's length.
+void member_fields(std::string& out, const std::string& payload, size_t packed_size, uint64_t usize,
+                   size_t name_size, size_t extra_size) {
+  using io::detail::store_le;
+  store_le<2>(out, 20);
+  store_le<2>(out, 0);
+  store_le<2>(out, 8);  // DEFLATE
+  store_le<4>(out, 0x00210000);
+  store_le<4>(out, io::detail::crc32_of(payload));
+  store_le<4>(out, packed_size);
+  store_le<4>(out, usize);
+  store_le<2>(out, name_size);
+  store_le<2>(out, extra_size);
+}
+/// A central directory entry: the shared fields, then those of its own, then the name.
+void central_entry(std::string& out, const std::string& shared, size_t local_offset, const std::string& name) {
+  using io::detail::store_le;
+  store_le<4>(out, 0x02014b50);
+  store_le<2>(out, 20);
+  out += shared;
+  for (int i = 0; i < 3; ++i) store_le<2>(out, 0);  // comment length, disk, internal attributes
+  store_le<4>(out, 0);                               // external attributes
+  store_le<4>(out, local_offset);
+  out += name;
+}
+/// The end-of-central-directory record of `n` members whose directory starts at `cd`.
+void end_record(std::string& out, int n, size_t cd) {
+  using io::detail::store_le;
+  const size_t cd_size = out.size() - cd;
+  store_le<4>(out, 0x06054b50);
+  store_le<4>(out, 0);
+  store_le<2>(out, n);
+  store_le<2>(out, n);
+  store_le<4>(out, cd_size);
+  store_le<4>(out, cd);
+  store_le<2>(out, 0);
+}
+
 /// A one-member zip archive whose member is `payload` deflated (raw, as zip does); `claimed`
 /// overrides the uncompressed size in the headers.
 std::string deflated_zip(const std::string& name, const std::string& payload, uint64_t claimed = UINT64_MAX) {
   const std::string packed = raw_deflate(payload);
   std::string common;
-  using io::detail::store_le;
-  store_le<2>(common, 20);
-  store_le<2>(common, 0);
-  store_le<2>(common, 8);  // DEFLATE
-  store_le<4>(common, 0x00210000);
-  store_le<4>(common, io::detail::crc32_of(payload));
-  store_le<4>(common, packed.size());
-  store_le<4>(common, claimed == UINT64_MAX ? payload.size() : claimed);
-  store_le<2>(common, name.size());
-  store_le<2>(common, 0);
+  member_fields(common, payload, packed.size(), claimed == UINT64_MAX ? payload.size() : claimed, name.size(), 0);
   std::string out;
-  store_le<4>(out, 0x04034b50);
+  io::detail::store_le<4>(out, 0x04034b50);
   out += common + name + packed;
   const size_t cd = out.size();
-  store_le<4>(out, 0x02014b50);
-  store_le<2>(out, 20);
-  out += common;
-  for (int i = 0; i < 3; ++i) store_le<2>(out, 0);  // comment length, disk, internal attributes
-  store_le<4>(out, 0);                               // external attributes
-  store_le<4>(out, 0);                               // local header offset
-  out += name;
-  const size_t cd_size = out.size() - cd;
-  store_le<4>(out, 0x06054b50);
-  store_le<4>(out, 0);
-  store_le<2>(out, 1);
-  store_le<2>(out, 1);
-  store_le<4>(out, cd_size);
-  store_le<4>(out, cd);
-  store_le<2>(out, 0);
+  central_entry(out, common, 0, name);
+  end_record(out, 1, cd);
   return out;
 }
 
@@ -83,49 +100,25 @@ std::string deflated_zip(const std::string& name, const std::string& payload, ui
 /// member's data starts at the same byte (the overlapping-members amplification).
 std::string overlapping_zip(int n, const std::string& payload) {
   const std::string packed = raw_deflate(payload);
-  using io::detail::store_le;
   const size_t header = 30 + 8, data_at = size_t(n) * header;  // names "m<iii>.npy" are 8 bytes
   const auto name = [](int i) {
     std::string digits = std::to_string(i);
     return "m" + std::string(3 - digits.size(), '0') + digits + ".npy";
   };
-  const auto common = [&](std::string& out, size_t extra) {
-    store_le<2>(out, 20);
-    store_le<2>(out, 0);
-    store_le<2>(out, 8);  // DEFLATE
-    store_le<4>(out, 0x00210000);
-    store_le<4>(out, io::detail::crc32_of(payload));
-    store_le<4>(out, packed.size());
-    store_le<4>(out, payload.size());
-    store_le<2>(out, 8);
-    store_le<2>(out, extra);
-  };
   std::string out;
   for (int i = 0; i < n; ++i) {
-    store_le<4>(out, 0x04034b50);
-    common(out, data_at - (size_t(i) + 1) * header);  // the extra field runs to the shared data
+    io::detail::store_le<4>(out, 0x04034b50);
+    // the extra field runs to the shared data
+    member_fields(out, payload, packed.size(), payload.size(), 8, data_at - (size_t(i) + 1) * header);
     out += name(i);
   }
   REQUIRE(out.size() == data_at);
   out += packed;
   const size_t cd = out.size();
-  for (int i = 0; i < n; ++i) {
-    store_le<4>(out, 0x02014b50);
-    store_le<2>(out, 20);
-    common(out, 0);
-    for (int j = 0; j < 3; ++j) store_le<2>(out, 0);  // comment length, disk, internal attributes
-    store_le<4>(out, 0);                               // external attributes
-    store_le<4>(out, size_t(i) * header);              // local header offset
-    out += name(i);
-  }
-  const size_t cd_size = out.size() - cd;
-  store_le<4>(out, 0x06054b50);
-  store_le<4>(out, 0);
-  store_le<2>(out, n);
-  store_le<2>(out, n);
-  store_le<4>(out, cd_size);
-  store_le<4>(out, cd);
-  store_le<2>(out, 0);
+  std::string shared;
+  member_fields(shared, payload, packed.size(), payload.size(), 8, 0);
+  for (int i = 0; i < n; ++i) central_entry(out, shared, size_t(i) * header, name(i));
+  end_record(out, n, cd);
   return out;
 }
 

@@ -54,4 +54,13 @@ inline gradus::train::Data<double, int64_t> make_data(int64_t n, int64_t in, int
   return {x, y};
 }
 
+/// n examples of `features` normal floats, labelled 1 where the first two sum above 0, else 0.
+inline gradus::train::Data<float, int64_t> sum_sign_data(int64_t n, int64_t features, uint64_t seed) {
+  gradus::Rng rng(seed);
+  const auto x = gradus::Tensor<float>::random_normal({n, features}, rng);
+  gradus::Tensor<int64_t> y({n});
+  for (int64_t i = 0; i < n; ++i) y(i) = x(i, 0) + x(i, 1) > 0 ? 1 : 0;
+  return {x, y};
+}
+
 }  // namespace gradus_test

@@ -165,7 +165,9 @@ class TFRecordReader {
 
   const char* stream_name() const { return s_->compression == Compression::gzip ? "gzip" : "zlib"; }
 
-  [[noreturn]] void fail(const std::string& what);
+  /// Stops the reader with an io_error; kTruncated marks it as the input ending inside a record.
+  static constexpr bool kTruncated = true;
+  [[noreturn]] void fail(const std::string& what, bool truncated = false);
 
   /// A hint when record 0 of a file read as uncompressed starts like a compressed stream.
   std::string compression_hint(const char* header) const;
@@ -317,10 +319,7 @@ GRADUS_INLINE bool TFRecordReader::next(std::string& record) {
     s.done = true;
     return false;
   }
-  if (got < sizeof header) {
-    s.truncated = true;
-    fail(detail::str("is truncated (", got, " bytes, a header needs 12)"));
-  }
+  if (got < sizeof header) fail(detail::str("is truncated (", got, " bytes, a header needs 12)"), kTruncated);
   const uint64_t length = ::gradus::detail::load_le<8>(header);
   if (uint32_t(::gradus::detail::load_le<4>(header + 8)) != ::gradus::detail::masked_crc32c({header, 8}))
     fail(detail::str("length checksum mismatch (corrupt file)", compression_hint(header)));
@@ -333,15 +332,12 @@ GRADUS_INLINE bool TFRecordReader::next(std::string& record) {
     const size_t n = read(record.data() + have, want);
     if (n < want) {
       record.resize(have + n);
-      s.truncated = true;
-      fail(detail::str("is truncated (length ", length, ", only ", have + n, " bytes of data follow)"));
+      fail(detail::str("is truncated (length ", length, ", only ", have + n, " bytes of data follow)"), kTruncated);
     }
   }
   char footer[4];
-  if (read(footer, sizeof footer) < sizeof footer) {
-    s.truncated = true;
-    fail(detail::str("is truncated (length ", length, ", the data's checksum is missing)"));
-  }
+  if (read(footer, sizeof footer) < sizeof footer)
+    fail(detail::str("is truncated (length ", length, ", the data's checksum is missing)"), kTruncated);
   if (uint32_t(::gradus::detail::load_le<4>(footer)) != ::gradus::detail::masked_crc32c(record))
     fail("data checksum mismatch (corrupt file)");
   s.offset += 16 + length;
@@ -362,8 +358,9 @@ GRADUS_INLINE TFRecordReader::State::~State() {
   if (z_ready) inflateEnd(&z);
 }
 
-GRADUS_INLINE void TFRecordReader::fail(const std::string& what) {
+GRADUS_INLINE void TFRecordReader::fail(const std::string& what, bool truncated) {
   State& s = *s_;
+  s.truncated = truncated;
   s.error = detail::str("TFRecordReader: '", s.source, "': record ", s.index, " at byte ", s.offset,
                 s.compression == Compression::none ? "" : " of the decompressed stream", ": ", what);
   throw io_error(s.error);
@@ -426,9 +423,9 @@ GRADUS_INLINE size_t TFRecordReader::read(char* dst, size_t n) {
     }
     if (s.in_left == 0 && !refill()) {
       if (!s.started) return got;  // an empty file: no records
-      s.truncated = true;
       fail(detail::str("is truncated: the ", stream_name(), " stream ends early (", s.raw_read,
-               " compressed bytes, without the stream's end)"));
+                       " compressed bytes, without the stream's end)"),
+           kTruncated);
     }
     s.started = true;
     auto* next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.in));

@@ -1,8 +1,6 @@
 // gradus/train/checkpoint_saver.hpp — the CheckpointSaver hook (tf.train.CheckpointSaverHook):
 // periodic checkpoints of the whole training state through gd::io::Saver.
 #pragma once
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -107,28 +105,14 @@ GRADUS_INLINE void CheckpointSaver::end(Session& s) {
 GRADUS_INLINE void CheckpointSaver::save(Session& s) {
   unsaved_ = false;
   timer_.reset();
-  if (!o_.skip_non_finite) {
-    last_path_ = s.save_checkpoint(*saver_);
-    return;
-  }
   io::TensorList tensors;
   io::Metadata metadata;
   s.checkpoint(tensors, metadata);
-  for (const auto& [name, t] : tensors) {
-    if (!name.starts_with("model/") && !name.starts_with("optimizer/")) continue;
-    const bool finite = std::visit(
-        [](const auto& x) {
-          using E = typename std::remove_cvref_t<decltype(x)>::value_type;
-          if constexpr (std::is_floating_point_v<E>) {
-            // a GPU's tensors are copied to be written anyway
-            const auto h = x.in_host_memory() ? x : x.to(gradus::cpu);
-            return std::all_of(h.data(), h.data() + h.size(), [](E v) { return std::isfinite(v); });
-          } else {
-            return true;
-          }
-        },
-        t);
-    if (finite) continue;
+  for (auto& [name, t] : tensors) {
+    if (!o_.skip_non_finite || !(name.starts_with("model/") || name.starts_with("optimizer/"))) continue;
+    // to the host once, here: the check and the encoder then read the same copy
+    t = std::visit([](const auto& x) { return AnyTensor(x.to(gradus::cpu)); }, t);
+    if (all_finite(t)) continue;
     if (skipped_++ == 0)
       std::cerr << "gd::train::CheckpointSaver: step " << s.global_step() << ": '" << name
                 << "' holds a non-finite value; this and later such checkpoints are not written, so "
