@@ -2,3 +2,4 @@
 // Link gradus::onnx, which CMake offers where Debian's ONNX (libonnx-dev) is installed.
 #pragma once
 #include "gradus/onnx/model.hpp"
+#include "gradus/onnx/export.hpp"

@@ -299,6 +299,25 @@ Value parse_tensor(std::string_view bytes, std::string_view what) {
   return detail::to_value(t, what);
 }
 
+std::string serialize_tensor(const Value& value, std::string_view name) {
+  ::onnx::TensorProto t;
+  t.set_name(std::string(name));
+  std::visit(
+      [&](const auto& v) {
+        using E = typename std::decay_t<decltype(v)>::value_type;
+        t.set_data_type(std::is_same_v<E, float> ? ::onnx::TensorProto::FLOAT : ::onnx::TensorProto::INT64);
+        for (int64_t d : v.shape()) t.add_dims(d);
+        const auto host = v.to(gradus::cpu);
+        t.set_raw_data(std::string(reinterpret_cast<const char*>(host.data()), size_t(host.size()) * sizeof(E)));
+      },
+      value);
+  return t.SerializeAsString();
+}
+
+void write_tensor(const std::string& path, const Value& value, std::string_view name) {
+  io::write_file_atomic(path, serialize_tensor(value, name));
+}
+
 Value read_tensor(const std::string& path) {
   return parse_tensor(gradus::io::read_file(path, "onnx::read_tensor"), path);
 }

@@ -5,6 +5,8 @@
 //   Var<T> v = e;        one tape node whose backward is the fused adjoint of e's type;
 //   make_result(...)     how a kernel op (matmul, softmax, ...) returns a Tensor or a Var.
 #pragma once
+#include <cstdio>
+#include <string>
 #include <tuple>
 
 #include "gradus/autodiff/adjoint.hpp"
@@ -34,6 +36,45 @@ const Tensor<T>& value_of(const Var<T>& v) {
   return v.value();
 }
 
+/// Appends expression `e` in postfix to `out` (OpDescription::program): "$i" for its i-th
+/// tensor or Var operand (numbered as describe_expression lists them), "#v" for a number, then
+/// each node's op name with its parameters, "(p1,p2)".
+template <class E>
+void append_program(const E& e, std::string& out, int& operand) {
+  using N = std::remove_cvref_t<E>;
+  using C = node_children<N>;
+  char buf[40];
+  if constexpr (C::arity == 0) {
+    if constexpr (is_number_leaf<N>::value) {
+      std::snprintf(buf, sizeof buf, " #%.17g", double(e.value));
+      out += buf;
+    } else if constexpr (is_var_v<N> || std::same_as<N, Tensor<value_type_t<N>>>) {
+      out += " $" + std::to_string(operand++);
+    } else {
+      out += " ?";  // an operand of another kind: the reader refuses the program
+    }
+  } else {
+    std::apply([&](const auto&... kid) { (append_program(kid, out, operand), ...); }, C::get(e));
+    out += ' ';
+    if constexpr (requires { typename N::op_type; }) {
+      using Op = typename N::op_type;
+      if constexpr (requires { Op::name; })
+        out += Op::name;
+      else
+        out += "identity";
+      if constexpr (requires { Op::num_params; }) {
+        for (int i = 0; i < Op::num_params; ++i) {
+          std::snprintf(buf, sizeof buf, "%c%.17g", i == 0 ? '(' : ',', double(e.op.param(i)));
+          out += buf;
+        }
+        out += ')';
+      }
+    } else {
+      out += "where";
+    }
+  }
+}
+
 /// Tells the profiler about an elementwise expression evaluated into a new value (`node`: the
 /// tape node made of it, 0 for none), or about op `op` over it with result shape `*output` (a
 /// reduction fused with the expression): its operands are the tensors and Vars at its leaves.
@@ -50,8 +91,14 @@ void describe_expression(OpObserver* obs, const E& e, uint64_t node, const char*
   d.expr_ops = count_ops<std::remove_cvref_t<E>>();
   for_each_leaf(e, [&](const auto& leaf, bool) {
     using L = std::remove_cvref_t<decltype(leaf)>;
-    if constexpr (is_var_v<L> || std::same_as<L, Tensor<value_type_t<L>>>) d.add_input(value_of(leaf).shape(), node_seq(leaf));
+    if constexpr (is_var_v<L> || std::same_as<L, Tensor<value_type_t<L>>>)
+      d.add_input(value_of(leaf).shape(), node_seq(leaf), &value_of(leaf));
   });
+  d.take_attrs();
+  if (obs->wants_programs()) {
+    int operand = 0;
+    append_program(e, d.program, operand);
+  }
   obs->describe(d);
 }
 
@@ -71,7 +118,8 @@ OpDescription describe_result(const char* op, const R& result) {
 template <class T, class R, class... In>
 void describe_op(OpObserver* obs, const char* op, const R& result, const In&... in) {
   OpDescription d = describe_result<T>(op, result);
-  (d.add_input(value_of(in).shape(), node_seq(in)), ...);
+  (d.add_input(value_of(in).shape(), node_seq(in), &value_of(in)), ...);
+  d.take_attrs();
   obs->describe(d);
 }
 }  // namespace detail

@@ -12,6 +12,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
@@ -19,6 +21,27 @@
 #include "gradus/core/shape.hpp"
 
 namespace gradus::detail {
+
+/// An op's settings, for an observer that rebuilds the graph from the ops a forward pass runs
+/// (gd::onnx::export_model): integers in an order each op documents where it sets them (strides,
+/// axes, a permutation, ...), one real (pad's constant, an activation's alpha), a name (an
+/// activation's) and an int64 tensor operand (gather's indices), which points into the op's
+/// caller and is valid only while the op is being described. Set by the op just before it
+/// returns (set_op_attrs), only while an observer is installed; the next description takes them.
+struct OpAttrs {
+  static constexpr int kMax = 24;
+  std::array<int64_t, kMax> ints{};
+  int n_ints = 0;
+  double real = 0;
+  std::string_view text;
+  const void* int_tensor = nullptr;  ///< a `const Tensor<int64_t>*`
+};
+
+/// The settings of the op this thread describes next.
+inline OpAttrs& pending_op_attrs() {
+  thread_local OpAttrs attrs;
+  return attrs;
+}
 
 /// What an op says about one run of itself (filled only while an observer is installed).
 struct OpDescription {
@@ -33,11 +56,26 @@ struct OpDescription {
   uint64_t node = 0;                               ///< tape node made (forward) or run (backward)
   double flops = -1;                               ///< counted by the op; < 0: the observer's formula
   int expr_ops = 0;                                ///< operations per element of an elementwise expression
+  /// Each operand's value, a `const Tensor<T>*` valid only during `describe` (for an observer
+  /// that copies constants out of the graph).
+  std::array<const void*, kMaxInputs> input_values{};
+  OpAttrs attrs;  ///< the op's settings (OpAttrs)
+  /// An elementwise expression in postfix, for an observer that asks for it (wants_programs):
+  /// space-separated tokens, "$i" the i-th operand above, "#v" a number, and each op's name
+  /// (ops/elementwise_math.hpp) with its parameters as "(p1,p2)": "$0 $1 mul #1 add exp".
+  std::string program;
 
-  void add_input(const Shape& s, uint64_t node_seq) {
+  void add_input(const Shape& s, uint64_t node_seq, const void* value = nullptr) {
     if (n_inputs == kMaxInputs) return;
     inputs[size_t(n_inputs)] = s;
+    input_values[size_t(n_inputs)] = value;
     input_nodes[size_t(n_inputs++)] = node_seq;
+  }
+  /// Takes the settings the op left in pending_op_attrs().
+  void take_attrs() {
+    OpAttrs& p = pending_op_attrs();
+    attrs = p;
+    p = OpAttrs{};
   }
 };
 
@@ -53,6 +91,9 @@ class OpObserver {
   virtual void end() = 0;
   virtual void enter_module(const void* module, const std::type_info& type) = 0;
   virtual void leave_module() = 0;
+  /// True for an observer that wants each elementwise expression as a program
+  /// (OpDescription::program); building it costs a string per op.
+  virtual bool wants_programs() const { return false; }
 };
 
 inline std::atomic<OpObserver*> g_op_observer{nullptr};
@@ -64,6 +105,31 @@ inline OpObserver* op_observer() {
 #else
   return g_op_observer.load(std::memory_order_relaxed);
 #endif
+}
+
+/// Records an op's settings for the next description (only while an observer is installed).
+///   detail::set_op_attrs({strides[0], strides[1], int64_t(padding)});
+inline void set_op_attrs(std::initializer_list<int64_t> ints, double real = 0, std::string_view text = {},
+                         const void* int_tensor = nullptr) {
+  if (!op_observer()) [[likely]]
+    return;
+  OpAttrs& a = pending_op_attrs();
+  a = OpAttrs{};
+  for (int64_t v : ints)
+    if (a.n_ints < OpAttrs::kMax) a.ints[size_t(a.n_ints++)] = v;
+  a.real = real;
+  a.text = text;
+  a.int_tensor = int_tensor;
+}
+/// The same with a list of integers after the leading ones (a permutation, a shape).
+template <class List>
+void set_op_attrs_list(std::initializer_list<int64_t> head, const List& tail, double real = 0) {
+  if (!op_observer()) [[likely]]
+    return;
+  set_op_attrs(head, real);
+  OpAttrs& a = pending_op_attrs();
+  for (auto v : tail)
+    if (a.n_ints < OpAttrs::kMax) a.ints[size_t(a.n_ints++)] = int64_t(v);
 }
 
 /// Times the enclosing op while an observer is installed:

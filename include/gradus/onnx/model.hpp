@@ -43,6 +43,12 @@ Value read_tensor(const std::string& path);
 /// The same, from the bytes of a TensorProto; `what` names them in errors.
 Value parse_tensor(std::string_view bytes, std::string_view what = "tensor");
 
+/// A tensor as the bytes of a TensorProto (FLOAT or INT64, raw little-endian data), named
+/// `name`: what read_tensor reads, and what ONNX's tools read (onnx.numpy_helper.to_array).
+std::string serialize_tensor(const Value& value, std::string_view name = {});
+/// Writes serialize_tensor(value) to `path` (atomically).
+void write_tensor(const std::string& path, const Value& value, std::string_view name = {});
+
 /// How `load` makes the module.
 struct LoadOptions {
   bool trainable = true;  ///< false: every parameter starts frozen (as `model.freeze()`)

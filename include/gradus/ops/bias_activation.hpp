@@ -80,6 +80,7 @@ Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
     backend::bias_activation_forward(op, h.value().device_data(), b.value().device_data(), rows, n, out.device_data(),
                                      dev);
   });
+  set_op_attrs({}, a.alpha, a.name());  // the activation, for gd::onnx
   return make_result("bias_activation", std::move(out),
                      [a, n, rows](const Tensor<T>& g, const Tensor<T>& y, const Var<T>& h, const Var<T>& b) {
     const Device dev = g.device();

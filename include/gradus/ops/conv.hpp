@@ -67,6 +67,8 @@ auto conv2d_impl(const XE& x_expr, const WE& w_expr, const Conv2dArgs& opts, con
   GRADUS_CHECK(device_error, wv.device() == dev, "conv2d: operands on ", dev, " and ", wv.device(),
                "; move them to one device with .to(device)");
   Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
+  // settings for a graph rebuilt from the ops (gd::onnx): strides, padding (0 valid, 1 same), dilations
+  set_op_attrs({opts.strides[0], opts.strides[1], int64_t(opts.padding), opts.dilations[0], opts.dilations[1]});
   if constexpr (sizeof...(BE) == 0) {
     backend::conv2d_forward<T>(p, xv.device_data(), wv.device_data(), nullptr, out.device_data(), dev);
     return make_result("conv2d", std::move(out), [p](const Tensor<T>& g, const Tensor<T>&, const auto& x, const auto& w) {
@@ -118,6 +120,7 @@ auto conv2d_bias_relu(const XE& x_expr, const WE& w_expr, const BE& b_expr, cons
                wv.device(), " and ", bv.device(), "; move them to one device with .to(device)");
   Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
   backend::conv2d_relu_forward<T>(p, xv.device_data(), wv.device_data(), bv.device_data(), out.device_data(), dev);
+  set_op_attrs({opts.strides[0], opts.strides[1], int64_t(opts.padding), opts.dilations[0], opts.dilations[1]});
   return make_result("conv2d_bias_relu", std::move(out),
                      [p](const Tensor<T>& g, const Tensor<T>& y, const auto& x, const auto& w, const auto& b) {
     bool ax = false, aw = false, ab = false;

@@ -87,6 +87,7 @@ matmul_result_t<A, B> matmul_operands(const A& a, const B& b, const MatmulOption
       backend::gemm(av.device_data() + oa[i], p.ta, bv.device_data() + ob[i], p.tb,
                     out.device_data() + i * p.m * p.n, p.m, p.k, p.n, false, dev);
   }
+  set_op_attrs({options.transpose_a, options.transpose_b});  // for a graph rebuilt from the ops (gd::onnx)
   return make_result("matmul", std::move(out), [p, flat](const Tensor<T>& g, const Tensor<T>&, const auto& a, const auto& b) {
     const Tensor<T>& av = detail::value_of(a);
     const Tensor<T>& bv = detail::value_of(b);

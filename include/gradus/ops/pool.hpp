@@ -38,6 +38,8 @@ auto pool2d_impl(const E& e, const Pool2dOptions& opts, bool max) {
   const Device dev = xv.device();
   Tensor<T> out = Tensor<T>::empty(p.out_shape(), dev);
   backend::pool2d_forward<T>(p, xv.device_data(), out.device_data(), max, dev);
+  // settings for a graph rebuilt from the ops (gd::onnx): window, strides, padding (0 valid, 1 same)
+  set_op_attrs({opts.ksize[0], opts.ksize[1], opts.strides[0], opts.strides[1], int64_t(opts.padding)});
   return make_result(op, std::move(out), [p, max](const Tensor<T>& g, const Tensor<T>& y, const auto& x) {
     if (!needs_grad(x)) return;
     bool add = false;

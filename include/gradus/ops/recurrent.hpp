@@ -64,6 +64,7 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
   // backward pass, being newer), read and cleared by the sequence node.
   Tensor<T> g_final = Tensor<T>::empty({2, n, u}, dev);
   backend::fill(g_final.device_data(), g_final.size(), T(0), dev);
+  detail::set_op_attrs({0});  // 0: the sequence; 1, 2: the final h and c (gd::onnx)
   Var<T> seq = make_result(
       "lstm_sequence", std::move(h),
       [p, act, h_prev, c_prev, tanh_c, g_final](const Tensor<T>& g, const Tensor<T>&, const Var<T>& xp,
@@ -84,6 +85,7 @@ LstmSequenceOutputs<T> lstm_sequence(const Var<T>& xp, const Var<T>& recurrent_k
       },
       xp, recurrent_kernel, h0, c0);
   const auto final_node = [&](Tensor<T> value, int64_t slot) {
+    detail::set_op_attrs({slot + 1});
     return make_result(
         "lstm_sequence", std::move(value),
         [g_final, slot](const Tensor<T>& g, const Tensor<T>&, const Var<T>& seq) mutable {

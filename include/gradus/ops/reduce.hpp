@@ -91,12 +91,24 @@ auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bo
   auto r = sum_run(e, p, mean);
   if (prof) [[unlikely]] {  // one pass over the fused expression, one add per element
     prof.flops(double(e.shape().numel()) * (1 + count_ops<std::remove_cvref_t<E>>()));
+    set_op_attrs_list({keepdims}, axes);  // keepdims, then the axes (none: all), for gd::onnx
     describe_expression(prof.observer(), e, node_seq(r), mean ? "mean" : "sum", &p.out);
   }
   return r;
 }
 
 using backend::AxisView;
+
+/// A one-axis reduction's settings for a graph rebuilt from the ops (gd::onnx): keepdims, then
+/// the axis (none when it reduces everything).
+inline void reduction_attrs(bool keepdims, bool all, int64_t axis, int rank, const char* op) {
+  if (!op_observer()) [[likely]]
+    return;
+  if (all)
+    set_op_attrs({keepdims});
+  else
+    set_op_attrs({keepdims, normalize_axis(axis, rank, op)});
+}
 
 ReducePlan plan_axis(const Shape& in, int64_t axis, bool all, bool keepdims, const char* op);
 
@@ -113,6 +125,7 @@ auto extremum_impl(const E& e, int64_t axis, bool all, bool keepdims, bool is_ma
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), op));
   Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
   backend::reduce_extremum(v, xv.device_data(), out.device_data(), is_max, xv.device());
+  reduction_attrs(keepdims, all, axis, xv.rank(), op);
   if constexpr (Real<T>) {
     return make_result(op, std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
       if (!needs_grad(in)) return;
@@ -211,6 +224,7 @@ auto prod_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "prod"));
   Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
   backend::reduce_prod(v, xv.device_data(), out.device_data(), xv.device());
+  reduction_attrs(keepdims, all, axis, xv.rank(), "prod");
   if constexpr (Real<T>) {
     return make_result("prod", std::move(out), [v](const Tensor<T>& g, const Tensor<T>&, const auto& in) {
       if (!needs_grad(in)) return;
@@ -236,6 +250,7 @@ auto logsumexp_impl(const E& e, int64_t axis, bool all, bool keepdims) {
   const AxisView v(xv.shape(), all ? -1 : normalize_axis(axis, xv.rank(), "logsumexp"));
   Tensor<T> out = Tensor<T>::empty(p.out, xv.device());
   backend::reduce_logsumexp(v, xv.device_data(), out.device_data(), xv.device());
+  reduction_attrs(keepdims, all, axis, xv.rank(), "logsumexp");
   return make_result("logsumexp", std::move(out), [v](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
     const Tensor<T>& xin = value_of(in);

@@ -73,7 +73,9 @@ auto join(const char* op, const std::vector<X>& xs, int axis, Shape out_shape) {
   auto r = join_run(op, xs, axis, std::move(out_shape));
   if (prof) [[unlikely]] {
     OpDescription d = describe_result<T>(op, r);
-    for (const X& x : xs) d.add_input(value_of(x).shape(), node_seq(x));
+    for (const X& x : xs) d.add_input(value_of(x).shape(), node_seq(x), &value_of(x));
+    set_op_attrs({axis});
+    d.take_attrs();
     prof.observer()->describe(d);
   }
   return r;
@@ -139,6 +141,7 @@ template <Expression E>
 auto reshape(const E& e, const IntList& dims) {
   gradus::detail::OpScope prof;
   auto x = materialize(e);
+  detail::set_op_attrs_list({}, dims);  // the dims as asked (-1 included), for gd::onnx
   return make_result("reshape", detail::value_of(x).reshape(std::span<const int64_t>(dims)),
                      [](const auto& g, const auto&, const auto& x) { detail::add_grad(x, g.reshape(x.shape())); }, x);
 }
@@ -209,6 +212,7 @@ auto transpose(const E& e, const IntList& perm = {}) {
                  perm, " is not a permutation of the axes of shape ", s);
     inv[size_t(p[size_t(i)])] = i;
   }
+  detail::set_op_attrs_list({}, p);  // for gd::onnx
   return make_result("transpose", detail::permute(detail::value_of(x), p),
                      [inv](const auto& g, const auto&, const auto& x) {
                        if (detail::needs_grad(x)) detail::add_grad(x, detail::permute(g, inv));
@@ -287,6 +291,7 @@ auto slice(const E& e, const IntList& begin, const IntList& size) {
   Tensor<value_type_t<E>> out = Tensor<value_type_t<E>>::empty(os, xv.device());
   const std::array<int64_t, kMaxRank> zero{};
   detail::copy_window(xv, begin.data(), out, zero.data(), os);
+  detail::set_op_attrs_list({}, begin);  // the begin of each axis; the sizes are the result's shape (gd::onnx)
   return make_result("slice", std::move(out),
                      [begin](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
@@ -320,6 +325,11 @@ auto pad(const E& e, const PadList& paddings, value_type_t<E> constant = 0) {
   auto out = Tensor<value_type_t<E>>::empty(os, xv.device());
   backend::fill(out.device_data(), out.size(), constant, xv.device());
   detail::copy_window(xv, zero.data(), out, at.data(), s);
+  if (prof) [[unlikely]] {  // before and after of each axis, and the constant (gd::onnx)
+    IntList flat;
+    for (const auto& [lo, hi] : paddings) flat.push_back(lo), flat.push_back(hi);
+    detail::set_op_attrs_list({}, flat, double(constant));
+  }
   return make_result("pad", std::move(out),
                      [at, zero](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;
@@ -360,6 +370,7 @@ auto gather(const E& e, const Tensor<int64_t>& indices, int64_t axis = 0) {
   const Tensor<int64_t> placed = indices.device() == dev ? indices.clone() : indices.to(dev);
   Tensor<value_type_t<E>> out = Tensor<value_type_t<E>>::empty(os, dev);
   backend::gather_rows(xv.device_data(), outer, n, inner, placed.device_data(), k, out.device_data(), dev);
+  detail::set_op_attrs({ax}, 0, {}, &indices);  // the axis and the caller's indices (gd::onnx)
   return make_result("gather", std::move(out),
                      [placed, outer, n, inner](const auto& g, const auto&, const auto& x) {
                        if (!detail::needs_grad(x)) return;

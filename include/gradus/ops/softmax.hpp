@@ -17,6 +17,8 @@ auto softmax_impl(const E& e, int64_t axis, bool log) {
   const Device dev = xv.device();
   Tensor<T> out = Tensor<T>::empty(xv.shape(), dev);
   backend::softmax_forward(v, xv.device_data(), out.device_data(), log, dev);
+  if (prof) [[unlikely]]
+    set_op_attrs({normalize_axis(axis, xv.rank(), op)});  // for gd::onnx
   return make_result(op, std::move(out), [v, log](const Tensor<T>& g, const Tensor<T>& y, const auto& in) {
     if (!needs_grad(in)) return;
     Tensor<T> dx = Tensor<T>::empty(y.shape(), y.device());
