@@ -44,6 +44,10 @@ struct Record {
 };
 
 const char* const kNoForm = " has no ONNX form in gd::onnx::export_model";
+/// The doc_string of an initializer that holds a module's buffer (a statistic, not a parameter).
+const char* const kBufferDoc = "gradus buffer";
+/// The doc_string of an initializer that holds a constant of the forward pass (no parameter).
+const char* const kConstantDoc = "gradus constant";
 
 }  // namespace
 
@@ -52,6 +56,7 @@ struct Tracer::State final : gradus::detail::OpObserver {
   std::map<uint64_t, std::string> names;  // tape node -> value name
   std::vector<std::pair<std::string, Tensor<float>>> initial;  // parameters and buffers, by name
   std::map<const void*, std::string> buffer_by_data;
+  std::set<std::string> buffer_names;
   std::map<const void*, std::string> module_paths;
   struct GraphInput {
     std::string name;
@@ -147,6 +152,7 @@ void Tracer::parameter(const std::string& name, const Var<float>& v) {
 }
 void Tracer::buffer(const std::string& name, const Tensor<float>& t) {
   s_->buffer_by_data[t.device_data()] = name;
+  s_->buffer_names.insert(name);
   s_->initial.emplace_back(name, t.to(gradus::cpu));
 }
 void Tracer::input(const Var<float>& v) {
@@ -186,9 +192,10 @@ class Writer {
 
   std::string fresh(const std::string& base) { return base + "_" + std::to_string(counter_++); }
 
-  std::string floats(const Tensor<float>& t, const std::string& name = {}) {
+  std::string floats(const Tensor<float>& t, const std::string& name = {}, const std::string& doc = {}) {
     ::onnx::TensorProto* p = g_.add_initializer();
     p->set_name(name.empty() ? fresh("const") : name);
+    if (!doc.empty() || name.empty()) p->set_doc_string(name.empty() ? kConstantDoc : doc);
     p->set_data_type(::onnx::TensorProto::FLOAT);
     for (int64_t d : t.shape()) p->add_dims(d);
     p->set_raw_data(std::string(reinterpret_cast<const char*>(t.data()), size_t(t.size()) * sizeof(float)));
@@ -415,8 +422,8 @@ std::string Tracer::serialize() const {
   std::set<std::string> used;
   for (const Record& r : s.records)
     for (const Operand& o : r.in) used.insert(o.name);
-  for (const auto& [name, t] : s.initial)
-    if (used.count(name)) w.floats(t, name);
+  for (const auto& [name, t] : s.initial)  // a buffer is marked, so that gd::onnx::load keeps it one
+    if (used.count(name)) w.floats(t, name, s.buffer_names.count(name) ? kBufferDoc : "");
 
   const int64_t batch = s.inputs.empty() || s.inputs[0].shape.rank() == 0 ? -1 : s.inputs[0].shape[0];
   auto value_info = [&](::onnx::ValueInfoProto* v, const std::string& name, int type, const Shape& shape) {
@@ -436,10 +443,37 @@ std::string Tracer::serialize() const {
 
   std::map<uint64_t, std::pair<std::string, std::string>> lstm_finals;  // sequence node -> Y_h, Y_c
   const std::string output_name = s.opt.output_names.empty() ? "output" : s.opt.output_names[0];
+  // A constant of the example's batch size whose elements are all equal (a zero initial state)
+  // becomes a tensor of the running batch: ConstantOfShape over the first input's axis 0.
+  std::string batch_dim;
   auto name_of = [&](const Record& r, size_t i) -> std::string {
     const Operand& o = r.in[i];
     if (!o.name.empty()) return o.name == s.output_name ? output_name : o.name;
-    return w.floats(*o.constant);
+    const Tensor<float>& c = *o.constant;
+    const bool uniform = c.size() > 0 && std::all_of(c.data(), c.data() + c.size(), [&](float v) {
+      return std::memcmp(&v, c.data(), sizeof v) == 0;
+    });
+    if (s.opt.dynamic_batch && batch > 1 && uniform && c.shape().rank() >= 1 && c.shape()[0] == batch) {
+      if (batch_dim.empty()) {
+        batch_dim = w.op("Gather", {w.op("Shape", {s.inputs[0].name}), w.ints({0})});  // [batch]
+      }
+      std::vector<int64_t> rest(c.shape().begin() + 1, c.shape().end());
+      std::string shape = batch_dim;
+      if (!rest.empty()) {
+        auto* cat = w.node("Concat", {batch_dim, w.ints(rest)});
+        Writer::attr(cat, "axis", int64_t(0));
+        shape = cat->output(0);
+      }
+      auto* n = w.node("ConstantOfShape", {shape});
+      auto* a = n->add_attribute();
+      a->set_name("value");
+      a->set_type(::onnx::AttributeProto::TENSOR);
+      a->mutable_t()->set_data_type(::onnx::TensorProto::FLOAT);
+      a->mutable_t()->add_dims(1);
+      a->mutable_t()->add_float_data(c.data()[0]);
+      return n->output(0);
+    }
+    return w.floats(c);
   };
   auto out_of = [&](const Record& r) {
     const std::string& v = s.names.at(r.out_seq);

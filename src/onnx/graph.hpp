@@ -78,6 +78,7 @@ struct Initializer {
   std::string name;
   Value value;
   bool buffer = false;  ///< a statistic (BatchNormalization's mean and variance): a buffer, not a parameter
+  bool constant = false;  ///< a constant of the forward pass (export_model marks them): neither
 };
 
 struct Graph {

@@ -104,6 +104,19 @@ Value to_value(const ::onnx::TensorProto& t, std::string_view what) {
       }
       return out;
     }
+    case ::onnx::TensorProto::BOOL: {  // a mask of 0 and 1, as gradus' comparisons give
+      auto out = Tensor<float>::empty(shape);
+      float* p = out.data();
+      if (raw) {
+        GRADUS_CHECK(io_error, r.size() == size_t(n), "onnx: ", what, ": ", r.size(), " bytes of raw data for ", n,
+                     " elements of BOOL");
+        for (int64_t k = 0; k < n; ++k) p[k] = r[size_t(k)] ? 1.0f : 0.0f;
+      } else {
+        from_field(t.int32_data(), n, p, what, "int32_data");
+        for (int64_t k = 0; k < n; ++k) p[k] = p[k] != 0.0f ? 1.0f : 0.0f;
+      }
+      return out;
+    }
     case ::onnx::TensorProto::INT64:
     case ::onnx::TensorProto::INT32:
     case ::onnx::TensorProto::INT16:
@@ -215,14 +228,14 @@ std::unique_ptr<Graph> read_graph(std::string_view bytes, std::string_view what)
   for (const auto& in : gp.input()) {
     if (initialized.count(in.name())) continue;  // IR version 3 lists initializers among the inputs
     const int type = in.type().has_tensor_type() ? in.type().tensor_type().elem_type() : -1;
-    if (type != ::onnx::TensorProto::FLOAT && type != ::onnx::TensorProto::INT64) {
+    if (type != ::onnx::TensorProto::FLOAT && type != ::onnx::TensorProto::INT64 && type != ::onnx::TensorProto::BOOL) {
       problems.push_back(gradus::detail::str("graph input '", in.name(), "' is ",
                                              type < 0 ? std::string("not a tensor") : std::string("of element type ") + type_name(type),
-                                             "; gradus takes float and int64 inputs"));
+                                             "; gradus takes float, int64 and bool inputs"));
     }
     g->inputs.push_back(slot_of(in.name()));
     g->input_names.push_back(in.name());
-    g->input_types.push_back(type);
+    g->input_types.push_back(type == ::onnx::TensorProto::BOOL ? int(::onnx::TensorProto::FLOAT) : type);  // a 0/1 mask
   }
 
   const auto& table = op_table();
@@ -281,7 +294,12 @@ std::unique_ptr<Graph> read_graph(std::string_view bytes, std::string_view what)
     for (const auto& p : problems) msg += "\n  " + p;
     throw value_error(msg);
   }
-  // BatchNormalization's running mean and variance are statistics, not parameters.
+  // BatchNormalization's running mean and variance are statistics, not parameters; so are the
+  // initializers gd::onnx::export_model wrote from a module's buffers.
+  for (const auto& init : gp.initializer())
+    if (init.doc_string() == "gradus buffer" || init.doc_string() == "gradus constant")
+      for (Initializer& i : g->initializers)
+        if (i.name == init.name()) (init.doc_string() == "gradus buffer" ? i.buffer : i.constant) = true;
   for (const Node& n : g->nodes)
     if (n.op == "BatchNormalization")
       for (size_t k : {size_t(3), size_t(4)})
@@ -331,6 +349,10 @@ Model::Model(std::unique_ptr<detail::Graph> graph) : graph_(std::move(graph)) {
   for (detail::Initializer& init : g.initializers) {
     if (auto* ints = std::get_if<Tensor<int64_t>>(&init.value)) {
       g.constants.emplace_back(init.slot, *ints);
+      continue;
+    }
+    if (init.constant) {
+      g.constants.emplace_back(init.slot, Var<float>::constant(std::get<Tensor<float>>(init.value)));
       continue;
     }
     // "a.b.c" -> module "a.b", name "c" when that path is free of clashes; else the name at

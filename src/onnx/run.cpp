@@ -245,6 +245,50 @@ void prelu(const Exec& e) {
   e.set(0, Var<float>(gradus::where(x < 0.0f, slope * x, x + 0.0f * slope)));
 }
 
+// --- comparisons and logic: bool tensors are float masks of 0 and 1 --------------------------
+
+template <int Kind>  // 0 Greater, 1 Less, 2 GreaterOrEqual, 3 LessOrEqual, 4 Equal
+void compare(const Exec& e) {
+  if (e.is_int(0) && e.is_int(1)) {  // shape arithmetic: computed on the host, given as a mask
+    const Tensor<int64_t> r = int_binary(e, e.ints(0), e.ints(1), [](int64_t a, int64_t b) -> int64_t {
+      return Kind == 0 ? a > b : Kind == 1 ? a < b : Kind == 2 ? a >= b : Kind == 3 ? a <= b : a == b;
+    });
+    auto f = Tensor<float>::empty(r.shape());
+    for (int64_t k = 0; k < r.size(); ++k) f.data()[k] = float(r.data()[k]);
+    e.set(0, constant(e, f));
+    return;
+  }
+  const Var<float> a = e.var(0), b = e.var(1);
+  if constexpr (Kind == 0) e.set(0, Var<float>(a > b));
+  if constexpr (Kind == 1) e.set(0, Var<float>(a < b));
+  if constexpr (Kind == 2) e.set(0, Var<float>(a >= b));
+  if constexpr (Kind == 3) e.set(0, Var<float>(a <= b));
+  if constexpr (Kind == 4) e.set(0, Var<float>(a == b));
+}
+
+template <int Kind>  // 0 And, 1 Or, 2 Xor (of 0/1 masks)
+void logic(const Exec& e) {
+  const Var<float> a = e.var(0), b = e.var(1);
+  if constexpr (Kind == 0) e.set(0, Var<float>(a * b));
+  if constexpr (Kind == 1) e.set(0, Var<float>(gradus::maximum(a, b)));
+  if constexpr (Kind == 2) e.set(0, Var<float>(a != b));
+}
+
+void where(const Exec& e) {
+  if (e.is_int(1) && e.is_int(2)) {  // int64 values: on the host
+    const Tensor<float> mask = e.var(0).value().to(gradus::cpu);
+    const Tensor<int64_t> a = e.ints(1), b = e.ints(2);
+    const Shape s = broadcast(e, broadcast(e, mask.shape(), a.shape()), b.shape());
+    const auto om = broadcast_offsets(mask.shape(), s), oa = broadcast_offsets(a.shape(), s), ob = broadcast_offsets(b.shape(), s);
+    auto out = Tensor<int64_t>::empty(s);
+    for (size_t k = 0; k < om.size(); ++k) out.data()[k] = mask.data()[om[k]] != 0.0f ? a.data()[oa[k]] : b.data()[ob[k]];
+    e.set(0, out);
+    return;
+  }
+  const Var<float> c = e.var(0), a = e.var(1), b = e.var(2);
+  e.set(0, Var<float>(gradus::where(c, a, b)));
+}
+
 // --- matrix products -------------------------------------------------------------------------
 
 void gemm(const Exec& e) {
@@ -733,7 +777,9 @@ void constant_of_shape(const Exec& e) {
 
 void cast(const Exec& e) {
   const int64_t to = e.node.i("to", 0);
-  if (to == 1) {
+  if (to == 9) {  // BOOL: a 0/1 mask
+    e.set(0, Var<float>(e.var(0) != 0.0f));
+  } else if (to == 1) {
     e.set(0, e.is_int(0) ? e.var(0) : Var<float>(e.var(0) * 1.0f));
   } else {
     e.set(0, e.ints(0).clone());
@@ -760,7 +806,8 @@ void tile(const Exec& e) {
 void identity(const Exec& e) { e.set(0, e.slot(0)); }
 
 void dropout(const Exec& e) {
-  if (e.given(2) && e.number(2) != 0.0) e.fail("runs in inference mode only (training_mode is true)");
+  if (e.given(2) && e.number(2) != 0.0 && !(e.given(1) && e.number(1) == 0.0))
+    e.fail("runs in inference mode only (training_mode is true, with a ratio above 0)");
   e.set(0, e.slot(0));
 }
 
@@ -1063,7 +1110,8 @@ std::string check_pad(const Node& n, int64_t) {
 }
 std::string check_cast(const Node& n, int64_t) {
   const int64_t to = n.i("to", 0);
-  if (to != 1 && to != 7) return "Cast to element type " + std::to_string(to) + " is not supported (to FLOAT and INT64 are)";
+  if (to != 1 && to != 7 && to != 9)
+    return "Cast to element type " + std::to_string(to) + " is not supported (to FLOAT, INT64 and BOOL are)";
   return "";
 }
 std::string check_split(const Node& n, int64_t) {
@@ -1077,6 +1125,7 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
   static const std::map<std::string, OpEntry, std::less<>> table{
       {"Abs", {GRADUS_ONNX_UNARY(gradus::abs(x)), nullptr}},
       {"Add", {arithmetic<0>, nullptr}},
+      {"And", {logic<0>, nullptr}},
       {"ArgMax", {arg_extremum<true>, nullptr}},
       {"ArgMin", {arg_extremum<false>, nullptr}},
       {"AveragePool", {average_pool, check_average_pool}},
@@ -1094,6 +1143,9 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
       {"Exp", {GRADUS_ONNX_UNARY(gradus::exp(x)), nullptr}},
       {"Expand", {expand, nullptr}},
       {"Flatten", {flatten, nullptr}},
+      {"Greater", {compare<0>, nullptr}},
+      {"GreaterOrEqual", {compare<2>, nullptr}},
+      {"Equal", {compare<4>, nullptr}},
       {"Gather", {gather, nullptr}},
       {"Gemm", {gemm, nullptr}},
       {"GlobalAveragePool", {global_pool<false>, nullptr}},
@@ -1112,6 +1164,8 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
                      }, nullptr}},
       {"GRU", {recurrent<3>, check_recurrent}},
       {"LSTM", {recurrent<4>, check_recurrent}},
+      {"Less", {compare<1>, nullptr}},
+      {"LessOrEqual", {compare<3>, nullptr}},
       {"Log", {GRADUS_ONNX_UNARY(gradus::log(x)), nullptr}},
       {"LogSoftmax", {softmax<true>, nullptr}},
       {"MatMul", {[](const Exec& e) { e.set(0, Var<float>(gradus::matmul(e.var(0), e.var(1)))); }, nullptr}},
@@ -1129,6 +1183,8 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
                    e.set(0, Var<float>(-e.var(0)));
                  }
                }, nullptr}},
+      {"Not", {GRADUS_ONNX_UNARY(1.0f - x), nullptr}},
+      {"Or", {logic<1>, nullptr}},
       {"Pad", {pad, check_pad}},
       {"Pow", {pow, nullptr}},
       {"PRelu", {prelu, nullptr}},
@@ -1149,6 +1205,7 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
       {"Selu", {selu, nullptr}},
       {"Shape", {shape, nullptr}},
       {"Sigmoid", {GRADUS_ONNX_UNARY(gradus::sigmoid(x)), nullptr}},
+      {"Sign", {GRADUS_ONNX_UNARY(gradus::sign(x)), nullptr}},
       {"Sin", {GRADUS_ONNX_UNARY(gradus::sin(x)), nullptr}},
       {"Sinh", {GRADUS_ONNX_UNARY((gradus::exp(x) - gradus::exp(-x)) * 0.5f), nullptr}},
       {"Slice", {slice, nullptr}},
@@ -1169,6 +1226,8 @@ const std::map<std::string, OpEntry, std::less<>>& op_table() {
       {"Tile", {tile, nullptr}},
       {"Transpose", {transpose, nullptr}},
       {"Unsqueeze", {unsqueeze, nullptr}},
+      {"Where", {where, nullptr}},
+      {"Xor", {logic<2>, nullptr}},
   };
   return table;
 }

@@ -61,6 +61,38 @@ struct Custom : gd::nn::Module<float, Custom> {
   }
 };
 
+/// The other layer kinds: recurrent layers that run step by step, both normalizations, dropout
+/// and a softmax activation.
+struct Layers : gd::nn::Module<float, Layers> {
+  gd::nn::SimpleRNN<float> rnn;
+  gd::nn::GRU<float> gru;
+  gd::nn::BatchNorm<float> bn;
+  gd::nn::LayerNorm<float> ln;
+  gd::nn::Dropout<float> drop;
+  gd::nn::Dense<float> head;
+  explicit Layers(gd::Rng& rng)
+      : rnn({.in = 4, .units = 6, .return_sequences = true}, rng), gru({.in = 6, .units = 8}, rng),
+        bn({.features = 8}), ln({.features = 8}), drop({.rate = 0.5}, rng),
+        head({.in = 8, .out = 3, .activation = gd::nn::softmax}, rng) {
+    register_module("rnn", rnn);
+    register_module("gru", gru);
+    register_module("bn", bn);
+    register_module("ln", ln);
+    register_module("drop", drop);
+    register_module("head", head);
+  }
+  gd::Var<float> forward(const gd::Var<float>& x) { return head(drop(ln(bn(gru(rnn(x)))))); }
+};
+
+/// Self-attention: MultiHeadAttention's projections, head split, scaled dot products and softmax.
+struct SelfAttention : gd::nn::Module<float, SelfAttention> {
+  gd::nn::MultiHeadAttention<float> mha;
+  explicit SelfAttention(gd::Rng& rng) : mha({.num_heads = 2, .key_dim = 3, .query_units = 4}, rng) {
+    register_module("mha", mha);
+  }
+  gd::Var<float> forward(const gd::Var<float>& x) { return mha.forward(x, x, x).context; }
+};
+
 const std::string kDir = "export";
 
 }  // namespace
@@ -121,6 +153,35 @@ TEST_CASE("export_model: elementwise expressions, reductions and shape ops of a 
   gd::onnx::Model back = gd::onnx::load(kDir + "/custom.onnx");
   gd::Rng rng(6);
   const gd::Tensor<float> x = gd::Tensor<float>::random_normal({3, 4}, rng);
+  check_same(back(gd::Var<float>::constant(x)).value(), net.forward(gd::Var<float>::constant(x)).value());
+}
+
+TEST_CASE("export_model: SimpleRNN, GRU, BatchNorm (moving statistics), LayerNorm, Dropout, softmax", "[onnx][export]") {
+  std::filesystem::create_directories(kDir);
+  gd::Rng rng(8);
+  Layers net(rng);
+  for (int k = 0; k < 3; ++k)  // training-mode calls move BatchNorm's statistics away from 0 and 1
+    net.forward(gd::Var<float>::constant(gd::Tensor<float>::random_normal({16, 5, 4}, rng, 1.0, 2.0)));
+  gd::onnx::export_model(net, gd::Tensor<float>::zeros({2, 5, 4}), kDir + "/layers.onnx");
+  CHECK(net.is_training());  // restored
+  gd::onnx::Model back = gd::onnx::load(kDir + "/layers.onnx");
+  std::vector<std::string> buffers, back_buffers;
+  for (auto& [name, t] : net.named_buffers()) buffers.push_back(name);
+  for (auto& [name, t] : back.named_buffers()) back_buffers.push_back(name);
+  CHECK(back_buffers == buffers);  // the moving statistics stay buffers, not parameters
+  CHECK(back.named_parameters().size() == net.named_parameters().size());
+  net.eval();
+  const gd::Tensor<float> x = gd::Tensor<float>::random_normal({5, 5, 4}, rng);
+  check_same(back(gd::Var<float>::constant(x)).value(), net.forward(gd::Var<float>::constant(x)).value());
+}
+
+TEST_CASE("export_model: multi-head attention, as its primitive ops", "[onnx][export]") {
+  std::filesystem::create_directories(kDir);
+  gd::Rng rng(9);
+  SelfAttention net(rng);
+  gd::onnx::export_model(net, gd::Tensor<float>::zeros({2, 5, 4}), kDir + "/attention.onnx");
+  gd::onnx::Model back = gd::onnx::load(kDir + "/attention.onnx");
+  const gd::Tensor<float> x = gd::Tensor<float>::random_normal({3, 5, 4}, rng);
   check_same(back(gd::Var<float>::constant(x)).value(), net.forward(gd::Var<float>::constant(x)).value());
 }
 

@@ -13,9 +13,9 @@
 //
 // ONNX tensors are NCHW; a convolution or pooling node transposes to gradus' NHWC and back.
 // The graph computes in float32 (float16, bfloat16 and double initializers are converted to
-// float) and carries int64 tensors (shapes, indices) on the host. An operator gradus does not
-// import, an attribute value it does not support, or an element type other than float32 and
-// int64 at the graph's inputs is a gd::value_error at load time that names every such node, so
+// float; bool tensors are float masks of 0 and 1) and carries int64 tensors (shapes, indices) on
+// the host. An operator gradus does not import, an attribute value it does not support, or an
+// element type other than float32, int64 and bool at the graph's inputs is a gd::value_error at load time that names every such node, so
 // that a model either loads whole or says all that stops it. docs/onnx.md lists the operators.
 #pragma once
 #include <cstdint>
@@ -35,10 +35,10 @@ namespace gradus::onnx {
 using Value = std::variant<Tensor<float>, Tensor<int64_t>>;
 
 /// Reads a serialized TensorProto (the input_0.pb / output_0.pb files of ONNX's test data).
-/// FLOAT comes back as Tensor<float>; INT64, INT32, INT16, INT8, UINT16 and UINT8 as
-/// Tensor<int64_t>; DOUBLE, FLOAT16 and BFLOAT16 are converted to float. Anything else (strings,
-/// bool, complex, external data) is a gd::value_error naming the type; unreadable bytes are a
-/// gd::io_error.
+/// FLOAT comes back as Tensor<float>; INT64, INT32, INT16, INT8, UINT32, UINT16 and UINT8 as
+/// Tensor<int64_t>; DOUBLE, FLOAT16 and BFLOAT16 are converted to float, and BOOL to a float
+/// mask of 0 and 1 (as gradus' comparisons give). Anything else (strings, complex, external
+/// data) is a gd::value_error naming the type; unreadable bytes are a gd::io_error.
 Value read_tensor(const std::string& path);
 /// The same, from the bytes of a TensorProto; `what` names them in errors.
 Value parse_tensor(std::string_view bytes, std::string_view what = "tensor");
