@@ -81,6 +81,21 @@ Value to_value(const ::onnx::TensorProto& t, std::string_view what) {
   const int type = t.data_type();
   const bool raw = t.has_raw_data();
   const std::string& r = t.raw_data();
+  // the data must hold n elements before anything of n elements is allocated (a file may
+  // declare any shape)
+  static const std::map<int, std::pair<size_t, int>> sizes{  // element size, typed field (0 float 1 double 2 int32 3 int64 4 uint64)
+      {::onnx::TensorProto::FLOAT, {4, 0}},  {::onnx::TensorProto::DOUBLE, {8, 1}}, {::onnx::TensorProto::FLOAT16, {2, 2}},
+      {::onnx::TensorProto::BFLOAT16, {2, 2}}, {::onnx::TensorProto::BOOL, {1, 2}}, {::onnx::TensorProto::INT64, {8, 3}},
+      {::onnx::TensorProto::INT32, {4, 2}},  {::onnx::TensorProto::INT16, {2, 2}},  {::onnx::TensorProto::INT8, {1, 2}},
+      {::onnx::TensorProto::UINT16, {2, 2}}, {::onnx::TensorProto::UINT8, {1, 2}},  {::onnx::TensorProto::UINT32, {4, 4}}};
+  if (auto it = sizes.find(type); it != sizes.end()) {
+    const auto [bytes, field] = it->second;
+    const int64_t have = raw ? int64_t(r.size() / bytes)
+                             : field == 0 ? t.float_data_size() : field == 1 ? t.double_data_size()
+                             : field == 2 ? t.int32_data_size() : field == 3 ? t.int64_data_size() : t.uint64_data_size();
+    GRADUS_CHECK(io_error, have == n && (!raw || r.size() % bytes == 0), "onnx: ", what, ": its data holds ",
+                 raw ? r.size() : size_t(have), raw ? " bytes" : " values", " for ", n, " elements of ", type_name(type));
+  }
   switch (type) {
     case ::onnx::TensorProto::FLOAT:
     case ::onnx::TensorProto::DOUBLE:

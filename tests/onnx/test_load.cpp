@@ -120,7 +120,12 @@ TEST_CASE("onnx::load: bytes that are not a model, and models it cannot run, are
   t.set_data_type(::onnx::TensorProto::FLOAT);
   t.add_dims(4);
   t.set_raw_data(std::string(12, '\0'));
-  CHECK_THROWS_WITH(gd::onnx::parse_tensor(t.SerializeAsString()), Catch::Contains("12 bytes of raw data for 4 elements"));
+  CHECK_THROWS_WITH(gd::onnx::parse_tensor(t.SerializeAsString()), Catch::Contains("its data holds 12 bytes for 4 elements"));
+  // a shape of 2^39 elements with 8 bytes of data is refused before anything is allocated
+  t.clear_dims();
+  t.add_dims(int64_t(1) << 39);
+  t.set_raw_data(std::string(8, '\0'));
+  CHECK_THROWS_WITH(gd::onnx::parse_tensor(t.SerializeAsString()), Catch::Contains("for 549755813888 elements"));
 }
 
 TEST_CASE("onnx::load: {.trainable = false} freezes every parameter; names follow the dots", "[onnx][load]") {
