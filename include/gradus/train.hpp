@@ -54,6 +54,7 @@
 #include "gradus/train/data.hpp"
 #include "gradus/train/session.hpp"
 #include "gradus/train/hooks.hpp"
+#include "gradus/train/moving_average.hpp"
 #include "gradus/train/checkpoint_saver.hpp"
 #include "gradus/train/summary_saver.hpp"
 #include "gradus/train/projector_hook.hpp"

@@ -466,6 +466,8 @@ Layer (type)  Parameters              Param #
 2 (Dense)     kernel [3,2]  bias [2]        8
 =============================================
 Total params: 23
+Trainable params: 23
+Frozen params: 0
 Buffers (not trained): 0)");
   Summed net(rng);
   std::ostringstream b;
@@ -479,6 +481,8 @@ d (Dense)        kernel [2,2]  bias [2]        6
 bn (BatchNorm)   gamma [2]  beta [2]           4
 ================================================
 Total params: 11
+Trainable params: 11
+Frozen params: 0
 Buffers (not trained): 4)");
 
   // Once the model has run, each layer's output shape in the last call (Keras' model.summary()).
@@ -495,6 +499,8 @@ Layer (type)  Output shape  Parameters              Param #
 2 (Dense)     [5,2]         kernel [3,2]  bias [2]        8
 ===========================================================
 Total params: 23
+Trainable params: 23
+Frozen params: 0
 Buffers (not trained): 0)");
   CHECK(d.str() == R"(Model: Summed
 Layer (type)     Output shape  Parameters              Param #
@@ -504,5 +510,13 @@ d (Dense)        [7,2]         kernel [2,2]  bias [2]        6
 bn (BatchNorm)   [7,2]         gamma [2]  beta [2]           4
 ==============================================================
 Total params: 11
+Trainable params: 11
+Frozen params: 0
 Buffers (not trained): 4)");
+
+  // frozen layers count apart (Keras' non-trainable params)
+  net.d.freeze();
+  std::ostringstream e;
+  e << net;
+  CHECK_THAT(e.str(), Catch::EndsWith("Total params: 11\nTrainable params: 5\nFrozen params: 6\nBuffers (not trained): 4"));
 }

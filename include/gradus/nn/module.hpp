@@ -481,6 +481,8 @@ class Module : public Module<T, void> {
 ///   2 (Dense)     kernel [3,2]  bias [2]        8
 ///   =============================================
 ///   Total params: 23
+///   Trainable params: 23
+///   Frozen params: 0
 ///   Buffers (not trained): 0
 /// The module's own parameters, when it has some, come first as the row "(self)". No newline at
 /// the end.
@@ -516,9 +518,12 @@ std::ostream& operator<<(std::ostream& os, const Module<T>& m) {
   os << ruler << '\n';
   for (size_t i = 0; i < rows.size(); ++i) line(names[i], rows[i].output, rows[i].parameters, counts[i]);
   os << ruler << '\n';
-  int64_t buffered = 0;
+  int64_t buffered = 0, trainable = 0;
   for (const auto& [name, b] : m.named_buffers()) buffered += b.size();
-  return os << "Total params: " << top.count << '\n' << "Buffers (not trained): " << buffered;
+  for (const auto& [name, v] : m.named_parameters())
+    if (v.requires_grad()) trainable += v.size();
+  return os << "Total params: " << top.count << '\n' << "Trainable params: " << trainable << '\n'
+            << "Frozen params: " << top.count - trainable << '\n' << "Buffers (not trained): " << buffered;
 }
 
 /// True for a type derived from Module<float> or Module<double>.

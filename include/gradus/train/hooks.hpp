@@ -15,6 +15,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -135,6 +136,7 @@ struct LoggingOptions {
   double every_secs = 0;      ///< also log when this many seconds passed since the last line (0: off)
   bool epochs = true;         ///< also log one line per completed epoch
   int decimals = 4;           ///< digits after the point for losses and metrics
+  int64_t max_values = 8;     ///< a recorded tensor prints this many values at most, then "..."
 };
 
 /// Writes one line every N steps or T seconds (tf.train.LoggingTensorHook):
@@ -143,6 +145,11 @@ struct LoggingOptions {
 /// `.epochs` one line per epoch:
 ///   "epoch 2/10  step 320  loss 0.4100  val_loss 0.3900  val_accuracy 0.8812"
 ///   gd::train::Logging log({.every_steps = 50}, std::clog);
+/// Values of the step's own (tf.train.LoggingTensorHook's `tensors`): `record(name, value)` from
+/// inside the step — a number, a Tensor or a Var — adds "  name value" to the next line, with the
+/// value the step recorded last; a tensor prints as "[0.1, 0.2, ...] [shape]". A recorded tensor is
+/// read (from a GPU) only when a line is written.
+///   session.run([&] { auto logits = net(x); log.record("logits", logits); return loss(y, logits); });
 class Logging : public Hook {
  public:
   explicit Logging(LoggingOptions o = {}, std::ostream& os = std::cout);
@@ -151,11 +158,27 @@ class Logging : public Hook {
   GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
   GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
 
+  /// Records `value` under `name` for the next line (the last value recorded under a name wins).
+  GRADUS_INLINE_DECL void record(const std::string& name, double value);
+  template <class T>
+    requires(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int64_t>)
+  void record(const std::string& name, const Tensor<T>& value) {
+    record_tensor(name, AnyTensor(value));
+  }
+  template <Real T>
+  void record(const std::string& name, const Var<T>& value) {
+    record_tensor(name, AnyTensor(value.value()));
+  }
+
  private:
+  GRADUS_INLINE_DECL void record_tensor(const std::string& name, AnyTensor value);
+  std::string value_text(const AnyTensor& t) const;
+
   LoggingOptions o_;
   std::ostream* os_;
   detail::Timer timer_;
   int64_t last_step_ = 0;
+  std::vector<std::pair<std::string, AnyTensor>> values_;  // recorded since the last line, in first-record order
 };
 
 // ----------------------------------------------------------------------------------- ProgressBar
@@ -360,6 +383,7 @@ GRADUS_INLINE std::string detail::batch_text(int64_t k, int64_t n) {
 GRADUS_INLINE Logging::Logging(LoggingOptions o, std::ostream& os) : o_(o), os_(&os) {
   GRADUS_CHECK(value_error, o.every_steps >= 0 && o.every_secs >= 0, "Logging: every_steps and every_secs must be >= 0, got ",
                o.every_steps, " and ", o.every_secs);
+  GRADUS_CHECK(value_error, o.max_values > 0, "Logging: max_values must be > 0, got ", o.max_values);
 }
 
 GRADUS_INLINE void Logging::begin(Session&) { timer_ = {o_.every_steps, o_.every_secs, detail::Clock::now()}; }
@@ -375,10 +399,48 @@ GRADUS_INLINE void Logging::after_step(Session& s, const StepResult& r) {
   const double rate = secs > 0 ? double(r.global_step - last_step_) / secs : 0.0;
   *os_ << "step " << r.global_step << "  epoch " << r.epoch + 1 << '/' << s.epochs() << "  batch "
        << detail::batch_text(r.step_in_epoch, s.steps_per_epoch()) << "  loss " << detail::fixed(r.loss, o_.decimals)
-       << "  lr " << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s\n";
+       << "  lr " << detail::general(s.lr()) << "  " << detail::fixed(rate, 1) << " steps/s";
+  for (const auto& [name, value] : values_) *os_ << "  " << name << ' ' << value_text(value);
+  *os_ << '\n';
+  values_.clear();
   os_->flush();
   timer_.reset();
   last_step_ = r.global_step;
+}
+
+GRADUS_INLINE void Logging::record(const std::string& name, double value) {
+  record_tensor(name, AnyTensor(Tensor<double>::scalar(value)));
+}
+
+GRADUS_INLINE void Logging::record_tensor(const std::string& name, AnyTensor value) {
+  GRADUS_CHECK(value_error, !name.empty(), "Logging::record: the name must not be empty");
+  for (auto& [n, v] : values_)
+    if (n == name) {
+      v = std::move(value);
+      return;
+    }
+  values_.emplace_back(name, std::move(value));
+}
+
+GRADUS_INLINE std::string Logging::value_text(const AnyTensor& any) const {
+  return std::visit(
+      [&](const auto& t) {
+        const auto host = t.to(gradus::cpu);
+        using E = typename std::remove_cvref_t<decltype(host)>::value_type;
+        auto number = [&](E v) {
+          if constexpr (std::is_same_v<E, int64_t>)
+            return std::to_string(v);
+          else
+            return detail::general(double(v));
+        };
+        if (host.size() == 1) return number(host.data()[0]);
+        std::string out = "[";
+        const int64_t shown = std::min<int64_t>(host.size(), o_.max_values);
+        for (int64_t k = 0; k < shown; ++k) out += (k ? ", " : "") + number(host.data()[k]);
+        out += host.size() > shown ? ", ...] " : "] ";
+        return out + host.shape().str();
+      },
+      any);
 }
 
 GRADUS_INLINE void Logging::after_epoch(Session& s, const EpochLogs& logs) {
