@@ -49,6 +49,9 @@ struct FitOptions {
   const Data<X, Y>* validation = nullptr;  ///< evaluated after every epoch when set
   std::vector<metrics::Metric*> metrics = {};  ///< computed on the validation data: "val_<name>"
   int64_t validation_batch_size = 0;           ///< 0: batch_size
+  /// Also validate every this many global steps, into History::evaluations (the
+  /// train_and_evaluate pattern; EarlyStopping can watch them); 0: after each epoch only.
+  int64_t validation_every_steps = 0;
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
   std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
@@ -347,6 +350,13 @@ class ModelLoop : public Session {
                    "no validation data is given");
     }
     epochs_ = o.epochs;
+    if constexpr (requires { o.validation_every_steps; }) {
+      GRADUS_CHECK(value_error, o.validation_every_steps >= 0, "fit: validation_every_steps must be >= 0, got ",
+                   o.validation_every_steps);
+      GRADUS_CHECK(value_error, o.validation_every_steps == 0 || bool(o.validation), "fit: validation_every_steps is ",
+                   o.validation_every_steps, ", but no validation data is given");
+      validate_every_ = o.validation_every_steps;
+    }
     configure({.run_dir = o.run_dir,
                .hooks = o.hooks,
                .rng = o.rng,

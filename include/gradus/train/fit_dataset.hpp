@@ -94,6 +94,7 @@ struct DatasetFitOptions {
   /// shard (Dataset::shard(size, rank)) with the same number of batches per epoch.
   Collective collective = {};
   int64_t validation_batch_size = 256;  ///< the batch size for in-memory validation Data
+  int64_t validation_every_steps = 0;   ///< see FitOptions
   Precision autocast = Precision::fp32;     ///< see FitOptions
   optim::LossScaleOptions loss_scale = {};  ///< see FitOptions
 };

@@ -63,6 +63,7 @@ struct MultiFitOptions {
   /// Evaluated after every epoch when set: "val_loss" (weighted total) and "val_loss_<k>" per output.
   const MultiData<Xs, Ys>* validation = nullptr;
   int64_t validation_batch_size = 0;         ///< 0: batch_size
+  int64_t validation_every_steps = 0;        ///< see FitOptions
   std::vector<Hook*> hooks = {};             ///< not owned; must outlive fit
   std::filesystem::path run_dir = {};        ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};    ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)

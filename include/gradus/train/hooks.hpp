@@ -157,6 +157,7 @@ class Logging : public Hook {
   GRADUS_INLINE_DECL void after_create_session(Session& s) override;
   GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
   GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
+  GRADUS_INLINE_DECL void after_evaluation(Session& s, const EpochLogs& logs) override;
 
   /// Records `value` under `name` for the next line (the last value recorded under a name wins).
   GRADUS_INLINE_DECL void record(const std::string& name, double value);
@@ -229,6 +230,9 @@ struct EarlyStoppingOptions {
   Mode mode = Mode::automatic;
   bool restore_best = false;         ///< on stopping, load the weights of the best epoch
   std::string key = "early_stopping";  ///< checkpoint key ("hooks/<key>/"); unique per run
+  /// Watch the validations every FitOptions::validation_every_steps steps instead of the epochs'
+  /// (patience then counts those validations).
+  bool on_evaluations = false;
 };
 
 /// Stops training when the monitored quantity has stopped improving (Keras EarlyStopping): after
@@ -238,6 +242,8 @@ struct EarlyStoppingOptions {
 /// of the best epoch back into the model. Its state (best value, wait, best weights, whether it
 /// stopped) is checkpointed, so a resumed run continues it, and a run it stopped stays stopped.
 ///   gd::train::EarlyStopping early({.monitor = "val_accuracy", .patience = 3, .restore_best = true});
+/// With `.on_evaluations` it watches the validations fit runs every `validation_every_steps`
+/// steps instead ("... did not improve for 3 evaluations (best 0.1234 at step 600)").
 class EarlyStopping : public Hook {
  public:
   explicit EarlyStopping(EarlyStoppingOptions o = {});
@@ -245,10 +251,12 @@ class EarlyStopping : public Hook {
   GRADUS_INLINE_DECL void begin(Session&) override;
   GRADUS_INLINE_DECL void after_create_session(Session& s) override;
   GRADUS_INLINE_DECL void after_epoch(Session& s, const EpochLogs& logs) override;
+  GRADUS_INLINE_DECL void after_evaluation(Session& s, const EpochLogs& logs) override;
 
   /// The best monitored value so far (±infinity before the first epoch).
   double best() const { return best_; }
-  /// The 0-based epoch of the best value (-1 before the first epoch).
+  /// The 0-based epoch of the best value (-1 before the first epoch); with `.on_evaluations`, the
+  /// global step of the best validation.
   int64_t best_epoch() const { return best_epoch_; }
   /// Epochs since the last improvement.
   int64_t wait() const { return wait_; }
@@ -260,6 +268,7 @@ class EarlyStopping : public Hook {
   GRADUS_INLINE_DECL void restore_state(const io::Safetensors& ckpt, const std::string& prefix) override;
 
  private:
+  void check(Session& s, const EpochLogs& logs, int64_t at);
   std::string reason() const;
   static AnyTensor clone(const AnyTensor& t);
   void snapshot(const Session& s);
@@ -408,6 +417,13 @@ GRADUS_INLINE void Logging::after_step(Session& s, const StepResult& r) {
   last_step_ = r.global_step;
 }
 
+GRADUS_INLINE void Logging::after_evaluation(Session& s, const EpochLogs& logs) {
+  if (!o_.epochs) return;
+  *os_ << "evaluation  step " << logs.global_step << "  epoch " << logs.epoch + 1 << '/' << s.epochs()
+       << detail::validation_text(logs, o_.decimals) << '\n';
+  os_->flush();
+}
+
 GRADUS_INLINE void Logging::record(const std::string& name, double value) {
   record_tensor(name, AnyTensor(Tensor<double>::scalar(value)));
 }
@@ -529,12 +545,20 @@ GRADUS_INLINE void EarlyStopping::after_create_session(Session& s) {
   if (stopped_) s.request_stop(reason());
 }
 
+GRADUS_INLINE void EarlyStopping::after_evaluation(Session& s, const EpochLogs& logs) {
+  if (o_.on_evaluations) check(s, logs, logs.global_step);
+}
+
 GRADUS_INLINE void EarlyStopping::after_epoch(Session& s, const EpochLogs& logs) {
+  if (!o_.on_evaluations) check(s, logs, logs.epoch);
+}
+
+GRADUS_INLINE void EarlyStopping::check(Session& s, const EpochLogs& logs, int64_t at) {
   const double v = logs.get(o_.monitor);
   const bool better = maximize_ ? v - o_.min_delta > best_ : v + o_.min_delta < best_;
   if (better) {
     best_ = v;
-    best_epoch_ = logs.epoch;
+    best_epoch_ = at;
     wait_ = 0;
     if (o_.restore_best) snapshot(s);
     return;
@@ -574,6 +598,9 @@ GRADUS_INLINE void EarlyStopping::restore_state(const io::Safetensors& ckpt, con
 }
 
 GRADUS_INLINE std::string EarlyStopping::reason() const {
+  if (o_.on_evaluations)
+    return ::gradus::detail::str("EarlyStopping: ", o_.monitor, " did not improve for ", wait_, " evaluation",
+                                 wait_ == 1 ? "" : "s", " (best ", best_, " at step ", best_epoch_, ")");
   return ::gradus::detail::str("EarlyStopping: ", o_.monitor, " did not improve for ", wait_, " epoch",
                                wait_ == 1 ? "" : "s", " (best ", best_, " after epoch ", best_epoch_ + 1, ")");
 }

@@ -129,10 +129,11 @@ GRADUS_INLINE void ExponentialMovingAverage::after_create_session(Session& s) {
   GRADUS_CHECK(io_error, shadows_.size() == params_.size(), "ExponentialMovingAverage: the checkpoint holds ",
                shadows_.size(), " averages for a model of ", params_.size(), " parameters");
   std::vector<std::pair<std::string, AnyTensor>> placed;
-  for (const auto& [name, value] : params_) {
+  for (const auto& param : params_) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = param.first;
     auto it = std::find_if(shadows_.begin(), shadows_.end(), [&](const auto& s) { return s.first == name; });
     GRADUS_CHECK(io_error, it != shadows_.end(), "ExponentialMovingAverage: the checkpoint holds no average of '", name, "'");
-    AnyTensor shadow = detail::clone_any(value);
+    AnyTensor shadow = detail::clone_any(param.second);
     detail::copy_any(shadow, it->second, name, "ExponentialMovingAverage");
     placed.emplace_back(name, std::move(shadow));
   }

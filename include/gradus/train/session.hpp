@@ -119,6 +119,10 @@ struct EpochLogs {
 /// fit writes one warning line to std::cerr when it returns.
 struct History {
   std::vector<EpochLogs> epochs;
+  /// The validations run every FitOptions::validation_every_steps global steps (the
+  /// train_and_evaluate pattern), in order: each with the epoch and global step it ran at, its
+  /// validation entries and, as `loss`, the mean training loss of its epoch so far.
+  std::vector<EpochLogs> evaluations;
   int64_t global_step = 0;  ///< the global step when fit returned
   std::string stop_reason;  ///< why a hook stopped this fit call; empty when it ran every epoch
   std::optional<int64_t> nonfinite_step;  ///< first global step of this call whose loss was nan or ±inf
@@ -229,6 +233,9 @@ class Hook {
   virtual void after_step(Session&, const StepResult&) {}
   /// After each full epoch and its validation; `logs` is the History entry just appended.
   virtual void after_epoch(Session&, const EpochLogs&) {}
+  /// After a validation in mid-epoch (FitOptions::validation_every_steps), before that step's
+  /// after_step; `logs` is the History::evaluations entry just appended.
+  virtual void after_evaluation(Session&, const EpochLogs&) {}
   /// At the end of a run that was not ended by an exception.
   virtual void end(Session&) {}
 
@@ -611,6 +618,14 @@ class Session {
   bool step(F&& forward);
   /// Appends `logs` (its validation entries filled) as the epoch's History entry; after_epoch hooks.
   const EpochLogs& finish_epoch(EpochLogs logs);
+  /// With a Collective: the chief's validation values of `logs` on every rank.
+  void sync_validation(EpochLogs& logs);
+  /// Settles the losses, syncs the validation values and stamps `logs` with the epoch, the global
+  /// step and the epoch's mean loss so far.
+  void stamp_logs(EpochLogs& logs);
+  /// Every validate_every_ global steps: a validation appended to History::evaluations, and the
+  /// after_evaluation hooks.
+  void evaluate_mid_epoch();
   /// Fills the History's totals, hooks.end, the non-finite warning.
   void finish();
   /// Gives the model the training mode it had before open().
@@ -637,6 +652,7 @@ class Session {
 
   // configuration, set by configure() and fit's loops before open()
   const char* who_ = "Session";  // the prefix of error messages: "fit" in fit's sessions
+  int64_t validate_every_ = 0;   // fit's validation_every_steps
   std::unique_ptr<detail::Trainee> trainee_;
   nn::Unregistered unregistered_ = nn::Unregistered::error;
   double clip_global_norm_ = 0;

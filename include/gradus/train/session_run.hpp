@@ -117,6 +117,47 @@ GRADUS_INLINE void Session::configure(const SessionOptions& o) {
 
 // ----------------------------------------------------------------------- checkpoints, restore
 
+namespace detail {
+/// Writes `logs` under `prefix`: "<prefix>global_step", "<prefix>values" (the loss, then each
+/// optional key), "<prefix>present" and the metadata "<prefix>keys"; with `epochs` also
+/// "<prefix>epoch" (History::evaluations: several per epoch). Nothing when `logs` is empty.
+GRADUS_INLINE void add_logs(io::TensorList& out, io::Metadata& metadata, const std::string& prefix,
+                            const std::vector<EpochLogs>& logs, bool epochs) {
+  const auto e = int64_t(logs.size());
+  if (e == 0) return;
+  std::vector<std::string> keys;  // optional keys, in order of first appearance
+  auto add_key = [&](const std::string& k) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  };
+  for (const EpochLogs& l : logs) {
+    if (l.val_loss) add_key("val_loss");
+    for (const auto& [k, v] : l.val_metrics) add_key(k);
+  }
+  const auto k = int64_t(keys.size());
+  Tensor<int64_t> steps({e}), epoch({e});
+  Tensor<double> values = Tensor<double>::zeros({e, 1 + k});
+  Tensor<int64_t> present = Tensor<int64_t>::zeros({e, k});
+  for (int64_t i = 0; i < e; ++i) {
+    const EpochLogs& l = logs[size_t(i)];
+    steps.data()[i] = l.global_step;
+    epoch.data()[i] = l.epoch;
+    values.data()[i * (1 + k)] = l.loss;
+    for (int64_t j = 0; j < k; ++j)
+      if (l.has(keys[size_t(j)])) {
+        values.data()[i * (1 + k) + 1 + j] = l.get(keys[size_t(j)]);
+        present.data()[i * k + j] = 1;
+      }
+  }
+  out.emplace_back(prefix + "global_step", steps);
+  if (epochs) out.emplace_back(prefix + "epoch", epoch);
+  out.emplace_back(prefix + "values", values);
+  if (k > 0) out.emplace_back(prefix + "present", present);
+  std::string joined;
+  for (const std::string& key : keys) joined += (joined.empty() ? "" : "\n") + key;
+  metadata[prefix + "keys"] = joined;
+}
+}  // namespace detail
+
 GRADUS_INLINE void Session::add_loop_state(io::TensorList& out, io::Metadata& metadata) const {
   settle();
   out.emplace_back("train/counters", Tensor<int64_t>::from({epoch_, step_in_epoch_, loss_count_, global_step_}));
@@ -127,36 +168,8 @@ GRADUS_INLINE void Session::add_loop_state(io::TensorList& out, io::Metadata& me
                                                           int64_t(drop_remainder_), seed_bits}));
   if (streaming_) out.emplace_back("train/data_iterator", Tensor<int64_t>::from({epoch_, step_in_epoch_}));
   metadata["train/format"] = "1";
-  const auto e = int64_t(history_.epochs.size());
-  if (e == 0) return;
-  std::vector<std::string> keys;  // optional keys, in order of first appearance
-  auto add_key = [&](const std::string& k) {
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
-  };
-  for (const EpochLogs& l : history_.epochs) {
-    if (l.val_loss) add_key("val_loss");
-    for (const auto& [k, v] : l.val_metrics) add_key(k);
-  }
-  const auto k = int64_t(keys.size());
-  Tensor<int64_t> steps({e});
-  Tensor<double> values = Tensor<double>::zeros({e, 1 + k});
-  Tensor<int64_t> present = Tensor<int64_t>::zeros({e, k});
-  for (int64_t i = 0; i < e; ++i) {
-    const EpochLogs& l = history_.epochs[size_t(i)];
-    steps.data()[i] = l.global_step;
-    values.data()[i * (1 + k)] = l.loss;
-    for (int64_t j = 0; j < k; ++j)
-      if (l.has(keys[size_t(j)])) {
-        values.data()[i * (1 + k) + 1 + j] = l.get(keys[size_t(j)]);
-        present.data()[i * k + j] = 1;
-      }
-  }
-  out.emplace_back("train/history/global_step", steps);
-  out.emplace_back("train/history/values", values);
-  if (k > 0) out.emplace_back("train/history/present", present);
-  std::string joined;
-  for (const std::string& key : keys) joined += (joined.empty() ? "" : "\n") + key;
-  metadata["train/history/keys"] = joined;
+  detail::add_logs(out, metadata, "train/history/", history_.epochs, false);
+  detail::add_logs(out, metadata, "train/evaluations/", history_.evaluations, true);
 }
 
 GRADUS_INLINE std::filesystem::path Session::save_checkpoint() {
@@ -211,14 +224,16 @@ GRADUS_INLINE LoopState read_loop_state(const io::Safetensors& ckpt, const std::
   return st;
 }
 
-/// The History of `ckpt` ("train/history/..." and the metadata "train/history/keys"); empty when absent.
-GRADUS_INLINE History read_history(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
-  History history;
-  if (!ckpt.find("train/history/global_step")) return history;
-  const Tensor<int64_t> steps = ckpt.get<int64_t>("train/history/global_step");
-  const Tensor<double> hv = ckpt.get<double>("train/history/values");
+/// The logs add_logs wrote under `prefix` (none when absent); without "<prefix>epoch" the i-th
+/// entry is epoch i.
+GRADUS_INLINE std::vector<EpochLogs> read_logs(const io::Safetensors& ckpt, const std::string& prefix,
+                                               const std::filesystem::path& path, const char* who) {
+  std::vector<EpochLogs> logs;
+  if (!ckpt.find(prefix + "global_step")) return logs;
+  const Tensor<int64_t> steps = ckpt.get<int64_t>(prefix + "global_step");
+  const Tensor<double> hv = ckpt.get<double>(prefix + "values");
   std::vector<std::string> keys;
-  if (auto it = ckpt.metadata.find("train/history/keys"); it != ckpt.metadata.end() && !it->second.empty()) {
+  if (auto it = ckpt.metadata.find(prefix + "keys"); it != ckpt.metadata.end() && !it->second.empty()) {
     size_t at = 0;
     for (;;) {
       const size_t nl = it->second.find('\n', at);
@@ -228,13 +243,15 @@ GRADUS_INLINE History read_history(const io::Safetensors& ckpt, const std::files
     }
   }
   const int64_t e = steps.size(), k = int64_t(keys.size());
-  Tensor<int64_t> present;
-  if (k > 0) present = ckpt.get<int64_t>("train/history/present");
-  GRADUS_CHECK(io_error, hv.shape() == Shape({e, 1 + k}) && (k == 0 || present.shape() == Shape({e, k})),
-               who, ": checkpoint ", path, ": history tensors do not match ", e, " epochs and ", k, " keys");
+  Tensor<int64_t> present, epoch;
+  if (k > 0) present = ckpt.get<int64_t>(prefix + "present");
+  if (ckpt.find(prefix + "epoch")) epoch = ckpt.get<int64_t>(prefix + "epoch");
+  GRADUS_CHECK(io_error, hv.shape() == Shape({e, 1 + k}) && (k == 0 || present.shape() == Shape({e, k})) &&
+                             (!epoch.defined() || epoch.shape() == Shape({e})),
+               who, ": checkpoint ", path, ": '", prefix, "' tensors do not match ", e, " entries and ", k, " keys");
   for (int64_t i = 0; i < e; ++i) {
     EpochLogs l;
-    l.epoch = i;
+    l.epoch = epoch.defined() ? epoch.data()[i] : i;
     l.global_step = steps.data()[i];
     l.loss = hv.data()[i * (1 + k)];
     for (int64_t j = 0; j < k; ++j) {
@@ -245,8 +262,16 @@ GRADUS_INLINE History read_history(const io::Safetensors& ckpt, const std::files
       else
         l.val_metrics.emplace_back(keys[size_t(j)], v);
     }
-    history.epochs.push_back(std::move(l));
+    logs.push_back(std::move(l));
   }
+  return logs;
+}
+
+/// The History of `ckpt` ("train/history/...", "train/evaluations/..."); empty when absent.
+GRADUS_INLINE History read_history(const io::Safetensors& ckpt, const std::filesystem::path& path, const char* who) {
+  History history;
+  history.epochs = read_logs(ckpt, "train/history/", path, who);
+  history.evaluations = read_logs(ckpt, "train/evaluations/", path, who);
   return history;
 }
 #endif  // GRADUS_DEFINE_COMPILED
@@ -400,6 +425,7 @@ bool Session::step(F&& forward) {
   ++global_step_;
   ++step_in_epoch_;
   const StepResult r{global_step_, epoch_, step_in_epoch_, n, record_loss(AnyTensor(loss), n)};
+  if (validate_every_ > 0 && global_step_ % validate_every_ == 0) evaluate_mid_epoch();
   for (Hook* h : hooks_) h->after_step(*this, r);
   sync_stop();
   return true;
@@ -456,26 +482,41 @@ GRADUS_INLINE void Session::account(int64_t step, double loss) const {
   ++loss_count_;
 }
 
-GRADUS_INLINE const EpochLogs& Session::finish_epoch(EpochLogs logs) {
+GRADUS_INLINE void Session::sync_validation(EpochLogs& logs) {
+  if (!collective_) return;  // the chief's validation values, so every rank logs and decides the same
+  std::vector<double> v;
+  if (logs.val_loss) v.push_back(*logs.val_loss);
+  for (const auto& [k, x] : logs.val_metrics) v.push_back(x);
+  std::string bytes(v.size() * sizeof(double), '\0');
+  if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  collective_.broadcast(bytes);
+  GRADUS_CHECK(value_error, bytes.size() == v.size() * sizeof(double), who_,
+               ": the ranks' validation logs differ: rank 0 has ", bytes.size() / sizeof(double), " values, this rank ",
+               v.size());
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
+  size_t i = 0;
+  if (logs.val_loss) logs.val_loss = v[i++];
+  for (auto& [k, x] : logs.val_metrics) x = v[i++];
+}
+
+GRADUS_INLINE void Session::stamp_logs(EpochLogs& logs) {
   settle();
-  if (collective_) {  // the chief's validation values, so every rank logs and decides the same
-    std::vector<double> v;
-    if (logs.val_loss) v.push_back(*logs.val_loss);
-    for (const auto& [k, x] : logs.val_metrics) v.push_back(x);
-    std::string bytes(v.size() * sizeof(double), '\0');
-    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
-    collective_.broadcast(bytes);
-    GRADUS_CHECK(value_error, bytes.size() == v.size() * sizeof(double), who_,
-                 ": the ranks' validation logs differ: rank 0 has ", bytes.size() / sizeof(double), " values, this rank ",
-                 v.size());
-    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
-    size_t i = 0;
-    if (logs.val_loss) logs.val_loss = v[i++];
-    for (auto& [k, x] : logs.val_metrics) x = v[i++];
-  }
+  sync_validation(logs);
   logs.epoch = epoch_;
   logs.global_step = global_step_;
   logs.loss = loss_count_ > 0 ? loss_sum_ / double(loss_count_) : std::numeric_limits<double>::quiet_NaN();
+}
+
+GRADUS_INLINE void Session::evaluate_mid_epoch() {
+  EpochLogs logs;
+  validate(logs);
+  stamp_logs(logs);
+  history_.evaluations.push_back(std::move(logs));
+  for (Hook* h : hooks_) h->after_evaluation(*this, history_.evaluations.back());
+}
+
+GRADUS_INLINE const EpochLogs& Session::finish_epoch(EpochLogs logs) {
+  stamp_logs(logs);
   history_.epochs.push_back(std::move(logs));
   ++epoch_;
   step_in_epoch_ = loss_count_ = 0;

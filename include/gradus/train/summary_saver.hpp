@@ -39,6 +39,7 @@ class SummarySaver : public Hook {
   GRADUS_INLINE_DECL void after_create_session(Session& s) override;
   GRADUS_INLINE_DECL void after_step(Session& s, const StepResult& r) override;
   GRADUS_INLINE_DECL void after_epoch(Session&, const EpochLogs& logs) override;
+  GRADUS_INLINE_DECL void after_evaluation(Session&, const EpochLogs& logs) override;
   void end(Session&) override { writer_->flush(); }
 
  private:
@@ -84,6 +85,12 @@ GRADUS_INLINE void SummarySaver::after_step(Session& s, const StepResult& r) {
       std::visit([&](const auto& g) { writer_->histogram(p.name + "/gradient", g.to(gradus::cpu), r.global_step); },
                  *p.grad);
   }
+}
+
+GRADUS_INLINE void SummarySaver::after_evaluation(Session&, const EpochLogs& logs) {
+  if (!o_.epochs) return;  // the validation entries at the step they ran at
+  if (logs.val_loss) writer_->scalar("val_loss", *logs.val_loss, logs.global_step);
+  for (const auto& [k, v] : logs.val_metrics) writer_->scalar(k, v, logs.global_step);
 }
 
 GRADUS_INLINE void SummarySaver::after_epoch(Session&, const EpochLogs& logs) {
