@@ -348,3 +348,44 @@ TEST_CASE("profiler: the op times of an MLP training step account for its wall t
   INFO("share of the step's wall time inside op events: " << best);
   CHECK(best >= 0.9);
 }
+
+TEST_CASE("profiler: gd::name_scope files ops outside and around modules, and names the graph's boxes", "[profile]") {
+  gd::Rng rng(5);
+  auto net = nn::Sequential(nn::Dense<float>({.in = 5, .out = 3}, rng));
+  const gd::Tensor<float> x = ramp({4, 5});
+  gd::profile::Profiler prof;
+  prof.attach(net, "net");
+  prof.start();
+  gd::Var<float> loss;
+  {
+    gd::name_scope tower("tower");
+    gd::Var<float> y = net(x);  // an attached module inside a scope: "tower/net/0"
+    {
+      gd::name_scope inner("loss");
+      loss = gd::mean(gd::square(y));  // outside any module: "tower/loss"
+    }
+    (void)gd::Var<float>(y * 2.f);  // back in "tower"
+  }
+  (void)gd::Var<float>(loss + 1.f);  // no scope
+  gd::name_scope unnamed("");       // an empty name names nothing
+  (void)gd::Var<float>(loss * 3.f);
+  prof.stop();
+  const auto ev = prof.events();
+  CHECK(named(ev, "matmul").at(0).scope == "tower/net/0");
+  CHECK(named(ev, "mean").at(0).scope == "tower/loss");
+  const auto elementwise = named(ev, "elementwise");  // (the square is fused into the mean)
+  REQUIRE(elementwise.size() == 3);  // y * 2, loss + 1, loss * 3
+  CHECK(elementwise[0].scope == "tower");
+  CHECK(elementwise[1].scope.empty());
+  CHECK(elementwise[2].scope.empty());
+  // the TensorBoard graph groups by these paths: its node names start with them
+  const auto g = gd::profile::graph_def(ev, prof.parameters());
+  bool loss_box = false, tower_box = false;
+  for (const auto& n : g.nodes) {
+    loss_box = loss_box || n.name.rfind("tower/loss/", 0) == 0;
+    tower_box = tower_box || n.name.rfind("tower/net/0/", 0) == 0;
+  }
+  CHECK(loss_box);
+  CHECK(tower_box);
+  CHECK(well_nested(ev));
+}

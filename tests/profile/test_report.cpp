@@ -276,4 +276,55 @@ TEST_CASE("format_parameters: rows, subtotals per module, grand total", "[profil
       "--------------------  --------  -------  -----  -----\n"
       "total (5 parameters)                      7884  31536\n";
   CHECK(table == expected);
+  // min_count 20: the kernels alone
+  const std::string big = gp::format_parameters(params, 20);
+  INFO(big);
+  CHECK(big ==
+        "name                  shape     dtype    count  bytes\n"
+        "--------------------  --------  -------  -----  -----\n"
+        "dense1.kernel         [784,10]  float32   7840  31360\n"
+        "subtotal net/dense1                       7840  31360\n"
+        "dense2.kernel         [10,3]    float32     30    120\n"
+        "subtotal net/dense2                         30    120\n"
+        "--------------------  --------  -------  -----  -----\n"
+        "total (2 parameters)                      7870  31480\n");
+}
+
+TEST_CASE("report: ordering by any column and thresholds on time, bytes and FLOPs", "[profile][report]") {
+  const auto by_calls = gp::report(sample(), {.order_by = gp::Column::calls});
+  REQUIRE(by_calls.size() == 4);
+  CHECK(by_calls[0].key == "matmul");  // 4 calls (A, E, F, G)
+  std::vector<std::string> keys;
+  for (const auto& r : gp::report(sample(), {.order_by = gp::Column::key})) keys.push_back(r.key);
+  CHECK(keys == std::vector<std::string>{"add", "exp", "matmul", "softmax"});
+  // self times: matmul 850, softmax 150, add 100, exp 100 (1200 in all); flops: matmul 2200, softmax 40, exp 20, add 16
+  const auto slow = gp::report(sample(), {.min_self_ns = 200});
+  REQUIRE(slow.size() == 1);
+  CHECK(slow[0].key == "matmul");
+  CHECK(slow[0].percent == Approx(100.0 * 850 / 1200));  // the share of all the op events, not of the rows kept
+  const auto heavy = gp::report(sample(), {.min_flops = 30});
+  REQUIRE(heavy.size() == 2);
+  CHECK(heavy[1].key == "softmax");
+  CHECK(gp::report(sample(), {.min_bytes = 1e9}).empty());
+}
+
+TEST_CASE("advice: the expensive ops, ops far below the machine's rates, a host-bound step", "[profile][report]") {
+  // a scope of 4 ms enclosing a matmul (1 ms, 1e7 FLOPs on 1e5 bytes: 10 GFLOP/s) and an
+  // elementwise op (0.5 ms, 1e6 bytes: 2 GB/s); ops cover 1.5 of the 4 ms
+  auto mm = event("matmul", "", fwd, 0, 1, 0, 1000000, 0, 1e7);
+  mm.bytes = 1e5;
+  auto ew = event("elementwise", "", fwd, 0, 1, 1000000, 1500000, 0, 1e3);
+  ew.bytes = 1e6;
+  const std::vector<gp::Event> events{event("step", "", scp, 0, 0, 0, 4000000, 1500000), mm, ew};
+  const std::string text = gp::advice(events, {.gemm_gflops = 200, .bandwidth_gbps = 100});
+  CHECK(text ==
+        "- expensive: matmul takes 66.7% of the op time (1.000 ms in 1 calls)\n"
+        "- expensive: elementwise takes 33.3% of the op time (0.500 ms in 1 calls)\n"
+        "- slow: matmul computes at 10.0 GFLOP/s, 5.0% of this machine's matrix product (200.0 GFLOP/s)\n"
+        "- slow: elementwise moves 2.00 GB/s, 2.0% of this machine's copy rate (100.0 GB/s)\n"
+        "- host-bound: ops cover 37.5% of the busy time; the rest is work outside the ops (data loading, copies, the loop itself)\n");
+  // fast enough on a slower machine, and ops covering the step: nothing but the expensive ops
+  mm.depth = ew.depth = 0;
+  const std::string fine = gp::advice({mm, ew}, {.gemm_gflops = 50, .bandwidth_gbps = 10}, {.top = 1});
+  CHECK(fine == "- expensive: matmul takes 66.7% of the op time (1.000 ms in 1 calls)\n");
 }

@@ -91,6 +91,9 @@ class OpObserver {
   virtual void end() = 0;
   virtual void enter_module(const void* module, const std::type_info& type) = 0;
   virtual void leave_module() = 0;
+  /// A gd::name_scope opens and closes (nested properly with modules and other name scopes).
+  virtual void enter_name_scope(std::string_view /*name*/) {}
+  virtual void leave_name_scope() {}
   /// True for an observer that wants each elementwise expression as a program
   /// (OpDescription::program); building it costs a string per op.
   virtual bool wants_programs() const { return false; }
@@ -200,3 +203,31 @@ constexpr const char* dtype_name_of() {
 }
 
 }  // namespace gradus::detail
+
+namespace gradus {
+
+/// Names what is recorded inside it, as TensorFlow's tf.name_scope: while an observer is
+/// installed (gd::profile::Profiler), every op run in the scope is filed under "<name>/" — the
+/// profiler's rows, its Chrome trace and the TensorBoard graph it writes, where the scope becomes
+/// a box of its own. Scopes nest ("outer/inner"); a module called inside a scope opened outside
+/// any module is filed under "<scope>/<module path>"; a scope opened in a module's forward sits
+/// under that module's path. An empty name names nothing. Without an observer it costs one load.
+///   { gd::name_scope scope("loss"); loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits); }
+class name_scope {
+ public:
+  explicit name_scope(std::string_view name) : obs_(name.empty() ? nullptr : detail::op_observer()) {
+    if (obs_) [[unlikely]]
+      obs_->enter_name_scope(name);
+  }
+  name_scope(const name_scope&) = delete;
+  name_scope& operator=(const name_scope&) = delete;
+  ~name_scope() {
+    if (obs_) [[unlikely]]
+      obs_->leave_name_scope();
+  }
+
+ private:
+  detail::OpObserver* obs_;
+};
+
+}  // namespace gradus

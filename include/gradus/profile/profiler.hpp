@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,12 +34,14 @@
 #include <utility>
 #include <vector>
 
+#include "gradus/backend/backend.hpp"
 #include "gradus/core/allocator.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/op_events.hpp"
 #include "gradus/nn/module.hpp"
 #include "gradus/profile/event.hpp"
 #include "gradus/profile/flops.hpp"
+#include "gradus/profile/report.hpp"
 
 namespace gradus::profile {
 
@@ -97,6 +100,8 @@ class Profiler final : public ::gradus::detail::OpObserver {
   GRADUS_INLINE_DECL void end() override;
   GRADUS_INLINE_DECL void enter_module(const void* module, const std::type_info& type) override;
   GRADUS_INLINE_DECL void leave_module() override;
+  GRADUS_INLINE_DECL void enter_name_scope(std::string_view name) override;
+  GRADUS_INLINE_DECL void leave_name_scope() override;
 
  private:
   struct Frame {
@@ -108,8 +113,9 @@ class Profiler final : public ::gradus::detail::OpObserver {
     int64_t in_use = 0, peak_abs = 0;
   };
   struct ModuleEntry {
-    const void* module;
+    const void* module;  // nullptr: a gd::name_scope
     std::string path;
+    std::string prefix;  // the name scopes opened outside any module, above an attached module's path
   };
   struct ThreadState {
     int lane = 0;
@@ -171,10 +177,41 @@ class Scope {
   ::gradus::detail::OpObserver* obs_;
 };
 
+/// Measures `MachineRates` (profile/report.hpp) on this thread, for `advice`: a float
+/// 512x512x512 matrix product and a 64 MiB copy, each the best of three runs (about 50 ms).
+MachineRates measure_machine();
+
 }  // namespace gradus::profile
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::profile {
+GRADUS_INLINE MachineRates measure_machine() {
+  MachineRates m;
+  auto best_of_three = [](auto&& f) {
+    double best = 1e300;
+    for (int k = 0; k < 3; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  {
+    const int64_t n = 512;
+    const auto a = Tensor<float>::full({n, n}, 0.5f), b = Tensor<float>::full({n, n}, 0.25f);
+    auto c = Tensor<float>::empty({n, n});
+    const double secs = best_of_three([&] { backend::gemm(a.data(), false, b.data(), false, c.data(), n, n, n, false, cpu); });
+    m.gemm_gflops = 2.0 * double(n) * double(n) * double(n) / secs / 1e9;
+  }
+  {
+    const size_t bytes = size_t(64) << 20;
+    std::vector<char> from(bytes, 1), to(bytes, 0);
+    const double secs = best_of_three([&] { std::memcpy(to.data(), from.data(), bytes); });
+    m.bandwidth_gbps = 2.0 * double(bytes) / secs / 1e9;
+  }
+  return m;
+}
+
 GRADUS_INLINE Profiler::~Profiler() {
   if (active()) stop();
 }
@@ -307,13 +344,29 @@ GRADUS_INLINE void Profiler::enter_module(const void* module, const std::type_in
     const auto it = paths_.find(module);
     if (it != paths_.end()) path = it->second;
   }
-  if (path.empty()) path = join(t.modules.empty() ? std::string() : t.modules.back().path, nn::detail::short_type_name(type));
-  t.modules.push_back({module, std::move(path)});
+  const std::string prefix = t.modules.empty() ? std::string() : t.modules.back().prefix;
+  if (path.empty())
+    path = join(t.modules.empty() ? std::string() : t.modules.back().path, nn::detail::short_type_name(type));
+  else
+    path = join(prefix, path);  // an attached module's path, under the name scopes around the call
+  t.modules.push_back({module, std::move(path), prefix});
 }
 
 GRADUS_INLINE void Profiler::leave_module() {
   ThreadState& t = thread_state();
   if (!t.modules.empty()) t.modules.pop_back();
+}
+
+GRADUS_INLINE void Profiler::enter_name_scope(std::string_view name) {
+  ThreadState& t = thread_state();
+  const std::string path = join(t.modules.empty() ? std::string() : t.modules.back().path, std::string(name));
+  const bool in_module = std::any_of(t.modules.begin(), t.modules.end(), [](const ModuleEntry& m) { return m.module; });
+  t.modules.push_back({nullptr, path, in_module ? t.modules.back().prefix : path});
+}
+
+GRADUS_INLINE void Profiler::leave_name_scope() {
+  ThreadState& t = thread_state();
+  if (!t.modules.empty() && t.modules.back().module == nullptr) t.modules.pop_back();
 }
 
 GRADUS_INLINE Profiler::ThreadState& Profiler::thread_state() {

@@ -50,14 +50,23 @@ enum class GroupBy {
   op_and_scope,  ///< both: "encoder/lstm/matmul"; just "matmul" outside any module
 };
 
+/// The column a report is ordered by (largest first; `key` in alphabetical order).
+enum class Column { self_time, total_time, forward_time, backward_time, calls, flops, bytes, gflops_per_s, peak_bytes, key };
+
 /// Options of `report`: `{.group_by = GroupBy::scope, .top = 10, .nested_scopes = true}`.
 struct ReportOptions {
   GroupBy group_by = GroupBy::op;
-  int top = 0;                  ///< keep only the first `top` rows (by self time); 0 keeps all
+  int top = 0;                  ///< keep only the first `top` rows (in `order_by` order); 0 keeps all
   bool include_scopes = false;  ///< also user Scope events (kind scope); under op grouping their key is "scope:<label>"
   /// Only with GroupBy::scope: a row "a" also counts the events of "a/b", "a/b/c", ... (tfprof's
   /// accumulated scope view), and every prefix of a scope gets a row. Rows then overlap.
   bool nested_scopes = false;
+  Column order_by = Column::self_time;  ///< the rows' order
+  // Thresholds (tfprof's -min_micros, -min_bytes, -min_float_ops): rows below any are left out
+  // (after the percentages are computed over every row).
+  int64_t min_self_ns = 0;  ///< self time
+  double min_bytes = 0;     ///< bytes read and written
+  double min_flops = 0;     ///< floating-point operations
 };
 
 /// One row of a report: the events of one key, summed.
@@ -123,8 +132,31 @@ std::string format_report(const std::vector<ReportRow>& rows, std::string_view t
 /// tfprof's parameter view: one line per parameter (name, shape, dtype, count, bytes), grouped by
 /// module scope in the order the scopes first appear, each group closed by a "subtotal <scope>"
 /// line ("(top)" for parameters outside any module), then a "total (<n> parameters)" line.
-/// (See the example at the top of this file.)
-std::string format_parameters(const std::vector<ParameterInfo>& params);
+/// (See the example at the top of this file.) Parameters of fewer than `min_count` elements are
+/// left out (tfprof's -min_params), and the totals count the ones shown.
+std::string format_parameters(const std::vector<ParameterInfo>& params, int64_t min_count = 0);
+
+/// What `advice` compares the ops with: this machine's rates, measured (measure_machine) or given.
+struct MachineRates {
+  double gemm_gflops = 0;      ///< a large float matrix product's GFLOP/s (0: not compared)
+  double bandwidth_gbps = 0;   ///< a large copy's bytes read and written per second, in GB/s (0: not compared)
+};
+
+/// (gd::profile::measure_machine, in profile/profiler.hpp, measures them.)
+/// Options of `advice`.
+struct AdviceOptions {
+  int top = 3;                  ///< the most expensive ops named
+  double slow_fraction = 0.1;   ///< an op below this fraction of the machine's rate is named as slow
+  double min_percent = 1.0;     ///< ops under this share of the op time are not named as slow
+  double host_fraction = 0.5;   ///< a step whose ops cover less of its wall time is said to be host-bound
+};
+
+/// A few lines of advice about a profiled run (tfprof's advisor): the most expensive ops; ops
+/// that reach a small fraction of the machine's GEMM rate (those with more than 8 FLOPs per byte)
+/// or of its bandwidth (the others); and, when ops cover little of the busy time, that host work
+/// or copies outside the ops dominate. Each line starts with "- ".
+///   std::cout << gd::profile::advice(prof.events(), gd::profile::measure_machine());
+std::string advice(const std::vector<Event>& events, const MachineRates& machine, const AdviceOptions& options = {});
 
 /// The totals of one profiled step.
 struct StepSummary {
@@ -243,7 +275,25 @@ GRADUS_INLINE std::vector<ReportRow> report(const std::vector<Event>& events, co
     r.percent = all_self > 0 ? 100.0 * double(r.self_ns) / double(all_self) : 0.0;
     out.push_back(std::move(r));
   }
-  std::stable_sort(out.begin(), out.end(), [](const ReportRow& a, const ReportRow& b) { return a.self_ns > b.self_ns; });
+  std::erase_if(out, [&](const ReportRow& r) {
+    return r.self_ns < o.min_self_ns || r.bytes < o.min_bytes || r.flops < o.min_flops;
+  });
+  auto value = [&](const ReportRow& r) -> double {
+    switch (o.order_by) {
+      case Column::total_time: return double(r.total_ns);
+      case Column::forward_time: return double(r.forward_ns);
+      case Column::backward_time: return double(r.backward_ns);
+      case Column::calls: return double(r.calls);
+      case Column::flops: return r.flops;
+      case Column::bytes: return r.bytes;
+      case Column::gflops_per_s: return r.gflops_per_s;
+      case Column::peak_bytes: return double(r.peak_bytes);
+      default: return double(r.self_ns);
+    }
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const ReportRow& a, const ReportRow& b) {
+    return o.order_by == Column::key ? a.key < b.key : value(a) > value(b);
+  });
   if (o.top > 0 && out.size() > size_t(o.top)) out.resize(size_t(o.top));
   return out;
 }
@@ -305,7 +355,10 @@ GRADUS_INLINE std::string format_report(const std::vector<ReportRow>& rows, std:
   return std::string(title) + '\n' + detail::format_table(cells, 1, true);
 }
 
-GRADUS_INLINE std::string format_parameters(const std::vector<ParameterInfo>& params) {
+GRADUS_INLINE std::string format_parameters(const std::vector<ParameterInfo>& all, int64_t min_count) {
+  std::vector<ParameterInfo> params;
+  for (const ParameterInfo& p : all)
+    if (p.count >= min_count) params.push_back(p);
   std::vector<std::string> scopes;
   for (const ParameterInfo& p : params)
     if (std::find(scopes.begin(), scopes.end(), p.scope) == scopes.end()) scopes.push_back(p.scope);
@@ -354,6 +407,38 @@ GRADUS_INLINE StepSummary summarize(const std::vector<Event>& events) {
     s.peak_bytes = std::max(s.peak_bytes, e.peak_bytes);
   }
   return s;
+}
+
+GRADUS_INLINE std::string advice(const std::vector<Event>& events, const MachineRates& machine, const AdviceOptions& o) {
+  GRADUS_CHECK(value_error, o.top >= 0 && o.slow_fraction >= 0 && o.min_percent >= 0 && o.host_fraction >= 0,
+               "advice: top, slow_fraction, min_percent and host_fraction must be >= 0");
+  const std::vector<ReportRow> rows = report(events, {.group_by = GroupBy::op});
+  const StepSummary sum = summarize(events);
+  std::string out;
+  auto line = [&](const std::string& s) { out += "- " + s + "\n"; };
+  for (size_t i = 0; i < rows.size() && i < size_t(o.top); ++i)
+    line(::gradus::detail::str("expensive: ", rows[i].key, " takes ", detail::fixed(rows[i].percent, 1), "% of the op time (",
+                               detail::fixed(double(rows[i].self_ns) / 1e6, 3), " ms in ", rows[i].calls, " calls)"));
+  for (const ReportRow& r : rows) {
+    if (r.percent < o.min_percent || r.self_ns <= 0) continue;
+    const double secs = double(r.self_ns) / 1e9;
+    if (r.bytes > 0 && r.flops / r.bytes > 8.0) {
+      if (machine.gemm_gflops > 0 && r.gflops_per_s < o.slow_fraction * machine.gemm_gflops)
+        line(::gradus::detail::str("slow: ", r.key, " computes at ", detail::fixed(r.gflops_per_s, 1), " GFLOP/s, ",
+                                   detail::fixed(100.0 * r.gflops_per_s / machine.gemm_gflops, 1),
+                                   "% of this machine's matrix product (", detail::fixed(machine.gemm_gflops, 1), " GFLOP/s)"));
+    } else if (r.bytes > 0 && machine.bandwidth_gbps > 0) {
+      const double gbps = r.bytes / secs / 1e9;
+      if (gbps < o.slow_fraction * machine.bandwidth_gbps)
+        line(::gradus::detail::str("slow: ", r.key, " moves ", detail::fixed(gbps, 2), " GB/s, ",
+                                   detail::fixed(100.0 * gbps / machine.bandwidth_gbps, 1), "% of this machine's copy rate (",
+                                   detail::fixed(machine.bandwidth_gbps, 1), " GB/s)"));
+    }
+  }
+  if (sum.wall_ns > 0 && double(sum.op_self_ns) < o.host_fraction * double(sum.wall_ns))
+    line(::gradus::detail::str("host-bound: ops cover ", detail::fixed(100.0 * double(sum.op_self_ns) / double(sum.wall_ns), 1),
+                               "% of the busy time; the rest is work outside the ops (data loading, copies, the loop itself)"));
+  return out;
 }
 }  // namespace gradus::profile
 #endif  // GRADUS_DEFINE_COMPILED
