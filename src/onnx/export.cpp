@@ -202,7 +202,6 @@ class Writer {
     return p->name();
   }
   std::string scalar(double v) {
-    auto key = std::to_string(v);
     if (auto it = scalars_.find(v); it != scalars_.end()) return it->second;
     return scalars_[v] = floats(Tensor<float>::scalar(float(v)));
   }

@@ -47,10 +47,9 @@ int64_t element_count(const ::onnx::TensorProto& t, std::string_view what) {
   return n;
 }
 
+// The readers of a tensor's n elements; to_value checked first that the data holds n.
 template <class Out, class In>
-void from_raw(const std::string& raw, int64_t n, Out* out, std::string_view what, int type) {
-  GRADUS_CHECK(io_error, raw.size() == size_t(n) * sizeof(In), "onnx: ", what, ": ", raw.size(),
-               " bytes of raw data for ", n, " elements of ", type_name(type));
+void from_raw(const std::string& raw, int64_t n, Out* out, int type) {
   for (int64_t k = 0; k < n; ++k) {
     In v;
     std::memcpy(&v, raw.data() + size_t(k) * sizeof(In), sizeof(In));  // little-endian, as x86-64 and ONNX
@@ -62,9 +61,7 @@ void from_raw(const std::string& raw, int64_t n, Out* out, std::string_view what
 }
 
 template <class Out, class Field>
-void from_field(const Field& field, int64_t n, Out* out, std::string_view what, const char* field_name) {
-  GRADUS_CHECK(io_error, field.size() == n, "onnx: ", what, ": ", field.size(), " values in ", field_name, " for ",
-               n, " elements");
+void from_field(const Field& field, int64_t n, Out* out) {
   for (int64_t k = 0; k < n; ++k) out[k] = Out(field.Get(int(k)));
 }
 
@@ -104,14 +101,12 @@ Value to_value(const ::onnx::TensorProto& t, std::string_view what) {
       auto out = Tensor<float>::empty(shape);
       float* p = out.data();
       if (type == ::onnx::TensorProto::FLOAT)
-        raw ? from_raw<float, float>(r, n, p, what, type) : from_field(t.float_data(), n, p, what, "float_data");
+        raw ? from_raw<float, float>(r, n, p, type) : from_field(t.float_data(), n, p);
       else if (type == ::onnx::TensorProto::DOUBLE)
-        raw ? from_raw<float, double>(r, n, p, what, type) : from_field(t.double_data(), n, p, what, "double_data");
+        raw ? from_raw<float, double>(r, n, p, type) : from_field(t.double_data(), n, p);
       else if (raw)
-        from_raw<float, uint16_t>(r, n, p, what, type);
+        from_raw<float, uint16_t>(r, n, p, type);
       else {  // int32_data holds the 16-bit patterns
-        GRADUS_CHECK(io_error, t.int32_data().size() == n, "onnx: ", what, ": ", t.int32_data().size(),
-                     " values in int32_data for ", n, " elements");
         for (int64_t k = 0; k < n; ++k) {
           const auto bits = uint16_t(t.int32_data(int(k)));
           p[k] = type == ::onnx::TensorProto::BFLOAT16 ? std::bit_cast<float>(uint32_t(bits) << 16) : half_to_float(bits);
@@ -123,11 +118,9 @@ Value to_value(const ::onnx::TensorProto& t, std::string_view what) {
       auto out = Tensor<float>::empty(shape);
       float* p = out.data();
       if (raw) {
-        GRADUS_CHECK(io_error, r.size() == size_t(n), "onnx: ", what, ": ", r.size(), " bytes of raw data for ", n,
-                     " elements of BOOL");
         for (int64_t k = 0; k < n; ++k) p[k] = r[size_t(k)] ? 1.0f : 0.0f;
       } else {
-        from_field(t.int32_data(), n, p, what, "int32_data");
+        from_field(t.int32_data(), n, p);
         for (int64_t k = 0; k < n; ++k) p[k] = p[k] != 0.0f ? 1.0f : 0.0f;
       }
       return out;
@@ -142,21 +135,21 @@ Value to_value(const ::onnx::TensorProto& t, std::string_view what) {
       auto out = Tensor<int64_t>::empty(shape);
       int64_t* p = out.data();
       if (type == ::onnx::TensorProto::INT64)
-        raw ? from_raw<int64_t, int64_t>(r, n, p, what, type) : from_field(t.int64_data(), n, p, what, "int64_data");
+        raw ? from_raw<int64_t, int64_t>(r, n, p, type) : from_field(t.int64_data(), n, p);
       else if (type == ::onnx::TensorProto::UINT32)
-        raw ? from_raw<int64_t, uint32_t>(r, n, p, what, type) : from_field(t.uint64_data(), n, p, what, "uint64_data");
+        raw ? from_raw<int64_t, uint32_t>(r, n, p, type) : from_field(t.uint64_data(), n, p);
       else if (!raw)
-        from_field(t.int32_data(), n, p, what, "int32_data");
+        from_field(t.int32_data(), n, p);
       else if (type == ::onnx::TensorProto::INT32)
-        from_raw<int64_t, int32_t>(r, n, p, what, type);
+        from_raw<int64_t, int32_t>(r, n, p, type);
       else if (type == ::onnx::TensorProto::INT16)
-        from_raw<int64_t, int16_t>(r, n, p, what, type);
+        from_raw<int64_t, int16_t>(r, n, p, type);
       else if (type == ::onnx::TensorProto::INT8)
-        from_raw<int64_t, int8_t>(r, n, p, what, type);
+        from_raw<int64_t, int8_t>(r, n, p, type);
       else if (type == ::onnx::TensorProto::UINT16)
-        from_raw<int64_t, uint16_t>(r, n, p, what, type);
+        from_raw<int64_t, uint16_t>(r, n, p, type);
       else
-        from_raw<int64_t, uint8_t>(r, n, p, what, type);
+        from_raw<int64_t, uint8_t>(r, n, p, type);
       return out;
     }
     default:

@@ -29,9 +29,7 @@ const Slot& Exec::slot(size_t k) const {
 Var<float> Exec::var(size_t k) const {
   const Slot& s = slot(k);
   if (const auto* v = std::get_if<Var<float>>(&s)) return *v;
-  const auto& t = std::get<Tensor<int64_t>>(s);
-  auto f = Tensor<float>::empty(t.shape());
-  for (int64_t i = 0; i < t.size(); ++i) f.data()[i] = float(t.data()[i]);
+  const Tensor<float> f = gradus::cast<float>(std::get<Tensor<int64_t>>(s));
   return Var<float>::constant(device == gradus::cpu ? f : f.to(device));
 }
 
@@ -122,8 +120,9 @@ std::vector<int64_t> broadcast_offsets(const Shape& s, const Shape& out) {
   return offsets;
 }
 
-template <class F>
-Tensor<int64_t> int_binary(const Exec& e, const Tensor<int64_t>& a, const Tensor<int64_t>& b, F f) {
+/// `f` of the elements of `a` and `b` broadcast together, on the host, as int64 (shape arithmetic).
+template <class A, class B, class F>
+Tensor<int64_t> int_binary(const Exec& e, const Tensor<A>& a, const Tensor<B>& b, F f) {
   const Shape s = broadcast(e, a.shape(), b.shape());
   const auto oa = broadcast_offsets(a.shape(), s), ob = broadcast_offsets(b.shape(), s);
   auto out = Tensor<int64_t>::empty(s);
@@ -196,7 +195,6 @@ void variadic(const Exec& e) {
   }
   if (n == 0) e.fail("needs at least one input");
   if constexpr (Kind == 3) acc = acc * (1.0f / float(n));
-  if (n == 1) acc = acc * 1.0f;  // a node of its own, as ONNX's output is a new tensor
   e.set(0, acc);
 }
 
@@ -206,19 +204,8 @@ void pow(const Exec& e) {
     e.set(0, Var<float>(gradus::pow(e.var(0), e.var(1))));
     return;
   }
-  const Tensor<int64_t> base = e.ints(0);
-  Tensor<float> exponent;
-  if (e.is_int(1)) {
-    exponent = Tensor<float>::empty(e.ints(1).shape());
-    for (int64_t k = 0; k < exponent.size(); ++k) exponent.data()[k] = float(e.ints(1).data()[k]);
-  } else {
-    exponent = e.var(1).value().to(gradus::cpu);
-  }
-  auto ex = Tensor<int64_t>::empty(exponent.shape());
-  for (int64_t k = 0; k < ex.size(); ++k) ex.data()[k] = int64_t(k);  // positions, to read the float exponents
-  e.set(0, int_binary(e, base, ex, [&](int64_t b, int64_t at) {
-          return int64_t(std::pow(double(b), double(exponent.data()[at])));
-        }));
+  const Tensor<float> exponent = e.var(1).value().to(gradus::cpu);  // an int64 exponent as float values
+  e.set(0, int_binary(e, e.ints(0), exponent, [](int64_t b, float p) { return int64_t(std::pow(double(b), double(p))); }));
 }
 
 void clip(const Exec& e) {
@@ -253,9 +240,7 @@ void compare(const Exec& e) {
     const Tensor<int64_t> r = int_binary(e, e.ints(0), e.ints(1), [](int64_t a, int64_t b) -> int64_t {
       return Kind == 0 ? a > b : Kind == 1 ? a < b : Kind == 2 ? a >= b : Kind == 3 ? a <= b : a == b;
     });
-    auto f = Tensor<float>::empty(r.shape());
-    for (int64_t k = 0; k < r.size(); ++k) f.data()[k] = float(r.data()[k]);
-    e.set(0, constant(e, f));
+    e.set(0, constant(e, gradus::cast<float>(r)));
     return;
   }
   const Var<float> a = e.var(0), b = e.var(1);
@@ -446,7 +431,6 @@ template <bool Max>
 void global_pool(const Exec& e) {
   Var<float> y = e.var(0);
   for (int a = 2; a < y.shape().rank(); ++a) y = Max ? Var<float>(gradus::max(y, a, true)) : Var<float>(gradus::mean(y, a, true));
-  if (y.shape().rank() <= 2) y = y * 1.0f;
   e.set(0, y);
 }
 
@@ -633,7 +617,7 @@ void concat(const Exec& e) {
   std::vector<Var<float>> parts;
   for (size_t k = 0; k < e.node.in.size(); ++k)
     if (e.given(k)) parts.push_back(e.var(k));
-  e.set(0, parts.size() == 1 ? Var<float>(parts[0] * 1.0f) : Var<float>(gradus::concat(parts, axis)));
+  e.set(0, parts.size() == 1 ? parts[0] : Var<float>(gradus::concat(parts, axis)));
 }
 
 void split(const Exec& e) {
@@ -780,7 +764,7 @@ void cast(const Exec& e) {
   if (to == 9) {  // BOOL: a 0/1 mask
     e.set(0, Var<float>(e.var(0) != 0.0f));
   } else if (to == 1) {
-    e.set(0, e.is_int(0) ? e.var(0) : Var<float>(e.var(0) * 1.0f));
+    e.set(0, e.var(0));
   } else {
     e.set(0, e.ints(0).clone());
   }
@@ -800,7 +784,7 @@ void tile(const Exec& e) {
     if (reps[a] < 1) e.fail("repeats must be positive");
     if (reps[a] > 1) y = gradus::concat(std::vector<Var<float>>(size_t(reps[a]), y), int64_t(a));
   }
-  e.set(0, Var<float>(y * 1.0f));
+  e.set(0, y);
 }
 
 void identity(const Exec& e) { e.set(0, e.slot(0)); }
@@ -822,7 +806,7 @@ void reduce(const Exec& e) {
   std::vector<int64_t> axes = axes_input(e, 1, R == Reduce::sum ? 13 : 18);
   const bool keep = e.node.i("keepdims", 1) != 0;
   if (axes.empty() && e.node.i("noop_with_empty_axes", 0) != 0) {
-    e.set(0, Var<float>(x * 1.0f));
+    e.set(0, x);
     return;
   }
   std::vector<bool> reduced(size_t(r), axes.empty());
@@ -847,7 +831,6 @@ void reduce(const Exec& e) {
       if (!reduced[size_t(a)]) dims.push_back(x.shape()[a]);
     y = gradus::reshape(y, dims);
   }
-  if (r == 0) y = y * 1.0f;
   e.set(0, y);
 }
 
@@ -1280,10 +1263,7 @@ std::vector<Var<float>> Model::forward(const std::vector<Var<float>>& inputs) {
   const Device device = inputs.empty() ? this->device() : inputs[0].value().device();
   for (size_t k = 0; k < in.size() && k < graph_->input_types.size(); ++k)
     if (graph_->input_types[k] == 7) {  // int64 ids given as float values
-      const Tensor<float> f = inputs[k].value().to(gradus::cpu);
-      auto t = Tensor<int64_t>::empty(f.shape());
-      for (int64_t i = 0; i < f.size(); ++i) t.data()[i] = int64_t(f.data()[i]);
-      in[k] = t;
+      in[k] = gradus::cast<int64_t>(inputs[k].value().to(gradus::cpu));
     }
   std::vector<Var<float>> out;
   for (auto& s : run_graph(*graph_, in, device, [this](const detail::Graph::BufferRef& b) {
@@ -1292,10 +1272,7 @@ std::vector<Var<float>> Model::forward(const std::vector<Var<float>>& inputs) {
     if (auto* v = std::get_if<Var<float>>(&s)) {
       out.push_back(*v);
     } else {
-      const auto& t = std::get<Tensor<int64_t>>(s);
-      auto f = Tensor<float>::empty(t.shape());
-      for (int64_t i = 0; i < t.size(); ++i) f.data()[i] = float(t.data()[i]);
-      out.push_back(Var<float>::constant(f));
+      out.push_back(Var<float>::constant(gradus::cast<float>(std::get<Tensor<int64_t>>(s))));
     }
   }
   return out;

@@ -36,9 +36,7 @@ void check_model(const std::string& name, bool int_input, const std::vector<std:
   gradus::Var<float> x;
   if (int_input) {
     const auto ids = std::get<gradus::Tensor<int64_t>>(gradus::onnx::read_tensor(kDir + name + "_input.pb"));
-    auto f = gradus::Tensor<float>::empty(ids.shape());
-    for (int64_t k = 0; k < ids.size(); ++k) f.data()[k] = float(ids.data()[k]);
-    x = gradus::Var<float>::constant(f);
+    x = gradus::Var<float>::constant(gradus::cast<float>(ids));
   } else {
     x = gradus::Var<float>(fixture(name + "_input"));
   }

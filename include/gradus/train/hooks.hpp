@@ -270,7 +270,6 @@ class EarlyStopping : public Hook {
  private:
   void check(Session& s, const EpochLogs& logs, int64_t at);
   std::string reason() const;
-  static AnyTensor clone(const AnyTensor& t);
   void snapshot(const Session& s);
   void load(Session& s) const;
 
@@ -605,32 +604,39 @@ GRADUS_INLINE std::string EarlyStopping::reason() const {
                                wait_ == 1 ? "" : "s", " (best ", best_, " after epoch ", best_epoch_ + 1, ")");
 }
 
-GRADUS_INLINE AnyTensor EarlyStopping::clone(const AnyTensor& t) {
+namespace detail {
+/// A copy of `t` in new storage on its device.
+inline AnyTensor clone_any(const AnyTensor& t) {
   return std::visit([](const auto& x) { return AnyTensor(x.clone()); }, t);
 }
+/// Copies `src` into `dst`'s storage (moved to dst's device first where it is elsewhere);
+/// `subject` ("EarlyStopping: best weights of 'w'") names `src` in the errors about an element
+/// type or a shape that differ from dst's.
+inline void copy_any(const AnyTensor& dst, const AnyTensor& src, const std::string& subject) {
+  GRADUS_CHECK(value_error, src.index() == dst.index(), subject, " have another element type than the model's");
+  std::visit(
+      [&](const auto& d) {
+        using Tn = std::remove_cvref_t<decltype(d)>;
+        const Tn& from = std::get<Tn>(src);
+        GRADUS_CHECK(shape_error, from.shape() == d.shape(), subject, " have shape ", from.shape(), ", the model's ",
+                     d.shape());
+        Tn(d).copy_(from.device() == d.device() ? from : from.to(d.device()));
+      },
+      dst);
+}
+}  // namespace detail
 
 GRADUS_INLINE void EarlyStopping::snapshot(const Session& s) {
   best_weights_.clear();
-  for (const auto& p : s.parameters()) best_weights_.emplace_back(p.name, clone(p.value));
-  for (const auto& b : s.buffers()) best_weights_.emplace_back(b.name, clone(b.value));
+  for (const auto& p : s.parameters()) best_weights_.emplace_back(p.name, detail::clone_any(p.value));
+  for (const auto& b : s.buffers()) best_weights_.emplace_back(b.name, detail::clone_any(b.value));
 }
 
 GRADUS_INLINE void EarlyStopping::load(Session& s) const {
   auto copy = [&](const NamedTensor& dst) {
     for (const auto& best : best_weights_)  // not a structured binding: clang 14 cannot capture one
-      if (const std::string& name = best.first; name == dst.name) {
-        const AnyTensor& src = best.second;
-        GRADUS_CHECK(value_error, src.index() == dst.value.index(), "EarlyStopping: best weights of '", name,
-                     "' have another element type than the model's");
-        std::visit(
-            [&](auto& d) {
-              using Tn = std::remove_cvref_t<decltype(d)>;
-              const Tn& from = std::get<Tn>(src);
-              GRADUS_CHECK(shape_error, from.shape() == d.shape(), "EarlyStopping: best weights of '", name,
-                           "' have shape ", from.shape(), ", the model's ", d.shape());
-              Tn(d).copy_(from);
-            },
-            dst.value);
+      if (best.first == dst.name) {
+        detail::copy_any(dst.value, best.second, "EarlyStopping: best weights of '" + best.first + "'");
         return;
       }
   };

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "gradus/core/compiled.hpp"
+#include "gradus/train/hooks.hpp"
 #include "gradus/train/session.hpp"
 
 namespace gradus::train {
@@ -84,26 +85,6 @@ class ExponentialMovingAverage : public Hook {
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 
-namespace detail {
-/// A copy of `t` in new storage on its device.
-inline AnyTensor clone_any(const AnyTensor& t) {
-  return std::visit([](const auto& x) -> AnyTensor { return x.clone(); }, t);
-}
-/// `dst` <- `src` (same type and shape, checked), in dst's storage.
-inline void copy_any(const AnyTensor& dst, const AnyTensor& src, const std::string& name, const char* who) {
-  GRADUS_CHECK(value_error, dst.index() == src.index(), who, ": '", name, "' has another element type than the model's");
-  std::visit(
-      [&](const auto& d) {
-        using Tn = std::remove_cvref_t<decltype(d)>;
-        const Tn& from = std::get<Tn>(src);
-        GRADUS_CHECK(shape_error, from.shape() == d.shape(), who, ": '", name, "' has shape ", from.shape(),
-                     ", the model's ", d.shape());
-        Tn(d).copy_(from.device() == d.device() ? from : from.to(d.device()));
-      },
-      dst);
-}
-}  // namespace detail
-
 GRADUS_INLINE ExponentialMovingAverage::ExponentialMovingAverage(const ExponentialMovingAverageOptions& options)
     : o_(options) {
   GRADUS_CHECK(value_error, o_.decay >= 0 && o_.decay <= 1, "ExponentialMovingAverage: decay must be in [0, 1], got ",
@@ -134,7 +115,7 @@ GRADUS_INLINE void ExponentialMovingAverage::after_create_session(Session& s) {
     auto it = std::find_if(shadows_.begin(), shadows_.end(), [&](const auto& s) { return s.first == name; });
     GRADUS_CHECK(io_error, it != shadows_.end(), "ExponentialMovingAverage: the checkpoint holds no average of '", name, "'");
     AnyTensor shadow = detail::clone_any(param.second);
-    detail::copy_any(shadow, it->second, name, "ExponentialMovingAverage");
+    detail::copy_any(shadow, it->second, "ExponentialMovingAverage: the saved averages of '" + name + "'");
     placed.emplace_back(name, std::move(shadow));
   }
   shadows_ = std::move(placed);
@@ -190,13 +171,15 @@ GRADUS_INLINE ExponentialMovingAverage::Swap::Swap(ExponentialMovingAverage& ema
   GRADUS_CHECK(value_error, !ema.params_.empty(), "ExponentialMovingAverage::use_averages: no session has run with this hook yet");
   for (size_t i = 0; i < ema.params_.size(); ++i) {
     trained_.push_back(detail::clone_any(ema.params_[i].second));
-    detail::copy_any(ema.params_[i].second, ema.shadows_[i].second, ema.params_[i].first, "use_averages");
+    detail::copy_any(ema.params_[i].second, ema.shadows_[i].second,
+                     "use_averages: the averages of '" + ema.params_[i].first + "'");
   }
 }
 
 GRADUS_INLINE ExponentialMovingAverage::Swap::~Swap() {
   for (size_t i = 0; i < trained_.size(); ++i)
-    detail::copy_any(ema_.params_[i].second, trained_[i], ema_.params_[i].first, "use_averages");
+    detail::copy_any(ema_.params_[i].second, trained_[i],
+                     "use_averages: the trained values of '" + ema_.params_[i].first + "'");
 }
 
 #endif  // GRADUS_DEFINE_COMPILED
