@@ -1,7 +1,7 @@
 // Every harness of fuzz/ in one libFuzzer executable: the environment variable GRADUS_FUZZ_TARGET
 // names the one to run (GRADUS_FUZZ_TARGET=npy build-fuzz/fuzz/fuzz_all <corpus>...). The harnesses
 // share their readers and the tensor code they exercise, so one translation unit compiles in a
-// fraction of the time of thirteen (scripts/fuzz all builds this one; scripts/fuzz <target> the
+// fraction of the time of fourteen (scripts/fuzz all builds this one; scripts/fuzz <target> the
 // harness's own executable). Each harness file is included inside a namespace of its own, after
 // every header the harnesses include, so that their file-local names cannot clash.
 #define GRADUS_FUZZ_ALL
@@ -26,6 +26,11 @@
 #include <gradus/image.hpp>
 #include <gradus/io.hpp>
 #include <gradus/summary.hpp>
+#ifdef GRADUS_FUZZ_ONNX
+#include <variant>
+
+#include <gradus/onnx.hpp>
+#endif
 
 #include "fuzz_common.hpp"
 #include "tiny_training.hpp"
@@ -70,6 +75,11 @@ namespace h_saver_state {
 namespace h_tfrecord {
 #include "fuzz_tfrecord.cpp"
 }
+#ifdef GRADUS_FUZZ_ONNX  // where ONNX is found (fuzz/CMakeLists.txt)
+namespace h_onnx {
+#include "fuzz_onnx.cpp"
+}
+#endif
 // clang-format on
 
 namespace {
@@ -86,7 +96,11 @@ constexpr Harness harnesses[] = {
     {"kernel_cache", h_kernel_cache::fuzz_one_input}, {"npy", h_npy::fuzz_one_input},
     {"npz", h_npz::fuzz_one_input},                   {"png", h_png::fuzz_one_input},
     {"safetensors", h_safetensors::fuzz_one_input},   {"saver_state", h_saver_state::fuzz_one_input},
-    {"tfrecord", h_tfrecord::fuzz_one_input}};
+    {"tfrecord", h_tfrecord::fuzz_one_input},
+#ifdef GRADUS_FUZZ_ONNX
+    {"onnx", h_onnx::fuzz_one_input},
+#endif
+};
 
 int (*selected)(const uint8_t*, size_t) = nullptr;
 
