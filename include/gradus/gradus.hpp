@@ -7,6 +7,8 @@
 #include "gradus/optim.hpp"
 #include "gradus/ops/conv.hpp"
 #include "gradus/ops/pool.hpp"
+#include "gradus/ops/sampling.hpp"
+#include "gradus/ops/sparse.hpp"
 #include "gradus/ops/dropout.hpp"
 #include "gradus/ops/recurrent.hpp"
 #include "gradus/nn.hpp"

@@ -1,6 +1,6 @@
 // gradus/image.hpp — umbrella for gd::image (tf.image): PNG and JPEG codecs, sample types,
-// resizing, crops/pads/flips, colour adjustments, bounding boxes, training-time augmentation,
-// and drawing (text labels). Not included by gradus/gradus.hpp: it needs libpng and libjpeg
+// resizing, projective transforms, crops/pads/flips, colour adjustments, bounding boxes,
+// training-time augmentation, and drawing (text labels). Not included by gradus/gradus.hpp: it needs libpng and libjpeg
 // (link gradus::io).
 #pragma once
 #include "gradus/image/bbox.hpp"
@@ -13,3 +13,4 @@
 #include "gradus/image/png.hpp"
 #include "gradus/image/preprocess.hpp"
 #include "gradus/image/resize.hpp"
+#include "gradus/image/transform.hpp"

@@ -2,8 +2,10 @@
 // avg_pool2d (valid/same, overlapping windows), dropout (fixed seeds) and lstm_sequence. References: direct
 // loops over output pixels and taps with TensorFlow's padding rule, and the dropout mask drawn
 // from the documented sequence (element i of the Philox stream keyed by one rng.next(), kept when
-// below 1 - rate; Philox itself is checked against its published vectors in tests/core), and
-// lstm_sequence (the Keras LSTM equations as loops over steps, rows and units).
+// below 1 - rate; Philox itself is checked against its published vectors in tests/core),
+// lstm_sequence (the Keras LSTM equations as loops over steps, rows and units), and resampler
+// (TensorFlow contrib's resampler_ops.cc rule: the four neighbours of each point weighted by
+// their distances, zero outside the image, zero for a point outside (-1, W) x (-1, H)).
 #include "op_registry.hpp"
 
 namespace op_registry {
@@ -108,6 +110,37 @@ TensorD lstm_joined_ref(const TensorD& all, int64_t n, int64_t steps, int64_t u)
   });
 }
 
+/// resampler: out[b, q, c] from data [B, H, W, C] at warp[b, q] = (x, y), in double.
+TensorD resample_ref(const TensorD& data, const TensorD& warp) {
+  const Idx dd = dims(data.shape());
+  Idx od = dims(warp.shape());
+  od.back() = dd[3];
+  const int64_t points = numel(od) / od[0] / dd[3];
+  return build(od, [&](const Idx& i) {
+    const int64_t b = i[0], c = i.back();
+    int64_t q = 0;  // the point's position among its batch element's points
+    for (size_t k = 1; k + 1 < i.size(); ++k) q = q * od[k] + i[k];
+    const double x = warp.data()[(b * points + q) * 2], y = warp.data()[(b * points + q) * 2 + 1];
+    if (!(x > -1 && y > -1 && x < double(dd[2]) && y < double(dd[1]))) return 0.0;
+    const double fx = std::floor(x), fy = std::floor(y);
+    auto pixel = [&](double px, double py) {
+      const auto ix = int64_t(px), iy = int64_t(py);
+      return ix >= 0 && iy >= 0 && ix < dd[2] && iy < dd[1] ? at(data, {b, iy, ix, c}) : 0.0;
+    };
+    const double wx = x - fx, wy = y - fy;  // the weights of the far neighbours
+    return (1 - wx) * (1 - wy) * pixel(fx, fy) + wx * (1 - wy) * pixel(fx + 1, fy) + (1 - wx) * wy * pixel(fx, fy + 1) +
+           wx * wy * pixel(fx + 1, fy + 1);
+  });
+}
+
+/// Points in [lo, hi] for both coordinates, away from the integers (where the interpolation has
+/// kinks) and from -1 and the far borders.
+TensorD points(const gd::Shape& s, uint64_t seed, double lo, double hi) {
+  std::vector<double> kinks;
+  for (int k = int(std::floor(lo)); k <= int(std::ceil(hi)); ++k) kinks.push_back(k);
+  return uniform(s, seed, lo, hi, kinks, 0.06);
+}
+
 }  // namespace
 
 void add_nn(std::vector<OpInfo>& r) {
@@ -205,6 +238,33 @@ void add_nn(std::vector<OpInfo>& r) {
                                  return as_var(v, gd::dropout(v[0], 0.0, rng) + gd::dropout(v[0], 0.9, rng, false));
                                },
                                [](const Refs& t) { return map1(t[0], [](double a) { return 2 * a; }); }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "resampler", .needs_fused = true};
+    o.samples.push_back(sample("points inside, 3 channels", gd::ops::kind::plain,
+                               {uniform({2, 4, 4, 3}, 300), points({2, 5, 2}, 301, -0.9, 3.9)},
+                               [](const auto& v) { return as_var(v, gd::resampler(v[0], v[1])); },
+                               [](const Refs& t) { return resample_ref(t[0], t[1]); }));
+    o.samples.push_back(sample("a grid of points [B, 3, 4, 2], 2 channels, 5x6 image", gd::ops::kind::params,
+                               {uniform({1, 5, 6, 2}, 302), points({1, 3, 4, 2}, 303, -0.7, 4.8)},
+                               [](const auto& v) { return as_var(v, gd::resampler(v[0], v[1])); },
+                               [](const Refs& t) { return resample_ref(t[0], t[1]); }));
+    o.samples.push_back(sample("points across and beyond the border (zero padding, zero outside)", gd::ops::kind::edge,
+                               {uniform({2, 3, 3, 2}, 304), points({2, 8, 2}, 305, -2.5, 4.5)},
+                               [](const auto& v) { return as_var(v, gd::resampler(v[0], v[1])); },
+                               [](const Refs& t) { return resample_ref(t[0], t[1]); }));
+    o.samples.push_back(sample("one pixel, one channel", gd::ops::kind::edge,
+                               {uniform({1, 1, 1, 1}, 306), points({1, 4, 2}, 307, -0.9, 0.9)},
+                               [](const auto& v) { return as_var(v, gd::resampler(v[0], v[1])); },
+                               [](const Refs& t) { return resample_ref(t[0], t[1]); }));
+    o.samples.push_back(sample("of exp(data) * 0.5 at warp * 0.5 + 1", gd::ops::kind::fused,
+                               {uniform({1, 4, 4, 2}, 308), points({1, 6, 2}, 309, -3.6, 3.6)},
+                               [](const auto& v) { return as_var(v, gd::resampler(gd::exp(v[0]) * 0.5, v[1] * 0.5 + 1.0)); },
+                               [](const Refs& t) {
+                                 return resample_ref(map1(t[0], [](double a) { return std::exp(a) * 0.5; }),
+                                                     map1(t[1], [](double a) { return a * 0.5 + 1; }));
+                               }));
     r.push_back(std::move(o));
   }
   {

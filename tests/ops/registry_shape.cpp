@@ -1,5 +1,6 @@
 // Registry entries of the shape ops: transpose reshape flatten expand_dims squeeze concat stack
-// slice gather one_hot pad cast. References: each output element computed from its multi-index
+// slice gather one_hot pad cast, and of the sparse ones: sparse_to_dense unsorted_segment_sum
+// embedding_lookup_sparse (their references: TensorFlow's documented definitions written as loops). References: each output element computed from its multi-index
 // (op_registry.hpp: build, at). Vector arguments are built once and captured, so the
 // steady-state check counts the op's allocations, not the test's.
 #include "op_registry.hpp"
@@ -216,6 +217,101 @@ void add_shape(std::vector<OpInfo>& r) {
     o.samples.push_back(sample("no indices", gd::ops::kind::edge, {uniform({3, 2}, 127)},
                                [i = TensorI64::zeros({0})](const auto& v) { return as_var(v, gd::gather(v[0], on_device(i), 0)); },
                                [](const Refs&) { return TensorD::zeros({0, 2}); }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "sparse_to_dense"};
+    const TensorI64 idx = TensorI64::from({0, 1, 2, 3, 1, 0, 2, 0}, {4, 2});
+    auto dense_ref = [idx](const TensorD& v, double dflt) {
+      return build({3, 4}, [&](const Idx& i) {
+        for (int64_t k = 0; k < 4; ++k)
+          if (idx.data()[2 * k] == i[0] && idx.data()[2 * k + 1] == i[1]) return v.data()[k];
+        return dflt;
+      });
+    };
+    o.samples.push_back(sample("4 values in [3,4], default 0", gd::ops::kind::plain, {uniform({4}, 140)},
+                               [idx](const auto& v) { return as_var(v, gd::sparse_to_dense(idx, {3, 4}, v[0])); },
+                               [dense_ref](const Refs& t) { return dense_ref(t[0], 0.0); }));
+    o.samples.push_back(sample("default -1.5", gd::ops::kind::params, {uniform({4}, 141)},
+                               [idx](const auto& v) { return as_var(v, gd::sparse_to_dense(idx, {3, 4}, v[0], -1.5)); },
+                               [dense_ref](const Refs& t) { return dense_ref(t[0], -1.5); }));
+    o.samples.push_back(sample("no values", gd::ops::kind::edge, {TensorD::zeros({0})},
+                               [i = TensorI64::zeros({0, 1})](const auto& v) { return as_var(v, gd::sparse_to_dense(i, {3}, v[0], 2.0)); },
+                               [](const Refs&) { return values({2, 2, 2}, {3}); }));
+    o.samples.push_back(sample("of exp(v) * 0.5", gd::ops::kind::fused, {uniform({4}, 142)},
+                               [idx](const auto& v) { return as_var(v, gd::sparse_to_dense(idx, {3, 4}, gd::exp(v[0]) * 0.5)); },
+                               [dense_ref](const Refs& t) { return dense_ref(map1(t[0], [](double a) { return std::exp(a) * 0.5; }), 0.0); }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "unsorted_segment_sum", .needs_fused = true};
+    auto seg_ref = [](const TensorD& x, const TensorI64& ids, int64_t n) {
+      const Idx xd = dims(x.shape());
+      const int64_t k = ids.size(), inner = numel(xd) / std::max<int64_t>(k, 1);
+      Idx od{n};
+      for (size_t d = size_t(ids.rank()); d < xd.size(); ++d) od.push_back(xd[d]);
+      return build(od, [&](const Idx& i) {
+        double acc = 0;
+        const int64_t col = numel(od) ? ravel(i, od) % inner : 0;
+        for (int64_t j = 0; j < k; ++j)
+          if (ids.data()[j] == i[0]) acc += x.data()[j * inner + col];
+        return acc;
+      });
+    };
+    const TensorI64 ids = TensorI64::from({0, 2, 0, 3});
+    o.samples.push_back(sample("[4,3] rows into 5 segments (two empty, one repeated)", gd::ops::kind::plain, {uniform({4, 3}, 143)},
+                               [ids](const auto& v) { return as_var(v, gd::unsorted_segment_sum(v[0], ids, 5)); },
+                               [ids, seg_ref](const Refs& t) { return seg_ref(t[0], ids, 5); }));
+    const TensorI64 ids2 = TensorI64::from({1, 0, 1, 1, 0, 2}, {3, 2});
+    o.samples.push_back(sample("[3,2,2] by [3,2] ids", gd::ops::kind::params, {uniform({3, 2, 2}, 144)},
+                               [ids2](const auto& v) { return as_var(v, gd::unsorted_segment_sum(v[0], ids2, 3)); },
+                               [ids2, seg_ref](const Refs& t) { return seg_ref(t[0], ids2, 3); }));
+    o.samples.push_back(sample("of x * x (a leaf used twice) * 0.5", gd::ops::kind::fused | gd::ops::kind::repeated, {uniform({4, 3}, 145)},
+                               [ids](const auto& v) { return as_var(v, gd::unsorted_segment_sum(v[0] * v[0] * 0.5, ids, 4)); },
+                               [ids, seg_ref](const Refs& t) { return seg_ref(map1(t[0], [](double a) { return a * a * 0.5; }), ids, 4); }));
+    r.push_back(std::move(o));
+  }
+  {
+    OpInfo o{.name = "embedding_lookup_sparse"};
+    // 4 examples: ids {1, 3}, none, {2}, {0, 0, 4} (a repeated id), into a [5, 3] table
+    const gd::SparseTensor<int64_t> sp{TensorI64::from({0, 0, 0, 1, 2, 0, 3, 0, 3, 1, 3, 2}, {6, 2}),
+                                       TensorI64::from({1, 3, 2, 0, 0, 4}), {4, 3}};
+    auto lookup_ref = [sp](const TensorD& table, const TensorD* w, gd::Combiner c) {
+      return build({4, 3}, [&](const Idx& i) {
+        double acc = 0, norm = 0;
+        for (int64_t j = 0; j < sp.nnz(); ++j) {
+          if (sp.indices.data()[2 * j] != i[0]) continue;
+          const double wj = w ? w->data()[j] : 1.0;
+          acc += wj * at(table, {sp.values.data()[j], i[1]});
+          norm += c == gd::Combiner::mean ? wj : wj * wj;
+        }
+        return c == gd::Combiner::sum || norm == 0 ? acc : c == gd::Combiner::mean ? acc / norm : acc / std::sqrt(norm);
+      });
+    };
+    for (gd::Combiner c : {gd::Combiner::sum, gd::Combiner::mean, gd::Combiner::sqrtn}) {
+      const std::string name(gd::to_string(c));
+      o.samples.push_back(sample("combiner " + name + ", no weights", c == gd::Combiner::mean ? gd::ops::kind::plain : gd::ops::kind::params,
+                                 {uniform({5, 3}, 146)},
+                                 [sp, c](const auto& v) { return as_var(v, gd::embedding_lookup_sparse(v[0], sp, c)); },
+                                 [lookup_ref, c](const Refs& t) { return lookup_ref(t[0], nullptr, c); }));
+      o.samples.push_back(sample("combiner " + name + ", weights (differentiable too)", gd::ops::kind::params,
+                                 {uniform({5, 3}, 147), uniform({6}, 148, 0.5, 2)},
+                                 [sp, c](const auto& v) { return as_var(v, gd::embedding_lookup_sparse(v[0], sp, v[1], c)); },
+                                 [lookup_ref, c](const Refs& t) { return lookup_ref(t[0], &t[1], c); }));
+    }
+    o.samples.push_back(sample("of a table tanh(x), a SparseTensor of weights", gd::ops::kind::fused, {uniform({5, 3}, 149)},
+                               [sp, wd = gd::SparseTensor<double>{sp.indices, TensorD::from({0.5, 2, 1, 1.5, 1, 0.25}), sp.dense_shape},
+                                wf = gd::SparseTensor<float>{sp.indices, gd::Tensor<float>::from({0.5f, 2, 1, 1.5f, 1, 0.25f}), sp.dense_shape}](const auto& v) {
+                                 using T = element_of<decltype(v)>;
+                                 const auto& w = [&]() -> const gd::SparseTensor<T>& {
+                                   if constexpr (std::is_same_v<T, float>) return wf; else return wd;
+                                 }();
+                                 return as_var(v, gd::embedding_lookup_sparse(gd::tanh(v[0]), sp, w, gd::Combiner::sqrtn));
+                               },
+                               [lookup_ref](const Refs& t) {
+                                 const TensorD w = values({0.5, 2, 1, 1.5, 1, 0.25}, {6});
+                                 return lookup_ref(map1(t[0], [](double a) { return std::tanh(a); }), &w, gd::Combiner::sqrtn);
+                               }));
     r.push_back(std::move(o));
   }
   {

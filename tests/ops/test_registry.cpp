@@ -315,7 +315,7 @@ TEST_CASE("registry: the documented function list and the registry name the same
 
 TEST_CASE("registry: every public op function in ops/ and losses/ has an entry, and every entry an op", "[registry]") {
   // public functions of these headers that are not ops (no tensor computation to check)
-  const std::set<std::string> not_ops{};
+  const std::set<std::string> not_ops{"to_string"};  // gd::to_string(gd::Combiner)
   // every header of the two folders (a new op header is scanned without being listed here)
   std::vector<std::string> headers;
   for (const char* dir : {"ops", "losses"})

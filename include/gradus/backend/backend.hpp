@@ -14,6 +14,7 @@
 //   GEMM            gemm                                                       cpu/gemm.hpp, cuda/blas.hpp
 //   convolution     conv2d_forward/_backward, conv2d_relu_forward/_backward    cpu/conv.hpp, cuda/conv.hpp
 //   pooling         pool2d_forward/_backward                                   cpu/pool.hpp, cuda/conv.hpp
+//   sampling        resample_forward/_backward                                 cpu/sampling.hpp, cuda/sampling.hpp
 //   reductions      reduce_extremum(_backward), reduce_arg, reduce_prod(_backward),
 //                   reduce_logsumexp(_backward)                                cpu/reduce.hpp
 //   softmax         softmax_forward/_backward, sparse_xent_forward/_backward   cpu/softmax.hpp, cuda/softmax.hpp
@@ -158,6 +159,22 @@ void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max, Device device
 template <class T>
 void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max, Device device) {
   run<kernel::Pool2dBackward, T>(device, p, g, x, y, dx, add, max);
+}
+
+// ---------------------------------------------------------------------------------- sampling
+
+/// out [b, p, c] = data [b, h, w, c] bilinearly sampled at the (x, y) points of warp [b, p, 2]
+/// (cpu/sampling.hpp: TensorFlow's resampler convention).
+template <class T>
+void resample_forward(const ResamplePlan& p, const T* data, const T* warp, T* out, Device device) {
+  run<kernel::Resample, T>(device, p, data, warp, out);
+}
+/// resample_forward's gradients from g into ddata and dwarp (a null destination is skipped;
+/// `add_*` accumulates instead of overwriting).
+template <class T>
+void resample_backward(const ResamplePlan& p, const T* g, const T* data, const T* warp, T* ddata, bool add_data,
+                       T* dwarp, bool add_warp, Device device) {
+  run<kernel::ResampleBackward, T>(device, p, g, data, warp, ddata, add_data, dwarp, add_warp);
 }
 
 // ------------------------------------------------------------------------ reductions, softmax

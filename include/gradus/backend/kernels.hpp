@@ -138,6 +138,15 @@ GRADUS_KERNEL(Pool2d, "pool2d", const PoolPlan& p, const T* x, T* y, bool max)
 GRADUS_KERNEL(Pool2dBackward, "pool2d", const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add,
               bool max)
 
+// ------------------------------------------------------------------------------- sampling
+/// out [b, p, c] = data [b, h, w, c] bilinearly sampled at warp [b, p, 2] (TensorFlow's resampler:
+/// neighbours outside the image read 0, a point outside (-1, w) x (-1, h) gives 0).
+GRADUS_KERNEL(Resample, "resampler", const ResamplePlan& p, const T* data, const T* warp, T* out)
+/// The gradients of Resample from g [b, p, c]: into ddata and dwarp (null: not wanted), each
+/// written, or added with its `add` flag.
+GRADUS_KERNEL(ResampleBackward, "resampler", const ResamplePlan& p, const T* g, const T* data, const T* warp,
+              T* ddata, bool add_data, T* dwarp, bool add_warp)
+
 // -------------------------------------------------------------------- reductions, softmax
 GRADUS_KERNEL(ReduceExtremum, "max/min", const AxisView& v, const T* x, T* y, bool is_max)
 GRADUS_KERNEL(ReduceExtremumBackward, "max/min", const AxisView& v, const T* x, const T* y, const T* g, T* dx)

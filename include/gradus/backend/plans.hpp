@@ -37,6 +37,12 @@ struct PoolPlan {
   }
 };
 
+/// resampler: data [b, h, w, c] sampled at `p` points per batch element (warp [b, p, 2], each
+/// point (x, y) in pixel units: column x, row y); output [b, p, c].
+struct ResamplePlan {
+  int64_t b, h, w, c, p;
+};
+
 /// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was batched.
 struct ImagePlan {
   int64_t n, h, w, c;

@@ -34,6 +34,10 @@
 //   gd::Tensor<float> pixels = p.floats("pixels");          // [2, 2]
 //   int64_t label = p.int64s("label").item();               // 3
 //
+// parse_example parses a batch of serialized Examples at once (tf.io.parse_example): FixedLen
+// features stacked to [records, *shape], VarLen ones as a SparseTensor (SparseBytes for bytes)
+// of dense shape [records, longest list], as TensorFlow returns them.
+//
 // Parsing against a spec (value_error, naming the feature, when the example does not fit it):
 // - FixedLen{shape, dtype, default_value}: a tensor of `shape` ([] is a scalar) that takes exactly
 //   shape.numel() values of `dtype`; a missing feature takes default_value (shape.numel() values,
@@ -52,8 +56,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -61,6 +67,7 @@
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
 #include "gradus/core/shape.hpp"
+#include "gradus/core/sparse.hpp"
 #include "gradus/core/tensor.hpp"
 #include "gradus/detail/protobuf.hpp"
 
@@ -276,6 +283,51 @@ struct ParsedSequenceExample {
   ParsedFeatures sequence;
 };
 
+/// The values of a VarLen bytes feature over a batch: TensorFlow's SparseTensor of strings.
+struct SparseBytes {
+  Tensor<int64_t> indices;          ///< [nnz, 2]: (record, position in the record's list)
+  std::vector<std::string> values;  ///< [nnz]
+  Shape dense_shape;                ///< [records, longest list]
+};
+
+/// One feature of a parsed batch: FixedLen gives a dense tensor [records, *shape]
+/// (Tensor<float>, Tensor<int64_t> or BytesTensor); VarLen a sparse one of dense shape
+/// [records, longest list] (SparseTensor<float>, SparseTensor<int64_t> or SparseBytes).
+using BatchFeature =
+    std::variant<Tensor<float>, Tensor<int64_t>, BytesTensor, SparseTensor<float>, SparseTensor<int64_t>, SparseBytes>;
+
+/// The tensors of a parsed batch of examples, by feature name (io::parse_example); each accessor
+/// throws value_error naming the feature when it was not parsed or holds another kind.
+struct ParsedBatch {
+  int64_t records = 0;
+  std::map<std::string, BatchFeature, std::less<>> values;
+
+  bool contains(std::string_view name) const { return values.find(name) != values.end(); }
+  const Tensor<float>& floats(std::string_view name) const { return get<Tensor<float>>(name, "FixedLen float32"); }
+  const Tensor<int64_t>& int64s(std::string_view name) const { return get<Tensor<int64_t>>(name, "FixedLen int64"); }
+  const BytesTensor& bytes(std::string_view name) const { return get<BytesTensor>(name, "FixedLen bytes"); }
+  const SparseTensor<float>& sparse_floats(std::string_view name) const {
+    return get<SparseTensor<float>>(name, "VarLen float32");
+  }
+  const SparseTensor<int64_t>& sparse_int64s(std::string_view name) const {
+    return get<SparseTensor<int64_t>>(name, "VarLen int64");
+  }
+  const SparseBytes& sparse_bytes(std::string_view name) const { return get<SparseBytes>(name, "VarLen bytes"); }
+
+ private:
+  template <class T>
+  const T& get(std::string_view name, std::string_view want) const {
+    static constexpr std::string_view kinds[] = {"FixedLen float32", "FixedLen int64", "FixedLen bytes",
+                                                 "VarLen float32",   "VarLen int64",   "VarLen bytes"};
+    const auto it = values.find(name);
+    GRADUS_CHECK(value_error, it != values.end(), "ParsedBatch: no feature '", name, "' was parsed");
+    const T* t = std::get_if<T>(&it->second);
+    GRADUS_CHECK(value_error, t != nullptr, "ParsedBatch: feature '", name, "' is ", kinds[it->second.index()],
+                 ", not ", want);
+    return *t;
+  }
+};
+
 namespace detail {
 
 void check_spec_shape(std::string_view who, std::string_view name, const Shape& shape);
@@ -333,6 +385,14 @@ ParsedFeatures parse_features(const Features& features, const ParseSpec& spec);
 /// tf.io.parse_single_example: decodes the Example in `serialized` and parses the features that
 /// `spec` names; io_error on malformed bytes, value_error when the example does not fit `spec`.
 ParsedFeatures parse_single_example(std::string_view serialized, const ParseSpec& spec);
+
+/// tf.io.parse_example: the Examples of a batch of serialized records parsed against `spec`
+/// together: a FixedLen feature becomes [records, *shape], a VarLen one a SparseTensor (or
+/// SparseBytes) of dense shape [records, longest list] whose indices are (record, position),
+/// in row-major order, as TensorFlow's. io_error or value_error name the record at fault.
+///   gd::io::ParsedBatch b = gd::io::parse_example(records, spec);
+///   gd::SparseTensor<int64_t> tags = b.sparse_int64s("tags");     // [records, longest]
+ParsedBatch parse_example(std::span<const std::string> serialized, const ParseSpec& spec);
 
 /// tf.io.parse_single_sequence_example: the context features `context_spec` names and the
 /// feature lists `sequence_spec` names, as tensors (see the top of this header).
@@ -603,6 +663,98 @@ GRADUS_INLINE ParsedFeatures parse_features(const Features& features, const Pars
 
 GRADUS_INLINE ParsedFeatures parse_single_example(std::string_view serialized, const ParseSpec& spec) {
   return detail::parse_features("parse_single_example", decode_example(serialized).features, spec);
+}
+
+GRADUS_INLINE ParsedBatch parse_example(std::span<const std::string> serialized, const ParseSpec& spec) {
+  const auto records = int64_t(serialized.size());
+  std::vector<ParsedFeatures> parsed;
+  parsed.reserve(serialized.size());
+  for (int64_t r = 0; r < records; ++r) {
+    const std::string who = ::gradus::detail::str("parse_example: record ", r);
+    Example ex;
+    try {
+      ex = decode_example(serialized[size_t(r)]);
+    } catch (const io_error& e) {
+      throw io_error(::gradus::detail::str(who, ": ", e.what()));
+    }
+    parsed.push_back(detail::parse_features(who, ex.features, spec));
+  }
+  ParsedBatch out;
+  out.records = records;
+  for (const auto& entry : spec) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    if (const auto* fixed = std::get_if<FixedLen>(&entry.second)) {
+      Shape shape = fixed->shape;
+      GRADUS_CHECK(value_error, shape.rank() < kMaxRank, "parse_example: feature '", name, "': shape ", fixed->shape,
+                   " leaves no room for the records' axis (rank ", kMaxRank, " at most)");
+      shape.insert(0, records);
+      const int64_t n = fixed->shape.numel();
+      auto stack = [&]<class T>(std::type_identity<T>) {
+        T all(shape);
+        for (int64_t r = 0; r < records; ++r) {
+          const T& one = std::get<T>(parsed[size_t(r)].values.at(name));
+          std::copy_n(one.data(), n, all.data() + r * n);
+        }
+        return all;
+      };
+      if (fixed->dtype == FeatureDtype::float32) {
+        out.values.emplace(name, stack(std::type_identity<Tensor<float>>{}));
+      } else if (fixed->dtype == FeatureDtype::int64) {
+        out.values.emplace(name, stack(std::type_identity<Tensor<int64_t>>{}));
+      } else {
+        BytesTensor all{shape, {}};
+        all.values.reserve(size_t(records * n));
+        for (int64_t r = 0; r < records; ++r) {
+          auto& one = std::get<BytesTensor>(parsed[size_t(r)].values.at(name)).values;
+          for (auto& v : one) all.values.push_back(std::move(v));
+        }
+        out.values.emplace(name, std::move(all));
+      }
+      continue;
+    }
+    // VarLen: (record, position) of every value, the longest list giving the dense shape's width
+    int64_t nnz = 0, longest = 0;
+    auto size_of = [&](const FeatureTensor& t) {
+      return std::visit([](const auto& v) -> int64_t {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, BytesTensor>)
+          return int64_t(v.values.size());
+        else
+          return v.size();
+      }, t);
+    };
+    for (int64_t r = 0; r < records; ++r) {
+      const int64_t k = size_of(parsed[size_t(r)].values.at(name));
+      nnz += k, longest = std::max(longest, k);
+    }
+    Tensor<int64_t> indices(Shape{nnz, 2});
+    for (int64_t r = 0, i = 0; r < records; ++r)
+      for (int64_t j = 0, k = size_of(parsed[size_t(r)].values.at(name)); j < k; ++j, ++i)
+        indices.data()[2 * i] = r, indices.data()[2 * i + 1] = j;
+    const Shape dense{records, longest};
+    auto gather = [&]<class T>(std::type_identity<T>) {
+      Tensor<T> all(Shape{nnz});
+      int64_t at = 0;
+      for (int64_t r = 0; r < records; ++r) {
+        const Tensor<T>& one = std::get<Tensor<T>>(parsed[size_t(r)].values.at(name));
+        std::copy_n(one.data(), one.size(), all.data() + at);
+        at += one.size();
+      }
+      return SparseTensor<T>{indices, std::move(all), dense};
+    };
+    const FeatureDtype dtype = std::get<VarLen>(entry.second).dtype;
+    if (dtype == FeatureDtype::float32) {
+      out.values.emplace(name, gather(std::type_identity<float>{}));
+    } else if (dtype == FeatureDtype::int64) {
+      out.values.emplace(name, gather(std::type_identity<int64_t>{}));
+    } else {
+      SparseBytes all{indices, {}, dense};
+      all.values.reserve(size_t(nnz));
+      for (int64_t r = 0; r < records; ++r)
+        for (auto& v : std::get<BytesTensor>(parsed[size_t(r)].values.at(name)).values) all.values.push_back(std::move(v));
+      out.values.emplace(name, std::move(all));
+    }
+  }
+  return out;
 }
 
 GRADUS_INLINE ParsedSequenceExample parse_single_sequence_example(std::string_view serialized,

@@ -12,6 +12,7 @@
 #include "gradus/backend/cpu/dropout.hpp"
 #include "gradus/backend/cpu/elementwise.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
+#include "gradus/backend/cpu/sampling.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
 #include "gradus/backend/registry.hpp"
 #include "gradus/core/compiled.hpp"
@@ -134,6 +135,17 @@ inline constexpr kernel_fn<kernel::Pool2dBackward, T> kernel_of<kernel::Pool2dBa
     [](const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max, Device) {
       cpu::pool2d_backward(p, g, x, y, dx, add, max);
     };
+
+// ---------------------------------------------------------------------------------- sampling
+template <class T>
+inline constexpr kernel_fn<kernel::Resample, T> kernel_of<kernel::Resample, T> =
+    [](const ResamplePlan& p, const T* data, const T* warp, T* out, Device) {
+      cpu::resample_forward(p, data, warp, out);
+    };
+template <class T>
+inline constexpr kernel_fn<kernel::ResampleBackward, T> kernel_of<kernel::ResampleBackward, T> =
+    [](const ResamplePlan& p, const T* g, const T* data, const T* warp, T* ddata, bool add_data, T* dwarp,
+       bool add_warp, Device) { cpu::resample_backward(p, g, data, warp, ddata, add_data, dwarp, add_warp); };
 
 // -------------------------------------------------------------------- reductions, softmax
 template <class T>

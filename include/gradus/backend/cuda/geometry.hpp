@@ -1,5 +1,5 @@
-// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling, a strided copy and a
-// sum over broadcast axes, and an optimizer step's constants, as a GPU kernel receives them:
+// gradus/backend/cuda/geometry.hpp — the shapes of a convolution, a pooling, a resampling, a strided
+// copy and a sum over broadcast axes, and an optimizer step's constants, as a GPU kernel receives them:
 // plain 64-bit fields, laid out the same for the host that fills them (from backend/plans.hpp's
 // ConvPlan and PoolPlan) and for NVRTC, so this header includes only kernel_args.hpp (which
 // includes nothing).
@@ -16,6 +16,11 @@ struct ConvGeometry {
 /// pool2d: input [n,h,w,c], window [kh,kw], strides, output [n,oh,ow,c], padding.
 struct PoolGeometry {
   long n, h, w, c, kh, kw, sh, sw, oh, ow, ph, pw;
+};
+
+/// resampler: data [b,h,w,c] sampled at p points (x, y) per batch element; output [b,p,c].
+struct ResampleGeometry {
+  long b, h, w, c, p;
 };
 
 /// An N-d copy over `n` (row-major, at most 8 axes) with element strides for each side: element

@@ -2,7 +2,8 @@
 // runs each kernel of backend/kernels.hpp on a GPU, for float and double. Elementwise
 // expressions run as generated kernels (cuda/elementwise.hpp), matrix products on cuBLAS
 // (cuda/blas.hpp), the rest as the library kernels (cuda/library.hpp loads them; cuda/conv.hpp,
-// cuda/layers.hpp, cuda/softmax.hpp, cuda/reduce.hpp, cuda/copy.hpp and cuda/lstm.hpp launch them).
+// cuda/sampling.hpp, cuda/layers.hpp, cuda/softmax.hpp, cuda/reduce.hpp, cuda/copy.hpp and
+// cuda/lstm.hpp launch them).
 // A kernel with no entry here (integer tensors, except for data movement and casts) is null:
 // calling it with GPU operands is a gd::device_error naming the op and the device.
 #pragma once
@@ -14,6 +15,7 @@
 #include "gradus/backend/cuda/library.hpp"
 #include "gradus/backend/cuda/lstm.hpp"
 #include "gradus/backend/cuda/reduce.hpp"
+#include "gradus/backend/cuda/sampling.hpp"
 #include "gradus/backend/cuda/softmax.hpp"
 #include "gradus/backend/registry.hpp"
 #include "gradus/expr/activations.hpp"
@@ -160,6 +162,19 @@ template <Real T>
 inline constexpr kernel_fn<kernel::Pool2dBackward, T> kernel_of<kernel::Pool2dBackward, T> =
     [](const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max, Device device) {
       cuda::pool2d_backward(p, g, x, y, dx, add, max, device);
+    };
+
+// ---------------------------------------------------------------------------------- sampling
+template <Real T>
+inline constexpr kernel_fn<kernel::Resample, T> kernel_of<kernel::Resample, T> =
+    [](const ResamplePlan& p, const T* data, const T* warp, T* out, Device device) {
+      cuda::resample_forward(p, data, warp, out, device);
+    };
+template <Real T>
+inline constexpr kernel_fn<kernel::ResampleBackward, T> kernel_of<kernel::ResampleBackward, T> =
+    [](const ResamplePlan& p, const T* g, const T* data, const T* warp, T* ddata, bool add_data, T* dwarp,
+       bool add_warp, Device device) {
+      cuda::resample_backward(p, g, data, warp, ddata, add_data, dwarp, add_warp, device);
     };
 
 // -------------------------------------------------------------------------- softmax, one-hot

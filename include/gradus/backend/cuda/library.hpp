@@ -9,6 +9,7 @@
 //   bias + activation, dropout                          layers.hpp         library/layers.cuh
 //   softmax, log_softmax, one_hot                       softmax.hpp        library/softmax.cuh
 //   conv2d (im2col + cuBLAS), pooling                   conv.hpp           library/conv.cuh, pool.cuh
+//   bilinear sampling (resampler)                       sampling.hpp       library/sampling.cuh
 //   max/min, argmax/argmin, prod, logsumexp              reduce.hpp         library/reduce.cuh
 //   strided copies, gather/scatter_add, cast             copy.hpp           library/copy.cuh
 //   the LSTM sequence's gate passes (+ cuBLAS)           lstm.hpp           library/lstm.cuh
@@ -183,6 +184,7 @@ GRADUS_INLINE const std::string& library_source() {
                                  "#include \"gradus/backend/cuda/library/conv.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/pool.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/copy.cuh\"\n"
+                                 "#include \"gradus/backend/cuda/library/sampling.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/lstm.cuh\"\n"
                                  "#include \"gradus/backend/cuda/library/optim.cuh\"\n";
   return src;
