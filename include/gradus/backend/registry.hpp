@@ -52,6 +52,7 @@ constexpr const char* element_label() {
   if constexpr (std::is_same_v<T, float>) return "float";
   else if constexpr (std::is_same_v<T, double>) return "double";
   else if constexpr (std::is_same_v<T, int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, uint8_t>) return "uint8";
   else return "this element type's";
 }
 

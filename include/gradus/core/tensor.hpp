@@ -22,9 +22,12 @@
 
 namespace gradus {
 
-/// Element types a tensor may hold.
+/// Element types a tensor may hold: float and double (differentiable), int64_t (indices, labels,
+/// integer samples) and uint8_t (bytes: raw data and 8-bit images, as io::decode_raw and the image
+/// codecs give them; stored, copied between devices, printed and converted with gd::cast).
 template <class T>
-concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, int64_t>;
+concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, int64_t> ||
+                  std::same_as<T, uint8_t>;
 
 /// Element types that can be differentiated.
 template <class T>
@@ -350,7 +353,7 @@ void print_rec(std::ostream& os, const T* p, const Shape& s, int d, int indent) 
       i = n - 3;
     }
     if (d + 1 == s.rank())
-      os << p[i];
+      os << +p[i];  // a uint8_t as its number, not a character
     else
       print_rec(os, p + i * stride, s, d + 1, indent + 1);
     if (i + 1 < n) os << (d + 1 == s.rank() ? ", " : ",\n" + std::string(size_t(indent + 1), ' '));
@@ -370,7 +373,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
   }
   os << "Tensor(";
   if (t.rank() == 0)
-    os << t.data()[0];
+    os << +t.data()[0];
   else if (t.size() == 0)
     os << "[]";
   else

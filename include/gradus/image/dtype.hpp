@@ -2,8 +2,9 @@
 //
 // An image is a Tensor [H, W, C] or a batch [N, H, W, C]. Its samples are either
 //  - real (Tensor<float> or Tensor<double>): intensities in [0, 1], or
-//  - integer (Tensor<int64_t>, gradus' integer element type standing in for TF's uint8 and
-//    uint16): 0 .. 2^bits - 1 with bits = 8 (the default) or 16.
+//  - integer: Tensor<uint8_t> (TF's uint8: 8-bit samples 0 .. 255, a quarter of float's memory)
+//    or Tensor<int64_t> (standing in for TF's uint16 as well): 0 .. 2^bits - 1 with bits = 8 (the
+//    default) or 16; a uint8_t image holds 8-bit samples only.
 // convert_image_dtype moves between the two with TensorFlow's rules (tf.image.convert_image_dtype):
 //  - integer -> real: x * (1 / (2^bits - 1)), the product computed in the target type;
 //  - real -> integer: trunc(x * (2^bits - 1 + 0.5)) (the +0.5 rounds values that sit just below a
@@ -43,6 +44,15 @@ namespace detail {
 /// The largest sample of an integer image of `bits` bits (255 or 65535); value_error otherwise.
 int64_t max_sample(int bits, const char* who);
 
+/// max_sample for samples held in T (int64_t: 8 or 16 bits; uint8_t: 8 only).
+template <class T>
+int64_t max_sample_of(int bits, const char* who) {
+  if constexpr (std::is_same_v<T, uint8_t>)
+    GRADUS_CHECK(value_error, bits == 8, who, ": a Tensor<uint8_t> holds 8-bit samples; ", bits,
+                 "-bit samples need a Tensor<int64_t>");
+  return max_sample(bits, who);
+}
+
 /// The geometry of an image or batch: N (1 for a single image), H, W, C and whether it was
 /// batched; the plan the image loops of backend/cpu/image.hpp take.
 using ImageGeom = backend::ImagePlan;
@@ -73,11 +83,11 @@ Tensor<T> raw_to_tensor(const RawImage& raw, int int_bits, const char* who) {
   Tensor<T> out({raw.h, raw.w, raw.c});
   T* y = out.data();
   const int64_t n = raw.samples();
-  if constexpr (std::is_same_v<T, int64_t>) {
-    max_sample(int_bits, who);
+  if constexpr (std::is_integral_v<T>) {
+    max_sample_of<T>(int_bits, who);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = raw.at(i);
-      y[i] = int_bits == raw.bits ? v : int_bits == 16 ? v * 257 : (v * 255 + 32895) >> 16;
+      y[i] = T(int_bits == raw.bits ? v : int_bits == 16 ? v * 257 : (v * 255 + 32895) >> 16);
     }
   } else {
     const T scale = T(1) / T(max_sample(raw.bits, who));
@@ -102,9 +112,9 @@ std::vector<uint8_t> tensor_to_raw(const Tensor<T>& image, int bits, const char*
   const T* x = image.data();
   for (int64_t i = 0; i < n; ++i) {
     int64_t v;
-    if constexpr (std::is_same_v<T, int64_t>) {
-      GRADUS_CHECK(value_error, x[i] >= 0 && x[i] <= top, who, ": sample ", x[i], " at index ", i,
-                   " is outside 0..", top, " (", bits, "-bit samples)");
+    if constexpr (std::is_integral_v<T>) {
+      GRADUS_CHECK(value_error, int64_t(x[i]) >= 0 && int64_t(x[i]) <= top, who, ": sample ", int64_t(x[i]),
+                   " at index ", i, " is outside 0..", top, " (", bits, "-bit samples)");
       v = x[i];
     } else {
       v = !(x[i] > T(0)) ? 0 : x[i] >= T(1) ? top : int64_t(x[i] * T(top) + T(0.5));
@@ -127,28 +137,30 @@ std::vector<uint8_t> tensor_to_raw(const Tensor<T>& image, int bits, const char*
 ///   gd::Tensor<int64_t> s = gd::image::convert_image_dtype<int64_t>(f, {.saturate = true});
 template <Element To, Element From>
 Tensor<To> convert_image_dtype(const Tensor<From>& image, const ConvertImageOptions& o = {}) {
-  constexpr bool from_int = std::is_same_v<From, int64_t>, to_int = std::is_same_v<To, int64_t>;
+  constexpr bool from_int = std::is_integral_v<From>, to_int = std::is_integral_v<To>;
   Tensor<To> out(image.shape());
   const From* x = image.data();
   To* y = out.data();
   const int64_t n = image.size();
   if constexpr (from_int && to_int) {
-    detail::max_sample(o.bits, "convert_image_dtype");
-    detail::max_sample(o.to_bits, "convert_image_dtype");
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = o.to_bits >= o.bits ? x[i] << (o.to_bits - o.bits) : x[i] >> (o.bits - o.to_bits);
+    detail::max_sample_of<From>(o.bits, "convert_image_dtype");
+    detail::max_sample_of<To>(o.to_bits, "convert_image_dtype");
+    for (int64_t i = 0; i < n; ++i) {
+      const auto v = int64_t(x[i]);
+      y[i] = To(o.to_bits >= o.bits ? v << (o.to_bits - o.bits) : v >> (o.bits - o.to_bits));
+    }
   } else if constexpr (from_int) {
-    const To scale = To(1) / To(detail::max_sample(o.bits, "convert_image_dtype"));
+    const To scale = To(1) / To(detail::max_sample_of<From>(o.bits, "convert_image_dtype"));
     for (int64_t i = 0; i < n; ++i) y[i] = To(x[i]) * scale;
   } else if constexpr (to_int) {
-    const int64_t top = detail::max_sample(o.bits, "convert_image_dtype");
+    const int64_t top = detail::max_sample_of<To>(o.bits, "convert_image_dtype");
     const From scale = From(top) + From(0.5);
     for (int64_t i = 0; i < n; ++i) {
       From v = x[i] * scale;
       if (std::isnan(v)) v = 0;
       if (o.saturate) v = std::clamp(v, From(0), From(top));
       v = std::clamp(v, From(-9.0e18), From(9.0e18));  // keeps the cast defined
-      y[i] = int64_t(v);
+      y[i] = To(int64_t(v));  // a uint8_t keeps the low 8 bits (TF's uint8 wraps around too)
     }
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = To(x[i]);

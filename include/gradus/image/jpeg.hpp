@@ -150,7 +150,7 @@ Tensor<T> decode_jpeg(std::string_view bytes, const JpegDecodeOptions& opts = {}
                "decode_jpeg: channels must be 0, 1 or 3, got ", opts.channels);
   GRADUS_CHECK(value_error, opts.ratio == 1 || opts.ratio == 2 || opts.ratio == 4 || opts.ratio == 8,
                "decode_jpeg: ratio must be 1, 2, 4 or 8, got ", opts.ratio);
-  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_jpeg");
+  if constexpr (std::is_integral_v<T>) detail::max_sample_of<T>(opts.bits, "decode_jpeg");
   GRADUS_CHECK(io_error, bytes.size() >= 4, "decode_jpeg: not a valid JPEG (", bytes.size(), " bytes)");
   auto io = std::make_unique<detail::JpegIo>();
   detail::JpegIoGuard guard{*io};

@@ -120,12 +120,12 @@ template <Element T = float>
 Tensor<T> decode_png(std::string_view bytes, const PngDecodeOptions& opts = {}) {
   GRADUS_CHECK(value_error, opts.channels == 0 || opts.channels == 1 || opts.channels == 3 || opts.channels == 4,
                "decode_png: channels must be 0, 1, 3 or 4, got ", opts.channels);
-  if constexpr (std::is_same_v<T, int64_t>) detail::max_sample(opts.bits, "decode_png");
+  if constexpr (std::is_integral_v<T>) detail::max_sample_of<T>(opts.bits, "decode_png");
   detail::PngIo io;
   detail::PngIoGuard guard{io};
   io.in = reinterpret_cast<const uint8_t*>(bytes.data());
   io.in_size = bytes.size();
-  const int want_bits = std::is_same_v<T, int64_t> && opts.bits == 8 ? 8 : 0;
+  const int want_bits = std::is_integral_v<T> && opts.bits == 8 ? 8 : 0;
   GRADUS_CHECK(io_error, detail::png_decode_c(&io, opts.channels, want_bits), "decode_png: not a valid PNG (",
                bytes.size(), " bytes): ", io.message);
   detail::RawImage raw;

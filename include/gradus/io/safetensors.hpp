@@ -74,6 +74,7 @@ template <Element T>
 constexpr std::string_view safetensors_dtype() {
   if constexpr (std::same_as<T, float>) return "F32";
   else if constexpr (std::same_as<T, double>) return "F64";
+  else if constexpr (std::same_as<T, uint8_t>) return "U8";
   else return "I64";
 }
 inline std::string_view safetensors_dtype(const AnyTensor& t) {

@@ -108,6 +108,7 @@ constexpr const char* tensor_type_name() {
   if constexpr (std::same_as<T, float>) return "Tensor<float>";
   else if constexpr (std::same_as<T, double>) return "Tensor<double>";
   else if constexpr (std::same_as<T, int64_t>) return "Tensor<int64_t>";
+  else if constexpr (std::same_as<T, uint8_t>) return "Tensor<uint8_t>";
   else return "a tensor of another element type";
 }
 

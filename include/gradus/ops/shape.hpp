@@ -397,7 +397,8 @@ Tensor<T> one_hot(const Tensor<int64_t>& labels, int64_t depth, T on = T(1), T o
 
 // ------------------------------------------------------------------------------------ cast
 
-/// Converts the element type (float -> integer truncates toward zero, as static_cast).
+/// Converts the element type (float -> integer truncates toward zero, as static_cast; to uint8_t
+/// through int64_t, then modulo 256).
 /// Tensor<T> -> Tensor<U>; Var<float>/Var<double> -> a differentiable Var<U> whose gradient is
 /// cast back; a Var cast to int64_t gives a Tensor<int64_t> (no gradient). Casting to the
 /// same type returns the input itself.

@@ -195,13 +195,15 @@ void one_hot(const int64_t* labels, int64_t count, int64_t depth, T on, T off, T
     if (labels[i] >= 0 && labels[i] < depth) out[i * depth + labels[i]] = on;
 }
 
-/// dst[i] = (or, with `add`, +=) static_cast<U>(src[i]).
+/// dst[i] = (or, with `add`, +=) static_cast<U>(src[i]); to uint8_t through int64_t.
 template <class T, class U>
 void cast(const T* src, int64_t n, U* dst, bool add) {
+  // to bytes: through int64 (toward zero), then modulo 256, so that no value is undefined
+  auto to = [](T v) { return std::is_same_v<U, uint8_t> ? static_cast<U>(static_cast<int64_t>(v)) : static_cast<U>(v); };
   if (add)
-    for (int64_t i = 0; i < n; ++i) dst[i] += static_cast<U>(src[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] += to(src[i]);
   else
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<U>(src[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = to(src[i]);
 }
 
 }  // namespace gradus::backend::cpu
