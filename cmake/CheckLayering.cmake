@@ -1,6 +1,6 @@
 # Checks the layering of include/gradus/ (docs/architecture.md), run by ctest as `layering`:
 #   core/ → expr/ → backend/ → autodiff/ → ops/ → nn/ losses/ metrics/ init/ optim/
-#         → data/ io/ summary/ image/ → train/
+#         → data/ io/ summary/ image/ → train/ dist/ onnx/ estimator/
 # - a header includes headers of its own layer or lower ones only;
 # - ops/, nn/ and image/ hold no kernel code (no OpenMP pragmas, intrinsics, Eigen maps or
 #   parallel loops): they reach kernels through backend/ (image/ through backend/cpu/image.hpp);
@@ -24,7 +24,7 @@ endforeach()
 foreach(a data io summary image profile)
   set(rank_${a} 6)
 endforeach()
-foreach(a train dist onnx)
+foreach(a train dist onnx estimator)
   set(rank_${a} 7)
 endforeach()
 set(rank_testing 8)

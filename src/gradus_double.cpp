@@ -11,3 +11,4 @@
 #include "gradus/gradus.hpp"
 #include "gradus/train.hpp"
 #include "gradus/io.hpp"
+#include "gradus/estimator.hpp"
