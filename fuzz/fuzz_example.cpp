@@ -1,5 +1,7 @@
 // libFuzzer harness: tf.train.Example and SequenceExample bytes through decode_*, their re-encoding
-// (which must decode to the same message), and the typed parsers with a spec of every kind.
+// (which must decode to the same message), and the typed parsers with a spec of every kind; the
+// bytes split into two records for the batched parse_example (whose sparse indices must lie in
+// their dense shape), and read by decode_raw as every stored type.
 #include <cmath>
 
 #include <gradus/io.hpp>
@@ -60,6 +62,27 @@ GRADUS_FUZZ_TARGET(example) {
     if (!has_nan(ex.features) && !(again == ex)) __builtin_trap();
     exercise(io::parse_features(ex.features, spec));
   } catch (const gradus::error&) {
+  }
+  try {
+    const std::vector<std::string> records = {std::string(in.substr(0, in.size() / 2)), std::string(in.substr(in.size() / 2))};
+    const io::ParsedBatch batch = io::parse_example(records, spec);
+    for (const char* name : {"d"}) {
+      const gradus::SparseTensor<int64_t>& sp = batch.sparse_int64s(name);
+      sp.check("fuzz");  // every index inside the dense shape
+      if (sp.dense_shape[0] != 2) __builtin_trap();
+    }
+  } catch (const gradus::error&) {
+  }
+  for (io::RawType t : {io::RawType::uint8, io::RawType::int16, io::RawType::int32, io::RawType::int64,
+                        io::RawType::float16, io::RawType::bfloat16, io::RawType::float32}) {
+    try {
+      const bool is_int = t == io::RawType::int16 || t == io::RawType::int32 || t == io::RawType::int64;
+      const int64_t n = is_int ? io::decode_raw<int64_t>(in, {.type = t, .little_endian = size % 2 == 0}).size()
+                        : t == io::RawType::uint8 ? io::decode_raw<uint8_t>(in).size()
+                                                  : io::decode_raw<float>(in, {.type = t}).size();
+      if (n != int64_t(size) / io::raw_size(t, 1)) __builtin_trap();
+    } catch (const gradus::error&) {
+    }
   }
   try {
     const io::SequenceExample se = io::decode_sequence_example(in);
