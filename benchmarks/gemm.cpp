@@ -3,6 +3,9 @@
 //   gemm/gradus    the kernel gradus picks for this CPU (what matmul and conv2d run);
 //   gemm/avx2, gemm/eigen, ...  each other kernel the CPU supports, forced;
 //   gemm/openblas  the peer (docs/performance.md: gradus >= 0.95x its throughput).
+// Every row also reports `of_peak`: its throughput over this core's peak times the threads, the
+// peak measured at start-up by a loop of independent fused multiply-adds on registers only, in
+// the widest vectors gradus' kernel uses (AVX-512: 16 floats, AVX2: 8), printed first.
 // Shapes: gemm_shapes.hpp (1024^3 and the GEMMs of one training step of the MLP 784-500-10 and of the LeNet CNN
 // at batch 128, as backend::gemm receives them; ta/tb: a/b stored transposed).
 // OpenBLAS' pthreads spin for a while after each call, which slows whatever runs next on a
@@ -10,7 +13,10 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -19,6 +25,10 @@
 #include <gradus/gradus.hpp>
 
 #include "gemm_shapes.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #if defined(GRADUS_BENCH_OPENBLAS)
 #include <cblas.h>
@@ -30,13 +40,64 @@ using Tensor = gd::Tensor<float>;
 
 namespace {
 
+#if defined(__x86_64__)
+/// Twelve independent chains of fused multiply-adds, `iters` rounds, in variables the compiler
+/// keeps in registers (an array of accumulators may live on the stack): 12 chains cover two FMA
+/// units' latency; each starts from its own value, so that no two are the same computation. The
+/// sum keeps the work.
+#define GRADUS_FMA_CHAINS(V, SET, FMA, ADD, X, Y)                                                \
+  V a0 = SET(0.f), a1 = SET(1.f), a2 = SET(2.f), a3 = SET(3.f), a4 = SET(4.f), a5 = SET(5.f);    \
+  V a6 = SET(6.f), a7 = SET(7.f), a8 = SET(8.f), a9 = SET(9.f), a10 = SET(10.f), a11 = SET(11.f); \
+  for (int64_t it = 0; it < iters; ++it) {                                                       \
+    a0 = FMA(a0, X, Y), a1 = FMA(a1, X, Y), a2 = FMA(a2, X, Y), a3 = FMA(a3, X, Y);              \
+    a4 = FMA(a4, X, Y), a5 = FMA(a5, X, Y), a6 = FMA(a6, X, Y), a7 = FMA(a7, X, Y);              \
+    a8 = FMA(a8, X, Y), a9 = FMA(a9, X, Y), a10 = FMA(a10, X, Y), a11 = FMA(a11, X, Y);          \
+  }                                                                                              \
+  const V s = ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), ADD(ADD(a8, a9), ADD(a10, a11)));
+__attribute__((target("avx512f"))) float fma_loop_avx512(int64_t iters) {
+  GRADUS_FMA_CHAINS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, _mm512_set1_ps(0.999999f),
+                    _mm512_set1_ps(1e-7f))
+  return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(int64_t iters) {
+  GRADUS_FMA_CHAINS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, _mm256_set1_ps(0.999999f),
+                    _mm256_set1_ps(1e-7f))
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[7];
+}
+#undef GRADUS_FMA_CHAINS
+#endif
+
+/// One core's float peak in FLOP/s for the vectors of gradus' kernel: the best of 5 timed runs
+/// of the register-only FMA loop (0 where it has none).
+double core_peak() {
+#if defined(__x86_64__)
+  const bool wide = cpu::gemm_kernel() == cpu::GemmKernel::avx512;
+  if (!wide && cpu::gemm_kernel() != cpu::GemmKernel::avx2) return 0;
+  const int64_t iters = 20'000'000;
+  const double flops = double(iters) * 12 * (wide ? 16 : 8) * 2;
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(wide ? fma_loop_avx512(iters) : fma_loop_avx2(iters));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, flops / s);
+  }
+  std::printf("peak: %.1f GFLOP/s per core (register-only %s FMA loop)\n", best * 1e-9, wide ? "AVX-512" : "AVX2");
+  return best;
+#else
+  return 0;
+#endif
+}
+
 /// c = a · b by one implementation: (a, ta, b, tb, c, m, k, n).
 using Gemm = std::function<void(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t)>;
 
 /// Registers gemm/<impl> on every shape at 1 and 2 threads; `threads(t)` sets an
 /// implementation's own thread count (gradus and Eigen use OpenMP's).
-void register_gemm(const std::string& impl, Gemm gemm, std::function<void(int)> threads = {}) {
-  auto* b = benchmark::RegisterBenchmark(("gemm/" + impl).c_str(), [gemm, threads](benchmark::State& state) {
+void register_gemm(const std::string& impl, Gemm gemm, double peak, std::function<void(int)> threads = {}) {
+  auto* b = benchmark::RegisterBenchmark(("gemm/" + impl).c_str(), [gemm, threads, peak](benchmark::State& state) {
     const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
     const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
     omp_set_num_threads(int(state.range(5)));
@@ -51,6 +112,10 @@ void register_gemm(const std::string& impl, Gemm gemm, std::function<void(int)> 
     }
     state.counters["FLOPS"] = benchmark::Counter(2.0 * double(m) * double(k) * double(n),
                                                  benchmark::Counter::kIsIterationInvariantRate);
+    if (peak > 0)  // the rate of (FLOP / peak FLOP/s) per second: the fraction of the peak
+      state.counters["of_peak"] = benchmark::Counter(2.0 * double(m) * double(k) * double(n) /
+                                                         (peak * double(state.range(5))),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
   });
   b->ArgNames({"m", "k", "n", "ta", "tb", "threads"})->UseRealTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
   for (int t : {1, 2})
@@ -60,14 +125,16 @@ void register_gemm(const std::string& impl, Gemm gemm, std::function<void(int)> 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const double peak = core_peak();
   register_gemm("gradus", [](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
-                             int64_t n) { gd::backend::gemm(a, ta, b, tb, c, m, k, n, false, gd::cpu); });
+                             int64_t n) { gd::backend::gemm(a, ta, b, tb, c, m, k, n, false, gd::cpu); }, peak);
   for (cpu::GemmKernel kernel :
        {cpu::GemmKernel::avx512, cpu::GemmKernel::avx2, cpu::GemmKernel::loops, cpu::GemmKernel::eigen})
     if (kernel != cpu::gemm_kernel() && cpu::gemm_kernel_supported(kernel))
       register_gemm(std::string(cpu::gemm_kernel_name(kernel)),
                     [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
-                             int64_t n) { cpu::gemm(a, ta, b, tb, c, m, k, n, false, kernel); });
+                             int64_t n) { cpu::gemm(a, ta, b, tb, c, m, k, n, false, kernel); },
+                    peak);
 #if defined(GRADUS_BENCH_OPENBLAS)
   register_gemm(
       "openblas",
@@ -75,7 +142,7 @@ int main(int argc, char** argv) {
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
                     int(k), 1.f, a, ta ? int(m) : int(k), b, tb ? int(k) : int(n), 0.f, c, int(n));
       },
-      [](int t) { openblas_set_num_threads(t); });
+      peak, [](int t) { openblas_set_num_threads(t); });
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

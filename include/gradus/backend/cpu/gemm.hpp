@@ -56,11 +56,11 @@ template <class T>
 using CMatMap = Eigen::Map<const RowMat<T>>;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread: waking a second thread
-/// costs more than it saves. At 2^19 the seed model's 100x784x10 products split: its step at two
-/// threads drops from 53 to 40 us on an idle 2-vCPU Zen 5 and rises from 52 to 58 us when the
-/// other core is busy (the caller then runs the tasks the sleeping thread does not take); the
-/// LSTM and CNN steps do not move.
-inline constexpr int64_t kGemmParallelWork = int64_t(1) << 19;
+/// costs more than it saves, and far more when the other core is busy. (At 2^19 the seed model's
+/// 100x784x10 products split and its step at two threads drops from 53 to 40 us on an idle Zen 5,
+/// but a worker's first task of that size then allocates its panels, so a warm step is no longer
+/// free of allocations until every worker has run one: not yet.)
+inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
 /// Tasks per thread of a parallel float GEMM, each a block of rows (or columns) of C that packs
 /// its own panels: more balance a thread that loses its core, fewer repack less.
 inline constexpr int64_t kGemmTasksPerThread = 4;
