@@ -56,11 +56,11 @@ template <class T>
 using CMatMap = Eigen::Map<const RowMat<T>>;
 
 /// Below this many multiply-adds a GEMM runs on the calling thread: waking a second thread
-/// costs more than it saves, and far more when the other core is busy. (At 2^19 the seed model's
-/// 100x784x10 products split and its step at two threads drops from 53 to 40 us on an idle Zen 5,
-/// but a worker's first task of that size then allocates its panels, so a warm step is no longer
-/// free of allocations until every worker has run one: not yet.)
-inline constexpr int64_t kGemmParallelWork = int64_t(1) << 22;
+/// costs more than it saves. At 2^19 the seed model's 100x784x10 products split: its step at two
+/// threads drops from 53 to 40 us on an idle 2-vCPU Zen 5 and rises from 52 to 58 us when the
+/// other core is busy (the caller then runs the tasks the sleeping thread does not take); the
+/// LSTM and CNN steps do not move.
+inline constexpr int64_t kGemmParallelWork = int64_t(1) << 19;
 /// Tasks per thread of a parallel float GEMM, each a block of rows (or columns) of C that packs
 /// its own panels: more balance a thread that loses its core, fewer repack less.
 inline constexpr int64_t kGemmTasksPerThread = 4;
@@ -432,15 +432,20 @@ struct SharedPack {
   }
 };
 
+/// The floats a task of a parallel GEMM packs its own panels into, for tasks of up to `span` rows
+/// (columns) of C in units of `unit` (K::kMR or K::kNR), `limit` (kMC or kNC) at a time.
+inline int64_t task_pack_floats(int64_t span, int64_t unit, int64_t limit, int64_t k) {
+  return (std::min(span, limit) + unit - 1) / unit * unit * std::min(k, k_block(k));
+}
+
 /// Rows [lo, hi) of C = or += A · B (as serial()) against B packed whole in `bp`: this task packs
-/// only its own rows of A. Each element of C sums its k terms in the order serial() does.
+/// only its own rows of A, into `ap` (task_pack_floats of them). Each element of C sums its k
+/// terms in the order serial() does.
 template <class K>
 void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, float* c, int64_t ldc, int64_t ldcc,
-               int64_t lo, int64_t hi, int64_t k, int64_t n, bool add) {
+               int64_t lo, int64_t hi, int64_t k, int64_t n, bool add, float* ap) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   const int64_t kb = k_block(k);
-  Tensor<float> abuf(Shape{(std::min(hi - lo, kMC) + MR - 1) / MR * MR * std::min(k, kb)});
-  float* ap = abuf.data();
   for (int64_t p0 = 0; p0 < k; p0 += kb) {
     const int64_t kc = std::min(kb, k - p0);
     const bool load = add || p0 > 0;
@@ -460,14 +465,13 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
 }
 
 /// Columns [lo, hi) of C = or += A · B (as serial()) against A packed whole in `ap`: this task
-/// packs only its own columns of B. Each element of C sums its k terms in the order serial() does.
+/// packs only its own columns of B, into `bp` (task_pack_floats of them). Each element of C sums
+/// its k terms in the order serial() does.
 template <class K>
 void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc, int64_t ldcc,
-               int64_t lo, int64_t hi, int64_t m, int64_t k, bool add) {
+               int64_t lo, int64_t hi, int64_t m, int64_t k, bool add, float* bp) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   const int64_t kb = k_block(k);
-  Tensor<float> bbuf(Shape{(std::min(hi - lo, kNC) + NR - 1) / NR * NR * std::min(k, kb)});
-  float* bp = bbuf.data();
   for (int64_t j0 = lo; j0 < hi; j0 += kNC) {
     const int64_t nc = std::min(kNC, hi - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kb) {
@@ -513,12 +517,18 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
     shared.pack_b_all(b, rb, cb, k, n);
   else
     shared.pack_a_all(a, ra, ca, m, k);
+  // every task's panels, allocated here: how many buffers exist at once must not depend on which
+  // threads happen to run the tasks together (a warm step asks the allocator for nothing new)
+  const int64_t span = (units + tasks - 1) / tasks * unit;
+  const int64_t per_task = task_pack_floats(span, unit, rows ? kMC : kNC, k);
+  Tensor<float> panels(Shape{tasks * per_task});
   ThreadPool::instance().run(tasks, nt, [&](int64_t t) {
     const int64_t lo = std::min(extent, units * t / tasks * unit), hi = std::min(extent, units * (t + 1) / tasks * unit);
+    float* own = panels.data() + t * per_task;
     if (rows)
-      rows_task<K>(a, ra, ca, shared, c, ldc, ldcc, lo, hi, k, n, add);
+      rows_task<K>(a, ra, ca, shared, c, ldc, ldcc, lo, hi, k, n, add, own);
     else
-      cols_task<K>(shared, b, rb, cb, c, ldc, ldcc, lo, hi, m, k, add);
+      cols_task<K>(shared, b, rb, cb, c, ldc, ldcc, lo, hi, m, k, add, own);
   });
 }
 
