@@ -7,6 +7,7 @@
 //                                 gd::Tensor<int64_t>::from({7, 3, 5}, {3}), {4, 2}};
 //   ids.check("my_op");      // shapes and positions checked, value_error naming my_op
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 
@@ -15,6 +16,23 @@
 #include "gradus/core/tensor.hpp"
 
 namespace gradus {
+
+namespace detail {
+
+/// Throws value_error, naming `who`, unless every row of `indices` ([nnz, rank], host memory) is a
+/// position inside `dense_shape`.
+inline void check_sparse_indices(const Tensor<int64_t>& indices, const Shape& dense_shape, const char* who) {
+  const int rank = dense_shape.rank();
+  const int64_t* ix = indices.data();
+  for (int64_t i = 0; i < indices.size() / std::max(rank, 1); ++i)
+    for (int d = 0; d < rank; ++d) {
+      const int64_t v = ix[i * rank + d];
+      GRADUS_CHECK(value_error, v >= 0 && v < dense_shape[d], who, ": sparse index ", v, " of element ", i,
+                   " is outside [0, ", dense_shape[d], ") along axis ", d, " of the dense shape ", dense_shape);
+    }
+}
+
+}  // namespace detail
 
 /// A sparse tensor (tf.sparse.SparseTensor): element `indices[i]` (a row of `rank` coordinates)
 /// of a tensor of `dense_shape` is `values[i]`; every other element is a default (0 unless the
@@ -38,13 +56,7 @@ struct SparseTensor {
                  indices.shape(), " (dense shape ", dense_shape, ")");
     GRADUS_CHECK(value_error, indices.device() == gradus::cpu, who, ": the sparse indices must be in host memory, not on ",
                  indices.device());
-    const int64_t* ix = indices.data();
-    for (int64_t i = 0; i < nnz(); ++i)
-      for (int d = 0; d < rank(); ++d) {
-        const int64_t v = ix[i * rank() + d];
-        GRADUS_CHECK(value_error, v >= 0 && v < dense_shape[d], who, ": sparse index ", v, " of element ", i,
-                     " is outside [0, ", dense_shape[d], ") along axis ", d, " of the dense shape ", dense_shape);
-      }
+    detail::check_sparse_indices(indices, dense_shape, who);
   }
 
   friend std::ostream& operator<<(std::ostream& os, const SparseTensor& s) {

@@ -67,6 +67,12 @@ struct LinearClassifierOptions {
 
 namespace detail {
 
+/// `batches` (raw batches; no label field needed) packed by `features` into one field, x: what
+/// predict takes.
+inline data::Dataset packed_inputs(const feature_column::Features& features, const data::Dataset& batches) {
+  return batches.map([f = features](data::Example b) { return data::Example(f.transform(b)); });
+}
+
 /// DenseFeatures, hidden Dense layers (with dropout), and an output Dense layer.
 template <Real T>
 class Dnn : public nn::Module<T, Dnn<T>> {
@@ -135,9 +141,7 @@ class ClassifierHead : public nn::Module<T, Self> {
   /// The class probabilities [N, n_classes] (softmax of the logits) over raw batches; the label
   /// field is not needed.
   Tensor<T> predict_probabilities(const data::Dataset& batches) {
-    const Tensor<T> logits = train::predict(self(), batches.map([f = features_](data::Example b) {
-      return data::Example(f.transform(b));
-    }));
+    const Tensor<T> logits = train::predict(self(), packed_inputs(features_, batches));
     return softmax(logits, -1);
   }
   /// The most probable class of each example [N] (the first of equal ones).
@@ -242,7 +246,7 @@ class DNNRegressor : public nn::Module<T, DNNRegressor<T>> {
   }
   /// The predictions [N, label_dimension] over raw batches.
   Tensor<T> predict(const data::Dataset& batches) {
-    return train::predict(*this, batches.map([f = features_](data::Example b) { return data::Example(f.transform(b)); }));
+    return train::predict(*this, detail::packed_inputs(features_, batches));
   }
   const feature_column::Features& features() const { return features_; }
   int64_t label_dimension() const { return dims_; }

@@ -93,6 +93,11 @@ class Column {
   explicit Column(std::shared_ptr<const ColumnSpec> spec) : spec_(std::move(spec)) {}
 
   const ColumnSpec& spec() const;
+  /// The shared description itself (what a wrapping column keeps of the column it wraps).
+  const std::shared_ptr<const ColumnSpec>& shared_spec() const {
+    spec();  // checks that there is one
+    return spec_;
+  }
   Kind kind() const { return spec().kind; }
   const std::string& name() const { return spec().name; }
   const std::string& key() const { return spec().key; }
@@ -302,15 +307,18 @@ inline int64_t string_id(const ColumnSpec& c, const std::string& s) {
   }
 }
 
+/// Fingerprint64 of an int64 by its decimal string, as TensorFlow hashes integer ids.
+inline uint64_t int_fingerprint(int64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return ::gradus::detail::fingerprint64(std::string_view(buf, size_t(r.ptr - buf)));
+}
+
 /// The id of one int64 value of a categorical column (-1 is missing: none).
 inline int64_t int_id(const ColumnSpec& c, int64_t v) {
   if (v == -1) return -1;
   switch (c.kind) {
-    case Kind::hashed: {
-      char buf[24];
-      const auto r = std::to_chars(buf, buf + sizeof buf, v);
-      return int64_t(::gradus::detail::fingerprint64(std::string_view(buf, size_t(r.ptr - buf))) % uint64_t(c.buckets));
-    }
+    case Kind::hashed: return int64_t(int_fingerprint(v) % uint64_t(c.buckets));
     case Kind::identity:
       if (v >= 0 && v < c.buckets) return v;
       GRADUS_CHECK(value_error, c.default_id >= 0, "feature column '", c.name, "': id ", v, " of field '", c.key,
@@ -321,13 +329,8 @@ inline int64_t int_id(const ColumnSpec& c, int64_t v) {
                    "' holds int64 values; the vocabulary holds strings");
       const auto it = c.int_index.find(v);
       if (it != c.int_index.end()) return it->second;
-      if (c.num_oov_buckets > 0) {
-        char buf[24];
-        const auto r = std::to_chars(buf, buf + sizeof buf, v);
-        return int64_t(c.int_vocabulary.size()) +
-               int64_t(::gradus::detail::fingerprint64(std::string_view(buf, size_t(r.ptr - buf))) %
-                       uint64_t(c.num_oov_buckets));
-      }
+      if (c.num_oov_buckets > 0)
+        return int64_t(c.int_vocabulary.size()) + int64_t(int_fingerprint(v) % uint64_t(c.num_oov_buckets));
       return c.default_id;
     }
     default: return -1;
@@ -442,7 +445,7 @@ GRADUS_INLINE Column bucketized_column(const Column& numeric, std::vector<double
                  boundaries[i]);
   auto s = detail::new_spec(Kind::bucketized, numeric.key(), numeric.name() + "_bucketized");
   s->boundaries = std::move(boundaries);
-  s->source = std::make_shared<ColumnSpec>(numeric.spec());
+  s->source = numeric.shared_spec();
   s->max_values = detail::numeric_values(numeric.spec());
   return Column(std::move(s));
 }
@@ -534,7 +537,7 @@ GRADUS_INLINE Column categorical_column_with_identity(std::string key, int64_t n
 GRADUS_INLINE Column indicator_column(const Column& categorical) {
   const ColumnSpec& src = detail::categorical_source(categorical, "indicator_column");
   auto s = detail::new_spec(Kind::indicator, src.key, src.name + "_indicator");
-  s->source = std::make_shared<ColumnSpec>(src);
+  s->source = categorical.shared_spec();
   return Column(std::move(s));
 }
 
@@ -543,7 +546,7 @@ GRADUS_INLINE Column embedding_column(const Column& categorical, int64_t dimensi
   GRADUS_CHECK(value_error, dimension >= 1, "embedding_column '", src.name, "': dimension must be >= 1, got ",
                dimension);
   auto s = detail::new_spec(Kind::embedding, src.key, src.name + "_embedding");
-  s->source = std::make_shared<ColumnSpec>(src);
+  s->source = categorical.shared_spec();
   s->dimension = dimension, s->combiner = o.combiner;
   s->initializer = o.initializer ? std::move(o.initializer)
                                  : init::Initializer(init::truncated_normal{0.0, 1.0 / std::sqrt(double(dimension))});

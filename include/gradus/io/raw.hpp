@@ -93,9 +93,15 @@ Tensor<T> decode_raw(std::span<const std::string> batch, const DecodeRawOptions&
                to_string(opts.type), " values (", size, " bytes each)");
   const int64_t n = length / size;
   Tensor<T> out(Shape{int64_t(batch.size()), n});
+  std::string padded;  // a string shorter than fixed_length, zero-padded
   for (size_t i = 0; i < batch.size(); ++i) {
-    const Tensor<T> row = decode_raw<T>(batch[i], {opts.type, opts.little_endian, length});
-    std::copy_n(row.data(), n, out.data() + int64_t(i) * n);
+    const char* src = batch[i].data();
+    if (int64_t(batch[i].size()) < length) {
+      padded.assign(size_t(length), '\0');
+      padded.replace(0, batch[i].size(), batch[i]);
+      src = padded.data();
+    }
+    detail::decode_raw_into(src, n, opts.type, opts.little_endian, out.data() + int64_t(i) * n);
   }
   return out;
 }

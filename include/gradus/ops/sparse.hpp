@@ -34,7 +34,8 @@ std::string_view to_string(Combiner c);
 namespace detail {
 
 /// The flat row-major positions [nnz] in `dense_shape` of the rows of `indices` ([nnz, rank],
-/// host), checked to be inside it and distinct; value_error naming `who` otherwise.
+/// host, already checked to lie inside it: check_sparse_indices), checked to be distinct;
+/// value_error naming `who` otherwise.
 Tensor<int64_t> sparse_positions(const Tensor<int64_t>& indices, const Shape& dense_shape, const char* who);
 
 /// A host tensor where `device` is (itself on the CPU).
@@ -65,6 +66,7 @@ auto sparse_to_dense(const Tensor<int64_t>& indices, const Shape& dense_shape, c
   GRADUS_CHECK(value_error, indices.shape()[1] == dense_shape.rank(), "sparse_to_dense: indices of ",
                indices.shape()[1], " coordinates for the dense shape ", dense_shape);
   const Tensor<int64_t> host = indices.device() == gradus::cpu ? indices : indices.to(gradus::cpu);
+  detail::check_sparse_indices(host, dense_shape, "sparse_to_dense");
   const Tensor<int64_t> pos = detail::sparse_positions(host, dense_shape, "sparse_to_dense");
   const Device dev = vv.device();
   const int64_t total = dense_shape.numel(), nnz = vv.size();
@@ -95,10 +97,10 @@ auto sparse_to_dense(const Tensor<int64_t>& indices, const Shape& dense_shape, c
 /// type; the result is where sp's values are.
 template <Element T>
 Tensor<T> sparse_to_dense(const SparseTensor<T>& sp, T default_value = T(0)) {
-  sp.check("sparse_to_dense");
   if constexpr (Real<T>) {
-    return sparse_to_dense(sp.indices, sp.dense_shape, sp.values, default_value);
+    return sparse_to_dense(sp.indices, sp.dense_shape, sp.values, default_value);  // which checks sp
   } else {
+    sp.check("sparse_to_dense");
     const Tensor<T> vals = sp.values.device() == gradus::cpu ? sp.values : sp.values.to(gradus::cpu);
     const Tensor<int64_t> pos = detail::sparse_positions(sp.indices, sp.dense_shape, "sparse_to_dense");
     Tensor<T> out = Tensor<T>::full(sp.dense_shape, default_value);
@@ -262,12 +264,7 @@ GRADUS_INLINE Tensor<int64_t> sparse_positions(const Tensor<int64_t>& indices, c
   Tensor<int64_t> pos(Shape{nnz});
   for (int64_t i = 0; i < nnz; ++i) {
     int64_t p = 0;
-    for (int d = 0; d < rank; ++d) {
-      const int64_t v = indices.data()[i * rank + d];
-      GRADUS_CHECK(value_error, v >= 0 && v < dense_shape[d], who, ": index ", v, " of element ", i,
-                   " is outside [0, ", dense_shape[d], ") along axis ", d, " of the dense shape ", dense_shape);
-      p = p * dense_shape[d] + v;
-    }
+    for (int d = 0; d < rank; ++d) p = p * dense_shape[d] + indices.data()[i * rank + d];
     pos.data()[i] = p;
   }
   Tensor<int64_t> sorted = pos.clone();
