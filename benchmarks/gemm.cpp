@@ -2,6 +2,8 @@
 // cblas_sgemm (built when CMake finds OpenBLAS), fixed-seed random inputs:
 //   gemm/gradus    the kernel gradus picks for this CPU (what matmul and conv2d run);
 //   gemm/avx2, gemm/eigen, ...  each other kernel the CPU supports, forced;
+//   gemm/bf16_dot, gemm/bf16_convert  the products of gd::autocast(gd::bf16): AVX512-BF16 dot
+//                  products where the CPU has them, and the conversion fallback;
 //   gemm/openblas  the peer (docs/performance.md: gradus >= 0.95x its throughput).
 // Every row also reports `of_peak`: its throughput over this core's peak times the threads, the
 // peak measured at start-up by a loop of independent fused multiply-adds on registers only, in
@@ -134,6 +136,13 @@ int main(int argc, char** argv) {
       register_gemm(std::string(cpu::gemm_kernel_name(kernel)),
                     [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
                              int64_t n) { cpu::gemm(a, ta, b, tb, c, m, k, n, false, kernel); },
+                    peak);
+  // gd::autocast(gd::bf16): inputs rounded to bfloat16, float sums; of_peak against the float peak
+  for (cpu::Bf16Kernel kernel : {cpu::Bf16Kernel::dot, cpu::Bf16Kernel::convert})
+    if (cpu::bf16_kernel_supported(kernel))
+      register_gemm("bf16_" + std::string(cpu::bf16_kernel_name(kernel)),
+                    [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
+                             int64_t n) { cpu::gemm_bf16(a, ta, b, tb, c, m, k, n, false, kernel); },
                     peak);
 #if defined(GRADUS_BENCH_OPENBLAS)
   register_gemm(

@@ -28,6 +28,7 @@
 #pragma once
 #include "gradus/core/eigen.hpp"
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
@@ -35,6 +36,7 @@
 #include <omp.h>
 #endif
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define GRADUS_SGEMM_X86 1
 #endif
@@ -43,7 +45,9 @@
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/cpu/thread_pool.hpp"
 #include "gradus/backend/cpu/vecmath.hpp"
+#include "gradus/core/bfloat16.hpp"
 #include "gradus/core/error.hpp"
+#include "gradus/core/precision.hpp"
 #include "gradus/core/tensor.hpp"
 
 namespace gradus::backend::cpu {
@@ -299,6 +303,13 @@ struct Avx512 {
         acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
       }
     }
+    store<R>(acc, c, ldc, ldcc, load, n);
+  }
+
+  /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns.
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma")]] static void store(__m512 (&acc)[R][2], float* c, int64_t ldc, int64_t ldcc,
+                                                         bool load, int64_t n) {
     if (ldcc != 1) {  // C stored transposed: one column of the block at a time
       alignas(64) float tmp[kNR];
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
@@ -325,8 +336,8 @@ struct Avx512 {
 
 /// One packed A panel of `rows` <= K::kMR rows against one packed B panel: the full kernel, or
 /// for a partial panel the kernels of 8, 4, 2 and 1 rows that add up to it.
-template <class K>
-void tile(int64_t rows, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t ldcc, bool load,
+template <class K, class P>
+void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, float* c, int64_t ldc, int64_t ldcc, bool load,
           int64_t n) {
   if (rows == K::kMR) return K::template kernel<int(K::kMR)>(kc, ap, K::kMR, bp, c, ldc, ldcc, load, n);
   static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
@@ -532,6 +543,166 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
   });
 }
 
+// ------------------------------------------------------------ bfloat16 products (autocast)
+
+/// The 16 lanes of v rounded to bfloat16 (to nearest, ties to even; a NaN stays a quiet NaN),
+/// each in the low half of its 32-bit lane: bfloat16_bits() for 16 floats, in AVX-512F.
+[[gnu::target("avx512f,avx2,fma")]] inline __m512i bf16_round16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v), hi = _mm512_srli_epi32(u, 16);
+  const __m512i bias = _mm512_add_epi32(_mm512_and_si512(hi, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFF));
+  const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
+  return _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), hi, _mm512_set1_epi32(0x40));
+}
+
+/// A float panel [kc][W] (pack_a's or pack_b's layout) as bfloat16 pairs [(kc + 1) / 2][W]: word
+/// j of pair q holds depth 2q of column (row) j in its low half and depth 2q + 1 in its high half,
+/// zero past kc; the operand layout of the AVX512-BF16 dot product.
+template <int64_t W>
+[[gnu::target("avx512f,avx2,fma")]] inline void pair_panel(const float* src, int64_t kc, uint32_t* dst) {
+  for (int64_t p = 0; p < kc; p += 2, src += 2 * W, dst += W)
+    GRADUS_UNROLL for (int64_t j = 0; j < W; j += 16) {
+      const __mmask16 mask = W - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (W - j)) - 1);
+      const __m512i lo = bf16_round16(_mm512_maskz_loadu_ps(mask, src + j));
+      const __m512i hi = p + 1 < kc ? bf16_round16(_mm512_maskz_loadu_ps(mask, src + W + j)) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(dst + j, mask, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
+/// The AVX512-BF16 micro-kernel: Avx512's 12 x 32 block, fed two depths at a time. Each step
+/// multiplies a broadcast pair of A's bfloat16s by 32 pairs of B's and adds both products to the
+/// float accumulators (vdpbf16ps): twice Avx512's multiply-adds per instruction. `kq` counts the
+/// pairs, A(i, pair q) = a[q * as + i] and B one pair panel [kq][32]. The instruction treats
+/// bfloat16 subnormals (below 1.2e-38) as zero.
+struct Bf16Dot {
+  static constexpr int64_t kMR = 12, kNR = 32;
+
+  template <int R>
+  [[gnu::target("avx512bf16,avx512bw,avx512f,avx2,fma")]] static void kernel(int64_t kq, const uint32_t* a, int64_t as,
+                                                                            const uint32_t* b, float* c, int64_t ldc,
+                                                                            int64_t ldcc, bool load, int64_t n) {
+    __m512 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < kq; ++q, a += as, b += kNR) {
+      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[i]));
+        acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+        acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+      }
+    }
+    Avx512::store<R>(acc, c, ldc, ldcc, load, n);
+  }
+};
+
+/// Words of B (k x n) packed whole as bfloat16 pairs by pack_b_pairs_all.
+inline int64_t packed_b_pairs_size(int64_t k, int64_t n) {
+  constexpr int64_t NR = Bf16Dot::kNR;
+  const int64_t kb = k_block(k);
+  int64_t size = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kNC)
+    for (int64_t p0 = 0; p0 < k; p0 += kb) size += (std::min(kNC, n - j0) + NR - 1) / NR * NR * ((std::min(kb, k - p0) + 1) / 2);
+  return size;
+}
+
+/// Packs all of B(p, j) = b[p * rb + j * cb] (k x n) as bfloat16 pairs, block after block in the
+/// order serial_bf16() visits them; `scratch` holds one float block (kc x nc).
+inline void pack_b_pairs_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, uint32_t* out, float* scratch) {
+  constexpr int64_t NR = Bf16Dot::kNR;
+  const int64_t kb = k_block(k);
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t nc = std::min(kNC, n - j0), panels = (nc + NR - 1) / NR;
+    for (int64_t p0 = 0; p0 < k; p0 += kb) {
+      const int64_t kc = std::min(kb, k - p0), kq = (kc + 1) / 2;
+      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, scratch);
+      for (int64_t jp = 0; jp < panels; ++jp) pair_panel<NR>(scratch + jp * kc * NR, kc, out + jp * kq * NR);
+      out += panels * kq * NR;
+    }
+  }
+}
+
+/// The floats of scratch serial_bf16() needs for an m x k x n product (B packed or not).
+inline int64_t bf16_scratch_floats(int64_t m, int64_t k, int64_t n, bool packed) {
+  constexpr int64_t MR = Bf16Dot::kMR, NR = Bf16Dot::kNR;
+  const int64_t kmax = std::min(k, k_block(k)), kq = (kmax + 1) / 2;
+  const int64_t mp = (std::min(m, kMC) + MR - 1) / MR * MR, np = packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR;
+  auto whole_lines = [](int64_t floats) { return (floats + 15) / 16 * 16; };  // pack_b stores aligned
+  return whole_lines(mp * kmax) + whole_lines(np * kmax) + whole_lines(mp * kq) + np * kq;
+}
+
+/// serial() for bfloat16 products on Bf16Dot: C (m x n) = or += bf16(A) · bf16(B), float sums.
+/// Each block of A and B is packed as serial() packs it, then as bfloat16 pairs; with `packed`
+/// (pack_b_pairs_all's output for this B) B is read from there.
+inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c,
+                        int64_t ldc, int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add,
+                        const uint32_t* packed = nullptr) {
+  constexpr int64_t MR = Bf16Dot::kMR, NR = Bf16Dot::kNR;
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!add)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
+    return;
+  }
+  const int64_t kb = k_block(k), kmax = std::min(k, kb), kqmax = (kmax + 1) / 2;
+  const int64_t mp = (std::min(m, kMC) + MR - 1) / MR * MR, np = packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR;
+  auto whole_lines = [](int64_t floats) { return (floats + 15) / 16 * 16; };  // each part 64-byte aligned
+  Tensor<float> scratch(Shape{bf16_scratch_floats(m, k, n, packed != nullptr)});
+  float* af = scratch.data();                                             // A's block as floats [mp * kmax]
+  float* bf = af + whole_lines(mp * kmax);                                // B's block as floats [np * kmax]
+  auto* aw = reinterpret_cast<uint32_t*>(bf + whole_lines(np * kmax));    // A's block as pairs [mp * kqmax]
+  uint32_t* bw = aw + whole_lines(mp * kqmax);                            // B's block as pairs [np * kqmax]
+  for (int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const int64_t nc = std::min(kNC, n - j0), panels = (nc + NR - 1) / NR;
+    for (int64_t p0 = 0; p0 < k; p0 += kb) {
+      const int64_t kc = std::min(kb, k - p0), kq = (kc + 1) / 2;
+      const bool load = add || p0 > 0;
+      const uint32_t* bblock = bw;
+      if (packed) {
+        bblock = packed, packed += panels * NR * kq;
+      } else {
+        pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bf);
+        for (int64_t jp = 0; jp < panels; ++jp) pair_panel<NR>(bf + jp * kc * NR, kc, bw + jp * kq * NR);
+      }
+      for (int64_t i0 = 0; i0 < m; i0 += kMC) {
+        const int64_t mc = std::min(kMC, m - i0);
+        pack_a<MR>(a + i0 * ra + p0 * ca, ra, ca, mc, kc, af);
+        for (int64_t ip = 0; ip * MR < mc; ++ip) pair_panel<MR>(af + ip * kc * MR, kc, aw + ip * kq * MR);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            tile<Bf16Dot>(std::min(MR, mc - ir), kq, aw + (ir / MR) * kq * MR, bblock + (jr / NR) * kq * NR,
+                          c + (i0 + ir) * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, std::min(NR, nc - jr));
+      }
+    }
+  }
+}
+
+/// c (m x n) = or += bf16(a) · bf16(b) (each optionally transposed in storage) on Bf16Dot, as
+/// gemm<K>() arranges a float product: a product of few columns runs as its transpose, and a
+/// large one splits the rows (or columns) of C into one task per thread, each packing its own
+/// blocks of both operands.
+inline void gemm_bf16_dot(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
+                          bool add) {
+  using K = Bf16Dot;
+  int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1, ldc = n, ldcc = 1;
+  if (4 * n < 3 * K::kNR && m > n) {
+    std::swap(a, b), std::swap(m, n);
+    std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
+  }
+  const int nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
+  const bool rows = (m + K::kMR - 1) / K::kMR >= (n + K::kNR - 1) / K::kNR;
+  const int64_t unit = rows ? K::kMR : K::kNR, units = ((rows ? m : n) + unit - 1) / unit;
+  const int64_t tasks = std::min<int64_t>(units, nt);
+  if (tasks <= 1 || k <= 0) return serial_bf16(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
+  ThreadPool::instance().run(tasks, nt, [&](int64_t t) {
+    const int64_t extent = rows ? m : n;
+    const int64_t lo = std::min(extent, units * t / tasks * unit), hi = std::min(extent, units * (t + 1) / tasks * unit);
+    if (rows)
+      serial_bf16(a + lo * ra, ra, ca, b, rb, cb, c + lo * ldc, ldc, ldcc, hi - lo, k, n, add);
+    else
+      serial_bf16(a, ra, ca, b + lo * cb, rb, cb, c + lo * ldcc, ldc, ldcc, m, k, hi - lo, add);
+  });
+}
+
 }  // namespace sgemm
 #endif  // GRADUS_SGEMM_X86
 
@@ -636,6 +807,74 @@ void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64
   else run(A.transpose(), B.transpose());
 }
 
+/// How float products run under gd::autocast(gd::bf16): `dot` on the AVX512-BF16 dot-product
+/// kernel (sgemm::Bf16Dot) over inputs packed as bfloat16, or `convert`, where the CPU lacks those
+/// instructions: the inputs rounded to bfloat16 (kept as floats) and multiplied by the float
+/// kernels. Either way every product of two bfloat16s is exact in float and the sums are float's.
+enum class Bf16Kernel { convert, dot };
+
+inline constexpr std::string_view bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::dot ? "dot" : "convert"; }
+
+/// Whether this build and this CPU can run `k` (convert: always; dot: x86 with AVX512-BF16).
+inline bool bf16_kernel_supported(Bf16Kernel k) {
+  if (k == Bf16Kernel::convert) return true;
+#if defined(GRADUS_SGEMM_X86)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16
+  if (!__builtin_cpu_supports("avx512bw") || __get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  return (eax >> 5) & 1u;
+#else
+  return false;
+#endif
+}
+
+/// The bfloat16 product kernel, chosen on first use: GRADUS_BF16_KERNEL (dot or convert) when it
+/// names one the CPU supports, else dot where the CPU has AVX512-BF16 and float products use the
+/// AVX-512 kernel, else convert.
+inline Bf16Kernel bf16_kernel() {
+  static const Bf16Kernel chosen = [] {
+    const char* env = std::getenv("GRADUS_BF16_KERNEL");
+    if (env && bf16_kernel_name(Bf16Kernel::convert) == env) return Bf16Kernel::convert;
+    const bool dot = bf16_kernel_supported(Bf16Kernel::dot);
+    if (env && bf16_kernel_name(Bf16Kernel::dot) == env && dot) return Bf16Kernel::dot;
+    return dot && gemm_kernel() == GemmKernel::avx512 ? Bf16Kernel::dot : Bf16Kernel::convert;
+  }();
+  return chosen;
+}
+
+/// dst[i] = src[i] rounded to the nearest bfloat16 (gradus::round_to_bfloat16), i < n.
+inline void round_to_bfloat16_n(const float* src, int64_t n, float* dst) {
+  with_isa([&] {
+    GRADUS_SIMD
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = std::bit_cast<uint32_t>(src[i]);
+      const uint32_t r = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
+      dst[i] = std::bit_cast<float>((u & 0x7FFFFFFFu) > 0x7F800000u ? (u | 0x00400000u) & 0xFFFF0000u : r);
+    }
+  });
+}
+
+template <class T>
+void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add);
+
+/// c (m x n) = or (`add`) += bf16(a) · bf16(b), each optionally transposed in storage, with
+/// `kernel`: the float products of gd::autocast(gd::bf16). A thin product (one gemm() runs as
+/// loops) is converted even where `dot` is asked for. Throws value_error when the CPU lacks
+/// `kernel`'s instructions.
+inline void gemm_bf16(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
+                      bool add, Bf16Kernel kernel) {
+  GRADUS_CHECK(value_error, bf16_kernel_supported(kernel), "gemm: this CPU or build has no bfloat16 ",
+               bf16_kernel_name(kernel), " kernel");
+#if defined(GRADUS_SGEMM_X86)
+  if (kernel == Bf16Kernel::dot && m >= 6 && (n >= 12 || m >= 16))
+    return sgemm::gemm_bf16_dot(a, ta, b, tb, c, m, k, n, add);
+#endif
+  Tensor<float> ar(Shape{m * k}), br(Shape{k * n});
+  round_to_bfloat16_n(a, m * k, ar.data());
+  round_to_bfloat16_n(b, k * n, br.data());
+  gemm_native(ar.data(), ta, br.data(), tb, c, m, k, n, add);
+}
+
 /// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, on
 /// exactly `kernel` when T is float (doubles run on Eigen, or on loops when `kernel` is loops).
 /// Throws value_error when the CPU lacks the kernel's instructions. Tests and benchmarks use it to compare the kernels.
@@ -655,9 +894,19 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 }
 
 /// c (m x n) = or (`add`) += a (m x k) * b (k x n), each optionally transposed in storage, on
-/// gemm_kernel() for float.
+/// gemm_kernel() for float; under gd::autocast(gd::bf16) a float product's inputs are rounded to
+/// bfloat16 and multiplied on bf16_kernel() (float sums). Double products, and float ones under
+/// fp16 (a GPU's precision), are unchanged.
 template <class T>
 void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast_precision() == Precision::bf16) return gemm_bf16(a, ta, b, tb, c, m, k, n, add, bf16_kernel());
+  gemm_native(a, ta, b, tb, c, m, k, n, add);
+}
+
+/// gemm() in the element type's own precision, whatever the autocast scope.
+template <class T>
+void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>) {
     // Products of few rows, and those of few rows and few columns, which no register block
@@ -686,7 +935,9 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 /// B (k x n, stored transposed when `tb`) packed once for many products a · B on the calling
 /// thread — a convolution's filter against tile after tile of patches — so that each product
 /// packs only its A. Where the float kernels would not run on a packed B (doubles, Eigen, a B of
-/// few columns that gemm() runs transposed), multiply() is gemm().
+/// few columns that gemm() runs transposed), multiply() is gemm(). Made under
+/// gd::autocast(gd::bf16), it multiplies in bfloat16 as gemm() would there: B is packed as
+/// bfloat16 pairs for the dot kernel, or rounded once for the convert kernel.
 ///   GemmB<float> wb(w, false, K, F);
 ///   for (...) wb.multiply(patches, false, out + t0 * F, rows, false);
 template <class T>
@@ -696,6 +947,21 @@ class GemmB {
 #if defined(GRADUS_SGEMM_X86)
     if constexpr (std::is_same_v<T, float>) {
       kernel_ = gemm_kernel();
+      if (autocast_precision() == Precision::bf16) {
+        bf16_ = true, bf16_kernel_ = bf16_kernel();
+        if (bf16_kernel_ == Bf16Kernel::dot) {
+          if (k <= 0 || n < 12 || 4 * n < 3 * sgemm::Bf16Dot::kNR) return;  // gemm_bf16() runs these
+          constexpr int64_t NR = sgemm::Bf16Dot::kNR;
+          Tensor<float> scratch(Shape{(std::min(n, sgemm::kNC) + NR - 1) / NR * NR * std::min(k, sgemm::k_block(k))});
+          packed_ = Tensor<float>(Shape{sgemm::packed_b_pairs_size(k, n)});
+          sgemm::pack_b_pairs_all(b, tb ? 1 : n, tb ? k : 1, k, n, reinterpret_cast<uint32_t*>(packed_.data()),
+                                  scratch.data());
+          return;
+        }
+        rounded_ = Tensor<float>(Shape{k * n});
+        round_to_bfloat16_n(b, k * n, rounded_.data());
+        b = b_ = rounded_.data();
+      }
       auto pack = [&](auto kernel) {
         using K = decltype(kernel);
         if (k <= 0 || n < 12 || 4 * n < 3 * K::kNR) return;  // gemm() would run these otherwise
@@ -715,13 +981,19 @@ class GemmB {
     if constexpr (std::is_same_v<T, float>) {
       if (packed_.size() > 0 && m >= 6) {
         const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
+        if (bf16_ && bf16_kernel_ == Bf16Kernel::dot)
+          return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add,
+                                    reinterpret_cast<const uint32_t*>(packed_.data()));
+        Tensor<float> rounded(Shape{bf16_ ? m * k_ : 0});  // the convert kernel: A rounded too
+        if (bf16_) round_to_bfloat16_n(a, m * k_, rounded.data()), a = rounded.data();
         if (kernel_ == GemmKernel::avx512)
           return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
         return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
       }
+      if (bf16_) return gemm_bf16(a, ta, b_, tb_, c, m, k_, n_, add, bf16_kernel_);
     }
 #endif
-    gemm(a, ta, b_, tb_, c, m, k_, n_, add);
+    gemm_native(a, ta, b_, tb_, c, m, k_, n_, add);
   }
 
  private:
@@ -729,7 +1001,10 @@ class GemmB {
   bool tb_;
   int64_t k_, n_;
   GemmKernel kernel_ = GemmKernel::eigen;
-  Tensor<float> packed_;
+  bool bf16_ = false;  // made under gd::autocast(gd::bf16)
+  Bf16Kernel bf16_kernel_ = Bf16Kernel::convert;
+  Tensor<float> packed_;   // B's panels: floats, or bfloat16 pairs for the dot kernel
+  Tensor<float> rounded_;  // B rounded to bfloat16 (the convert kernel)
 };
 
 }  // namespace gradus::backend::cpu

@@ -86,7 +86,8 @@ template <class T>
 void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>)
-    if (n % 64 == 0 && gemm_kernel() == GemmKernel::avx512) return step_gemm_avx512(a, b, c, m, k, n, add);
+    if (n % 64 == 0 && gemm_kernel() == GemmKernel::avx512 && autocast_precision() != Precision::bf16)
+      return step_gemm_avx512(a, b, c, m, k, n, add);
 #endif
   gemm(a, false, b, false, c, m, k, n, add);
 }

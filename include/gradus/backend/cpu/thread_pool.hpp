@@ -13,6 +13,8 @@
 //   order on the calling thread;
 // - the first exception a task throws is rethrown to the caller once every claimed task has
 //   finished; tasks not yet started are skipped.
+// - a task runs under the caller's gd::autocast precision (core/precision.hpp), whichever
+//   thread runs it: a float product inside a task rounds its inputs as the caller asked.
 // Which thread runs a task never changes what it computes, so callers that split work into
 // tasks as a function of the problem size alone (parallel.hpp) get the same result on any
 // thread and whatever the load.
@@ -38,6 +40,7 @@
 
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
+#include "gradus/core/precision.hpp"
 
 namespace gradus::backend::cpu {
 
@@ -130,6 +133,7 @@ class ThreadPool {
   std::atomic<TaskFn> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int> threads_wanted_{0};
+  std::atomic<Precision> precision_{Precision::fp32};  // the caller's product precision
   std::atomic<uint32_t> done_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> caller_waiting_{false};
@@ -189,6 +193,7 @@ GRADUS_INLINE void ThreadPool::ensure_workers(int n) {
 GRADUS_INLINE void ThreadPool::run_job(int64_t tasks, int threads, TaskFn fn, void* ctx) {
   fn_.store(fn);
   ctx_.store(ctx);
+  precision_.store(autocast_precision());
   threads_wanted_.store(threads);
   done_.store(0);
   failed_.store(false);
@@ -228,7 +233,7 @@ GRADUS_INLINE void ThreadPool::work_on(uint64_t job) {
     if ((c & ~kField) != head || int64_t(c & kField) >= tasks) return;
     // Read before the claim: a successful claim proves the job was still current, and the
     // fields of the next job are written only after every task of this one has finished.
-    if (!fn) fn = fn_.load(), ctx = ctx_.load();
+    if (!fn) fn = fn_.load(), ctx = ctx_.load(), ::gradus::detail::product_precision_slot() = precision_.load();
     if (!claim_.compare_exchange_weak(c, c + 1)) continue;
     const int64_t i = int64_t(c & kField);
     if (!failed_.load(std::memory_order_relaxed)) {
