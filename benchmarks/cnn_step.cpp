@@ -5,5 +5,6 @@
 #include "steps.hpp"
 
 GRADUS_STEP_BENCH(steps::BM_gradus_cnn, "cnn_step/gradus");
+GRADUS_STEP_BENCH(steps::BM_gradus_cnn_bf16, "cnn_step/gradus_bf16");
 
 BENCHMARK_MAIN();

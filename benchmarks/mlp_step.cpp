@@ -1,6 +1,7 @@
 // benchmarks/mlp_step.cpp — one SGD training step of the MLP 784-500(ReLU)-10, batch 128, float,
 // softmax cross-entropy over Fashion-MNIST images (see steps.hpp):
 //   gradus  nn::Dense layers, losses::sparse_softmax_cross_entropy_with_logits, optim::SGD
+//   gradus_bf16  the gradus step under gd::autocast(gd::bf16)
 //   eigen   hand-written: row-major Eigen matrices, GEMMs, ReLU mask, stable softmax with the
 //           cross-entropy gradient (p - onehot) / N fused by hand, the update in place
 // Both start from the same weights; the gradus benchmark refuses to run unless three steps of
@@ -108,6 +109,7 @@ void BM_eigen(benchmark::State& state) {
 
 GRADUS_STEP_BENCH(BM_gradus, "mlp_step/gradus");
 GRADUS_STEP_BENCH(BM_eigen, "mlp_step/eigen");
+GRADUS_STEP_BENCH(steps::BM_gradus_mlp_bf16, "mlp_step/gradus_bf16");
 
 }  // namespace
 

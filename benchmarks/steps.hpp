@@ -12,8 +12,9 @@ namespace steps {
 
 /// Times model.step over `batches`, cycled, at the benchmark's thread count.
 template <class Model>
-void run_steps(benchmark::State& state, const Batches& batches, int64_t examples) {
+void run_steps(benchmark::State& state, const Batches& batches, int64_t examples, gd::Precision precision = gd::fp32) {
   omp_set_num_threads(int(state.range(0)));
+  const gd::autocast mixed(precision);  // bf16: every float product of the step in bfloat16
   Model m;
   size_t i = 0;
   for (auto _ : state) {
@@ -25,6 +26,13 @@ void run_steps(benchmark::State& state, const Batches& batches, int64_t examples
 
 inline void BM_gradus_mlp(benchmark::State& state) { run_steps<GradusMlp>(state, image_batches(), kBatch); }
 inline void BM_gradus_cnn(benchmark::State& state) { run_steps<GradusCnn>(state, image_batches(), kBatch); }
+/// The same steps under gd::autocast(gd::bf16).
+inline void BM_gradus_mlp_bf16(benchmark::State& state) {
+  run_steps<GradusMlp>(state, image_batches(), kBatch, gd::bf16);
+}
+inline void BM_gradus_cnn_bf16(benchmark::State& state) {
+  run_steps<GradusCnn>(state, image_batches(), kBatch, gd::bf16);
+}
 inline void BM_gradus_lstm(benchmark::State& state) { run_steps<GradusLstm>(state, sequence_batches(), kSeqBatch); }
 
 }  // namespace steps

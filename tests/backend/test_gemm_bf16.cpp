@@ -185,3 +185,48 @@ TEST_CASE("a thread pool task runs under its caller's autocast precision", "[ops
   for (int p : seen) CHECK(p == int(gd::fp32));
   omp_set_num_threads(threads);
 }
+
+TEST_CASE("conv2d under autocast(bf16) is the float convolution of the rounded operands", "[ops][conv][bf16]") {
+  // Forward: patches(x) · w with both rounded; backward: dw = patches(x)^T g and dx = col2im(g w^T),
+  // g rounded too. So each equals the float kernel run on rounded copies, to float's accuracy, at
+  // 1 and 2 threads (the tiles run in pool tasks, under the caller's precision).
+  const gd::backend::ConvPlan p{.n = 3, .h = 12, .w = 11, .c = 5, .kh = 3, .kw = 3, .f = 20, .oh = 10, .ow = 9,
+                                .sh = 1, .sw = 1, .dh = 1, .dw = 1, .ph = 0, .pw = 0};
+  gd::Rng rng(21);
+  const auto x = normals(p.n * p.h * p.w * p.c, rng), w = normals(p.depth() * p.f, rng);
+  const auto g = normals(p.rows() * p.f, rng), bias = normals(p.f, rng);
+  auto rounded = [](std::vector<float> v) {
+    for (float& e : v) e = gd::round_to_bfloat16(e);
+    return v;
+  };
+  const auto xr = rounded(x), wr = rounded(w), gr = rounded(g);
+  auto close = [](const std::vector<float>& got, const std::vector<float>& want) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, double(std::abs(got[i] - want[i]))), scale = std::max(scale, double(std::abs(want[i])));
+    return worst <= 1e-5 * scale;
+  };
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    INFO("threads " << t);
+    std::vector<float> y(size_t(p.rows() * p.f)), y_ref(y.size()), dx(x.size()), dx_ref(x.size()), dw(w.size()),
+        dw_ref(w.size());
+    cpu::conv2d_forward(p, xr.data(), wr.data(), bias.data(), y_ref.data(), false);
+    cpu::conv2d_backward(p, gr.data(), xr.data(), wr.data(), dx_ref.data(), false, dw_ref.data(), false,
+                         static_cast<float*>(nullptr), false, static_cast<const float*>(nullptr));
+    {
+      gd::autocast mixed(gd::bf16);
+      cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), y.data(), false);
+      cpu::conv2d_backward(p, g.data(), x.data(), w.data(), dx.data(), false, dw.data(), false,
+                           static_cast<float*>(nullptr), false, static_cast<const float*>(nullptr));
+    }
+    CHECK(close(y, y_ref));
+    CHECK(close(dx, dx_ref));
+    CHECK(close(dw, dw_ref));
+    std::vector<float> y32(y.size());  // and in float the convolution differs: the rounding happened
+    cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), y32.data(), false);
+    CHECK_FALSE(close(y32, y_ref));
+  }
+  omp_set_num_threads(threads);
+}

@@ -94,7 +94,8 @@ void check_product(const gd::Tensor<float>& got, const gd::Tensor<float>& a, con
 
 }  // namespace
 
-TEST_CASE("autocast scopes nest and restore this thread's precision; CPU and double products are unchanged",
+TEST_CASE("autocast scopes nest and restore this thread's precision; CPU products round under bf16 only, double "
+          "products never",
           "[gpu]") {
   CHECK(gd::autocast_precision() == gd::fp32);
   {
@@ -109,12 +110,25 @@ TEST_CASE("autocast scopes nest and restore this thread's precision; CPU and dou
   CHECK(gd::autocast_precision() == gd::fp32);
   const auto a = uniform<float>({9, 70}, -1, 1, 1), b = uniform<float>({70, 5}, -1, 1, 2);
   const gd::Tensor<float> plain = gd::matmul(a, b);
-  gd::Tensor<float> mixed;
+  gd::Tensor<float> mixed, half_cpu;
   {
-    gd::autocast half(gd::bf16);
+    gd::autocast bf(gd::bf16);
     mixed = gd::matmul(a, b);
   }
-  for (int64_t i = 0; i < plain.size(); ++i) CHECK(mixed.data()[i] == plain.data()[i]);  // the CPU ignores it
+  {
+    gd::autocast half(gd::fp16);
+    half_cpu = gd::matmul(a, b);
+  }
+  // bf16 on the CPU: the product of the inputs rounded to bfloat16 (tests/backend/test_gemm_bf16.cpp
+  // checks the kernels); fp16 is a GPU's precision, which the CPU ignores
+  gd::Tensor<float> ar = a.clone(), br = b.clone();
+  for (int64_t i = 0; i < ar.size(); ++i) ar.data()[i] = gd::round_to_bfloat16(ar.data()[i]);
+  for (int64_t i = 0; i < br.size(); ++i) br.data()[i] = gd::round_to_bfloat16(br.data()[i]);
+  const gd::Tensor<float> rounded = gd::matmul(ar, br);
+  for (int64_t i = 0; i < plain.size(); ++i) {
+    CHECK(mixed.data()[i] == Approx(rounded.data()[i]).margin(1e-5));
+    CHECK(half_cpu.data()[i] == plain.data()[i]);
+  }
   if (!gpu_available()) return;
   const gd::Device g = gd::cuda(0);
   const auto ad = uniform<double>({9, 70}, -1, 1, 3), bd = uniform<double>({70, 5}, -1, 1, 4);

@@ -53,6 +53,7 @@ constexpr const char* element_label() {
   else if constexpr (std::is_same_v<T, double>) return "double";
   else if constexpr (std::is_same_v<T, int64_t>) return "int64";
   else if constexpr (std::is_same_v<T, uint8_t>) return "uint8";
+  else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
   else return "this element type's";
 }
 

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cstdint>
 #include <ostream>
+#include <type_traits>
 
 namespace gradus {
 
@@ -37,8 +38,11 @@ struct bfloat16 {
   constexpr bfloat16() = default;
   /// The bfloat16 nearest x.
   constexpr explicit bfloat16(float x) : bits(bfloat16_bits(x)) {}
-  /// The bfloat16 nearest x (through float: a double is rounded twice, as TensorFlow's cast does).
-  constexpr explicit bfloat16(double x) : bfloat16(float(x)) {}
+  /// The bfloat16 nearest x, through float (a double is rounded twice, as TensorFlow's cast does;
+  /// an integer too).
+  template <class A>
+    requires std::is_arithmetic_v<A> && (!std::is_same_v<A, float>)
+  constexpr explicit bfloat16(A x) : bfloat16(float(x)) {}
   /// The bfloat16 with these bits.
   static constexpr bfloat16 from_bits(uint16_t b) {
     bfloat16 h;
@@ -49,6 +53,8 @@ struct bfloat16 {
   constexpr operator float() const { return bfloat16_value(bits); }
 
   friend constexpr bool operator==(bfloat16 a, bfloat16 b) { return float(a) == float(b); }
+  /// a = a + b rounded to bfloat16 (the sum is formed in float).
+  friend constexpr bfloat16& operator+=(bfloat16& a, bfloat16 b) { return a = bfloat16(float(a) + float(b)); }
 };
 
 inline std::ostream& operator<<(std::ostream& os, bfloat16 h) { return os << float(h); }

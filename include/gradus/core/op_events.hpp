@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <typeinfo>
 
+#include "gradus/core/bfloat16.hpp"
 #include "gradus/core/shape.hpp"
 
 namespace gradus::detail {
@@ -196,6 +197,8 @@ constexpr const char* dtype_name_of() {
     return "int32";
   else if constexpr (std::is_same_v<T, uint8_t>)
     return "uint8";
+  else if constexpr (std::is_same_v<T, bfloat16>)
+    return "bfloat16";
   else if constexpr (std::is_same_v<T, bool>)
     return "bool";
   else

@@ -11,8 +11,10 @@
 // rounded (bfloat16: 8 mantissa bits, float's range; fp16: 11 bits, largest value 65504), so
 // weights, gradients and optimizer state keep full precision. A tape node records the precision
 // in effect when it was made, and its backward pass runs its products in that precision too.
-// What it changes: float matrix products on a GPU (matmul, Dense, Conv2d, LSTM), which cuBLAS
-// may then run on bf16/fp16 tensor cores. Double products and every CPU product are unchanged.
+// What it changes: float matrix products (matmul, Dense, Conv2d, LSTM) on a GPU, which cuBLAS
+// may then run on bf16/fp16 tensor cores, and under bf16 on the CPU, which rounds their inputs
+// and multiplies them with AVX512-BF16 dot products where the CPU has them (backend/cpu/gemm.hpp).
+// Double products, and CPU products under fp16, are unchanged.
 #pragma once
 #include <cstdint>
 #include <ostream>

@@ -17,17 +17,20 @@
 #include "gradus/core/allocator.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
+#include "gradus/core/bfloat16.hpp"
 #include "gradus/core/rng.hpp"
 #include "gradus/core/shape.hpp"
 
 namespace gradus {
 
 /// Element types a tensor may hold: float and double (differentiable), int64_t (indices, labels,
-/// integer samples) and uint8_t (bytes: raw data and 8-bit images, as io::decode_raw and the image
-/// codecs give them; stored, copied between devices, printed and converted with gd::cast).
+/// integer samples), uint8_t (bytes: raw data and 8-bit images, as io::decode_raw and the image
+/// codecs give them) and gd::bfloat16 (16-bit floats: weights and activations kept in half the
+/// memory). uint8_t and bfloat16 tensors are stored, copied between devices, printed and
+/// converted with gd::cast (to bfloat16: rounded to nearest, ties to even; back: exactly).
 template <class T>
 concept Element = std::same_as<T, float> || std::same_as<T, double> || std::same_as<T, int64_t> ||
-                  std::same_as<T, uint8_t>;
+                  std::same_as<T, uint8_t> || std::same_as<T, bfloat16>;
 
 /// Element types that can be differentiated.
 template <class T>

@@ -109,6 +109,7 @@ constexpr const char* tensor_type_name() {
   else if constexpr (std::same_as<T, double>) return "Tensor<double>";
   else if constexpr (std::same_as<T, int64_t>) return "Tensor<int64_t>";
   else if constexpr (std::same_as<T, uint8_t>) return "Tensor<uint8_t>";
+  else if constexpr (std::same_as<T, bfloat16>) return "Tensor<bfloat16>";
   else return "a tensor of another element type";
 }
 

@@ -156,21 +156,31 @@ template <int64_t NR>
         float* dst = bp + p * NR;
         if (w == NR) {
           GRADUS_UNROLL for (int64_t j = 0; j < NR; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
-        } else {
-          for (int64_t j = 0; j < NR; ++j) dst[j] = j < w ? src[j] : 0.f;
+        } else {  // the last panel: its w columns, then zeros (a product of 100 columns pads 28 of 128)
+          int64_t j = 0;
+          for (; j + 8 <= w; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
+          for (; j < w; ++j) dst[j] = src[j];
+          for (; j < NR; ++j) dst[j] = 0.f;
         }
       }
       continue;
     }
-    int64_t p0 = 0;  // columns of B contiguous along k: 8x8 blocks transposed in registers
-    if (w == NR)
-      for (; p0 + 8 <= kc; p0 += 8)
-        for (int64_t jj = 0; jj < NR; jj += 8) {
-          __m256 r[8], o[8];
-          for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(b + (j0 + jj + q) * cb + p0);
-          transpose8(r, o);
-          for (int q = 0; q < 8; ++q) _mm256_store_ps(bp + (p0 + q) * NR + jj, o[q]);
+    // columns of B contiguous along k: 8 x 8 blocks transposed in registers, the columns past w
+    // of the last panel as zero rows
+    int64_t p0 = 0;
+    for (; p0 + 8 <= kc; p0 += 8)
+      for (int64_t jj = 0; jj < NR; jj += 8) {
+        const int64_t cols = std::min<int64_t>(8, w - jj);
+        __m256 r[8], o[8];
+        if (cols <= 0) {
+          GRADUS_UNROLL for (int q = 0; q < 8; ++q) _mm256_store_ps(bp + (p0 + q) * NR + jj, _mm256_setzero_ps());
+          continue;
         }
+        GRADUS_UNROLL for (int q = 0; q < 8; ++q)
+          r[q] = q < cols ? _mm256_loadu_ps(b + (j0 + jj + q) * cb + p0) : _mm256_setzero_ps();
+        transpose8(r, o);
+        GRADUS_UNROLL for (int q = 0; q < 8; ++q) _mm256_store_ps(bp + (p0 + q) * NR + jj, o[q]);
+      }
     for (int64_t j = 0; j < NR; ++j) {
       const float* src = b + (j0 + j) * cb;
       for (int64_t p = p0; p < kc; ++p) bp[p * NR + j] = j < w ? src[p] : 0.f;

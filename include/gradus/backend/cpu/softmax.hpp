@@ -12,37 +12,69 @@
 
 namespace gradus::backend::cpu {
 
+/// Lines of softmax_forward's and softmax_backward's last-axis case taken together: at most
+/// kLineGroup lines and, unless one line is longer, kGroupElements elements (they stay in L1), so
+/// that exp runs vectorised across the group even when the lines are shorter than a vector (10
+/// classes: one exp call per element otherwise).
+inline constexpr int64_t kLineGroup = 256, kGroupElements = 4096;
+
+/// Calls f(first line, lines) for consecutive groups of lines [b, e) of length n (see kLineGroup).
+template <class F>
+void for_each_line_group(int64_t b, int64_t e, int64_t n, F&& f) {
+  for (int64_t l0 = b; l0 < e;) {
+    const int64_t lines = std::clamp<int64_t>(kGroupElements / std::max<int64_t>(n, 1), 1, std::min(kLineGroup, e - l0));
+    f(l0, lines);
+    l0 += lines;
+  }
+}
+
 /// y = softmax(x) (or log_softmax) along the axis of `v`.
 template <class T>
 void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
+  if (v.inner == 1) {  // the common last-axis case: contiguous lines, vectorised across each group
+    const int64_t n = v.n;
+    parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
+      with_isa([&] {
+        for_each_line_group(b, e, n, [&](int64_t l0, int64_t lines) {
+          T maxima[kLineGroup];
+          for (int64_t l = 0; l < lines; ++l) {
+            const T* in = x + (l0 + l) * n;
+            T* out = y + (l0 + l) * n;
+            T m = in[0];
+            GRADUS_SIMD_REDUCTION(max, m)
+            for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
+            maxima[l] = m;
+            GRADUS_SIMD
+            for (int64_t k = 0; k < n; ++k) out[k] = in[k] - m;
+          }
+          T* block = y + l0 * n;
+          const int64_t len = lines * n;
+          GRADUS_SIMD
+          for (int64_t i = 0; i < len; ++i) block[i] = vm::exp(block[i]);
+          for (int64_t l = 0; l < lines; ++l) {
+            const T* in = x + (l0 + l) * n;
+            T* out = y + (l0 + l) * n;
+            T s = 0;
+            GRADUS_SIMD_REDUCTION(+, s)
+            for (int64_t k = 0; k < n; ++k) s += out[k];
+            if (log) {
+              const T m = maxima[l], ls = std::log(s);  // (x - m) - log s: exact where x - m is
+              GRADUS_SIMD
+              for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - m) - ls;
+            } else {
+              GRADUS_SIMD
+              for (int64_t k = 0; k < n; ++k) out[k] /= s;
+            }
+          }
+        });
+      });
+    }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
+    return;
+  }
   for_each_line(v, [&](int64_t base) {
     const T* in = x + base;
     T* out = y + base;
     const int64_t st = v.inner;
-    if (st == 1) {  // the common last-axis case, vectorised
-      with_isa([&] {
-        const int64_t n = v.n;
-        T m = in[0];
-        GRADUS_SIMD_REDUCTION(max, m)
-        for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
-        T s = 0;
-        GRADUS_SIMD_REDUCTION(+, s)
-        for (int64_t k = 0; k < n; ++k) {
-          const T e = vm::exp(in[k] - m);
-          out[k] = e;
-          s += e;
-        }
-        if (log) {
-          const T ls = std::log(s);  // (x - m) - log s: exact where x - m is, unlike x - (m + log s)
-          GRADUS_SIMD
-          for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - m) - ls;
-        } else {
-          GRADUS_SIMD
-          for (int64_t k = 0; k < n; ++k) out[k] /= s;
-        }
-      });
-      return;
-    }
     T m = -std::numeric_limits<T>::infinity();
     for (int64_t k = 0; k < v.n; ++k) m = std::max(m, in[k * st]);
     T s = 0;
@@ -53,9 +85,33 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
 }
 
 /// dx from the output y and its adjoint g: softmax: y * (g - sum(g*y)); log_softmax:
-/// g - exp(y) * sum(g).
+/// g - exp(y) * sum(g). dx must not overlap y or g.
 template <class T>
 void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log) {
+  if (log && v.inner == 1) {  // exp(y) vectorised across each group of lines
+    const int64_t n = v.n;
+    parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
+      with_isa([&] {
+        for_each_line_group(b, e, n, [&](int64_t l0, int64_t lines) {
+          const T* yb = y + l0 * n;
+          T* db = dx + l0 * n;
+          const int64_t len = lines * n;
+          GRADUS_SIMD
+          for (int64_t i = 0; i < len; ++i) db[i] = vm::exp(yb[i]);
+          for (int64_t l = 0; l < lines; ++l) {
+            const T* gy = g + (l0 + l) * n;
+            T* d = db + l * n;
+            T s = 0;
+            GRADUS_SIMD_REDUCTION(+, s)
+            for (int64_t k = 0; k < n; ++k) s += gy[k];
+            GRADUS_SIMD
+            for (int64_t k = 0; k < n; ++k) d[k] = gy[k] - d[k] * s;
+          }
+        });
+      });
+    }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
+    return;
+  }
   for_each_line(v, [&](int64_t base) {
     const T* gy = g + base;
     const T* yy = y + base;
