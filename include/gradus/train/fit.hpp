@@ -84,8 +84,8 @@ struct FitOptions {
   ///   gd::train::fit(net, opt, loss, train, {.batch_size = 64, .collective = gd::dist::collective()});
   Collective collective = {};
   /// Mixed precision (core/precision.hpp): the forward pass of every step under gd::autocast of
-  /// this precision, on a GPU; gd::fp16 also scales the loss dynamically (`loss_scale`, saved in
-  /// checkpoints), skipping the steps whose gradients overflow.
+  /// this precision (on a CPU, bf16 alone changes its products); gd::fp16 also scales the loss
+  /// dynamically (`loss_scale`, saved in checkpoints), skipping the steps whose gradients overflow.
   ///   gd::train::fit(net, opt, loss, train, {.device = gd::cuda(0), .autocast = gd::bf16});
   Precision autocast = Precision::fp32;
   optim::LossScaleOptions loss_scale = {};  ///< the LossScaler's schedule, with autocast = gd::fp16
