@@ -31,6 +31,7 @@ void for_each_line_group(int64_t b, int64_t e, int64_t n, F&& f) {
 /// y = softmax(x) (or log_softmax) along the axis of `v`.
 template <class T>
 void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
+  if (v.n == 0) return;  // empty lines: nothing to write
   if (v.inner == 1) {  // the common last-axis case: contiguous lines, vectorised across each group
     const int64_t n = v.n;
     parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
@@ -88,6 +89,7 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
 /// g - exp(y) * sum(g). dx must not overlap y or g.
 template <class T>
 void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log) {
+  if (v.n == 0) return;
   if (log && v.inner == 1) {  // exp(y) vectorised across each group of lines
     const int64_t n = v.n;
     parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
