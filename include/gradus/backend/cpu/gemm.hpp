@@ -359,6 +359,58 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, float* c, int64_t 
   if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n);
 }
 
+/// Handles a product with no rows, no columns or no depth (C = 0 or unchanged) and says so; false
+/// for every other product, which the caller then runs.
+inline bool empty_product(float* c, int64_t ldc, int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add) {
+  if (m > 0 && n > 0 && k > 0) return false;
+  if (!add && k <= 0)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
+  return true;
+}
+
+/// Floats rounded up to whole 64-byte lines: the parts of a scratch buffer stay aligned for
+/// pack_b's aligned stores.
+inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
+
+/// A product c (m x n) = or += a (m x k) · b (k x n) as the blocked kernels arrange it, for register
+/// blocks of MR x NR: a(i, p) = a[i * ra + p * ca], b(p, j) = b[p * rb + j * cb], c(i, j) =
+/// c[i * ldc + j * ldcc]. One with fewer columns than 3/4 of a block and more rows than columns
+/// runs as its transpose, c^T = b^T a^T, so that its m rows fill the vector lanes (on 128x500x10
+/// about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel, 1.3x with the
+/// AVX2 one). Above kGemmParallelWork multiply-adds, outside a task of the thread pool, its rows
+/// (or its columns, when those make more panels) split into at most `per_thread` tasks per thread.
+struct ProductPlan {
+  const float *a, *b;
+  int64_t m, k, n, ra, ca, rb, cb, ldc, ldcc;
+  int nt;        // threads
+  bool rows;     // the tasks split the rows of C, else its columns
+  int64_t unit;  // MR or NR
+  int64_t units, tasks;
+
+  ProductPlan(const float* a_, bool ta, const float* b_, bool tb, int64_t m_, int64_t k_, int64_t n_, int64_t mr,
+              int64_t nr, int64_t per_thread)
+      : a(a_), b(b_), m(m_), k(k_), n(n_), ra(ta ? 1 : k_), ca(ta ? m_ : 1), rb(tb ? 1 : n_), cb(tb ? k_ : 1),
+        ldc(n_), ldcc(1) {
+    if (4 * n < 3 * nr && m > n) {
+      std::swap(a, b), std::swap(m, n);
+      std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
+    }
+    nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
+    rows = (m + mr - 1) / mr >= (n + nr - 1) / nr;
+    unit = rows ? mr : nr;
+    units = (extent() + unit - 1) / unit;
+    tasks = std::min<int64_t>(units, int64_t(nt) * per_thread);
+  }
+  /// Whether one thread runs it all.
+  bool serial() const { return nt <= 1 || tasks <= 1 || k <= 0; }
+  /// The rows (or columns) the tasks split.
+  int64_t extent() const { return rows ? m : n; }
+  /// Task t's rows (columns) [lo(t), hi(t)): whole blocks of `unit`.
+  int64_t lo(int64_t t) const { return std::min(extent(), units * t / tasks * unit); }
+  int64_t hi(int64_t t) const { return lo(t + 1); }
+};
+
 /// Floats of B (k x n) packed whole by pack_b_all for kernel K.
 template <class K>
 int64_t packed_b_size(int64_t k, int64_t n) {
@@ -391,13 +443,7 @@ template <class K>
 void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc,
             int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add, const float* packed = nullptr) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!add)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
-    return;
-  }
+  if (empty_product(c, ldc, ldcc, m, k, n, add)) return;
   const int64_t kb = k_block(k), kmax = std::min(k, kb);
   Tensor<float> bbuf(Shape{packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR * kmax});
   Tensor<float> abuf(Shape{(std::min(m, kMC) + MR - 1) / MR * MR * kmax});
@@ -512,44 +558,30 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
 }
 
 
-/// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage.
-/// A product with fewer columns than 3/4 of a register block and more rows than columns runs as
-/// its transpose, c^T = b^T a^T, so that its m rows fill the vector lanes (on 128x500x10 here
-/// about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel, 1.3x with
-/// the AVX2 one). Large products split their rows (or their columns, when those make more
-/// panels) into kGemmTasksPerThread tasks per thread, after packing the other operand once;
-/// inside a task of the thread pool, or below kGemmParallelWork multiply-adds, one thread runs
-/// it all. Every element of C sums its terms in the same order at any thread count, so the
-/// result is the same bits.
+/// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage,
+/// arranged by ProductPlan (a product of few columns as its transpose; a large one in
+/// kGemmTasksPerThread tasks per thread, after packing the other operand once). Every element of
+/// C sums its terms in the same order at any thread count, so the result is the same bits.
 template <class K>
 void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
-  int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1, ldc = n, ldcc = 1;
-  if (4 * n < 3 * K::kNR && m > n) {
-    std::swap(a, b), std::swap(m, n);
-    std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
-  }
-  const int nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
-  const bool rows = (m + K::kMR - 1) / K::kMR >= (n + K::kNR - 1) / K::kNR;
-  const int64_t extent = rows ? m : n, unit = rows ? K::kMR : K::kNR, units = (extent + unit - 1) / unit;
-  const int64_t tasks = std::min<int64_t>(units, int64_t(nt) * kGemmTasksPerThread);
-  if (nt <= 1 || tasks <= 1 || k <= 0) return serial<K>(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
+  const ProductPlan p(a, ta, b, tb, m, k, n, K::kMR, K::kNR, kGemmTasksPerThread);
+  if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.m, k, p.n, add);
   SharedPack<K> shared;
-  if (rows)
-    shared.pack_b_all(b, rb, cb, k, n);
+  if (p.rows)
+    shared.pack_b_all(p.b, p.rb, p.cb, k, p.n);
   else
-    shared.pack_a_all(a, ra, ca, m, k);
+    shared.pack_a_all(p.a, p.ra, p.ca, p.m, k);
   // every task's panels, allocated here: how many buffers exist at once must not depend on which
   // threads happen to run the tasks together (a warm step asks the allocator for nothing new)
-  const int64_t span = (units + tasks - 1) / tasks * unit;
-  const int64_t per_task = task_pack_floats(span, unit, rows ? kMC : kNC, k);
-  Tensor<float> panels(Shape{tasks * per_task});
-  ThreadPool::instance().run(tasks, nt, [&](int64_t t) {
-    const int64_t lo = std::min(extent, units * t / tasks * unit), hi = std::min(extent, units * (t + 1) / tasks * unit);
+  const int64_t span = (p.units + p.tasks - 1) / p.tasks * p.unit;
+  const int64_t per_task = task_pack_floats(span, p.unit, p.rows ? kMC : kNC, k);
+  Tensor<float> panels(Shape{p.tasks * per_task});
+  ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
     float* own = panels.data() + t * per_task;
-    if (rows)
-      rows_task<K>(a, ra, ca, shared, c, ldc, ldcc, lo, hi, k, n, add, own);
+    if (p.rows)
+      rows_task<K>(p.a, p.ra, p.ca, shared, c, p.ldc, p.ldcc, p.lo(t), p.hi(t), k, p.n, add, own);
     else
-      cols_task<K>(shared, b, rb, cb, c, ldc, ldcc, lo, hi, m, k, add, own);
+      cols_task<K>(shared, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.lo(t), p.hi(t), p.m, k, add, own);
   });
 }
 
@@ -614,6 +646,16 @@ inline int64_t packed_b_pairs_size(int64_t k, int64_t n) {
   return size;
 }
 
+/// Packs a block of B (kc x nc, as pack_b takes it) as bfloat16 pair panels into `out`, through
+/// the float panels in `scratch` (kc x nc rounded up to whole panels).
+inline void pack_b_pairs(const float* b, int64_t rb, int64_t cb, int64_t kc, int64_t nc, float* scratch,
+                         uint32_t* out) {
+  constexpr int64_t NR = Bf16Dot::kNR;
+  const int64_t kq = (kc + 1) / 2;
+  pack_b<NR>(b, rb, cb, kc, nc, scratch);
+  for (int64_t jp = 0; jp * NR < nc; ++jp) pair_panel<NR>(scratch + jp * kc * NR, kc, out + jp * kq * NR);
+}
+
 /// Packs all of B(p, j) = b[p * rb + j * cb] (k x n) as bfloat16 pairs, block after block in the
 /// order serial_bf16() visits them; `scratch` holds one float block (kc x nc).
 inline void pack_b_pairs_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, uint32_t* out, float* scratch) {
@@ -622,10 +664,9 @@ inline void pack_b_pairs_all(const float* b, int64_t rb, int64_t cb, int64_t k, 
   for (int64_t j0 = 0; j0 < n; j0 += kNC) {
     const int64_t nc = std::min(kNC, n - j0), panels = (nc + NR - 1) / NR;
     for (int64_t p0 = 0; p0 < k; p0 += kb) {
-      const int64_t kc = std::min(kb, k - p0), kq = (kc + 1) / 2;
-      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, scratch);
-      for (int64_t jp = 0; jp < panels; ++jp) pair_panel<NR>(scratch + jp * kc * NR, kc, out + jp * kq * NR);
-      out += panels * kq * NR;
+      const int64_t kc = std::min(kb, k - p0);
+      pack_b_pairs(b + p0 * rb + j0 * cb, rb, cb, kc, nc, scratch, out);
+      out += panels * NR * ((kc + 1) / 2);
     }
   }
 }
@@ -635,7 +676,6 @@ inline int64_t bf16_scratch_floats(int64_t m, int64_t k, int64_t n, bool packed)
   constexpr int64_t MR = Bf16Dot::kMR, NR = Bf16Dot::kNR;
   const int64_t kmax = std::min(k, k_block(k)), kq = (kmax + 1) / 2;
   const int64_t mp = (std::min(m, kMC) + MR - 1) / MR * MR, np = packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR;
-  auto whole_lines = [](int64_t floats) { return (floats + 15) / 16 * 16; };  // pack_b stores aligned
   return whole_lines(mp * kmax) + whole_lines(np * kmax) + whole_lines(mp * kq) + np * kq;
 }
 
@@ -646,16 +686,9 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
                         int64_t ldc, int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add,
                         const uint32_t* packed = nullptr) {
   constexpr int64_t MR = Bf16Dot::kMR, NR = Bf16Dot::kNR;
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!add)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
-    return;
-  }
+  if (empty_product(c, ldc, ldcc, m, k, n, add)) return;
   const int64_t kb = k_block(k), kmax = std::min(k, kb), kqmax = (kmax + 1) / 2;
   const int64_t mp = (std::min(m, kMC) + MR - 1) / MR * MR, np = packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR;
-  auto whole_lines = [](int64_t floats) { return (floats + 15) / 16 * 16; };  // each part 64-byte aligned
   Tensor<float> scratch(Shape{bf16_scratch_floats(m, k, n, packed != nullptr)});
   float* af = scratch.data();                                             // A's block as floats [mp * kmax]
   float* bf = af + whole_lines(mp * kmax);                                // B's block as floats [np * kmax]
@@ -670,8 +703,7 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
       if (packed) {
         bblock = packed, packed += panels * NR * kq;
       } else {
-        pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bf);
-        for (int64_t jp = 0; jp < panels; ++jp) pair_panel<NR>(bf + jp * kc * NR, kc, bw + jp * kq * NR);
+        pack_b_pairs(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bf, bw);
       }
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
@@ -686,30 +718,19 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
   }
 }
 
-/// c (m x n) = or += bf16(a) · bf16(b) (each optionally transposed in storage) on Bf16Dot, as
-/// gemm<K>() arranges a float product: a product of few columns runs as its transpose, and a
-/// large one splits the rows (or columns) of C into one task per thread, each packing its own
-/// blocks of both operands.
+/// c (m x n) = or += bf16(a) · bf16(b) (each optionally transposed in storage) on Bf16Dot,
+/// arranged by ProductPlan as gemm<K>() arranges a float product, with one task per thread, each
+/// packing its own blocks of both operands.
 inline void gemm_bf16_dot(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
                           bool add) {
-  using K = Bf16Dot;
-  int64_t ra = ta ? 1 : k, ca = ta ? m : 1, rb = tb ? 1 : n, cb = tb ? k : 1, ldc = n, ldcc = 1;
-  if (4 * n < 3 * K::kNR && m > n) {
-    std::swap(a, b), std::swap(m, n);
-    std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
-  }
-  const int nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
-  const bool rows = (m + K::kMR - 1) / K::kMR >= (n + K::kNR - 1) / K::kNR;
-  const int64_t unit = rows ? K::kMR : K::kNR, units = ((rows ? m : n) + unit - 1) / unit;
-  const int64_t tasks = std::min<int64_t>(units, nt);
-  if (tasks <= 1 || k <= 0) return serial_bf16(a, ra, ca, b, rb, cb, c, ldc, ldcc, m, k, n, add);
-  ThreadPool::instance().run(tasks, nt, [&](int64_t t) {
-    const int64_t extent = rows ? m : n;
-    const int64_t lo = std::min(extent, units * t / tasks * unit), hi = std::min(extent, units * (t + 1) / tasks * unit);
-    if (rows)
-      serial_bf16(a + lo * ra, ra, ca, b, rb, cb, c + lo * ldc, ldc, ldcc, hi - lo, k, n, add);
+  const ProductPlan p(a, ta, b, tb, m, k, n, Bf16Dot::kMR, Bf16Dot::kNR, 1);
+  if (p.serial()) return serial_bf16(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.m, k, p.n, add);
+  ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
+    const int64_t lo = p.lo(t), hi = p.hi(t);
+    if (p.rows)
+      serial_bf16(p.a + lo * p.ra, p.ra, p.ca, p.b, p.rb, p.cb, c + lo * p.ldc, p.ldc, p.ldcc, hi - lo, k, p.n, add);
     else
-      serial_bf16(a, ra, ca, b + lo * cb, rb, cb, c + lo * ldcc, ldc, ldcc, m, k, hi - lo, add);
+      serial_bf16(p.a, p.ra, p.ca, p.b + lo * p.cb, p.rb, p.cb, c + lo * p.ldcc, p.ldc, p.ldcc, p.m, k, hi - lo, add);
   });
 }
 
@@ -856,11 +877,7 @@ inline Bf16Kernel bf16_kernel() {
 inline void round_to_bfloat16_n(const float* src, int64_t n, float* dst) {
   with_isa([&] {
     GRADUS_SIMD
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t u = std::bit_cast<uint32_t>(src[i]);
-      const uint32_t r = ((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16) << 16;
-      dst[i] = std::bit_cast<float>((u & 0x7FFFFFFFu) > 0x7F800000u ? (u | 0x00400000u) & 0xFFFF0000u : r);
-    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = round_to_bfloat16(src[i]);
   });
 }
 

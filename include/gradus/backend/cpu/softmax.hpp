@@ -18,14 +18,21 @@ namespace gradus::backend::cpu {
 /// classes: one exp call per element otherwise).
 inline constexpr int64_t kLineGroup = 256, kGroupElements = 4096;
 
-/// Calls f(first line, lines) for consecutive groups of lines [b, e) of length n (see kLineGroup).
+/// Calls f(first line, lines) for consecutive groups (see kLineGroup) of `outer` contiguous lines
+/// of length n, the groups of each chunk of lines on one of the pool's threads, compiled for the
+/// CPU's widest ISA.
 template <class F>
-void for_each_line_group(int64_t b, int64_t e, int64_t n, F&& f) {
-  for (int64_t l0 = b; l0 < e;) {
-    const int64_t lines = std::clamp<int64_t>(kGroupElements / std::max<int64_t>(n, 1), 1, std::min(kLineGroup, e - l0));
-    f(l0, lines);
-    l0 += lines;
-  }
+void for_each_line_group(int64_t outer, int64_t n, F&& f) {
+  parallel_chunks(outer, 1, [&](int, int64_t b, int64_t e) {
+    with_isa([&] {
+      for (int64_t l0 = b; l0 < e;) {
+        const int64_t lines =
+            std::clamp<int64_t>(kGroupElements / std::max<int64_t>(n, 1), 1, std::min(kLineGroup, e - l0));
+        f(l0, lines);
+        l0 += lines;
+      }
+    });
+  }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
 }
 
 /// y = softmax(x) (or log_softmax) along the axis of `v`.
@@ -34,42 +41,38 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
   if (v.n == 0) return;  // empty lines: nothing to write
   if (v.inner == 1) {  // the common last-axis case: contiguous lines, vectorised across each group
     const int64_t n = v.n;
-    parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
-      with_isa([&] {
-        for_each_line_group(b, e, n, [&](int64_t l0, int64_t lines) {
-          T maxima[kLineGroup];
-          for (int64_t l = 0; l < lines; ++l) {
-            const T* in = x + (l0 + l) * n;
-            T* out = y + (l0 + l) * n;
-            T m = in[0];
-            GRADUS_SIMD_REDUCTION(max, m)
-            for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
-            maxima[l] = m;
-            GRADUS_SIMD
-            for (int64_t k = 0; k < n; ++k) out[k] = in[k] - m;
-          }
-          T* block = y + l0 * n;
-          const int64_t len = lines * n;
+    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) {
+      T maxima[kLineGroup];
+      for (int64_t l = 0; l < lines; ++l) {
+        const T* in = x + (l0 + l) * n;
+        T* out = y + (l0 + l) * n;
+        T m = in[0];
+        GRADUS_SIMD_REDUCTION(max, m)
+        for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
+        maxima[l] = m;
+        GRADUS_SIMD
+        for (int64_t k = 0; k < n; ++k) out[k] = in[k] - m;
+      }
+      T* block = y + l0 * n;
+      const int64_t len = lines * n;
+      GRADUS_SIMD
+      for (int64_t i = 0; i < len; ++i) block[i] = vm::exp(block[i]);
+      for (int64_t l = 0; l < lines; ++l) {
+        const T* in = x + (l0 + l) * n;
+        T* out = y + (l0 + l) * n;
+        T s = 0;
+        GRADUS_SIMD_REDUCTION(+, s)
+        for (int64_t k = 0; k < n; ++k) s += out[k];
+        if (log) {
+          const T m = maxima[l], ls = std::log(s);  // (x - m) - log s: exact where x - m is
           GRADUS_SIMD
-          for (int64_t i = 0; i < len; ++i) block[i] = vm::exp(block[i]);
-          for (int64_t l = 0; l < lines; ++l) {
-            const T* in = x + (l0 + l) * n;
-            T* out = y + (l0 + l) * n;
-            T s = 0;
-            GRADUS_SIMD_REDUCTION(+, s)
-            for (int64_t k = 0; k < n; ++k) s += out[k];
-            if (log) {
-              const T m = maxima[l], ls = std::log(s);  // (x - m) - log s: exact where x - m is
-              GRADUS_SIMD
-              for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - m) - ls;
-            } else {
-              GRADUS_SIMD
-              for (int64_t k = 0; k < n; ++k) out[k] /= s;
-            }
-          }
-        });
-      });
-    }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
+          for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - m) - ls;
+        } else {
+          GRADUS_SIMD
+          for (int64_t k = 0; k < n; ++k) out[k] /= s;
+        }
+      }
+    });
     return;
   }
   for_each_line(v, [&](int64_t base) {
@@ -92,26 +95,22 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
   if (v.n == 0) return;
   if (log && v.inner == 1) {  // exp(y) vectorised across each group of lines
     const int64_t n = v.n;
-    parallel_chunks(v.outer, 1, [&](int, int64_t b, int64_t e) {
-      with_isa([&] {
-        for_each_line_group(b, e, n, [&](int64_t l0, int64_t lines) {
-          const T* yb = y + l0 * n;
-          T* db = dx + l0 * n;
-          const int64_t len = lines * n;
-          GRADUS_SIMD
-          for (int64_t i = 0; i < len; ++i) db[i] = vm::exp(yb[i]);
-          for (int64_t l = 0; l < lines; ++l) {
-            const T* gy = g + (l0 + l) * n;
-            T* d = db + l * n;
-            T s = 0;
-            GRADUS_SIMD_REDUCTION(+, s)
-            for (int64_t k = 0; k < n; ++k) s += gy[k];
-            GRADUS_SIMD
-            for (int64_t k = 0; k < n; ++k) d[k] = gy[k] - d[k] * s;
-          }
-        });
-      });
-    }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
+    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) {
+      const T* yb = y + l0 * n;
+      T* db = dx + l0 * n;
+      const int64_t len = lines * n;
+      GRADUS_SIMD
+      for (int64_t i = 0; i < len; ++i) db[i] = vm::exp(yb[i]);
+      for (int64_t l = 0; l < lines; ++l) {
+        const T* gy = g + (l0 + l) * n;
+        T* d = db + l * n;
+        T s = 0;
+        GRADUS_SIMD_REDUCTION(+, s)
+        for (int64_t k = 0; k < n; ++k) s += gy[k];
+        GRADUS_SIMD
+        for (int64_t k = 0; k < n; ++k) d[k] = gy[k] - d[k] * s;
+      }
+    });
     return;
   }
   for_each_line(v, [&](int64_t base) {
