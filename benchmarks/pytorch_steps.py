@@ -18,74 +18,40 @@ names the build (PyTorch version, whether MKL and oneDNN are in it, the CPU).
     python3 benchmarks/pytorch_steps.py --data /usr/share/datasets/fashion-mnist --threads 1 2 16
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-BATCH, PIXELS, HIDDEN, CLASSES, BATCHES = 128, 784, 500, 10, 4
-SEQ_BATCH, SEQ_STEPS, SEQ_EMBED, SEQ_UNITS, SEQ_VOCAB, CLIP = 32, 35, 64, 128, 256, 5.0
-LR = 0.01
-WORDS, WORD_UNITS, WORD_BATCH, WORD_STEPS = 10000, 200, 20, 35
-SRC_CHARS, DST_CHARS, SRC_LEN, DST_LEN, PAIR_BATCH, CHAR_EMBED, CHAR_UNITS = 32, 40, 10, 12, 64, 48, 192
+import step_data
+from step_data import (CHAR_EMBED, CHAR_UNITS, CLASSES, CLIP, DST_CHARS, HIDDEN, LR, PIXELS, SEQ_EMBED, SEQ_UNITS,
+                       SEQ_VOCAB, SRC_CHARS, WORD_STEPS, WORD_UNITS, WORDS, cpu_name)
 
 
-def read_idx(path):
-    """An IDX file (gzip or not) as a numpy array of its shape."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if data[0:2] != b"\0\0" or data[2] != 8:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    rank = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+def as_torch(batches):
+    """step_data's numpy batches as torch tensors (sharing memory); pairs stay pairs."""
+    convert = lambda a: tuple(map(torch.from_numpy, a)) if isinstance(a, tuple) else torch.from_numpy(a)
+    xs, ys = batches
+    return [convert(x) for x in xs], [convert(y) for y in ys]
 
 
 def image_batches(data_dir):
-    name = "train-images-idx3-ubyte"
-    path = os.path.join(data_dir, name + ".gz")
-    images = read_idx(path if os.path.exists(path) else os.path.join(data_dir, name))
-    lname = "train-labels-idx1-ubyte"
-    lpath = os.path.join(data_dir, lname + ".gz")
-    labels = read_idx(lpath if os.path.exists(lpath) else os.path.join(data_dir, lname))
-    xs, ys = [], []
-    for i in range(BATCHES):
-        xs.append(torch.from_numpy(images[i * BATCH:(i + 1) * BATCH].reshape(BATCH, PIXELS).astype(np.float32) / 255))
-        ys.append(torch.from_numpy(labels[i * BATCH:(i + 1) * BATCH].astype(np.int64)))
-    return xs, ys
+    return as_torch(step_data.image_batches(data_dir))
 
 
 def sequence_batches():
-    """Random walks over the byte values, as steps.hpp draws them (another generator)."""
-    rng = np.random.default_rng(7)
-    xs, ys = [], []
-    for _ in range(BATCHES):
-        x = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
-        y = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
-        for n in range(SEQ_BATCH):
-            i = int(rng.integers(SEQ_VOCAB))
-            for t in range(SEQ_STEPS):
-                x[n, t] = i
-                i = (i + 1 + int(rng.integers(3))) % SEQ_VOCAB
-                y[n, t] = i
-        xs.append(torch.from_numpy(x))
-        ys.append(torch.from_numpy(y.reshape(-1)))
-    return xs, ys
+    return as_torch(step_data.sequence_batches())
 
 
 def word_batches():
-    """Log-uniform (Zipf-like) word ids, as seq_steps.hpp draws them (another generator)."""
-    rng = np.random.default_rng(9)
-    draw = lambda n: (np.power(float(WORDS), rng.random(n)) - 1).astype(np.int64)
-    xs = [torch.from_numpy(draw(WORD_BATCH * WORD_STEPS).reshape(WORD_BATCH, WORD_STEPS)) for _ in range(BATCHES)]
-    ys = [torch.from_numpy(draw(WORD_BATCH * WORD_STEPS)) for _ in range(BATCHES)]
-    return xs, ys
+    return as_torch(step_data.word_batches())
+
+
+def pair_batches():
+    return as_torch(step_data.pair_batches())
 
 
 class WordLm(torch.nn.Module):
@@ -104,19 +70,6 @@ class WordLm(torch.nn.Module):
     def forward(self, ids):
         h, _ = self.lstm(self.embed(ids))
         return F.linear(h.reshape(-1, WORD_UNITS), self.embed.weight, self.bias)
-
-
-def pair_batches():
-    """Random source and target words of fixed length, as seq_steps.hpp draws them (another generator)."""
-    rng = np.random.default_rng(13)
-    srcs, tgts = [], []
-    for _ in range(BATCHES):
-        src = rng.integers(3, SRC_CHARS, (PAIR_BATCH, SRC_LEN))
-        out = rng.integers(3, DST_CHARS, (PAIR_BATCH, DST_LEN))
-        dec_in = np.concatenate([np.ones((PAIR_BATCH, 1), np.int64), out[:, :-1]], 1)
-        srcs.append((torch.from_numpy(src), torch.from_numpy(dec_in)))
-        tgts.append(torch.from_numpy(out.reshape(-1)))
-    return srcs, tgts
 
 
 class Translate(torch.nn.Module):
@@ -234,18 +187,6 @@ def time_steps(step, xs, ys, repetitions, min_seconds):
         walls.append((time.perf_counter() - w0) / n * 1e3)
         cpus.append((time.thread_time() - c0) / n * 1e3)
     return statistics.median(walls), statistics.median(cpus)
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read()
-    except OSError:
-        return "?", "?"
-    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
-    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
-    return name, isa
 
 
 def main():

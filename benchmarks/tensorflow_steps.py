@@ -15,20 +15,15 @@ pools when it starts), so call it once per thread count:
     python3 benchmarks/tensorflow_steps.py --data /usr/share/datasets/fashion-mnist --threads 1
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
 import time
 
-import numpy as np
-
-BATCH, PIXELS, HIDDEN, CLASSES, BATCHES = 128, 784, 500, 10, 4
-SEQ_BATCH, SEQ_STEPS, SEQ_EMBED, SEQ_UNITS, SEQ_VOCAB, CLIP = 32, 35, 64, 128, 256, 5.0
-LR = 0.01
-WORDS, WORD_UNITS, WORD_BATCH, WORD_STEPS = 10000, 200, 20, 35
-SRC_CHARS, DST_CHARS, SRC_LEN, DST_LEN, PAIR_BATCH, CHAR_EMBED, CHAR_UNITS = 32, 40, 10, 12, 64, 48, 192
+import step_data
+from step_data import (CHAR_EMBED, CHAR_UNITS, CLASSES, CLIP, DST_CHARS, DST_LEN, HIDDEN, LR, SEQ_EMBED, SEQ_UNITS,
+                       SEQ_VOCAB, SRC_CHARS, WORD_STEPS, WORD_UNITS, WORDS, cpu_name)
 
 
 def parse():
@@ -51,69 +46,11 @@ tf.config.threading.set_inter_op_parallelism_threads(A.threads)
 keras = tf.keras
 
 
-def read_idx(path):
-    """An IDX file (gzip or not) as a numpy array of its shape."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if data[0:2] != b"\0\0" or data[2] != 8:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    rank = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
-
-
-def idx(data_dir, name):
-    path = os.path.join(data_dir, name + ".gz")
-    return read_idx(path if os.path.exists(path) else os.path.join(data_dir, name))
-
-
-def image_batches(data_dir):
-    images, labels = idx(data_dir, "train-images-idx3-ubyte"), idx(data_dir, "train-labels-idx1-ubyte")
-    xs = [tf.constant(images[i * BATCH:(i + 1) * BATCH].reshape(BATCH, PIXELS).astype(np.float32) / 255)
-          for i in range(BATCHES)]
-    ys = [tf.constant(labels[i * BATCH:(i + 1) * BATCH].astype(np.int64)) for i in range(BATCHES)]
-    return xs, ys
-
-
-def sequence_batches():
-    """Random walks over the byte values, as pytorch_steps.py draws them."""
-    rng = np.random.default_rng(7)
-    xs, ys = [], []
-    for _ in range(BATCHES):
-        x = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
-        y = np.zeros((SEQ_BATCH, SEQ_STEPS), np.int64)
-        for n in range(SEQ_BATCH):
-            i = int(rng.integers(SEQ_VOCAB))
-            for t in range(SEQ_STEPS):
-                x[n, t] = i
-                i = (i + 1 + int(rng.integers(3))) % SEQ_VOCAB
-                y[n, t] = i
-        xs.append(tf.constant(x))
-        ys.append(tf.constant(y.reshape(-1)))
-    return xs, ys
-
-
-def word_batches():
-    """Log-uniform (Zipf-like) word ids, as pytorch_steps.py draws them."""
-    rng = np.random.default_rng(9)
-    draw = lambda n: (np.power(float(WORDS), rng.random(n)) - 1).astype(np.int64)
-    xs = [tf.constant(draw(WORD_BATCH * WORD_STEPS).reshape(WORD_BATCH, WORD_STEPS)) for _ in range(BATCHES)]
-    ys = [tf.constant(draw(WORD_BATCH * WORD_STEPS)) for _ in range(BATCHES)]
-    return xs, ys
-
-
-def pair_batches():
-    """Random source and target words of fixed length, as pytorch_steps.py draws them."""
-    rng = np.random.default_rng(13)
-    srcs, tgts = [], []
-    for _ in range(BATCHES):
-        src = rng.integers(3, SRC_CHARS, (PAIR_BATCH, SRC_LEN))
-        out = rng.integers(3, DST_CHARS, (PAIR_BATCH, DST_LEN))
-        dec_in = np.concatenate([np.ones((PAIR_BATCH, 1), np.int64), out[:, :-1]], 1)
-        srcs.append((tf.constant(src), tf.constant(dec_in)))
-        tgts.append(tf.constant(out.reshape(-1)))
-    return srcs, tgts
+def as_tf(batches):
+    """step_data's numpy batches as TensorFlow constants; pairs stay pairs."""
+    convert = lambda a: tuple(map(tf.constant, a)) if isinstance(a, tuple) else tf.constant(a)
+    xs, ys = batches
+    return [convert(x) for x in xs], [convert(y) for y in ys]
 
 
 class Mlp(keras.Model):
@@ -233,27 +170,15 @@ def time_steps(step, xs, ys, repetitions, min_seconds):
     return first, statistics.median(walls)
 
 
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            info = f.read()
-    except OSError:
-        return "?", "?"
-    name = next((l.split(":", 1)[1].strip() for l in info.splitlines() if l.startswith("model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in info.splitlines() if l.startswith("flags")), [])
-    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "SSE"
-    return name, isa
-
-
 def main():
     name, isa = cpu_name()
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
     print(json.dumps({"peer": "tensorflow", "version": tf.__version__, "onednn": onednn, "cpu": name, "isa": isa,
                       "cpus": os.cpu_count(), "threads": A.threads}), flush=True)
-    images = image_batches(A.data) if {"mlp", "cnn"} & set(A.models) else None
-    data = {"mlp": images, "cnn": images, "lstm": sequence_batches() if "lstm" in A.models else None,
-            "word_lm": word_batches() if "word_lm" in A.models else None,
-            "translate": pair_batches() if "translate" in A.models else None}
+    images = as_tf(step_data.image_batches(A.data)) if {"mlp", "cnn"} & set(A.models) else None
+    data = {"mlp": images, "cnn": images, "lstm": as_tf(step_data.sequence_batches()) if "lstm" in A.models else None,
+            "word_lm": as_tf(step_data.word_batches()) if "word_lm" in A.models else None,
+            "translate": as_tf(step_data.pair_batches()) if "translate" in A.models else None}
     for jit in A.jit:
         for model in A.models:
             tf.keras.utils.set_random_seed(42)
