@@ -14,7 +14,7 @@ namespace gd = gradus;
 
 TEST_CASE("softmax over groups of short and long lines matches double-precision formulas", "[ops][softmax]") {
   gd::Rng rng(17);
-  for (const auto [rows, n] : {std::pair<int64_t, int64_t>{600, 10}, {3, 1}, {37, 7}, {2, 5000}, {513, 16}}) {
+  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{600, 10}, {3, 1}, {37, 7}, {2, 5000}, {513, 16}}) {
     const auto x = gd::Tensor<float>::random_normal({rows, n}, rng, 0.f, 3.f);
     const auto w = gd::Tensor<float>::random_normal({rows, n}, rng);
     for (bool log : {false, true}) {
@@ -48,7 +48,7 @@ TEST_CASE("softmax over groups of short and long lines matches double-precision 
 }
 
 TEST_CASE("softmax of empty lines, or of no lines, is empty and its gradient too", "[ops][softmax]") {
-  for (const gd::Shape shape : {gd::Shape{3, 0}, gd::Shape{0, 5}}) {
+  for (const gd::Shape& shape : {gd::Shape{3, 0}, gd::Shape{0, 5}}) {
     gd::Var<float> x(gd::Tensor<float>::zeros(shape));
     const auto y = gd::log_softmax(x, -1), s = gd::softmax(x, -1);
     gd::backward(gd::sum(y) + gd::sum(s));
