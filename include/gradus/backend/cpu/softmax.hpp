@@ -35,6 +35,23 @@ void for_each_line_group(int64_t outer, int64_t n, F&& f) {
   }, std::max<int64_t>(1, kParallelThreshold / std::max<int64_t>(1, n)));
 }
 
+/// dst[i] = exp(src[i]) for i < len (src may be dst), vectorised: a group's exponentials at once.
+/// Always inlined, so that it is compiled for the ISA for_each_line_group picked.
+template <class T>
+GRADUS_VM_INLINE void exp_elements(const T* src, T* dst, int64_t len) {
+  GRADUS_SIMD
+  for (int64_t i = 0; i < len; ++i) dst[i] = vm::exp(src[i]);
+}
+
+/// The sum of p[0..n), vectorised (always inlined, as exp_elements).
+template <class T>
+GRADUS_VM_INLINE T line_sum(const T* p, int64_t n) {
+  T s = 0;
+  GRADUS_SIMD_REDUCTION(+, s)
+  for (int64_t k = 0; k < n; ++k) s += p[k];
+  return s;
+}
+
 /// y = softmax(x) (or log_softmax) along the axis of `v`.
 template <class T>
 void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
@@ -53,16 +70,11 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
         GRADUS_SIMD
         for (int64_t k = 0; k < n; ++k) out[k] = in[k] - m;
       }
-      T* block = y + l0 * n;
-      const int64_t len = lines * n;
-      GRADUS_SIMD
-      for (int64_t i = 0; i < len; ++i) block[i] = vm::exp(block[i]);
+      exp_elements(y + l0 * n, y + l0 * n, lines * n);
       for (int64_t l = 0; l < lines; ++l) {
         const T* in = x + (l0 + l) * n;
         T* out = y + (l0 + l) * n;
-        T s = 0;
-        GRADUS_SIMD_REDUCTION(+, s)
-        for (int64_t k = 0; k < n; ++k) s += out[k];
+        const T s = line_sum(out, n);
         if (log) {
           const T m = maxima[l], ls = std::log(s);  // (x - m) - log s: exact where x - m is
           GRADUS_SIMD
@@ -96,17 +108,12 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
   if (log && v.inner == 1) {  // exp(y) vectorised across each group of lines
     const int64_t n = v.n;
     for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) {
-      const T* yb = y + l0 * n;
       T* db = dx + l0 * n;
-      const int64_t len = lines * n;
-      GRADUS_SIMD
-      for (int64_t i = 0; i < len; ++i) db[i] = vm::exp(yb[i]);
+      exp_elements(y + l0 * n, db, lines * n);
       for (int64_t l = 0; l < lines; ++l) {
         const T* gy = g + (l0 + l) * n;
         T* d = db + l * n;
-        T s = 0;
-        GRADUS_SIMD_REDUCTION(+, s)
-        for (int64_t k = 0; k < n; ++k) s += gy[k];
+        const T s = line_sum(gy, n);
         GRADUS_SIMD
         for (int64_t k = 0; k < n; ++k) d[k] = gy[k] - d[k] * s;
       }
