@@ -134,16 +134,25 @@ TEST_CASE("emulated GPU: fresh device memory is NaN, and copies stay inside an a
   CHECK(cuMemFree_v2(p) == kInvalidValue);
 }
 
+// Sizes on either side of the emulator's huge-page threshold (large allocations are made of
+// transparent huge pages where the kernel has them): small, and 3 MB + 4 bytes.
 TEST_CASE("emulated GPU: host code that reads device memory dies, naming the allocation", "[gpu-emu]") {
   REQUIRE(cuInit(0) == 0);
+  const size_t bytes = GENERATE(size_t(64), size_t(3 << 20) + 4);
+  const size_t at = GENERATE(0, 1);  // the first float, or the last
   Ptr p = 0;
-  REQUIRE(cuMemAlloc_v2(&p, 64) == 0);
-  const auto [segv, err] = in_child([p] {
-    volatile float x = *reinterpret_cast<const float*>(p);
+  REQUIRE(cuMemAlloc_v2(&p, bytes) == 0);
+  const auto [segv, err] = in_child([&] {
+    volatile float x = reinterpret_cast<const float*>(p)[at * (bytes / sizeof(float) - 1)];
     (void)x;
   });
   CHECK(segv);
-  CHECK_THAT(err, Catch::Contains("host code touched device memory") && Catch::Contains("allocation of 64 bytes"));
+  CHECK_THAT(err, Catch::Contains("host code touched device memory") &&
+                      Catch::Contains("allocation of " + std::to_string(bytes) + " bytes"));
+  // copies and kernels still reach all of it
+  std::vector<float> ones(bytes / sizeof(float), 1.f);
+  CHECK(cuMemcpyHtoD_v2(p, ones.data(), bytes) == 0);
+  CHECK(read<float>(p, ones.size()) == ones);
   cuMemFree_v2(p);
 }
 
@@ -154,13 +163,14 @@ TEST_CASE("emulated GPU: a kernel that writes past its buffer dies, naming the k
                     "    d[i] = 1.f;\n"
                     "}\n",
                     "overrun");
+  long n = GENERATE(100, (3 << 20) / 4 + 1);  // floats: a small allocation and a huge-page one
   Ptr p = 0;
-  REQUIRE(cuMemAlloc_v2(&p, 100 * sizeof(float)) == 0);
-  long n = 100;
+  REQUIRE(cuMemAlloc_v2(&p, size_t(n) * sizeof(float)) == 0);
   void* params[] = {&p, &n};
   const auto [segv, err] = in_child([&] { cuLaunchKernel(fn, 2, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr); });
   CHECK(segv);
-  CHECK_THAT(err, Catch::Contains("kernel overrun accessed") && Catch::Contains("allocation of 400 bytes"));
+  CHECK_THAT(err, Catch::Contains("kernel overrun accessed") &&
+                      Catch::Contains("allocation of " + std::to_string(n * 4) + " bytes"));
   cuMemFree_v2(p);
 }
 
