@@ -445,6 +445,10 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
+/// What NVRTC defines, and the language: the kernels take the branches of gradus' device headers
+/// a GPU build takes.
+constexpr const char* kFlags = " -std=c++20 -D__CUDACC_RTC__";
+
 /// The header every kernel of this process is compiled with first, for the include flags
 /// `includes`: the shim and the headers every generated kernel includes, precompiled once (a
 /// kernel then compiles in a quarter of the time); the shim alone if that fails.
@@ -454,16 +458,14 @@ std::string prelude(const std::string& includes) {
   if (!fresh) return it->second;
   const fs::path header = work_dir() / ("prelude" + std::to_string(made.size()) + ".hpp");
   std::ofstream(header) << "#include \"" << GRADUS_EMU_SHIM << "\"\n"
-                        << "#include <array>\n#include <cstddef>\n#include <numbers>\n#include <string_view>\n"
-                           "#include <tuple>\n#include <type_traits>\n#include <utility>\n"
-                           "#if __has_include(\"gradus/ops/elementwise_math.hpp\")\n"
+                        << "#if __has_include(\"gradus/ops/elementwise_math.hpp\")\n"
                            "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
                            "#include \"gradus/backend/cuda/element.hpp\"\n"
                            "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
                            "#include \"gradus/ops/elementwise_math.hpp\"\n"
                            "#endif\n";
   std::string out;
-  const bool pch = run(std::string(GRADUS_EMU_CXX) + " -std=c++20 -O1 -fPIC -w" + includes + " -x c++-header " +
+  const bool pch = run(std::string(GRADUS_EMU_CXX) + kFlags + " -O1 -fPIC -w" + includes + " -x c++-header " +
                            quote(header.string()) + " -o " + quote(header.string() + ".gch"),
                        out) == 0;
   it->second = pch ? header.string() : std::string(GRADUS_EMU_SHIM);
@@ -485,7 +487,7 @@ int compile(Program& prog, const std::vector<std::string>& options) {
     if (o.rfind("--include-path=", 0) == 0) includes += " -I" + quote(o.substr(15));
     else if (o.rfind("-I", 0) == 0) includes += " " + quote(o);
   }
-  const std::string cxx = std::string(GRADUS_EMU_CXX) + " -std=c++20 -include " + quote(prelude(includes)) + includes;
+  const std::string cxx = std::string(GRADUS_EMU_CXX) + kFlags + " -include " + quote(prelude(includes)) + includes;
   // A source that spells its kernels out (a generated kernel) is read as it is; one that may make
   // them with macros (the library's, which includes its .cuh files) is preprocessed first.
   std::vector<std::string> kernels;
@@ -501,23 +503,36 @@ int compile(Program& prog, const std::vector<std::string>& options) {
   for (auto it = std::sregex_iterator(text.begin(), text.end(), kernel); it != std::sregex_iterator(); ++it)
     kernels.push_back((*it)[1]);
   std::ostringstream w;
+  // the entry points, written without the standard library (NVRTC's world has none)
   w << "#include \"" << source.string() << "\"\n"
-    << "#include <array>\n#include <cstddef>\n#include <type_traits>\n#include <utility>\n"
     << "extern \"C\" { gradus_emu::Context* gradus_emu_context = nullptr;\n"
     << "void gradus_emu_bind(gradus_emu::Context* c) { gradus_emu_context = c; } }\n"
-    << "namespace {\ntemplate <class... A>\nvoid gradus_emu_call(void (*f)(A...), void** params) {\n"
-    << "  [&]<std::size_t... I>(std::index_sequence<I...>) {\n"
-    << "    f(*static_cast<std::remove_cvref_t<A>*>(params[I])...);\n"
-    << "  }(std::index_sequence_for<A...>{});\n}\n"
+    << "namespace {\n"
+    << "template <class T> struct gradus_emu_bare { using type = T; };\n"
+    << "template <class T> struct gradus_emu_bare<const T> { using type = T; };\n"
+    << "template <class T> struct gradus_emu_bare<T&> { using type = T; };\n"
+    << "template <class T> struct gradus_emu_bare<const T&> { using type = T; };\n"
+    << "template <unsigned long... I> struct gradus_emu_seq {};\n"
+    << "template <unsigned long N, unsigned long... I> struct gradus_emu_make_seq : gradus_emu_make_seq<N - 1, N - 1, I...> {};\n"
+    << "template <unsigned long... I> struct gradus_emu_make_seq<0, I...> { using type = gradus_emu_seq<I...>; };\n"
+    << "template <class... A, unsigned long... I>\n"
+    << "void gradus_emu_call(void (*f)(A...), void** params, gradus_emu_seq<I...>) {\n"
+    << "  f(*static_cast<typename gradus_emu_bare<A>::type*>(params[I])...);\n}\n"
+    << "template <unsigned long N> struct gradus_emu_sizes_of { unsigned long v[N]; };\n"
     << "template <class... A>\nconstexpr auto gradus_emu_sizes(void (*)(A...)) {\n"
-    << "  return std::array<unsigned long, sizeof...(A) + 1>{sizeof...(A), sizeof(std::remove_cvref_t<A>)...};\n}\n"
+    << "  return gradus_emu_sizes_of<sizeof...(A) + 1>{{sizeof...(A), sizeof(typename gradus_emu_bare<A>::type)...}};\n}\n"
     << "}  // namespace\n";
   for (const std::string& k : kernels)
-    w << "extern \"C\" void gradus_emu_entry_" << k << "(void** params) { gradus_emu_call(" << k << ", params); }\n"
+    w << "extern \"C\" void gradus_emu_entry_" << k << "(void** params) {\n"
+      << "  gradus_emu_call(" << k << ", params, typename gradus_emu_make_seq<gradus_emu_sizes(" << k
+      << ").v[0]>::type{});\n}\n"
       << "extern \"C\" const auto gradus_emu_sizes_" << k << " = gradus_emu_sizes(" << k << ");\n";
   std::ofstream(wrapper) << w.str();
   std::string out;
-  const int rc = run(cxx + " -O1 -fPIC -shared -w -o " + quote(object.string()) + " " + quote(wrapper.string()), out);
+  // linked without the default libraries: the process that loads the module has them loaded (the
+  // C, math and C++ libraries its symbols come from), and the link takes a quarter of the time
+  const int rc =
+      run(cxx + " -O1 -fPIC -shared -nodefaultlibs -w -o " + quote(object.string()) + " " + quote(wrapper.string()) + " -lgcc", out);
   prog.log = out;
   if (rc != 0) return 6;
   prog.image = to_hex(read_file(object));
