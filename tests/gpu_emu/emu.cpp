@@ -214,47 +214,42 @@ void install_fault_handler() {
 extern "C" void gradus_emu_switch(void** save_sp, void* load_sp);
 extern "C" void gradus_emu_start(void** save_sp, void* stack_top, void (*body)());
 asm(R"(
+# save: the callee-saved registers onto the stack, then the stack pointer to (to);
+# load: the stack pointer from `from`, its callee-saved registers, and return where it was saved
+.macro gradus_emu_save to
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (\to)
+.endm
+.macro gradus_emu_load from
+  movq \from, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.endm
 .text
 .globl gradus_emu_switch
 .type gradus_emu_switch,@function
 gradus_emu_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
+  gradus_emu_save %rdi
+  gradus_emu_load %rsi
 .size gradus_emu_switch, .-gradus_emu_switch
 .globl gradus_emu_start
 .type gradus_emu_start,@function
 gradus_emu_start:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
+  gradus_emu_save %rdi
   movq %rdi, %rbx
   movq %rsi, %rsp
   callq *%rdx
-  movq (%rbx), %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  ret
+  gradus_emu_load (%rbx)
 .size gradus_emu_start, .-gradus_emu_start
 .section .note.GNU-stack,"",@progbits
 .text
