@@ -997,15 +997,17 @@ int cuMemAlloc_v2(Ptr* dptr, size_t size) {
   // with the number of page-table entries, 512 times fewer with them. The allocation still ends
   // at the guard after it; an access before it, in the rest of its first huge page, is not caught.
   const size_t huge = huge_page_size();
-  const size_t page = huge && size >= huge / 4 ? huge : page_size();
+  const bool huge_pages = huge != 0 && size >= huge / 4;
+  const size_t page = huge_pages ? huge : page_size();
   Allocation a;
   a.data_size = (size + 255 + page - 1) / page * page;
   a.map_size = a.data_size + 2 * page;
-  void* m = mmap(nullptr, a.map_size + (page > page_size() ? page : 0), PROT_NONE,
+  // with huge pages, one page more, to align the data to one
+  void* m = mmap(nullptr, a.map_size + (huge_pages ? page : 0), PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return kOutOfMemory;
   a.map = static_cast<char*>(m);
-  if (page > page_size()) {  // the data aligned to a huge page: give back the part before
+  if (huge_pages) {  // the data aligned to a huge page: give back the parts before and after
     const auto base = reinterpret_cast<uintptr_t>(m);
     const size_t lead = ((base + page - 1) / page * page) - base;
     if (lead) munmap(m, lead);
@@ -1020,7 +1022,7 @@ int cuMemAlloc_v2(Ptr* dptr, size_t size) {
     munmap(a.map, a.map_size);
     return kOutOfMemory;
   }
-  if (page > page_size()) madvise(a.data, a.data_size, MADV_HUGEPAGE);
+  if (huge_pages) madvise(a.data, a.data_size, MADV_HUGEPAGE);
   // the end of the data as close to the guard page after it as 256-byte alignment allows
   const auto end = reinterpret_cast<uintptr_t>(a.data + a.data_size);
   a.ptr = Ptr((end - size) & ~uintptr_t(255));
