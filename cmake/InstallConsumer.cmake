@@ -9,9 +9,11 @@
 #      and with the component required but xtensor hidden, configuring fails and says why;
 #   3. configured without a build type, the package config warns and compiles the consumer at -O2.
 
-# Optional: -DLIBRARY_FLAGS=<flags> replaces the Release flags of the library's build (tests/ passes
-# -O0: what this test checks is the install and the package, not the library's speed, and an -O3
-# libgradus costs four minutes of CPU more).
+# Optional: -DLIBRARY_FLAGS=<flags> replaces the Release flags of the library's build, and
+# -DLAUNCHER=<program> gives it a compiler launcher. tests/ passes either -O0 (what this test checks
+# is the install and the package, not the library's speed, and an -O3 libgradus costs four minutes
+# of CPU more) or, where ccache is installed, its own build's flags and a ccache launcher, so that
+# the library's compiles are read back from its cache; the test says how many were.
 foreach(var PROJECT_DIR SOURCE_DIR WORK_DIR GENERATOR CXX WITH_XTENSOR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "InstallConsumer.cmake: ${var} is not set")
@@ -50,6 +52,23 @@ string(REPLACE "/opt/gradus" "${prefix}" commands "${commands}")
 if(LIBRARY_FLAGS)
   string(REGEX REPLACE "(cmake -S [^\n]*)" "\\1 \"-DCMAKE_CXX_FLAGS_RELEASE=${LIBRARY_FLAGS}\"" commands "${commands}")
 endif()
+if(LAUNCHER)
+  string(REGEX REPLACE "(cmake -S [^\n]*)" "\\1 \"-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}\"" commands "${commands}")
+  # ccache's count of compiles read back from its cache (direct and preprocessed hits)
+  function(cache_hits out)
+    execute_process(COMMAND ${LAUNCHER} --print-stats OUTPUT_VARIABLE stats RESULT_VARIABLE rc)
+    set(hits 0)
+    if(rc EQUAL 0)
+      string(REGEX MATCHALL "(direct|preprocessed)_cache_hit\t[0-9]+" lines "${stats}")
+      foreach(line IN LISTS lines)
+        string(REGEX REPLACE ".*\t" "" n "${line}")
+        math(EXPR hits "${hits} + ${n}")
+      endforeach()
+    endif()
+    set(${out} ${hits} PARENT_SCOPE)
+  endfunction()
+  cache_hits(hits_before)
+endif()
 string(REPLACE "\n" ";" commands "${commands}")
 list(LENGTH commands count)
 if(count LESS 3)
@@ -59,6 +78,12 @@ foreach(command IN LISTS commands)
   message(STATUS "install_consumer: ${command}")
   run_step("README install command '${command}'" sh -c "${command}" WORKING_DIRECTORY ${PROJECT_DIR})
 endforeach()
+if(LAUNCHER)
+  cache_hits(hits_after)
+  math(EXPR reused "${hits_after} - ${hits_before}")
+  message(STATUS "install_consumer: ${reused} of the library's compiles were read back from the cache of "
+                 "the build that runs this test (ccache); none means its flags differ from the README build's")
+endif()
 if(NOT EXISTS ${prefix}/include/gradus/gradus.hpp)
   message(FATAL_ERROR "install_consumer: the README's install commands put no gradus/gradus.hpp under ${prefix}/include")
 endif()
