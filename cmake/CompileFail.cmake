@@ -1,7 +1,10 @@
 # Compile-fail check, run as:
 #   cmake -DCXX=<compiler> -DSOURCE=<file.cpp> -DINCLUDE_DIRS=<dir|dir|...> -P CompileFail.cmake
 #
-# Succeeds only if SOURCE does NOT compile (-std=c++20 -fsyntax-only -fopenmp), and
+# Succeeds only if SOURCE does NOT compile (-std=c++20 -fsyntax-only -fopenmp -DGRADUS_COMPILED: the
+# headers as a program that links libgradus sees them, the default for CMake users; the checked
+# diagnostics come from templates, the same header-only, and the check takes a quarter of the time:
+# 5 s instead of 19 s for fit_loss_old_order), and
 #  - the diagnostics contain the text of every line "// expect: <text>" in SOURCE
 #    (at least one is required, so a file that fails for an unrelated reason does not pass);
 #  - the diagnostics are at most N lines, N from a line "// max-lines: N" (default 40).
@@ -48,7 +51,7 @@ endforeach()
 
 set(ENV{LC_ALL} C)
 set(ENV{LANG} C)
-set(command "${CXX}" -std=c++20 -fsyntax-only -fopenmp -fdiagnostics-color=never
+set(command "${CXX}" -std=c++20 -fsyntax-only -fopenmp -DGRADUS_COMPILED -fdiagnostics-color=never
   ${include_flags} "${SOURCE}")
 execute_process(COMMAND ${command}
   RESULT_VARIABLE rc
