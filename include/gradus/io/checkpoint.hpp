@@ -290,14 +290,23 @@ void save(const std::filesystem::path& path, const nn::Module<T>& model, const o
   add_optimizer(list, optimizer, model);
   save_safetensors(path, list, {{"global_step", std::to_string(step)}});
 }
-/// Saves `model` alone (and `step`), as above.
-///   gd::io::save("net.safetensors", net);
+/// Saves `model` alone (and `step`), its float tensors stored as `storage`: gd::bf16 or
+/// gd::fp16, rounded to the nearest (ties to even) in half the bytes, as weights are published to
+/// run elsewhere (`load` widens them back to float exactly); gd::fp32 as they are. A double model's
+/// tensors stay F64. value_error for a weight too large for the 16-bit type.
+///   gd::io::save("net.bf16.safetensors", net, gd::bf16);
 template <Real T>
-void save(const std::filesystem::path& path, const nn::Module<T>& model, int64_t step = 0) {
+void save(const std::filesystem::path& path, const nn::Module<T>& model, Precision storage, int64_t step = 0) {
   GRADUS_CHECK(value_error, step >= 0, "save: step must be >= 0, got ", step);
   TensorList list;
   add_module(list, model);
-  save_safetensors(path, list, {{"global_step", std::to_string(step)}});
+  save_safetensors(path, list, {{"global_step", std::to_string(step)}}, storage);
+}
+/// Saves `model` alone (and `step`), as float.
+///   gd::io::save("net.safetensors", net);
+template <Real T>
+void save(const std::filesystem::path& path, const nn::Module<T>& model, int64_t step = 0) {
+  save(path, model, fp32, step);
 }
 
 /// Loads a file written by `save` (or by a Saver / fit checkpoint) into `model` and `optimizer`
@@ -416,6 +425,8 @@ GRADUS_INSTANCE_DOUBLE void save(const std::filesystem::path&, const nn::Module<
                                  const optim::Optimizer<double>&, int64_t);
 GRADUS_INSTANCE void save(const std::filesystem::path&, const nn::Module<float>&, int64_t);
 GRADUS_INSTANCE_DOUBLE void save(const std::filesystem::path&, const nn::Module<double>&, int64_t);
+GRADUS_INSTANCE void save(const std::filesystem::path&, const nn::Module<float>&, Precision, int64_t);
+GRADUS_INSTANCE_DOUBLE void save(const std::filesystem::path&, const nn::Module<double>&, Precision, int64_t);
 GRADUS_INSTANCE int64_t load(const std::filesystem::path&, nn::Module<float>&, optim::Optimizer<float>&);
 GRADUS_INSTANCE_DOUBLE int64_t load(const std::filesystem::path&, nn::Module<double>&, optim::Optimizer<double>&);
 GRADUS_INSTANCE int64_t load(const std::filesystem::path&, nn::Module<float>&);

@@ -15,7 +15,10 @@
 // F16 (IEEE half) and BF16 (bfloat16) tensors, as pretrained weights from other frameworks come,
 // are read as F32: every value of either widens to a float exactly (NaNs stay NaN, infinities and
 // signed zeros stay), and Safetensors::widened names each such tensor with its file dtype. gradus
-// writes F32, F64 and I64.
+// writes F32, F64 and I64, and float tensors as F16 or BF16 on request (encode_safetensors'
+// `floats`: rounded to the nearest, ties to even, as numpy's float16 and ml_dtypes' bfloat16
+// round; half the bytes, as half-precision weights are published). A finite float that would
+// become infinite (beyond 65504 in F16) is a value_error naming the tensor, not an infinity.
 //
 // Reading trusts nothing: the header length, the JSON, every entry's types, the dtype (F32, F64,
 // I64, F16 and BF16 are read; U8 and the other safetensors dtypes are named as unsupported),
@@ -27,6 +30,7 @@
 #pragma once
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -36,7 +40,9 @@
 #include <string_view>
 #include <vector>
 
+#include "gradus/core/bfloat16.hpp"
 #include "gradus/core/compiled.hpp"
+#include "gradus/core/precision.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/tensor_list.hpp"
 
@@ -67,6 +73,27 @@ enum class Dtype { f32, f64, i64, f16, bf16 };
 float half_to_float(uint16_t h);
 /// The float of the bfloat16 with bits `h`: its bits are the float's upper half.
 inline float bfloat16_to_float(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+/// The bits of the IEEE half nearest `x`, ties to even: subnormal halves below 2^-14, an infinity
+/// from 65520 on (65504, the largest half, plus half its spacing), a quiet NaN of x's sign and the
+/// top of its payload for a NaN.
+constexpr uint16_t float_to_half_bits(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x), a = u & 0x7fffffffu;
+  const auto sign = uint16_t((u >> 16) & 0x8000u);
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);                         // >= 65520: infinity
+  if (a >= 0x38800000u)  // >= 2^-14, a normal half: round off 13 mantissa bits, rebias 127 -> 15
+    return uint16_t(sign | (((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10)));
+  // a subnormal half (or zero): the value in units of 2^-24, rounded; below 2^-25 it is zero
+  const int e = int(a >> 23);
+  if (e < 102) return sign;
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u;  // value = m 2^(e - 150) = (m >> (126 - e)) units
+  const int shift = 126 - e;                         // 14 .. 24
+  uint32_t q = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (q & 1u))) ++q;  // may carry into the smallest normal: right
+  return uint16_t(sign | q);
+}
 /// The floats of `shape.numel()` little-endian 16-bit words at `src` (F16 or BF16).
 Tensor<float> read_half_le(const char* src, const Shape& shape, bool bf16);
 
@@ -98,17 +125,21 @@ Tensor<T> Safetensors::get(std::string_view name) const {
 }
 
 /// The safetensors bytes of `tensors` (header entries and data in the order given) and
-/// `metadata`. value_error for an undefined tensor, an empty, duplicate or invalid-UTF-8 name,
-/// or the reserved name "__metadata__".
-std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {});
+/// `metadata`, float tensors stored as `floats`: F32 (gd::fp32), or rounded to BF16 (gd::bf16)
+/// or F16 (gd::fp16); double and int64 tensors as they are. value_error for an undefined tensor,
+/// an empty, duplicate or invalid-UTF-8 name, the reserved name "__metadata__", or a finite
+/// float that the 16-bit type cannot hold (it would be infinite).
+std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata = {}, Precision floats = fp32);
 
 /// Parses safetensors bytes; `source` names them in errors (load_safetensors passes the path).
 /// io_error naming the source and the problem for anything malformed (see the file comment).
 Safetensors decode_safetensors(std::string_view bytes, std::string_view source = "<memory>");
 
-/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic).
+/// Writes `tensors` and `metadata` to `path` as safetensors, atomically (see write_file_atomic),
+/// float tensors as `floats` (see encode_safetensors).
+///   gd::io::save_safetensors("weights.safetensors", tensors, {}, gd::bf16);  // half the bytes
 void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
-                      const Metadata& metadata = {});
+                      const Metadata& metadata = {}, Precision floats = fp32);
 
 /// Reads and checks the safetensors file at `path`; io_error naming the path (and `who`, the call
 /// the user made: "load" for io::load) on any problem.
@@ -395,7 +426,12 @@ class StHeaderParser {
 
 }  // namespace detail
 
-GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata) {
+GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Metadata& metadata, Precision floats) {
+  GRADUS_CHECK(value_error, floats == fp32 || floats == bf16 || floats == fp16,
+               "encode_safetensors: floats must be gd::fp32, gd::bf16 or gd::fp16, got ", int(floats));
+  // a float tensor stored in 16 bits, and its dtype
+  const auto narrowed = [&](const AnyTensor& t) { return floats != fp32 && std::holds_alternative<Tensor<float>>(t); };
+  const std::string_view narrow_dtype = floats == bf16 ? "BF16" : "F16";
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -420,10 +456,10 @@ GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Me
     GRADUS_CHECK(value_error, names.insert(name).second, "encode_safetensors: two tensors are named '", name, "'");
     GRADUS_CHECK(value_error, detail::is_defined(t), "encode_safetensors: tensor '", name, "' is undefined");
     const Shape& s = detail::shape_of(t);
-    const uint64_t bytes = uint64_t(s.numel()) * detail::element_size(t);
+    const uint64_t bytes = uint64_t(s.numel()) * (narrowed(t) ? 2 : detail::element_size(t));
     detail::append_json_string(header, name);
     header += ":{\"dtype\":\"";
-    header += detail::safetensors_dtype(t);
+    header += narrowed(t) ? narrow_dtype : detail::safetensors_dtype(t);
     header += "\",\"shape\":[";
     for (int i = 0; i < s.rank(); ++i) {
       if (i) header += ',';
@@ -443,8 +479,22 @@ GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Me
   size_t at = out.size();
   out.resize(at + offset);
   for (const auto& [name, t] : tensors) {
-    detail::write_le(out.data() + at, t);
-    at += size_t(detail::shape_of(t).numel()) * detail::element_size(t);
+    const size_t n = size_t(detail::shape_of(t).numel());
+    if (!narrowed(t)) {
+      detail::write_le(out.data() + at, t);
+      at += n * detail::element_size(t);
+      continue;
+    }
+    const Tensor<float> x = std::get<Tensor<float>>(t).to(gradus::cpu);  // a GPU's tensor is read back first
+    const float* v = x.data();
+    for (size_t i = 0; i < n; ++i, at += 2) {
+      const uint16_t h = floats == bf16 ? bfloat16_bits(v[i]) : detail::float_to_half_bits(v[i]);
+      GRADUS_CHECK(value_error, (h & 0x7fffu) != (floats == bf16 ? 0x7f80u : 0x7c00u) || std::isinf(v[i]),
+                   "encode_safetensors: tensor '", name, "' element ", i, " is ", v[i], ", beyond the range of ",
+                   narrow_dtype, " (largest ", floats == bf16 ? "3.3895e+38" : "65504", "); scale it first");
+      out[at] = char(h & 0xffu);
+      out[at + 1] = char(h >> 8);
+    }
   }
   return out;
 }
@@ -524,8 +574,8 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
 }
 
 GRADUS_INLINE void save_safetensors(const std::filesystem::path& path, const TensorList& tensors,
-                                    const Metadata& metadata) {
-  write_file_atomic(path, encode_safetensors(tensors, metadata));
+                                    const Metadata& metadata, Precision floats) {
+  write_file_atomic(path, encode_safetensors(tensors, metadata, floats));
 }
 
 GRADUS_INLINE Safetensors load_safetensors(const std::filesystem::path& path, const char* who) {
