@@ -13,20 +13,17 @@
 #include <gradus/gradus.hpp>
 #include <gradus/io.hpp>
 
+#include "../support/same_bits.hpp"
+
 namespace gd = gradus;
 namespace io = gradus::io;
 namespace nn = gradus::nn;
 using Catch::Contains;
+using gradus_test::same_float;
 
 namespace {
 
 const std::filesystem::path kFixture = std::filesystem::path(GRADUS_TEST_DATA_DIR) / "io" / "half_precision.safetensors";
-
-/// The bits of x equal those of `expected` (NaN: any NaN of the same sign).
-bool same_float(float x, float expected) {
-  if (std::isnan(expected)) return std::isnan(x) && std::signbit(x) == std::signbit(expected);
-  return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(expected);
-}
 
 /// A two-layer tanh MLP whose layers are named as gradus names them.
 struct Mlp : nn::Module<float> {

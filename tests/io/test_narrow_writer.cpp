@@ -14,20 +14,17 @@
 #include <gradus/gradus.hpp>
 #include <gradus/io.hpp>
 
+#include "../support/same_bits.hpp"
+
 namespace gd = gradus;
 namespace io = gradus::io;
 namespace nn = gradus::nn;
 using Catch::Contains;
+using gradus_test::same_float;
 
 namespace {
 
 const std::filesystem::path kFixture = std::filesystem::path(GRADUS_TEST_DATA_DIR) / "io" / "narrowed.safetensors";
-
-/// The bits of x equal those of `expected` (NaN: any NaN of the same sign).
-bool same_float(float x, float expected) {
-  if (std::isnan(expected)) return std::isnan(x) && std::signbit(x) == std::signbit(expected);
-  return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(expected);
-}
 
 /// The size of the data section of the safetensors file at `path` (the file less its header).
 uint64_t data_bytes(const std::filesystem::path& path) {

@@ -1,11 +1,21 @@
-// Bit-for-bit comparisons of tensors and optimizer states, for the tests of exact resumption.
+// Bit-for-bit comparisons of floats, tensors and optimizer states, for the tests of exact
+// resumption and of the 16-bit formats.
 #pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include <gradus/core/tensor.hpp>
 #include <gradus/optim.hpp>
 
 namespace gradus_test {
+
+/// The bits of x equal those of `expected` (a NaN: any NaN of the same sign).
+inline bool same_float(float x, float expected) {
+  if (std::isnan(expected)) return std::isnan(x) && std::signbit(x) == std::signbit(expected);
+  return std::bit_cast<uint32_t>(x) == std::bit_cast<uint32_t>(expected);
+}
 
 /// Same shape and the same bits in every element (host tensors).
 template <class T>
