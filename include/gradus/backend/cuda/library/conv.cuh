@@ -5,21 +5,32 @@
 
 // The [n,h,w,c] offset of the input element that element i of the patch matrix
 // cols [n*oh*ow, kh*kw*c] reads (row: the output pixel, column: ky, kx, channel), or -1 where the
-// window reaches outside the image, into the padding.
-__device__ inline long gradus_patch_offset(const gradus::backend::cuda::ConvGeometry& p, long i) {
-  const long depth = p.kh * p.kw * p.c;
-  const long row = i / depth, d = i % depth;
-  const long ci = d % p.c, kx = (d / p.c) % p.kw, ky = d / (p.c * p.kw);
-  const long ox = row % p.ow, oy = (row / p.ow) % p.oh, b = row / (p.ow * p.oh);
-  const long yy = oy * p.sh - p.ph + ky * p.dh, xx = ox * p.sw - p.pw + kx * p.dw;
-  return yy >= 0 && yy < p.h && xx >= 0 && xx < p.w ? ((b * p.h + yy) * p.w + xx) * p.c + ci : -1;
+// window reaches outside the image, into the padding. i is split into its six coordinates by
+// five divisions (each quotient divided again), in U: unsigned int when every index fits in 32 bits
+// (a GPU divides 32-bit integers several times faster than 64-bit ones), else unsigned long.
+template <class U>
+__device__ inline long gradus_patch_offset(const gradus::backend::cuda::ConvGeometry& p, U i) {
+  const U c = U(p.c), kw = U(p.kw), kh = U(p.kh), ow = U(p.ow), oh = U(p.oh);
+  const U ci = i % c;
+  i /= c;
+  const U kx = i % kw;
+  i /= kw;
+  const U ky = i % kh;
+  i /= kh;
+  const U ox = i % ow;
+  i /= ow;
+  const U oy = i % oh, b = i / oh;
+  const long yy = long(oy) * p.sh - p.ph + long(ky) * p.dh, xx = long(ox) * p.sw - p.pw + long(kx) * p.dw;
+  return yy >= 0 && yy < p.h && xx >= 0 && xx < p.w ? ((long(b) * p.h + yy) * p.w + xx) * p.c + long(ci) : -1;
 }
 
 #define GRADUS_LIBRARY_CONV(T, S)                                                                   \
   /* cols [n*oh*ow, kh*kw*c]: each output pixel's patch, zero where the window is outside */       \
   extern "C" __global__ void gradus_im2col_##S(const T* x, T* cols, gradus::backend::cuda::ConvGeometry p) { \
-    GRADUS_FOR_EACH(i, p.n * p.oh * p.ow * p.kh * p.kw * p.c) {                                    \
-      const long k = gradus_patch_offset(p, i);                                                    \
+    const long total = p.n * p.oh * p.ow * p.kh * p.kw * p.c;                                     \
+    const bool narrow = total <= 0xffffffffL;                                                      \
+    GRADUS_FOR_EACH(i, total) {                                                                     \
+      const long k = narrow ? gradus_patch_offset(p, (unsigned)i) : gradus_patch_offset(p, (unsigned long)i); \
       cols[i] = k >= 0 ? x[k] : T(0);                                                              \
     }                                                                                              \
   }                                                                                                \
