@@ -219,10 +219,17 @@ template <int64_t MR>
       }
       continue;
     }
-    if (h == MR) {  // a full block (A stored transposed: MR contiguous floats a step), unrolled
+    if (h == MR) {  // a full block (A stored transposed: MR contiguous floats a step)
+      // copied in vectors: written element by element, the loop stayed scalar (the compiler
+      // cannot rule out that ap overlaps a) and took 70% of the time of packing a convolution's
+      // patchesᵀ for its filter gradient
       for (int64_t p = 0; p < kc; ++p) {
         const float* src = a + i0 * ra + p * ca;
-        GRADUS_UNROLL for (int64_t i = 0; i < MR; ++i) ap[p * MR + i] = src[i];
+        float* dst = ap + p * MR;
+        int64_t i = 0;
+        GRADUS_UNROLL for (; i + 8 <= MR; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+        if constexpr (MR % 8 >= 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i)), i += 4;
+        for (; i < MR; ++i) dst[i] = src[i];
       }
       continue;
     }
