@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <type_traits>
+#include <vector>
 
 #include "gradus/backend/cpu/bias_activation.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
@@ -196,6 +198,122 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
   });
 }
 
+#if defined(GRADUS_SGEMM_X86)
+/// Direct convolution, for inputs of few channels (a first layer on grayscale or RGB images).
+/// Their patches are short (LeNet's first layer: 25 taps), so im2col and packing them cost as
+/// much as the products; here the GEMM micro-kernels read the taps straight from the image
+/// instead: output pixels ox, ox + 1, ... of one output row are the kernel's rows, and tap p of
+/// row i is x[base + off[p] + i * sw * C]. The forward pass multiplies them by the filter's packed
+/// panels; the filter gradient multiplies R taps at a time by the rows of g.
+inline constexpr int64_t kDirectConvChannels = 4;
+
+/// Whether a float convolution runs directly with kernel k: few input channels, a blocked float
+/// kernel (AVX-512 or AVX2), no bfloat16 autocast (whose products round their operands first).
+inline bool direct_conv(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
+  return p.c <= kDirectConvChannels && !p.pointwise() && p.depth() > 0 && p.f > 0 &&
+         (k == GemmKernel::avx512 || k == GemmKernel::avx2) && autocast_precision() != Precision::bf16;
+}
+
+/// The image a direct convolution reads — the input itself, or a zero-padded copy of it when
+/// windows reach past its edges — and the offset of every tap from its window's top-left element.
+struct DirectImage {
+  const float* x;
+  int64_t row, image;         // strides of x's rows and images
+  std::vector<int64_t> off;   // tap (i * KW + j) * C + ch
+  Tensor<float> padded;
+
+  DirectImage(const ConvPlan& p, const float* input) : x(input) {
+    const int64_t H = (p.oh - 1) * p.sh + (p.kh - 1) * p.dh + 1, W = (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1;
+    const bool inside = p.ph == 0 && p.pw == 0 && H <= p.h && W <= p.w;
+    row = (inside ? p.w : W) * p.c, image = (inside ? p.h : H) * row;
+    if (!inside) {
+      padded = Tensor<float>::zeros(Shape{p.n * image});
+      const int64_t x0 = std::min(p.pw, W), x1 = std::clamp<int64_t>(p.w + p.pw, x0, W);  // columns from the input
+      for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t y = std::min(p.ph, H); y < std::min(p.h + p.ph, H); ++y)
+          std::copy_n(input + ((n * p.h + y - p.ph) * p.w + x0 - p.pw) * p.c, (x1 - x0) * p.c,
+                      padded.data() + n * image + y * row + x0 * p.c);
+      x = padded.data();
+    }
+    off.resize(size_t(p.depth()));
+    for (int64_t i = 0; i < p.kh; ++i)
+      for (int64_t j = 0; j < p.kw; ++j)
+        for (int64_t ch = 0; ch < p.c; ++ch) off[size_t((i * p.kw + j) * p.c + ch)] = i * p.dh * row + j * p.dw * p.c + ch;
+  }
+  /// Offset in x of output row r's window (its top-left tap).
+  int64_t base(const ConvPlan& p, int64_t r) const {
+    const int64_t per_image = p.oh * p.ow;
+    return r / per_image * image + r % per_image / p.ow * p.sh * row + r % p.ow * p.sw * p.c;
+  }
+};
+
+/// f(kernel) with the micro-kernel struct k names (AVX-512, else AVX2).
+template <class F>
+void with_direct_kernel(GemmKernel k, F&& f) {
+  if (k == GemmKernel::avx512) return f(sgemm::Avx512{});
+  f(sgemm::Avx2{});
+}
+
+/// f(R, i0) for the parts of a block of `rows` <= MR rows that the direct kernels are compiled
+/// for: all of it, else blocks of 4 rows and single rows (three sizes, not the five of
+/// sgemm::tile: a partial run is rare, and every size is compiled for both instruction sets).
+template <int64_t MR, class F>
+void split_rows(int64_t rows, F&& f) {
+  if (rows == MR) return f(std::integral_constant<int, int(MR)>{}, int64_t(0));
+  int64_t i0 = 0;
+  for (; i0 + 4 <= rows; i0 += 4) f(std::integral_constant<int, 4>{}, i0);
+  for (; i0 < rows; ++i0) f(std::integral_constant<int, 1>{}, i0);
+}
+
+/// conv2d_forward of a direct convolution: runs of up to MR output pixels of one output row
+/// against each packed panel of the filter, then the bias and activation of 256 rows at a time.
+inline void direct_conv_forward(const ConvPlan& p, const float* x, const float* w, const float* bias, float* out,
+                                bool relu, GemmKernel k = gemm_kernel()) {
+  with_direct_kernel(k, [&](auto kernel) {
+    using K = decltype(kernel);
+    constexpr int64_t MR = K::kMR, NR = K::kNR;
+    const int64_t M = p.rows(), depth = p.depth(), F = p.f, panels = (F + NR - 1) / NR, rs = p.sw * p.c;
+    const DirectImage d(p, x);
+    Tensor<float> wp(Shape{panels * NR * depth});
+    sgemm::pack_b<NR>(w, F, 1, depth, F, wp.data());
+    parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
+      for (int64_t t0 = r0; t0 < r1; t0 += 256) {
+        const int64_t t1 = std::min(r1, t0 + 256);
+        for (int64_t r = t0; r < t1;) {
+          const int64_t run = std::min({MR, p.ow - r % p.ow, t1 - r});
+          const float* a = d.x + d.base(p, r);
+          for (int64_t jp = 0; jp < panels; ++jp)
+            split_rows<MR>(run, [&](auto R, int64_t i0) {
+              K::template conv_kernel<R()>(depth, a + i0 * rs, d.off.data(), rs, wp.data() + jp * depth * NR,
+                                           out + (r + i0) * F + jp * NR, F, std::min(NR, F - jp * NR));
+            });
+          r += run;
+        }
+        conv_epilogue(out + t0 * F, t1 - t0, F, bias, relu);
+      }
+    }, parallel_threshold(M, double(depth * F)));
+  });
+}
+
+/// The filter gradient of a direct convolution over output rows [t0, t1): dw (depth x F) = or
+/// (`add`) += patchesᵀ · g, g the tile's rows [t1 - t0, F]; `base` holds t1 - t0 offsets.
+inline void direct_filter_grad(const ConvPlan& p, const DirectImage& d, int64_t t0, int64_t t1, const float* g,
+                               float* dw, bool add, int64_t* base, GemmKernel k = gemm_kernel()) {
+  const int64_t rows = t1 - t0, depth = p.depth(), F = p.f;
+  for (int64_t r = 0; r < rows; ++r) base[r] = d.base(p, t0 + r);
+  with_direct_kernel(k, [&](auto kernel) {
+    using K = decltype(kernel);
+    constexpr int64_t MR = K::kMR, NR = K::kNR;
+    for (int64_t p0 = 0; p0 < depth; p0 += MR)
+      for (int64_t j0 = 0; j0 < F; j0 += NR)
+        split_rows<MR>(std::min(MR, depth - p0), [&](auto R, int64_t i0) {
+          K::template conv_filter_kernel<R()>(rows, d.x, base, d.off.data() + p0 + i0, g + j0, F,
+                                              dw + (p0 + i0) * F + j0, F, add, std::min(NR, F - j0));
+        });
+  });
+}
+#endif
+
 /// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`:
 /// bias and activation are applied tile by tile right after the tile's GEMM, while it is in
 /// cache. The filter is packed for the GEMM once, not once per tile.
@@ -209,6 +327,10 @@ void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T*
                     row_threshold(F));
     return;
   }
+#if defined(GRADUS_SGEMM_X86)
+  if constexpr (std::is_same_v<T, float>)
+    if (direct_conv(p)) return direct_conv_forward(p, x, w, bias, out, relu);
+#endif
   const int64_t R = conv_tile_rows<T>(p);
   const GemmB<T> wb(w, false, K, F);
   parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
@@ -261,9 +383,17 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
   if (nt > 1 && stride > 0) partial = Tensor<T>(Shape{nt, stride});
   std::optional<GemmB<T>> wt;  // the filter transposed, packed once for every tile's dpatches
   if (dx) wt.emplace(w, true, F, K);
+#if defined(GRADUS_SGEMM_X86)
+  std::optional<DirectImage> direct;  // the filter gradient read straight from the image
+  if constexpr (std::is_same_v<T, float>)
+    if (dw && direct_conv(p)) direct.emplace(p, x);
+#else
+  constexpr bool direct = false;
+#endif
   parallel_chunks(M, align, [&](int t, int64_t r0, int64_t r1) {
     const int64_t cap = std::min(R, r1 - r0);
-    Tensor<T> patches(Shape{(dx || dw) ? cap * K : 0});
+    Tensor<T> patches(Shape{(dx || (dw && !direct)) ? cap * K : 0});
+    std::vector<int64_t> bases(direct ? size_t(cap) : 0);
     Tensor<T> gmask(Shape{relu_y ? cap * F : 0});
     T* dwt = dw;
     T* dbt = db_tiles ? db : nullptr;
@@ -282,8 +412,14 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
         gt = gmask.data();
       }
       if (dw) {
-        im2col(p, x, t0, t1, patches.data());
-        gemm(patches.data(), true, gt, false, dwt, K, rows, F, dw_add);
+#if defined(GRADUS_SGEMM_X86)
+        if constexpr (std::is_same_v<T, float>)
+          if (direct) direct_filter_grad(p, *direct, t0, t1, gt, dwt, dw_add, bases.data());
+#endif
+        if (!direct) {
+          im2col(p, x, t0, t1, patches.data());
+          gemm(patches.data(), true, gt, false, dwt, K, rows, F, dw_add);
+        }
         dw_add = true;
       }
       if (dx) {

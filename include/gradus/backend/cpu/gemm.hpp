@@ -280,25 +280,77 @@ struct Avx2 {
           acc[0][i][1] = _mm256_add_ps(acc[0][i][1], acc[s][i][1]);
         }
     }
+    store<R>(acc[0], c, ldc, ldcc, load, n);
+  }
+
+  /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 16 columns.
+  template <int R>
+  [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, int64_t ldcc, bool load,
+                                                 int64_t n) {
     if (n == kNR && ldcc == 1) {
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         float* ci = c + i * ldc;
         if (load) {
-          acc[0][i][0] = _mm256_add_ps(acc[0][i][0], _mm256_loadu_ps(ci));
-          acc[0][i][1] = _mm256_add_ps(acc[0][i][1], _mm256_loadu_ps(ci + 8));
+          acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
+          acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(ci + 8));
         }
-        _mm256_storeu_ps(ci, acc[0][i][0]);
-        _mm256_storeu_ps(ci + 8, acc[0][i][1]);
+        _mm256_storeu_ps(ci, acc[i][0]);
+        _mm256_storeu_ps(ci + 8, acc[i][1]);
       }
       return;
     }
     alignas(32) float tmp[kNR];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
       float* ci = c + i * ldc;
-      _mm256_store_ps(tmp, acc[0][i][0]);
-      _mm256_store_ps(tmp + 8, acc[0][i][1]);
+      _mm256_store_ps(tmp, acc[i][0]);
+      _mm256_store_ps(tmp + 8, acc[i][1]);
       for (int64_t j = 0; j < n; ++j) ci[j * ldcc] = load ? ci[j * ldcc] + tmp[j] : tmp[j];
     }
+  }
+
+  /// A direct convolution's tile (conv.hpp): C[R x n] = A · B over kc taps, with A(i, p) =
+  /// a[off[p] + i * rs] read from the input image itself and B one packed panel [kc][16].
+  template <int R>
+  [[gnu::target("avx2,fma")]] static void conv_kernel(int64_t kc, const float* a, const int64_t* off, int64_t rs,
+                                                       const float* b, float* c, int64_t ldc, int64_t n) {
+    __m256 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kc; ++p, b += kNR) {
+      const float* ap = a + off[p];
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256 x = _mm256_broadcast_ss(ap + i * rs);
+        acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
+      }
+    }
+    store<R>(acc, c, ldc, 1, false, n);
+  }
+
+  /// A direct convolution's filter gradient for R taps: C[R x n] = or (`load`) += Σ_r A(i, r) ·
+  /// G(r, ·) over `rows` output rows, with A(i, r) = a[base[r] + off[i]] read from the input
+  /// image and G(r, j) = g[r * ldg + j], j < n <= 16.
+  template <int R>
+  [[gnu::target("avx2,fma")]] static void conv_filter_kernel(int64_t rows, const float* a, const int64_t* base,
+                                                              const int64_t* off, const float* g, int64_t ldg,
+                                                              float* c, int64_t ldc, bool load, int64_t n) {
+    __m256 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    int64_t o[R];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) o[i] = off[i];
+    alignas(32) float pad[kNR] = {};
+    for (int64_t r = 0; r < rows; ++r, g += ldg) {
+      const float* gr = g;
+      if (n < kNR) std::copy_n(g, n, pad), gr = pad;
+      const __m256 g0 = _mm256_loadu_ps(gr), g1 = _mm256_loadu_ps(gr + 8);
+      const float* ar = a + base[r];
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m256 x = _mm256_broadcast_ss(ar + o[i]);
+        acc[i][0] = _mm256_fmadd_ps(x, g0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(x, g1, acc[i][1]);
+      }
+    }
+    store<R>(acc, c, ldc, 1, load, n);
   }
 };
 
@@ -321,6 +373,52 @@ struct Avx512 {
       }
     }
     store<R>(acc, c, ldc, ldcc, load, n);
+  }
+
+  /// A direct convolution's tile (conv.hpp): C[R x n] = A · B over kc taps, with A(i, p) =
+  /// a[off[p] + i * rs] read from the input image itself and B one packed panel [kc][32].
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma")]] static void conv_kernel(int64_t kc, const float* a, const int64_t* off,
+                                                               int64_t rs, const float* b, float* c, int64_t ldc,
+                                                               int64_t n) {
+    __m512 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; ++p, b += kNR) {
+      const float* ap = a + off[p];
+      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m512 x = _mm512_set1_ps(ap[i * rs]);
+        acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+      }
+    }
+    store<R>(acc, c, ldc, 1, false, n);
+  }
+
+  /// A direct convolution's filter gradient for R taps: C[R x n] = or (`load`) += Σ_r A(i, r) ·
+  /// G(r, ·) over `rows` output rows, with A(i, r) = a[base[r] + off[i]] read from the input
+  /// image and G(r, j) = g[r * ldg + j], j < n <= 32.
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma")]] static void conv_filter_kernel(int64_t rows, const float* a,
+                                                                      const int64_t* base, const int64_t* off,
+                                                                      const float* g, int64_t ldg, float* c,
+                                                                      int64_t ldc, bool load, int64_t n) {
+    const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+    __m512 acc[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    int64_t o[R];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) o[i] = off[i];
+    for (int64_t r = 0; r < rows; ++r, g += ldg) {
+      const __m512 g0 = _mm512_maskz_loadu_ps(m0, g), g1 = _mm512_maskz_loadu_ps(m1, g + 16);
+      const float* ar = a + base[r];
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        const __m512 x = _mm512_set1_ps(ar[o[i]]);
+        acc[i][0] = _mm512_fmadd_ps(x, g0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(x, g1, acc[i][1]);
+      }
+    }
+    store<R>(acc, c, ldc, 1, load, n);
   }
 
   /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns.
