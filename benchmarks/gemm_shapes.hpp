@@ -12,11 +12,11 @@ inline const std::vector<std::array<int64_t, 5>> gemm_shapes = {
     {1024, 1024, 1024, 0, 0},
     // MLP 784-500-10: forward of each layer, then dW1 = x^T g1, dW2 = h^T g2, dh = g2 W2^T
     {128, 784, 500, 0, 0}, {128, 500, 10, 0, 0}, {784, 128, 500, 1, 0}, {500, 128, 10, 1, 0}, {128, 10, 500, 0, 1},
-    // LeNet CNN: conv2d runs im2col tiles of about 256 KiB (2621 rows of 25 for conv1, 81 rows of
-    // 800 for conv2; multiples of 12 rows since: 2616 and 72): forward, dfilter = patches^T g,
-    // dpatches = g W^T (conv2 only). On a CPU with AVX2 or AVX-512, conv1 (one input channel) runs
-    // as a direct convolution instead, without these GEMMs; its rows stay for comparison.
-    {2621, 25, 32, 0, 0}, {25, 2621, 32, 1, 0}, {81, 800, 64, 0, 0}, {800, 81, 64, 1, 0}, {81, 64, 800, 0, 1},
+    // LeNet CNN: conv2d runs im2col tiles of about 256 KiB, a multiple of 12 rows (2616 rows of 25
+    // for conv1, 72 rows of 800 for conv2): forward, dfilter = patches^T g, dpatches = g W^T (conv2
+    // only). On a CPU with AVX2 or AVX-512, conv1 (one input channel) runs as a direct convolution
+    // instead, without these GEMMs; its rows stay for comparison.
+    {2616, 25, 32, 0, 0}, {25, 2616, 32, 1, 0}, {72, 800, 64, 0, 0}, {800, 72, 64, 1, 0}, {72, 64, 800, 0, 1},
     // and its dense layers 1024-500-10 (the 500-10 ones are the MLP's)
     {128, 1024, 500, 0, 0}, {1024, 128, 500, 1, 0}, {128, 500, 1024, 0, 1},
     // thin: one example and four through the MLP's first layer, forward and with W stored transposed
