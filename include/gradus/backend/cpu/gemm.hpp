@@ -203,6 +203,19 @@ template <int64_t MR>
       for (; p0 + 8 <= kc; p0 += 8)
         for (int64_t g0 = 0; g0 < h; g0 += 8) {
           const int64_t rows = std::min<int64_t>(8, h - g0);
+          if (rows == 4) {  // the last 4 rows of a 12-row panel: two 4 x 4 transposes, one per lane
+            __m256 r[4];
+            GRADUS_UNROLL for (int q = 0; q < 4; ++q) r[q] = _mm256_loadu_ps(a + (i0 + g0 + q) * ra + p0);
+            const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+            const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                                 _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+            GRADUS_UNROLL for (int q = 0; q < 4; ++q) {  // depth p0 + q in the low lane, p0 + 4 + q high
+              _mm_storeu_ps(ap + (p0 + q) * MR + g0, _mm256_castps256_ps128(u[q]));
+              _mm_storeu_ps(ap + (p0 + 4 + q) * MR + g0, _mm256_extractf128_ps(u[q], 1));
+            }
+            continue;
+          }
           __m256 r[8], o[8];
           GRADUS_UNROLL for (int q = 0; q < 8; ++q)
             r[q] = q < rows ? _mm256_loadu_ps(a + (i0 + g0 + q) * ra + p0) : _mm256_setzero_ps();
