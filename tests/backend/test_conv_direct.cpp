@@ -152,7 +152,8 @@ TEST_CASE("conv2d of few channels: forward and backward, threaded, with the fuse
           "[ops][conv]") {
   // conv2d_forward and conv2d_backward choose the direct convolution themselves (on a CPU with
   // AVX2 or AVX-512): the filter gradient then sums per-thread partials of direct products; the
-  // input gradient still runs through col2im. All of it against loops in double, at 1 and 2 threads.
+  // input gradient still runs through col2im; without it, the AVX-512 kernel applies the ReLU's
+  // mask and sums the bias gradient itself. All of it against loops in double, at 1 and 2 threads.
   const ConvPlan p = plan(4, 14, 13, 3, 5, 5, 20, 1, 1, true);
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
   gd::Rng rng(5);
@@ -191,6 +192,16 @@ TEST_CASE("conv2d of few channels: forward and backward, threaded, with the fuse
     CHECK(within(gdw, dw, dw_mag, M));
     CHECK(within(gdb, db, db_mag, M));
     CHECK(within(gdx, dx, dx_mag, K * F));
+    // without dinput, as for a first layer: with AVX-512 the filter kernel masks g by y and sums
+    // the bias gradient itself; accumulated onto 0.5 this time
+    gdw = guarded(dw.size(), 0.5f), gdb = guarded(db.size(), 0.5f);
+    cpu::conv2d_backward(p, g.data(), x.data(), w.data(), static_cast<float*>(nullptr), false, gdw.data(), true,
+                         gdb.data(), true, y.data());
+    std::vector<double> dw_half(dw), db_half(db), dw_half_mag(dw_mag), db_half_mag(db_mag);
+    for (size_t i = 0; i < dw.size(); ++i) dw_half[i] += 0.5, dw_half_mag[i] += 0.5;
+    for (size_t i = 0; i < db.size(); ++i) db_half[i] += 0.5, db_half_mag[i] += 0.5;
+    CHECK(within(gdw, dw_half, dw_half_mag, M + 1));
+    CHECK(within(gdb, db_half, db_half_mag, M + 1));
   }
   omp_set_num_threads(threads);
 }

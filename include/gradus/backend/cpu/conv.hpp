@@ -296,9 +296,12 @@ inline void direct_conv_forward(const ConvPlan& p, const float* x, const float* 
 }
 
 /// The filter gradient of a direct convolution over output rows [t0, t1): dw (depth x F) = or
-/// (`add`) += patchesᵀ · g, g the tile's rows [t1 - t0, F]; `base` holds t1 - t0 offsets.
+/// (`add`) += patchesᵀ · g, g the tile's rows [t1 - t0, F]; `base` holds t1 - t0 offsets. With
+/// the AVX-512 kernel only, `y` (the tile's rows of a fused ReLU convolution's output) masks g
+/// where y <= 0 and `db` (F floats) gets the masked g's column sums added.
 inline void direct_filter_grad(const ConvPlan& p, const DirectImage& d, int64_t t0, int64_t t1, const float* g,
-                               float* dw, bool add, int64_t* base, GemmKernel k = gemm_kernel()) {
+                               float* dw, bool add, int64_t* base, GemmKernel k = gemm_kernel(),
+                               const float* y = nullptr, float* db = nullptr) {
   const int64_t rows = t1 - t0, depth = p.depth(), F = p.f;
   for (int64_t r = 0; r < rows; ++r) base[r] = d.base(p, t0 + r);
   with_direct_kernel(k, [&](auto kernel) {
@@ -307,8 +310,14 @@ inline void direct_filter_grad(const ConvPlan& p, const DirectImage& d, int64_t 
     for (int64_t p0 = 0; p0 < depth; p0 += MR)
       for (int64_t j0 = 0; j0 < F; j0 += NR)
         split_rows<MR>(std::min(MR, depth - p0), [&](auto R, int64_t i0) {
-          K::template conv_filter_kernel<R()>(rows, d.x, base, d.off.data() + p0 + i0, g + j0, F,
-                                              dw + (p0 + i0) * F + j0, F, add, std::min(NR, F - j0));
+          const int64_t* off = d.off.data() + p0 + i0;
+          float* c = dw + (p0 + i0) * F + j0;
+          const int64_t n = std::min(NR, F - j0);
+          if constexpr (std::is_same_v<K, sgemm::Avx512>)
+            K::template conv_filter_kernel<R()>(rows, d.x, base, off, g + j0, F, c, F, add, n, y ? y + j0 : nullptr,
+                                                db && p0 + i0 == 0 ? db + j0 : nullptr);
+          else
+            K::template conv_filter_kernel<R()>(rows, d.x, base, off, g + j0, F, c, F, add, n);
         });
   });
 }
@@ -387,14 +396,18 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
   std::optional<DirectImage> direct;  // the filter gradient read straight from the image
   if constexpr (std::is_same_v<T, float>)
     if (dw && direct_conv(p)) direct.emplace(p, x);
+  // with AVX-512 the direct kernel masks g by relu_y and sums the bias gradient as it goes: no
+  // pass of its own over g and relu_y (a third of LeNet's first layer's backward), unless the
+  // masked g is needed for dinput too
+  const bool fused = direct && relu_y && !dx && gemm_kernel() == GemmKernel::avx512;
 #else
-  constexpr bool direct = false;
+  constexpr bool direct = false, fused = false;
 #endif
   parallel_chunks(M, align, [&](int t, int64_t r0, int64_t r1) {
     const int64_t cap = std::min(R, r1 - r0);
     Tensor<T> patches(Shape{(dx || (dw && !direct)) ? cap * K : 0});
     std::vector<int64_t> bases(direct ? size_t(cap) : 0);
-    Tensor<T> gmask(Shape{relu_y ? cap * F : 0});
+    Tensor<T> gmask(Shape{relu_y && !fused ? cap * F : 0});
     T* dwt = dw;
     T* dbt = db_tiles ? db : nullptr;
     bool dw_add = add_dw, db_add = add_db;
@@ -407,14 +420,16 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
     for (int64_t t0 = r0; t0 < r1; t0 += R) {
       const int64_t t1 = std::min(r1, t0 + R), rows = t1 - t0;
       const T* gt = g + t0 * F;
-      if (relu_y) {
+      if (relu_y && !fused) {
         relu_mask_rows(gt, relu_y + t0 * F, rows, F, gmask.data(), dbt);
         gt = gmask.data();
       }
       if (dw) {
 #if defined(GRADUS_SGEMM_X86)
         if constexpr (std::is_same_v<T, float>)
-          if (direct) direct_filter_grad(p, *direct, t0, t1, gt, dwt, dw_add, bases.data());
+          if (direct)
+            direct_filter_grad(p, *direct, t0, t1, gt, dwt, dw_add, bases.data(), gemm_kernel(),
+                               fused ? relu_y + t0 * F : nullptr, fused ? dbt : nullptr);
 #endif
         if (!direct) {
           im2col(p, x, t0, t1, patches.data());

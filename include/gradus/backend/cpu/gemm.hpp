@@ -410,20 +410,34 @@ struct Avx512 {
 
   /// A direct convolution's filter gradient for R taps: C[R x n] = or (`load`) += Σ_r A(i, r) ·
   /// G(r, ·) over `rows` output rows, with A(i, r) = a[base[r] + off[i]] read from the input
-  /// image and G(r, j) = g[r * ldg + j], j < n <= 32.
+  /// image and G(r, j) = g[r * ldg + j], j < n <= 32. With `y` (the output of a convolution with a
+  /// fused ReLU, rows like g's) G(r, j) is 0 where y <= 0; with `db`, the column sums of G are
+  /// added to db[j] as well (the bias gradient). So a ReLU convolution's backward needs no pass of
+  /// its own over g: reading g and y here overlaps with the multiply-adds.
   template <int R>
   [[gnu::target("avx512f,avx2,fma")]] static void conv_filter_kernel(int64_t rows, const float* a,
                                                                       const int64_t* base, const int64_t* off,
                                                                       const float* g, int64_t ldg, float* c,
-                                                                      int64_t ldc, bool load, int64_t n) {
+                                                                      int64_t ldc, bool load, int64_t n,
+                                                                      const float* y = nullptr,
+                                                                      float* db = nullptr) {
     const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     int64_t o[R];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) o[i] = off[i];
     for (int64_t r = 0; r < rows; ++r, g += ldg) {
-      const __m512 g0 = _mm512_maskz_loadu_ps(m0, g), g1 = _mm512_maskz_loadu_ps(m1, g + 16);
+      __mmask16 k0 = m0, k1 = m1;
+      if (y) {
+        const __m512 zero = _mm512_setzero_ps();
+        k0 = _mm512_mask_cmp_ps_mask(m0, _mm512_maskz_loadu_ps(m0, y), zero, _CMP_GT_OQ);
+        k1 = _mm512_mask_cmp_ps_mask(m1, _mm512_maskz_loadu_ps(m1, y + 16), zero, _CMP_GT_OQ);
+        y += ldg;
+      }
+      const __m512 g0 = _mm512_maskz_loadu_ps(k0, g), g1 = _mm512_maskz_loadu_ps(k1, g + 16);
+      sum0 = _mm512_add_ps(sum0, g0), sum1 = _mm512_add_ps(sum1, g1);
       const float* ar = a + base[r];
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512 x = _mm512_set1_ps(ar[o[i]]);
@@ -432,6 +446,10 @@ struct Avx512 {
       }
     }
     store<R>(acc, c, ldc, 1, load, n);
+    if (db) {
+      _mm512_mask_storeu_ps(db, m0, _mm512_add_ps(sum0, _mm512_maskz_loadu_ps(m0, db)));
+      _mm512_mask_storeu_ps(db + 16, m1, _mm512_add_ps(sum1, _mm512_maskz_loadu_ps(m1, db + 16)));
+    }
   }
 
   /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns.
