@@ -62,7 +62,8 @@ void BM_conv(benchmark::State& state, const ConvPlan& p, Pass pass) {
     benchmark::DoNotOptimize(dw.data());
     benchmark::ClobberMemory();
   }
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * double(M * K * F) * products, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOPS"] =
+      benchmark::Counter(2.0 * double(M * K * F) * products, benchmark::Counter::kIsIterationInvariantRate);
 #if defined(GRADUS_SGEMM_X86)
   state.SetLabel(cpu::direct_conv(p) ? "direct" : "im2col");
 #else

@@ -238,7 +238,8 @@ struct DirectImage {
     off.resize(size_t(p.depth()));
     for (int64_t i = 0; i < p.kh; ++i)
       for (int64_t j = 0; j < p.kw; ++j)
-        for (int64_t ch = 0; ch < p.c; ++ch) off[size_t((i * p.kw + j) * p.c + ch)] = i * p.dh * row + j * p.dw * p.c + ch;
+        for (int64_t ch = 0; ch < p.c; ++ch)
+          off[size_t((i * p.kw + j) * p.c + ch)] = i * p.dh * row + j * p.dw * p.c + ch;
   }
   /// Offset in x of output row r's window (its top-left tap).
   int64_t base(const ConvPlan& p, int64_t r) const {
