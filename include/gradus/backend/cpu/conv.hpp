@@ -241,10 +241,15 @@ struct DirectImage {
         for (int64_t ch = 0; ch < p.c; ++ch)
           off[size_t((i * p.kw + j) * p.c + ch)] = i * p.dh * row + j * p.dw * p.c + ch;
   }
-  /// Offset in x of output row r's window (its top-left tap).
+  /// Offset in x of the window of image n whose top-left tap is input (iy0, ix0), as
+  /// for_each_window gives them (negative inside the padding, which x holds).
+  int64_t at(const ConvPlan& p, int64_t n, int64_t iy0, int64_t ix0) const {
+    return n * image + (iy0 + p.ph) * row + (ix0 + p.pw) * p.c;
+  }
+  /// Offset in x of output row r's window.
   int64_t base(const ConvPlan& p, int64_t r) const {
-    const int64_t per_image = p.oh * p.ow;
-    return r / per_image * image + r % per_image / p.ow * p.sh * row + r % p.ow * p.sw * p.c;
+    const int64_t per_image = p.oh * p.ow, oy = r % per_image / p.ow, ox = r % p.ow;
+    return at(p, r / per_image, oy * p.sh - p.ph, ox * p.sw - p.pw);
   }
 };
 
@@ -304,7 +309,9 @@ inline void direct_filter_grad(const ConvPlan& p, const DirectImage& d, int64_t 
                                float* dw, bool add, int64_t* base, GemmKernel k = gemm_kernel(),
                                const float* y = nullptr, float* db = nullptr) {
   const int64_t rows = t1 - t0, depth = p.depth(), F = p.f;
-  for (int64_t r = 0; r < rows; ++r) base[r] = d.base(p, t0 + r);
+  for_each_window(p, t0, t1, [&](int64_t r, int64_t n, int64_t iy0, int64_t ix0) {  // no division per row
+    base[r - t0] = d.at(p, n, iy0, ix0);
+  });
   with_direct_kernel(k, [&](auto kernel) {
     using K = decltype(kernel);
     constexpr int64_t MR = K::kMR, NR = K::kNR;
