@@ -5,7 +5,10 @@
 // 256-deep k-blocks, a long k, more than 96 rows (several packed A blocks), more than 2048
 // columns (several packed B blocks), fewer columns than 3/4 of a register block (run as the
 // transposed product, threaded too), k = 0, both transposes, accumulation, and the threaded
-// split. A guard band after c checks that partial blocks never write past the matrix.
+// split; the AVX-512 kernel's own paths: products of at most 10 columns as dot products (k from
+// 64, a tail of fewer than 16 depths), B read in place by a single panel of A (9-12 rows, whole
+// and partial B panels, several k-blocks, threaded by columns) and a panel of 9-11 rows run by
+// the full kernel. A guard band after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -115,7 +118,7 @@ const std::vector<Case> cases = {
     {7, 257, 17},   {5, 3, 33},     {13, 0, 9},     {8, 0, 20},     {40, 600, 12},  {40, 600, 70},
     {7, 40, 1100},  {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}, {97, 513, 65}, {3, 5000, 20},
     {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
-    {64, 33, 20},   {1500, 400, 9}};
+    {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
@@ -186,14 +189,15 @@ TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") 
 #if defined(GRADUS_SGEMM_X86)
 TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from either storage", "[ops][matmul]") {
   // pack_a needs only AVX2, so the AVX-512 kernel's 12-row panels are checked here on any AVX2
-  // CPU too: ap[(i / MR) * kc * MR + p * MR + i % MR] = A(i, p), for every i < mc and p < kc.
+  // CPU too: ap[(i / MR) * kc * MR + p * MR + i % MR] = A(i, p), for every i < mc and p < kc,
+  // and 0 past mc in a last panel of 9-11 rows.
   if (!cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) {
     WARN("this CPU has no AVX2: pack_a not tested");
     return;
   }
   auto check = [](auto mr) {
     constexpr int64_t MR = decltype(mr)::value;
-    for (int64_t mc : {1, 2, 3, 5, 6, 7, 8, 11, 12, 13, 17, 25})
+    for (int64_t mc : {1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 22, 25})
       for (int64_t kc : {1, 7, 8, 9, 16, 23})
         for (bool transposed : {false, true}) {
           std::vector<float> a(size_t(mc * kc));
@@ -206,6 +210,11 @@ TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from eit
           for (int64_t i = 0; i < mc; ++i)
             for (int64_t p = 0; p < kc; ++p)
               wrong += ap[size_t((i / MR) * kc * MR + p * MR + i % MR)] != a[size_t(i * ra + p * ca)];
+          // a last panel of more than 8 rows is zero past mc: the full kernel runs on it
+          const int64_t last = mc % MR;
+          if (MR > 8 && last > 8)
+            for (int64_t i = last; i < MR; ++i)
+              for (int64_t p = 0; p < kc; ++p) wrong += ap[size_t((panels - 1) * kc * MR + p * MR + i)] != 0.f;
           INFO("MR " << MR << ", mc " << mc << ", kc " << kc << ", A stored transposed " << transposed);
           CHECK(wrong == 0);
         }

@@ -7,7 +7,11 @@
 // function-level target attribute, so a build without -march still has both:
 //   avx512  12 x 32, 24 zmm accumulators (AVX-512F)
 //   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA)
-// A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes.
+// A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes,
+// into a transposed copy of C written with whole vectors; on AVX-512 one of at most 10 columns
+// whose A has contiguous rows runs as dot products instead (no operand packed but Bᵀ's 10 rows).
+// A single panel of A (m <= MR) reads B's panels where they are, when B's rows are contiguous:
+// packing them would copy each element to use it once.
 // gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
 // avx512|avx2|loops overrides the choice when the CPU supports it). Thin float products (m < 6,
 // or n < 12 with m < 16), and every float product on an x86 CPU without AVX2, run as plain
@@ -188,9 +192,23 @@ template <int64_t NR>
   }
 }
 
+/// dst[p * ld + i] = src[p * step + i], i < rows, p < kc: `rows` contiguous floats a step, in
+/// vectors (`rows` a std::integral_constant where it is known, to unroll them).
+template <class Rows>
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline void copy_steps(const float* src, int64_t step, int64_t kc,
+                                                                        Rows rows, float* dst, int64_t ld) {
+  for (int64_t p = 0; p < kc; ++p, src += step, dst += ld) {
+    int64_t i = 0;
+    for (; i + 8 <= rows; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+    if (i + 4 <= rows) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i)), i += 4;
+    for (; i < rows; ++i) dst[i] = src[i];
+  }
+}
+
 /// Packs A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), i < mc, p < kc, into panels of MR
-/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in the last panel are left
-/// as they are: the kernels of a partial panel never read them.
+/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in a last panel of more than
+/// 8 rows are zero (tile() runs the full kernel on it); in a shorter one they are left as they
+/// are: its kernels never read them.
 /// Row-major A (ca == 1) is transposed 8 rows by 8 depths at a time in registers, as pack_b
 /// does for a transposed B; the leftover depths element by element.
 template <int64_t MR>
@@ -198,6 +216,8 @@ template <int64_t MR>
                                                 float* ap) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
     const int64_t h = std::min(MR, mc - i0);
+    if (MR > 8 && h > 8 && h < MR)
+      for (int64_t p = 0; p < kc; ++p) std::fill(ap + p * MR + h, ap + (p + 1) * MR, 0.f);
     if (ca == 1) {
       int64_t p0 = 0;
       for (; p0 + 8 <= kc; p0 += 8)
@@ -232,24 +252,13 @@ template <int64_t MR>
       }
       continue;
     }
-    if (h == MR) {  // a full block (A stored transposed: MR contiguous floats a step)
-      // copied in vectors: written element by element, the loop stayed scalar (the compiler
-      // cannot rule out that ap overlaps a) and took 70% of the time of packing a convolution's
-      // patchesᵀ for its filter gradient
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = a + i0 * ra + p * ca;
-        float* dst = ap + p * MR;
-        int64_t i = 0;
-        GRADUS_UNROLL for (; i + 8 <= MR; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
-        if constexpr (MR % 8 >= 4) _mm_storeu_ps(dst + i, _mm_loadu_ps(src + i)), i += 4;
-        for (; i < MR; ++i) dst[i] = src[i];
-      }
-      continue;
-    }
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = a + i0 * ra + p * ca;
-      for (int64_t i = 0; i < h; ++i) ap[p * MR + i] = src[i];
-    }
+    // A stored transposed (h contiguous floats a step), copied in vectors: written element by
+    // element, the loop stayed scalar (the compiler cannot rule out that ap overlaps a) and took
+    // 70% of the time of packing a convolution's patchesᵀ for its filter gradient
+    if (h == MR)
+      copy_steps(a + i0 * ra, ca, kc, std::integral_constant<int64_t, MR>{}, ap, MR);  // unrolled
+    else
+      copy_steps(a + i0 * ra, ca, kc, h, ap, MR);
   }
 }
 
@@ -259,8 +268,8 @@ struct Avx2 {
   static constexpr int64_t kMR = 6, kNR = 16;
 
   template <int R>
-  [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, float* c,
-                                                  int64_t ldc, int64_t ldcc, bool load, int64_t n) {
+  [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, int64_t bs,
+                                                  float* c, int64_t ldc, int64_t ldcc, bool load, int64_t n) {
     // The 1- and 2-row kernels of a partial panel keep S sums per accumulator, over alternate
     // depths, so that at least 8 independent FMA chains hide the FMA's latency: with one, the
     // 2 chains of a 1-row kernel run at a quarter of the FMA units' rate.
@@ -269,9 +278,9 @@ struct Avx2 {
     GRADUS_UNROLL for (int s = 0; s < S; ++s)
       GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[s][i][0] = acc[s][i][1] = _mm256_setzero_ps();
     int64_t p = 0;
-    for (; p + S <= kc; p += S, a += S * as, b += S * kNR)
+    for (; p + S <= kc; p += S, a += S * as, b += S * bs)
       GRADUS_UNROLL for (int s = 0; s < S; ++s) {
-        const __m256 b0 = _mm256_load_ps(b + s * kNR), b1 = _mm256_load_ps(b + s * kNR + 8);
+        const __m256 b0 = _mm256_loadu_ps(b + s * bs), b1 = _mm256_loadu_ps(b + s * bs + 8);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
           const __m256 x = _mm256_broadcast_ss(a + s * as + i);
           acc[s][i][0] = _mm256_fmadd_ps(x, b0, acc[s][i][0]);
@@ -279,8 +288,8 @@ struct Avx2 {
         }
       }
     if constexpr (S > 1) {
-      for (; p < kc; ++p, a += as, b += kNR) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      for (; p < kc; ++p, a += as, b += bs) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
           const __m256 x = _mm256_broadcast_ss(a + i);
           acc[0][i][0] = _mm256_fmadd_ps(x, b0, acc[0][i][0]);
@@ -374,18 +383,19 @@ struct Avx512 {
 
   template <int R>
   [[gnu::target("avx512f,avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b,
-                                                          float* c, int64_t ldc, int64_t ldcc, bool load, int64_t n) {
+                                                          int64_t bs, float* c, int64_t ldc, int64_t ldcc, bool load,
+                                                          int64_t n, int64_t rows = R) {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < kc; ++p, a += as, b += kNR) {
-      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    for (int64_t p = 0; p < kc; ++p, a += as, b += bs) {
+      const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512 x = _mm512_set1_ps(a[i]);
         acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
         acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, ldcc, load, n);
+    store<R>(acc, c, ldc, ldcc, load, n, rows);
   }
 
   /// A direct convolution's tile (conv.hpp): C[R x n] = A · B over kc taps, with A(i, p) =
@@ -452,13 +462,73 @@ struct Avx512 {
     }
   }
 
-  /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns.
+  /// Rows of a product with few columns (dot_gemm): C(i, j) = or (`load`) += Σ_p A(i, p) · T(j, p)
+  /// for rows i < R (1 or 2) and columns j < n <= kDotCols, A(i, p) = a[i * ra + p] (rows
+  /// contiguous), and T = Bᵀ as kDotCols rows of t, ldt apart, zero past k and past n (ldt a
+  /// multiple of 16). Each element is a dot product of two contiguous rows: 16 depths a step,
+  /// both of A's rows against T's 10 in 20 accumulators (27 would not fit the 32 registers
+  /// beside the operands: GCC then loads each row of T twice), then summed across lanes.
+  static constexpr int64_t kDotCols = 10;
   template <int R>
-  [[gnu::target("avx512f,avx2,fma")]] static void store(__m512 (&acc)[R][2], float* c, int64_t ldc, int64_t ldcc,
-                                                         bool load, int64_t n) {
+  [[gnu::target("avx512f,avx2,fma")]] static void dot_kernel(int64_t k, const float* a, int64_t ra, const float* t,
+                                                              int64_t ldt, float* c, int64_t ldc, bool load,
+                                                              int64_t n) {
+    __m512 acc[R][kDotCols];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i)
+      GRADUS_UNROLL for (int j = 0; j < kDotCols; ++j) acc[i][j] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) dot_step<R>(acc, a + p, ra, t + p, ldt, __mmask16(0xFFFF));
+    if (p < k) dot_step<R>(acc, a + p, ra, t + p, ldt, __mmask16((1u << (k - p)) - 1));
+    const __mmask16 cols = __mmask16((1u << n) - 1);
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      __m512 s = lane_sums(acc[i]);
+      if (load) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(cols, c + i * ldc));
+      _mm512_mask_storeu_ps(c + i * ldc, cols, s);
+    }
+  }
+
+  /// One step of dot_kernel: 16 depths (those in `mask`) of A's R rows against T's.
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] static inline void dot_step(__m512 (&acc)[R][kDotCols],
+                                                                                     const float* a, int64_t ra,
+                                                                                     const float* t, int64_t ldt,
+                                                                                     __mmask16 mask) {
+    __m512 x[R];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) x[i] = _mm512_maskz_loadu_ps(mask, a + i * ra);
+    GRADUS_UNROLL for (int j = 0; j < kDotCols; ++j) {
+      __m512 y = _mm512_load_ps(t + j * ldt);
+      asm("" : "+v"(y));  // one load for both rows: GCC would otherwise fold it into each FMA
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(x[i], y, acc[i][j]);
+    }
+  }
+
+  /// Lane j < kDotCols of the result: the sum of v[j]'s 16 lanes (the other lanes: 0). A tree of
+  /// shuffles: pairs of vectors summed within 128-bit lanes, then quadruples, then across lanes.
+  [[gnu::target("avx512f,avx2,fma")]] static __m512 lane_sums(const __m512 (&v)[kDotCols]) {
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 t[8], u[4];
+    GRADUS_UNROLL for (int q = 0; q < 8; ++q) {  // 128-bit lane L of t[q]: v[2q] and v[2q + 1]'s (a + c, b + d)
+      const __m512 x = 2 * q < kDotCols ? v[2 * q] : zero, y = 2 * q + 1 < kDotCols ? v[2 * q + 1] : zero;
+      t[q] = _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+    }
+    GRADUS_UNROLL for (int q = 0; q < 4; ++q) {  // lane L of u[q]: v[4q .. 4q + 3]'s sums over lane L
+      const __m512d x = _mm512_castps_pd(t[2 * q]), y = _mm512_castps_pd(t[2 * q + 1]);
+      u[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+    }
+    const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+    const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));
+  }
+
+  /// C[rows x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns, rows <= R.
+  template <int R>
+  [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] static inline void store(__m512 (&acc)[R][2], float* c,
+                                                                                 int64_t ldc, int64_t ldcc, bool load,
+                                                                                 int64_t n, int64_t rows = R) {
     if (ldcc != 1) {  // C stored transposed: one column of the block at a time
       alignas(64) float tmp[kNR];
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        if (i >= rows) break;
         float* ci = c + i * ldc;
         _mm512_store_ps(tmp, acc[i][0]);
         _mm512_store_ps(tmp + 16, acc[i][1]);
@@ -469,30 +539,43 @@ struct Avx512 {
     const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      if (i >= rows) break;
       float* ci = c + i * ldc;
       if (load) {
         acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(m0, ci));
         acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(m1, ci + 16));
       }
-      _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
-      _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+      if (n == kNR) {  // plain stores: a masked one cannot forward its data to a later load
+        _mm512_storeu_ps(ci, acc[i][0]);
+        _mm512_storeu_ps(ci + 16, acc[i][1]);
+      } else {
+        _mm512_mask_storeu_ps(ci, m0, acc[i][0]);
+        _mm512_mask_storeu_ps(ci + 16, m1, acc[i][1]);
+      }
     }
   }
 };
 
-/// One packed A panel of `rows` <= K::kMR rows against one packed B panel: the full kernel, or
-/// for a partial panel the kernels of 8, 4, 2 and 1 rows that add up to it.
+/// One packed A panel of `rows` <= K::kMR rows against one B panel, its rows `bs` apart (K::kNR
+/// when packed): the full kernel, or for a partial panel the kernels of 8, 4, 2 and 1 rows that
+/// add up to it.
 template <class K, class P>
-void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, float* c, int64_t ldc, int64_t ldcc, bool load,
-          int64_t n) {
-  if (rows == K::kMR) return K::template kernel<int(K::kMR)>(kc, ap, K::kMR, bp, c, ldc, ldcc, load, n);
+void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, int64_t ldcc,
+          bool load, int64_t n) {
+  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  if (rows == MR) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
+  if constexpr (MR > 8)
+    if (rows > 8)  // 9 to 11 of 12 rows: the full kernel (pack_a zeroes the panel's last rows),
+                   // storing `rows`: one pass over B (as 8 + 2 rows, a product of 10 rows — a
+                   // layer's logits, transposed — ran at 0.49 of the peak)
+      return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n, rows);
   static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
   int64_t r0 = 0;
   if constexpr (K::kMR > 8)
-    if (rows & 8) K::template kernel<8>(kc, ap, K::kMR, bp, c, ldc, ldcc, load, n), r0 += 8;
-  if (rows & 4) K::template kernel<4>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n), r0 += 4;
-  if (rows & 2) K::template kernel<2>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n), r0 += 2;
-  if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, c + r0 * ldc, ldc, ldcc, load, n);
+    if (rows & 8) K::template kernel<8>(kc, ap, K::kMR, bp, bs, c, ldc, ldcc, load, n), r0 += 8;
+  if (rows & 4) K::template kernel<4>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n), r0 += 4;
+  if (rows & 2) K::template kernel<2>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n), r0 += 2;
+  if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n);
 }
 
 /// Handles a product with no rows, no columns or no depth (C = 0 or unchanged) and says so; false
@@ -571,6 +654,36 @@ void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, fl
   }
 }
 
+/// A k-block of B (kc x nc, B(p, j) = b[p * rb + j * cb]) as the kernels read it: packed into `bp`
+/// in panels of K::kNR columns, or, when B's rows are contiguous (cb == 1) and one panel of A (m
+/// <= K::kMR rows) is all that meets it, read where it is: a packed copy would be read once. Then
+/// only a last, partial panel is packed (the kernels read whole panels). On 500x128x10 with A
+/// transposed (run as 10x128x500) packing B took 28% of the time.
+template <class K>
+struct BBlock {
+  const float* b;
+  int64_t rb, kc, nc;
+  float* bp;
+  bool in_place;
+
+  /// With `packed`, bp already holds the block's panels (a B packed whole ahead).
+  BBlock(const float* b_, int64_t rb_, int64_t cb, int64_t kc_, int64_t nc_, int64_t m, float* bp_, bool packed = false)
+      : b(b_), rb(rb_), kc(kc_), nc(nc_), bp(bp_), in_place(!packed && cb == 1 && m <= K::kMR) {
+    constexpr int64_t NR = K::kNR;
+    if (in_place) {
+      if (nc % NR) pack_b<NR>(b + nc / NR * NR, rb, 1, kc, nc % NR, bp);
+    } else if (!packed) {
+      pack_b<NR>(b, rb, cb, kc, nc, bp);
+    }
+  }
+  /// Whether panel jr (a multiple of K::kNR) is read in place.
+  bool whole(int64_t jr) const { return in_place && jr + K::kNR <= nc; }
+  /// Where panel jr's first row is.
+  const float* panel(int64_t jr) const { return whole(jr) ? b + jr : in_place ? bp : bp + jr / K::kNR * kc * K::kNR; }
+  /// The distance between its rows.
+  int64_t stride(int64_t jr) const { return whole(jr) ? rb : K::kNR; }
+};
+
 /// C (m x n) = or += A (m x k) · B (k x n) on the calling thread with kernel K, where
 /// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), B(p, j) = b[p * rb + j * cb] (cb == 1 or
 /// rb == 1) and C(i, j) = c[i * ldc + j * ldcc]. With `packed` (pack_b_all's output for this B)
@@ -590,19 +703,17 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
     for (int64_t p0 = 0; p0 < k; p0 += kb) {
       const int64_t kc = std::min(kb, k - p0);
       const bool load = add || p0 > 0;
-      if (packed)
-        bp = const_cast<float*>(packed), packed += (nc + NR - 1) / NR * NR * kc;
-      else
-        pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      if (packed) bp = const_cast<float*>(packed), packed += (nc + NR - 1) / NR * NR * kc;
+      const BBlock<K> block(b + p0 * rb + j0 * cb, rb, cb, kc, nc, m, bp, packed);
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
         pack_a<MR>(a + i0 * ra + p0 * ca, ra, ca, mc, kc, ap);
         for (int64_t jr = 0; jr < nc; jr += NR) {
-          const float* panel = bp + (jr / NR) * kc * NR;
+          const float* panel = block.panel(jr);
           const int64_t w = std::min(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR)
-            tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, c + (i0 + ir) * ldc + (j0 + jr) * ldcc,
-                    ldc, ldcc, load, w);
+            tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, block.stride(jr),
+                    c + (i0 + ir) * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, w);
         }
       }
     }
@@ -660,8 +771,8 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
         const float* panel = bblock + (jr / NR) * kc * NR;
         const int64_t w = std::min(NR, n - jr);
         for (int64_t ir = 0; ir < mc; ir += MR)
-          tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, c + (i0 + ir) * ldc + jr * ldcc, ldc,
-                  ldcc, load, w);
+          tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, NR, c + (i0 + ir) * ldc + jr * ldcc,
+                  ldc, ldcc, load, w);
       }
     }
   }
@@ -681,27 +792,75 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
       const int64_t kc = std::min(kb, k - p0);
       const bool load = add || p0 > 0;
       const float* ablock = ap.buf.data() + p0 * ap.padded;
-      pack_b<NR>(b + p0 * rb + j0 * cb, rb, cb, kc, nc, bp);
+      const BBlock<K> block(b + p0 * rb + j0 * cb, rb, cb, kc, nc, m, bp);
       for (int64_t jr = 0; jr < nc; jr += NR) {
-        const float* panel = bp + (jr / NR) * kc * NR;
+        const float* panel = block.panel(jr);
         const int64_t w = std::min(NR, nc - jr);
         for (int64_t ir = 0; ir < m; ir += MR)
-          tile<K>(std::min(MR, m - ir), kc, ablock + (ir / MR) * kc * MR, panel, c + ir * ldc + (j0 + jr) * ldcc, ldc,
-                  ldcc, load, w);
+          tile<K>(std::min(MR, m - ir), kc, ablock + (ir / MR) * kc * MR, panel, block.stride(jr),
+                  c + ir * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, w);
       }
     }
   }
 }
 
 
-/// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage,
-/// arranged by ProductPlan (a product of few columns as its transpose; a large one in
-/// kGemmTasksPerThread tasks per thread, after packing the other operand once). Every element of
-/// C sums its terms in the same order at any thread count, so the result is the same bits.
+/// t[j * ldt + p] = or (`add`) += b[p * n + j], p < k, j < n: b (k x n, rows contiguous)
+/// transposed, 8 x 8 blocks at a time in registers.
+[[gnu::target("avx2,fma")]] inline void transpose_rows(const float* b, int64_t k, int64_t n, float* t, int64_t ldt,
+                                                        bool add = false) {
+  int64_t p0 = 0;
+  for (; p0 + 8 <= k; p0 += 8) {
+    int64_t j0 = 0;
+    for (; j0 + 8 <= n; j0 += 8) {
+      __m256 r[8], o[8];
+      GRADUS_UNROLL for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(b + (p0 + q) * n + j0);
+      transpose8(r, o);
+      GRADUS_UNROLL for (int q = 0; q < 8; ++q) {
+        float* dst = t + (j0 + q) * ldt + p0;
+        _mm256_storeu_ps(dst, add ? _mm256_add_ps(o[q], _mm256_loadu_ps(dst)) : o[q]);
+      }
+    }
+    for (; j0 < n; ++j0)
+      GRADUS_UNROLL for (int q = 0; q < 8; ++q) {
+        float& dst = t[j0 * ldt + p0 + q];
+        dst = (add ? dst : 0.f) + b[(p0 + q) * n + j0];
+      }
+  }
+  for (; p0 < k; ++p0)
+    for (int64_t j = 0; j < n; ++j) t[j * ldt + p0] = (add ? t[j * ldt + p0] : 0.f) + b[p0 * n + j];
+}
+
+/// c (m x n) = or (`add`) += a (m x k) · b (k x n) for n <= Avx512::kDotCols, a's rows contiguous
+/// (not transposed), as dot products (Avx512::dot_kernel): bᵀ is copied into 12 zero-padded
+/// rows, and a is read where it is. The blocked kernel would run such a product as its
+/// transpose, whose B — all of a — it would have to pack: on 128x500x10 packing took a third of
+/// the time. Rows split into chunks for the thread pool above kGemmParallelWork multiply-adds;
+/// each element sums its terms in the same order whatever the chunks.
+inline void dot_gemm(const float* a, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
+  constexpr int64_t J = Avx512::kDotCols;
+  const int64_t ldt = (k + 15) / 32 * 32 + 16;  // an odd number of lines: T's rows in different L1 sets
+  Tensor<float> bt(Shape{J * ldt});
+  float* t = bt.data();
+  std::fill(t + n * ldt, t + J * ldt, 0.f);
+  for (int64_t j = 0; j < n; ++j) std::fill(t + j * ldt + k, t + (j + 1) * ldt, 0.f);
+  if (tb)
+    for (int64_t j = 0; j < n; ++j) std::copy_n(b + j * k, k, t + j * ldt);
+  else
+    transpose_rows(b, k, n, t, ldt);
+  const bool parallel = m * n * k >= kGemmParallelWork && !ThreadPool::in_task();
+  parallel_chunks(m, 2, [&](int, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 2 <= i1; i += 2) Avx512::dot_kernel<2>(k, a + i * k, k, t, ldt, c + i * n, n, add, n);
+    if (i < i1) Avx512::dot_kernel<1>(k, a + i * k, k, t, ldt, c + i * n, n, add, n);
+  }, parallel ? 1 : m + 1);
+}
+
+/// C = or (`add`) += A · B as `p` arranges it, C(i, j) = c[i * ldc + j * ldcc]: on the calling
+/// thread, or in p.tasks tasks after packing the operand they share.
 template <class K>
-void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
-  const ProductPlan p(a, ta, b, tb, m, k, n, K::kMR, K::kNR, kGemmTasksPerThread);
-  if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.m, k, p.n, add);
+void run(const ProductPlan& p, int64_t k, float* c, int64_t ldc, int64_t ldcc, bool add) {
+  if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, ldc, ldcc, p.m, k, p.n, add);
   SharedPack<K> shared;
   if (p.rows)
     shared.pack_b_all(p.b, p.rb, p.cb, k, p.n);
@@ -715,10 +874,30 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
   ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
     float* own = panels.data() + t * per_task;
     if (p.rows)
-      rows_task<K>(p.a, p.ra, p.ca, shared, c, p.ldc, p.ldcc, p.lo(t), p.hi(t), k, p.n, add, own);
+      rows_task<K>(p.a, p.ra, p.ca, shared, c, ldc, ldcc, p.lo(t), p.hi(t), k, p.n, add, own);
     else
-      cols_task<K>(shared, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.lo(t), p.hi(t), p.m, k, add, own);
+      cols_task<K>(shared, p.b, p.rb, p.cb, c, ldc, ldcc, p.lo(t), p.hi(t), p.m, k, add, own);
   });
+}
+
+/// c (m x n) = or += a (m x k) * b (k x n) with kernel K, each optionally transposed in storage,
+/// arranged by ProductPlan (a product of few columns as its transpose; a large one in
+/// kGemmTasksPerThread tasks per thread, after packing the other operand once). Every element of
+/// C sums its terms in the same order at any thread count, so the result is the same bits.
+template <class K>
+void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n, bool add) {
+  if constexpr (std::is_same_v<K, Avx512>)
+    if (n <= Avx512::kDotCols && !ta && k >= 64) return dot_gemm(a, b, tb, c, m, k, n, add);
+  const ProductPlan p(a, ta, b, tb, m, k, n, K::kMR, K::kNR, kGemmTasksPerThread);
+  if (p.ldcc != 1) {
+    // run as its transpose: the kernels write T = Cᵀ with whole-vector stores, and C = or += Tᵀ
+    // after, 8 x 8 blocks at a time (written into C directly, each element of a block took a
+    // store of its own, a third of a 784x100x10 product's time)
+    Tensor<float> t(Shape{p.m * p.n});
+    run<K>(p, k, t.data(), p.n, 1, false);
+    return transpose_rows(t.data(), p.m, p.n, c, p.m, add);
+  }
+  run<K>(p, k, c, p.ldc, p.ldcc, add);
 }
 
 // ------------------------------------------------------------ bfloat16 products (autocast)
@@ -766,11 +945,12 @@ struct Bf16Dot {
 
   template <int R>
   [[gnu::target("avx512bf16,avx512bw,avx512f,avx2,fma")]] static void kernel(int64_t kq, const uint32_t* a, int64_t as,
-                                                                            const uint32_t* b, float* c, int64_t ldc,
-                                                                            int64_t ldcc, bool load, int64_t n) {
+                                                                            const uint32_t* b, int64_t bs, float* c,
+                                                                            int64_t ldc, int64_t ldcc, bool load,
+                                                                            int64_t n, int64_t rows = R) {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t q = 0; q < kq; ++q, a += as, b += kNR) {
+    for (int64_t q = 0; q < kq; ++q, a += as, b += bs) {
       const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[i]));
@@ -778,7 +958,7 @@ struct Bf16Dot {
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
       }
     }
-    Avx512::store<R>(acc, c, ldc, ldcc, load, n);
+    Avx512::store<R>(acc, c, ldc, ldcc, load, n, rows);
   }
 };
 
@@ -857,7 +1037,7 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
         for (int64_t ip = 0; ip * MR < mc; ++ip) pair_panel<MR>(af + ip * kc * MR, kc, aw + ip * kq * MR);
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
-            tile<Bf16Dot>(std::min(MR, mc - ir), kq, aw + (ir / MR) * kq * MR, bblock + (jr / NR) * kq * NR,
+            tile<Bf16Dot>(std::min(MR, mc - ir), kq, aw + (ir / MR) * kq * MR, bblock + (jr / NR) * kq * NR, NR,
                           c + (i0 + ir) * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, std::min(NR, nc - jr));
       }
     }
