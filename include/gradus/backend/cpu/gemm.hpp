@@ -564,11 +564,13 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float*
           bool load, int64_t n) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   if (rows == MR) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
-  if constexpr (MR > 8)
-    if (rows > 8)  // 9 to 11 of 12 rows: the full kernel (pack_a zeroes the panel's last rows),
-                   // storing `rows`: one pass over B (as 8 + 2 rows, a product of 10 rows — a
-                   // layer's logits, transposed — ran at 0.49 of the peak)
-      return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n, rows);
+  if constexpr (MR > 8) {
+    // 9 to 11 of 12 rows in one pass over B: as 8 + 2 rows, a product of 10 rows (a layer's
+    // logits, transposed) ran at 0.49 of the peak. Ten rows have a kernel of their own; 9 and 11
+    // run the full one (pack_a zeroes the panel's last rows), storing `rows`.
+    if (rows == 10) return K::template kernel<10>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
+    if (rows > 8) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n, rows);
+  }
   static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
   int64_t r0 = 0;
   if constexpr (K::kMR > 8)
