@@ -1308,7 +1308,7 @@ class GemmB {
           if (k <= 0 || n < 12 || 4 * n < 3 * sgemm::Bf16Dot::kNR) return;  // gemm_bf16() runs these
           constexpr int64_t NR = sgemm::Bf16Dot::kNR;
           Tensor<float> scratch(Shape{(std::min(n, sgemm::kNC) + NR - 1) / NR * NR * std::min(k, sgemm::k_block(k))});
-          packed_ = Tensor<float>(Shape{sgemm::packed_b_pairs_size(k, n)});
+          packed_ = Tensor<float>(Shape{sgemm::packed_b_pairs_size(k, n)}), is_packed_ = true;
           sgemm::pack_b_pairs_all(b, tb ? 1 : n, tb ? k : 1, k, n, reinterpret_cast<uint32_t*>(packed_.data()),
                                   scratch.data());
           return;
@@ -1320,7 +1320,7 @@ class GemmB {
       auto pack = [&](auto kernel) {
         using K = decltype(kernel);
         if (k <= 0 || n < 12 || 4 * n < 3 * K::kNR) return;  // gemm() would run these otherwise
-        packed_ = Tensor<float>(Shape{sgemm::packed_b_size<K>(k, n)});
+        packed_ = Tensor<float>(Shape{sgemm::packed_b_size<K>(k, n)}), is_packed_ = true;
         sgemm::pack_b_all<K>(b, tb ? 1 : n, tb ? k : 1, k, n, packed_.data());
       };
       if (kernel_ == GemmKernel::avx512) pack(sgemm::Avx512{});
@@ -1329,12 +1329,15 @@ class GemmB {
 #endif
   }
 
+  /// Whether B is packed (else multiply() is gemm(): doubles, Eigen, or a B of few columns).
+  bool packed() const { return is_packed_; }
+
   /// c (m x n) = or (`add`) += a (m x k) · B, a stored transposed when `ta`, on the calling thread
   /// when B is packed.
   void multiply(const T* a, bool ta, T* c, int64_t m, bool add) const {
 #if defined(GRADUS_SGEMM_X86)
     if constexpr (std::is_same_v<T, float>) {
-      if (packed_.size() > 0 && m >= 6) {
+      if (packed() && m >= 6) {
         const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
         if (bf16_ && bf16_kernel_ == Bf16Kernel::dot)
           return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add,
@@ -1359,6 +1362,7 @@ class GemmB {
   bool bf16_ = false;  // made under gd::autocast(gd::bf16)
   Bf16Kernel bf16_kernel_ = Bf16Kernel::convert;
   Tensor<float> packed_;   // B's panels: floats, or bfloat16 pairs for the dot kernel
+  bool is_packed_ = false;  // whether packed_ holds them
   Tensor<float> rounded_;  // B rounded to bfloat16 (the convert kernel)
 };
 
