@@ -466,8 +466,8 @@ struct Avx512 {
   /// for rows i < R (1 or 2) and columns j < n <= kDotCols, A(i, p) = a[i * ra + p] (rows
   /// contiguous), and T = Bᵀ as kDotCols rows of t, ldt apart, zero past k and past n (ldt a
   /// multiple of 16). Each element is a dot product of two contiguous rows: 16 depths a step,
-  /// both of A's rows against T's 10 in 20 accumulators (27 would not fit the 32 registers
-  /// beside the operands: GCC then loads each row of T twice), then summed across lanes.
+  /// both of A's rows against T's 10 in 20 accumulators (ten: a classifier's ten classes fill
+  /// them), each summed across its lanes at the end.
   static constexpr int64_t kDotCols = 10;
   template <int R>
   [[gnu::target("avx512f,avx2,fma")]] static void dot_kernel(int64_t k, const float* a, int64_t ra, const float* t,
@@ -497,7 +497,7 @@ struct Avx512 {
     GRADUS_UNROLL for (int i = 0; i < R; ++i) x[i] = _mm512_maskz_loadu_ps(mask, a + i * ra);
     GRADUS_UNROLL for (int j = 0; j < kDotCols; ++j) {
       __m512 y = _mm512_load_ps(t + j * ldt);
-      asm("" : "+v"(y));  // one load for both rows: GCC would otherwise fold it into each FMA
+      __asm__("" : "+v"(y));  // one load for both rows: GCC would otherwise fold it into each FMA
       GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][j] = _mm512_fmadd_ps(x[i], y, acc[i][j]);
     }
   }
@@ -505,19 +505,28 @@ struct Avx512 {
   /// Lane j < kDotCols of the result: the sum of v[j]'s 16 lanes (the other lanes: 0). A tree of
   /// shuffles: pairs of vectors summed within 128-bit lanes, then quadruples, then across lanes.
   [[gnu::target("avx512f,avx2,fma")]] static __m512 lane_sums(const __m512 (&v)[kDotCols]) {
+    // the zero-masked forms under a full mask, the same instructions: GCC 12 defines the plain
+    // ones with an undefined pass-through vector, and -Wuninitialized warns about it
+    constexpr __mmask16 all = 0xFFFF;
     const __m512 zero = _mm512_setzero_ps();
     __m512 t[8], u[4];
-    GRADUS_UNROLL for (int q = 0; q < 8; ++q) {  // 128-bit lane L of t[q]: v[2q] and v[2q + 1]'s (a + c, b + d)
+    // 128-bit lane L of t[q]: v[2q]'s and v[2q + 1]'s (a + c, b + d) over lane L's (a, b, c, d)
+    GRADUS_UNROLL for (int q = 0; q < 8; ++q) {
       const __m512 x = 2 * q < kDotCols ? v[2 * q] : zero, y = 2 * q + 1 < kDotCols ? v[2 * q + 1] : zero;
-      t[q] = _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+      t[q] = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, x, y), _mm512_maskz_unpackhi_ps(all, x, y));
     }
     GRADUS_UNROLL for (int q = 0; q < 4; ++q) {  // lane L of u[q]: v[4q .. 4q + 3]'s sums over lane L
       const __m512d x = _mm512_castps_pd(t[2 * q]), y = _mm512_castps_pd(t[2 * q + 1]);
-      u[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+      u[q] = _mm512_add_ps(_mm512_castpd_ps(_mm512_maskz_unpacklo_pd(__mmask8(0xFF), x, y)),
+                           _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(__mmask8(0xFF), x, y)));
     }
-    const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
-    const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xDD));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xDD));
+    return lane_pairs(lane_pairs(u[0], u[1]), lane_pairs(u[2], u[3]));
+  }
+
+  /// [a0 + a1, a2 + a3, b0 + b1, b2 + b3], in 128-bit lanes.
+  [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] static inline __m512 lane_pairs(__m512 a, __m512 b) {
+    constexpr __mmask16 all = 0xFFFF;
+    return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, a, b, 0x88), _mm512_maskz_shuffle_f32x4(all, a, b, 0xDD));
   }
 
   /// C[rows x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns, rows <= R.
@@ -562,7 +571,7 @@ struct Avx512 {
 template <class K, class P>
 void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, int64_t ldcc,
           bool load, int64_t n) {
-  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  constexpr int64_t MR = K::kMR;
   if (rows == MR) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
   if constexpr (MR > 8) {
     // 9 to 11 of 12 rows in one pass over B: as 8 + 2 rows, a product of 10 rows (a layer's
@@ -834,7 +843,7 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
 }
 
 /// c (m x n) = or (`add`) += a (m x k) · b (k x n) for n <= Avx512::kDotCols, a's rows contiguous
-/// (not transposed), as dot products (Avx512::dot_kernel): bᵀ is copied into 12 zero-padded
+/// (not transposed), as dot products (Avx512::dot_kernel): bᵀ is copied into kDotCols zero-padded
 /// rows, and a is read where it is. The blocked kernel would run such a product as its
 /// transpose, whose B — all of a — it would have to pack: on 128x500x10 packing took a third of
 /// the time. Rows split into chunks for the thread pool above kGemmParallelWork multiply-adds;
