@@ -263,13 +263,13 @@ template <int64_t MR>
 }
 
 /// The AVX2 + FMA micro-kernel: C[R x n] = or (`load`) += A · B over kc steps, n <= 16, with
-/// C(i, j) = c[i * ldc + j * ldcc], A(i, p) = a[p * as + i] and B one packed panel [kc][16].
+/// C(i, j) = c[i * ldc + j], A(i, p) = a[p * as + i] and B one packed panel [kc][16].
 struct Avx2 {
   static constexpr int64_t kMR = 6, kNR = 16;
 
   template <int R>
   [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, int64_t bs,
-                                                  float* c, int64_t ldc, int64_t ldcc, bool load, int64_t n) {
+                                                  float* c, int64_t ldc, bool load, int64_t n) {
     // The 1- and 2-row kernels of a partial panel keep S sums per accumulator, over alternate
     // depths, so that at least 8 independent FMA chains hide the FMA's latency: with one, the
     // 2 chains of a 1-row kernel run at a quarter of the FMA units' rate.
@@ -302,14 +302,13 @@ struct Avx2 {
           acc[0][i][1] = _mm256_add_ps(acc[0][i][1], acc[s][i][1]);
         }
     }
-    store<R>(acc[0], c, ldc, ldcc, load, n);
+    store<R>(acc[0], c, ldc, load, n);
   }
 
   /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 16 columns.
   template <int R>
-  [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, int64_t ldcc, bool load,
-                                                 int64_t n) {
-    if (n == kNR && ldcc == 1) {
+  [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, bool load, int64_t n) {
+    if (n == kNR) {
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         float* ci = c + i * ldc;
         if (load) {
@@ -326,7 +325,7 @@ struct Avx2 {
       float* ci = c + i * ldc;
       _mm256_store_ps(tmp, acc[i][0]);
       _mm256_store_ps(tmp + 8, acc[i][1]);
-      for (int64_t j = 0; j < n; ++j) ci[j * ldcc] = load ? ci[j * ldcc] + tmp[j] : tmp[j];
+      for (int64_t j = 0; j < n; ++j) ci[j] = load ? ci[j] + tmp[j] : tmp[j];
     }
   }
 
@@ -346,7 +345,7 @@ struct Avx2 {
         acc[i][1] = _mm256_fmadd_ps(x, b1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, 1, false, n);
+    store<R>(acc, c, ldc, false, n);
   }
 
   /// A direct convolution's filter gradient for R taps: C[R x n] = or (`load`) += Σ_r A(i, r) ·
@@ -372,7 +371,7 @@ struct Avx2 {
         acc[i][1] = _mm256_fmadd_ps(x, g1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, 1, load, n);
+    store<R>(acc, c, ldc, load, n);
   }
 };
 
@@ -383,8 +382,8 @@ struct Avx512 {
 
   template <int R>
   [[gnu::target("avx512f,avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b,
-                                                          int64_t bs, float* c, int64_t ldc, int64_t ldcc, bool load,
-                                                          int64_t n, int64_t rows = R) {
+                                                          int64_t bs, float* c, int64_t ldc, bool load, int64_t n,
+                                                          int64_t rows = R) {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; ++p, a += as, b += bs) {
@@ -395,7 +394,7 @@ struct Avx512 {
         acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, ldcc, load, n, rows);
+    store<R>(acc, c, ldc, load, n, rows);
   }
 
   /// A direct convolution's tile (conv.hpp): C[R x n] = A · B over kc taps, with A(i, p) =
@@ -415,7 +414,7 @@ struct Avx512 {
         acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, 1, false, n);
+    store<R>(acc, c, ldc, false, n);
   }
 
   /// A direct convolution's filter gradient for R taps: C[R x n] = or (`load`) += Σ_r A(i, r) ·
@@ -455,7 +454,7 @@ struct Avx512 {
         acc[i][1] = _mm512_fmadd_ps(x, g1, acc[i][1]);
       }
     }
-    store<R>(acc, c, ldc, 1, load, n);
+    store<R>(acc, c, ldc, load, n);
     if (db) {
       _mm512_mask_storeu_ps(db, m0, _mm512_add_ps(sum0, _mm512_maskz_loadu_ps(m0, db)));
       _mm512_mask_storeu_ps(db + 16, m1, _mm512_add_ps(sum1, _mm512_maskz_loadu_ps(m1, db + 16)));
@@ -532,19 +531,8 @@ struct Avx512 {
   /// C[rows x n] = or (`load`) += the accumulators acc[i] = row i's 32 columns, rows <= R.
   template <int R>
   [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] static inline void store(__m512 (&acc)[R][2], float* c,
-                                                                                 int64_t ldc, int64_t ldcc, bool load,
-                                                                                 int64_t n, int64_t rows = R) {
-    if (ldcc != 1) {  // C stored transposed: one column of the block at a time
-      alignas(64) float tmp[kNR];
-      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-        if (i >= rows) break;
-        float* ci = c + i * ldc;
-        _mm512_store_ps(tmp, acc[i][0]);
-        _mm512_store_ps(tmp + 16, acc[i][1]);
-        for (int64_t j = 0; j < n; ++j) ci[j * ldcc] = load ? ci[j * ldcc] + tmp[j] : tmp[j];
-      }
-      return;
-    }
+                                                                                 int64_t ldc, bool load, int64_t n,
+                                                                                 int64_t rows = R) {
     const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
     const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
@@ -569,33 +557,32 @@ struct Avx512 {
 /// when packed): the full kernel, or for a partial panel the kernels of 8, 4, 2 and 1 rows that
 /// add up to it.
 template <class K, class P>
-void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, int64_t ldcc,
-          bool load, int64_t n) {
+void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, bool load, int64_t n) {
   constexpr int64_t MR = K::kMR;
-  if (rows == MR) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
+  if (rows == MR) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, load, n);
   if constexpr (MR > 8) {
     // 9 to 11 of 12 rows in one pass over B: as 8 + 2 rows, a product of 10 rows (a layer's
     // logits, transposed) ran at 0.49 of the peak. Ten rows have a kernel of their own; 9 and 11
     // run the full one (pack_a zeroes the panel's last rows), storing `rows`.
-    if (rows == 10) return K::template kernel<10>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n);
-    if (rows > 8) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, ldcc, load, n, rows);
+    if (rows == 10) return K::template kernel<10>(kc, ap, MR, bp, bs, c, ldc, load, n);
+    if (rows > 8) return K::template kernel<int(MR)>(kc, ap, MR, bp, bs, c, ldc, load, n, rows);
   }
   static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
   int64_t r0 = 0;
   if constexpr (K::kMR > 8)
-    if (rows & 8) K::template kernel<8>(kc, ap, K::kMR, bp, bs, c, ldc, ldcc, load, n), r0 += 8;
-  if (rows & 4) K::template kernel<4>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n), r0 += 4;
-  if (rows & 2) K::template kernel<2>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n), r0 += 2;
-  if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, ldcc, load, n);
+    if (rows & 8) K::template kernel<8>(kc, ap, K::kMR, bp, bs, c, ldc, load, n), r0 += 8;
+  if (rows & 4) K::template kernel<4>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, load, n), r0 += 4;
+  if (rows & 2) K::template kernel<2>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, load, n), r0 += 2;
+  if (rows & 1) K::template kernel<1>(kc, ap + r0, K::kMR, bp, bs, c + r0 * ldc, ldc, load, n);
 }
 
 /// Handles a product with no rows, no columns or no depth (C = 0 or unchanged) and says so; false
 /// for every other product, which the caller then runs.
-inline bool empty_product(float* c, int64_t ldc, int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add) {
+inline bool empty_product(float* c, int64_t ldc, int64_t m, int64_t k, int64_t n, bool add) {
   if (m > 0 && n > 0 && k > 0) return false;
   if (!add && k <= 0)
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j * ldcc] = 0.f;
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = 0.f;
   return true;
 }
 
@@ -604,15 +591,16 @@ inline bool empty_product(float* c, int64_t ldc, int64_t ldcc, int64_t m, int64_
 inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
 /// A product c (m x n) = or += a (m x k) · b (k x n) as the blocked kernels arrange it, for register
-/// blocks of MR x NR: a(i, p) = a[i * ra + p * ca], b(p, j) = b[p * rb + j * cb], c(i, j) =
-/// c[i * ldc + j * ldcc]. One with fewer columns than 3/4 of a block and more rows than columns
-/// runs as its transpose, c^T = b^T a^T, so that its m rows fill the vector lanes (on 128x500x10
-/// about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel, 1.3x with the
-/// AVX2 one). Above kGemmParallelWork multiply-adds, outside a task of the thread pool, its rows
+/// blocks of MR x NR: a(i, p) = a[i * ra + p * ca], b(p, j) = b[p * rb + j * cb]. One with fewer
+/// columns than 3/4 of a block and more rows than columns runs as its transpose (`transposed`),
+/// c^T = b^T a^T, written into a temporary (run_into), so that its m rows fill the vector lanes (on
+/// 128x500x10 about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel,
+/// 1.3x with the AVX2 one). Above kGemmParallelWork multiply-adds, outside a task of the thread pool, its rows
 /// (or its columns, when those make more panels) split into at most `per_thread` tasks per thread.
 struct ProductPlan {
   const float *a, *b;
-  int64_t m, k, n, ra, ca, rb, cb, ldc, ldcc;
+  int64_t m, k, n, ra, ca, rb, cb;
+  bool transposed = false;  // m, n, a and b are those of c^T
   int nt;        // threads
   bool rows;     // the tasks split the rows of C, else its columns
   int64_t unit;  // MR or NR
@@ -620,11 +608,11 @@ struct ProductPlan {
 
   ProductPlan(const float* a_, bool ta, const float* b_, bool tb, int64_t m_, int64_t k_, int64_t n_, int64_t mr,
               int64_t nr, int64_t per_thread)
-      : a(a_), b(b_), m(m_), k(k_), n(n_), ra(ta ? 1 : k_), ca(ta ? m_ : 1), rb(tb ? 1 : n_), cb(tb ? k_ : 1),
-        ldc(n_), ldcc(1) {
+      : a(a_), b(b_), m(m_), k(k_), n(n_), ra(ta ? 1 : k_), ca(ta ? m_ : 1), rb(tb ? 1 : n_), cb(tb ? k_ : 1) {
     if (4 * n < 3 * nr && m > n) {
       std::swap(a, b), std::swap(m, n);
-      std::swap(ra, cb), std::swap(ca, rb), std::swap(ldc, ldcc);
+      std::swap(ra, cb), std::swap(ca, rb);
+      transposed = true;
     }
     nt = m * n * k >= kGemmParallelWork && !ThreadPool::in_task() ? num_threads() : 1;
     rows = (m + mr - 1) / mr >= (n + nr - 1) / nr;
@@ -697,13 +685,13 @@ struct BBlock {
 
 /// C (m x n) = or += A (m x k) · B (k x n) on the calling thread with kernel K, where
 /// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), B(p, j) = b[p * rb + j * cb] (cb == 1 or
-/// rb == 1) and C(i, j) = c[i * ldc + j * ldcc]. With `packed` (pack_b_all's output for this B)
+/// rb == 1) and C(i, j) = c[i * ldc + j]. With `packed` (pack_b_all's output for this B)
 /// B is read from there instead of being packed again.
 template <class K>
 void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc,
-            int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add, const float* packed = nullptr) {
+            int64_t m, int64_t k, int64_t n, bool add, const float* packed = nullptr) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
-  if (empty_product(c, ldc, ldcc, m, k, n, add)) return;
+  if (empty_product(c, ldc, m, k, n, add)) return;
   const int64_t kb = k_block(k), kmax = std::min(k, kb);
   Tensor<float> bbuf(Shape{packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR * kmax});
   Tensor<float> abuf(Shape{(std::min(m, kMC) + MR - 1) / MR * MR * kmax});
@@ -724,7 +712,7 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
           const int64_t w = std::min(NR, nc - jr);
           for (int64_t ir = 0; ir < mc; ir += MR)
             tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, block.stride(jr),
-                    c + (i0 + ir) * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, w);
+                    c + (i0 + ir) * ldc + j0 + jr, ldc, load, w);
         }
       }
     }
@@ -767,8 +755,8 @@ inline int64_t task_pack_floats(int64_t span, int64_t unit, int64_t limit, int64
 /// only its own rows of A, into `ap` (task_pack_floats of them). Each element of C sums its k
 /// terms in the order serial() does.
 template <class K>
-void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, float* c, int64_t ldc, int64_t ldcc,
-               int64_t lo, int64_t hi, int64_t k, int64_t n, bool add, float* ap) {
+void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, float* c, int64_t ldc, int64_t lo,
+               int64_t hi, int64_t k, int64_t n, bool add, float* ap) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   const int64_t kb = k_block(k);
   for (int64_t p0 = 0; p0 < k; p0 += kb) {
@@ -782,8 +770,8 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
         const float* panel = bblock + (jr / NR) * kc * NR;
         const int64_t w = std::min(NR, n - jr);
         for (int64_t ir = 0; ir < mc; ir += MR)
-          tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, NR, c + (i0 + ir) * ldc + jr * ldcc,
-                  ldc, ldcc, load, w);
+          tile<K>(std::min(MR, mc - ir), kc, ap + (ir / MR) * kc * MR, panel, NR, c + (i0 + ir) * ldc + jr, ldc,
+                  load, w);
       }
     }
   }
@@ -793,8 +781,8 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
 /// packs only its own columns of B, into `bp` (task_pack_floats of them). Each element of C sums
 /// its k terms in the order serial() does.
 template <class K>
-void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc, int64_t ldcc,
-               int64_t lo, int64_t hi, int64_t m, int64_t k, bool add, float* bp) {
+void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc, int64_t lo,
+               int64_t hi, int64_t m, int64_t k, bool add, float* bp) {
   constexpr int64_t MR = K::kMR, NR = K::kNR;
   const int64_t kb = k_block(k);
   for (int64_t j0 = lo; j0 < hi; j0 += kNC) {
@@ -809,7 +797,7 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
         const int64_t w = std::min(NR, nc - jr);
         for (int64_t ir = 0; ir < m; ir += MR)
           tile<K>(std::min(MR, m - ir), kc, ablock + (ir / MR) * kc * MR, panel, block.stride(jr),
-                  c + ir * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, w);
+                  c + ir * ldc + j0 + jr, ldc, load, w);
       }
     }
   }
@@ -867,11 +855,24 @@ inline void dot_gemm(const float* a, const float* b, bool tb, float* c, int64_t 
   }, parallel ? 1 : m + 1);
 }
 
-/// C = or (`add`) += A · B as `p` arranges it, C(i, j) = c[i * ldc + j * ldcc]: on the calling
+/// Runs a product as `p` arranges it into C (m x n, rows contiguous): `product(dst, ldc, add)`
+/// writes the product p describes into dst. One run as its transpose writes Cᵀ into a temporary
+/// with whole-vector stores, and C = or (`add`) += its transpose after, 8 x 8 blocks at a time
+/// (written into C directly, each element took a store of its own: a third of a 784x100x10
+/// product's time).
+template <class Product>
+void run_into(const ProductPlan& p, float* c, bool add, Product&& product) {
+  if (!p.transposed) return product(c, p.n, add);
+  Tensor<float> t(Shape{p.m * p.n});
+  product(t.data(), p.n, false);
+  transpose_rows(t.data(), p.m, p.n, c, p.m, add);
+}
+
+/// C = or (`add`) += A · B as `p` arranges it, C(i, j) = c[i * ldc + j]: on the calling
 /// thread, or in p.tasks tasks after packing the operand they share.
 template <class K>
-void run(const ProductPlan& p, int64_t k, float* c, int64_t ldc, int64_t ldcc, bool add) {
-  if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, ldc, ldcc, p.m, k, p.n, add);
+void run(const ProductPlan& p, int64_t k, float* c, int64_t ldc, bool add) {
+  if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, ldc, p.m, k, p.n, add);
   SharedPack<K> shared;
   if (p.rows)
     shared.pack_b_all(p.b, p.rb, p.cb, k, p.n);
@@ -885,9 +886,9 @@ void run(const ProductPlan& p, int64_t k, float* c, int64_t ldc, int64_t ldcc, b
   ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
     float* own = panels.data() + t * per_task;
     if (p.rows)
-      rows_task<K>(p.a, p.ra, p.ca, shared, c, ldc, ldcc, p.lo(t), p.hi(t), k, p.n, add, own);
+      rows_task<K>(p.a, p.ra, p.ca, shared, c, ldc, p.lo(t), p.hi(t), k, p.n, add, own);
     else
-      cols_task<K>(shared, p.b, p.rb, p.cb, c, ldc, ldcc, p.lo(t), p.hi(t), p.m, k, add, own);
+      cols_task<K>(shared, p.b, p.rb, p.cb, c, ldc, p.lo(t), p.hi(t), p.m, k, add, own);
   });
 }
 
@@ -900,15 +901,7 @@ void gemm(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m,
   if constexpr (std::is_same_v<K, Avx512>)
     if (n <= Avx512::kDotCols && !ta && k >= 64) return dot_gemm(a, b, tb, c, m, k, n, add);
   const ProductPlan p(a, ta, b, tb, m, k, n, K::kMR, K::kNR, kGemmTasksPerThread);
-  if (p.ldcc != 1) {
-    // run as its transpose: the kernels write T = Cᵀ with whole-vector stores, and C = or += Tᵀ
-    // after, 8 x 8 blocks at a time (written into C directly, each element of a block took a
-    // store of its own, a third of a 784x100x10 product's time)
-    Tensor<float> t(Shape{p.m * p.n});
-    run<K>(p, k, t.data(), p.n, 1, false);
-    return transpose_rows(t.data(), p.m, p.n, c, p.m, add);
-  }
-  run<K>(p, k, c, p.ldc, p.ldcc, add);
+  run_into(p, c, add, [&](float* dst, int64_t ldc, bool load) { run<K>(p, k, dst, ldc, load); });
 }
 
 // ------------------------------------------------------------ bfloat16 products (autocast)
@@ -957,8 +950,8 @@ struct Bf16Dot {
   template <int R>
   [[gnu::target("avx512bf16,avx512bw,avx512f,avx2,fma")]] static void kernel(int64_t kq, const uint32_t* a, int64_t as,
                                                                             const uint32_t* b, int64_t bs, float* c,
-                                                                            int64_t ldc, int64_t ldcc, bool load,
-                                                                            int64_t n, int64_t rows = R) {
+                                                                            int64_t ldc, bool load, int64_t n,
+                                                                            int64_t rows = R) {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t q = 0; q < kq; ++q, a += as, b += bs) {
@@ -969,7 +962,7 @@ struct Bf16Dot {
         acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
       }
     }
-    Avx512::store<R>(acc, c, ldc, ldcc, load, n, rows);
+    Avx512::store<R>(acc, c, ldc, load, n, rows);
   }
 };
 
@@ -1020,10 +1013,10 @@ inline int64_t bf16_scratch_floats(int64_t m, int64_t k, int64_t n, bool packed)
 /// Each block of A and B is packed as serial() packs it, then as bfloat16 pairs; with `packed`
 /// (pack_b_pairs_all's output for this B) B is read from there.
 inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, int64_t cb, float* c,
-                        int64_t ldc, int64_t ldcc, int64_t m, int64_t k, int64_t n, bool add,
+                        int64_t ldc, int64_t m, int64_t k, int64_t n, bool add,
                         const uint32_t* packed = nullptr) {
   constexpr int64_t MR = Bf16Dot::kMR, NR = Bf16Dot::kNR;
-  if (empty_product(c, ldc, ldcc, m, k, n, add)) return;
+  if (empty_product(c, ldc, m, k, n, add)) return;
   const int64_t kb = k_block(k), kmax = std::min(k, kb), kqmax = (kmax + 1) / 2;
   const int64_t mp = (std::min(m, kMC) + MR - 1) / MR * MR, np = packed ? 0 : (std::min(n, kNC) + NR - 1) / NR * NR;
   Tensor<float> scratch(Shape{bf16_scratch_floats(m, k, n, packed != nullptr)});
@@ -1049,7 +1042,7 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR)
             tile<Bf16Dot>(std::min(MR, mc - ir), kq, aw + (ir / MR) * kq * MR, bblock + (jr / NR) * kq * NR, NR,
-                          c + (i0 + ir) * ldc + (j0 + jr) * ldcc, ldc, ldcc, load, std::min(NR, nc - jr));
+                          c + (i0 + ir) * ldc + j0 + jr, ldc, load, std::min(NR, nc - jr));
       }
     }
   }
@@ -1061,13 +1054,15 @@ inline void serial_bf16(const float* a, int64_t ra, int64_t ca, const float* b, 
 inline void gemm_bf16_dot(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
                           bool add) {
   const ProductPlan p(a, ta, b, tb, m, k, n, Bf16Dot::kMR, Bf16Dot::kNR, 1);
-  if (p.serial()) return serial_bf16(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, p.ldc, p.ldcc, p.m, k, p.n, add);
-  ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
-    const int64_t lo = p.lo(t), hi = p.hi(t);
-    if (p.rows)
-      serial_bf16(p.a + lo * p.ra, p.ra, p.ca, p.b, p.rb, p.cb, c + lo * p.ldc, p.ldc, p.ldcc, hi - lo, k, p.n, add);
-    else
-      serial_bf16(p.a, p.ra, p.ca, p.b + lo * p.cb, p.rb, p.cb, c + lo * p.ldcc, p.ldc, p.ldcc, p.m, k, hi - lo, add);
+  run_into(p, c, add, [&](float* dst, int64_t ldc, bool load) {
+    if (p.serial()) return serial_bf16(p.a, p.ra, p.ca, p.b, p.rb, p.cb, dst, ldc, p.m, k, p.n, load);
+    ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
+      const int64_t lo = p.lo(t), hi = p.hi(t);
+      if (p.rows)
+        serial_bf16(p.a + lo * p.ra, p.ra, p.ca, p.b, p.rb, p.cb, dst + lo * ldc, ldc, hi - lo, k, p.n, load);
+      else
+        serial_bf16(p.a, p.ra, p.ca, p.b + lo * p.cb, p.rb, p.cb, dst + lo, ldc, p.m, k, hi - lo, load);
+    });
   });
 }
 
@@ -1349,13 +1344,13 @@ class GemmB {
       if (packed() && m >= 6) {
         const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
         if (bf16_ && bf16_kernel_ == Bf16Kernel::dot)
-          return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add,
+          return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add,
                                     reinterpret_cast<const uint32_t*>(packed_.data()));
         Tensor<float> rounded(Shape{bf16_ ? m * k_ : 0});  // the convert kernel: A rounded too
         if (bf16_) round_to_bfloat16_n(a, m * k_, rounded.data()), a = rounded.data();
         if (kernel_ == GemmKernel::avx512)
-          return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
-        return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, 1, m, k_, n_, add, packed_.data());
+          return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
+        return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
       }
       if (bf16_) return gemm_bf16(a, ta, b_, tb_, c, m, k_, n_, add, bf16_kernel_);
     }
