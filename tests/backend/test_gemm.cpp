@@ -6,9 +6,9 @@
 // columns (several packed B blocks), fewer columns than 3/4 of a register block (run as the
 // transposed product, threaded too), k = 0, both transposes, accumulation, and the threaded
 // split; the AVX-512 kernel's own paths: products of at most 10 columns as dot products (k from
-// 64, a tail of fewer than 16 depths), B read in place by a single panel of A (9-12 rows, whole
-// and partial B panels, several k-blocks, threaded by columns) and a panel of 9-11 rows run by
-// the full kernel. A guard band after c checks that partial blocks never write past the matrix.
+// 64, a tail of fewer than 16 depths) and a panel of 9-11 rows run by the full kernel; B read in
+// place by one or two panels of A (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12,
+// 6 + 4 in {10, ...}), whole and partial B panels, several k-blocks, threaded by columns. A guard band after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -118,7 +118,8 @@ const std::vector<Case> cases = {
     {7, 257, 17},   {5, 3, 33},     {13, 0, 9},     {8, 0, 20},     {40, 600, 12},  {40, 600, 70},
     {7, 40, 1100},  {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}, {97, 513, 65}, {3, 5000, 20},
     {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
-    {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100}};
+    {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100},
+    {20, 600, 100}, {20, 300, 2100}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.

@@ -654,10 +654,12 @@ void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, fl
 }
 
 /// A k-block of B (kc x nc, B(p, j) = b[p * rb + j * cb]) as the kernels read it: packed into `bp`
-/// in panels of K::kNR columns, or, when B's rows are contiguous (cb == 1) and one panel of A (m
-/// <= K::kMR rows) is all that meets it, read where it is: a packed copy would be read once. Then
-/// only a last, partial panel is packed (the kernels read whole panels). On 500x128x10 with A
-/// transposed (run as 10x128x500) packing B took 28% of the time.
+/// in panels of K::kNR columns, or, when B's rows are contiguous (cb == 1) and at most two panels
+/// of A (m <= 2 K::kMR rows) meet it, read where it is: a packed copy would be read as often (the
+/// second panel of A meets each panel of B right after the first, from L1). Then only a last,
+/// partial panel is packed (the kernels read whole panels). On 500x128x10 with A transposed (run
+/// as 10x128x500) packing B took 28% of the time with the AVX-512 kernel (one panel of A) and 27%
+/// with the AVX2 one (6 + 4 rows).
 template <class K>
 struct BBlock {
   const float* b;
@@ -667,7 +669,7 @@ struct BBlock {
 
   /// With `packed`, bp already holds the block's panels (a B packed whole ahead).
   BBlock(const float* b_, int64_t rb_, int64_t cb, int64_t kc_, int64_t nc_, int64_t m, float* bp_, bool packed = false)
-      : b(b_), rb(rb_), kc(kc_), nc(nc_), bp(bp_), in_place(!packed && cb == 1 && m <= K::kMR) {
+      : b(b_), rb(rb_), kc(kc_), nc(nc_), bp(bp_), in_place(!packed && cb == 1 && m <= 2 * K::kMR) {
     constexpr int64_t NR = K::kNR;
     if (in_place) {
       if (nc % NR) pack_b<NR>(b + nc / NR * NR, rb, 1, kc, nc % NR, bp);
