@@ -31,6 +31,20 @@ function(run_step what)
   endif()
 endfunction()
 
+# A build of the consumer: it must succeed and the compiler must not warn. The consumer compiles
+# gradus' headers with a first project's flags (CMake's Release: -O3, and a precompiled umbrella),
+# where GCC inlines differently than in gradus' own builds; a warning there is every user's.
+function(build_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  message("${out}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "install_consumer: ${what} failed (${rc})")
+  endif()
+  if(out MATCHES ":[0-9]+:[0-9]+: warning: ")  # a compiler's (file:line:column), not make's
+    message(FATAL_ERROR "install_consumer: ${what}: the compiler warned (above) on gradus' headers")
+  endif()
+endfunction()
+
 # configure(<binary dir> <extra cache arguments>...) with the common arguments.
 set(configure_args -S ${SOURCE_DIR} -G ${GENERATOR}
   -DCMAKE_CXX_COMPILER=${CXX}
@@ -95,7 +109,7 @@ endif()
 set(binary ${WORK_DIR}/build)
 run_step("configure without xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_xtensor=ON)
-run_step("build" ${CMAKE_COMMAND} --build ${binary} --parallel 2)
+build_step("build" ${CMAKE_COMMAND} --build ${binary} --parallel 2)
 run_step("run" ${binary}/consumer)
 run_step("run header-only with the precompiled umbrella (gradus::pch)" ${binary}/consumer_pch)
 
@@ -124,7 +138,7 @@ if(WITH_XTENSOR)
   set(binary ${WORK_DIR}/build-xtensor)
   run_step("configure with COMPONENTS xtensor" ${CMAKE_COMMAND} ${configure_args} -B ${binary}
     -DCMAKE_BUILD_TYPE=Release -DGRADUS_CONSUMER_XTENSOR=ON)
-  run_step("build with xtensor" ${CMAKE_COMMAND} --build ${binary} --target consumer_xtensor)
+  build_step("build with xtensor" ${CMAKE_COMMAND} --build ${binary} --target consumer_xtensor)
   run_step("run with xtensor" ${binary}/consumer_xtensor)
 
   execute_process(COMMAND ${CMAKE_COMMAND} ${configure_args} -B ${WORK_DIR}/build-missing

@@ -204,8 +204,11 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
   const auto at = [&](const std::string& slot) { return dense ? std::string("i") : "a.bc[" + slot + "].at(i)"; };
   const std::string g_at = dense ? "i" : "a.gbc.at(i)";
   const int root = int(tree.nodes.size()) - 1;
-  const auto v = [](int k) { return "v" + std::to_string(k); };
-  const auto g = [](int k) { return "g" + std::to_string(k); };
+  // "v3", "g3": node k's value and adjoint. Appended, not "v" + std::to_string(k): GCC 12 at -O3
+  // warns (-Wstringop-overflow, a false positive) where that operator+ is inlined.
+  const auto name = [](char prefix, int k) { return std::string(1, prefix).append(std::to_string(k)); };
+  const auto v = [&](int k) { return name('v', k); };
+  const auto g = [&](int k) { return name('g', k); };
   std::string body;
   for (int k = 0; k <= root; ++k) {  // forward, children first
     const CodegenNode& n = tree.nodes[size_t(k)];
