@@ -1,14 +1,15 @@
-// backend::gemm, the routine under matmul and conv2d: every float kernel this CPU supports
-// (gradus' AVX-512 and AVX2 micro-kernels, forced one at a time, and Eigen), the automatic
-// choice, and double (Eigen), each against a double-precision triple loop over shapes that cover
-// the kernels' edges: partial 6- and 12-row and 16- and 32-column blocks, 1x1x1, several
-// 256-deep k-blocks, a long k, more than 96 rows (several packed A blocks), more than 2048
-// columns (several packed B blocks), fewer columns than 3/4 of a register block (run as the
-// transposed product, threaded too), k = 0, both transposes, accumulation, and the threaded
-// split; the AVX-512 kernel's own paths: products of at most 10 columns as dot products (k from
-// 64, a tail of fewer than 16 depths) and a panel of 9-11 rows run by the full kernel; B read in
-// place by one or two panels of A (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12,
-// 6 + 4 in {10, ...}), whole and partial B panels, several k-blocks, threaded by columns. A guard band after c checks that partial blocks never write past the matrix.
+// backend::gemm, the routine under matmul and conv2d: every float kernel this CPU supports (gradus'
+// AVX-512 and AVX2 micro-kernels, forced one at a time, and Eigen), the automatic choice, and
+// double (Eigen), each against a double-precision triple loop over shapes that cover the kernels'
+// edges: partial 6- and 12-row and 16- and 32-column blocks, 1x1x1, several 256-deep k-blocks, a
+// long k, more than 96 rows (several packed A blocks), more than 2048 columns (several packed B
+// blocks), fewer columns than 3/4 of a register block (run as the transposed product, threaded
+// too), k = 0, both transposes, accumulation, and the threaded split; the AVX-512 kernel's own
+// paths: products of at most 10 columns as dot products (k from 64, a tail of fewer than 16 depths)
+// and a panel of 9-11 rows run by the full kernel; B read in place by one or two panels of A
+// (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12, 6 + 4 in {10, ...}), whole and
+// partial B panels, several k-blocks, threaded by columns. A guard band after c checks that partial
+// blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -590,13 +590,14 @@ inline bool empty_product(float* c, int64_t ldc, int64_t m, int64_t k, int64_t n
 /// pack_b's aligned stores.
 inline int64_t whole_lines(int64_t floats) { return (floats + 15) / 16 * 16; }
 
-/// A product c (m x n) = or += a (m x k) · b (k x n) as the blocked kernels arrange it, for register
-/// blocks of MR x NR: a(i, p) = a[i * ra + p * ca], b(p, j) = b[p * rb + j * cb]. One with fewer
-/// columns than 3/4 of a block and more rows than columns runs as its transpose (`transposed`),
-/// c^T = b^T a^T, written into a temporary (run_into), so that its m rows fill the vector lanes (on
-/// 128x500x10 about 1.7x faster than padding its 10 columns to a panel with the AVX-512 kernel,
-/// 1.3x with the AVX2 one). Above kGemmParallelWork multiply-adds, outside a task of the thread pool, its rows
-/// (or its columns, when those make more panels) split into at most `per_thread` tasks per thread.
+/// A product c (m x n) = or += a (m x k) · b (k x n) as the blocked kernels arrange it, for
+/// register blocks of MR x NR: a(i, p) = a[i * ra + p * ca], b(p, j) = b[p * rb + j * cb]. One with
+/// fewer columns than 3/4 of a block and more rows than columns runs as its transpose
+/// (`transposed`), c^T = b^T a^T, written into a temporary (run_into), so that its m rows fill the
+/// vector lanes (on 128x500x10 about 1.7x faster than padding its 10 columns to a panel with the
+/// AVX-512 kernel, 1.3x with the AVX2 one). Above kGemmParallelWork multiply-adds, outside a task
+/// of the thread pool, its rows (or its columns, when those make more panels) split into at most
+/// `per_thread` tasks per thread.
 struct ProductPlan {
   const float *a, *b;
   int64_t m, k, n, ra, ca, rb, cb;
