@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     packed->multiply(a, ta, c, m, false);
   }, peak);
   // gd::autocast(gd::bf16): inputs rounded to bfloat16, float sums; of_peak against the float peak
-  for (cpu::Bf16Kernel kernel : {cpu::Bf16Kernel::dot, cpu::Bf16Kernel::convert})
+  for (cpu::Bf16Kernel kernel : {cpu::Bf16Kernel::amx, cpu::Bf16Kernel::dot, cpu::Bf16Kernel::convert})
     if (cpu::bf16_kernel_supported(kernel))
       register_gemm("bf16_" + std::string(cpu::bf16_kernel_name(kernel)),
                     [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,

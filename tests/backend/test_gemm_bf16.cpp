@@ -31,7 +31,7 @@ struct Bf16Case {
 const std::vector<Bf16Case> bf16_cases = {
     {1, 1, 1},     {6, 256, 16},  {12, 256, 32}, {13, 257, 33}, {11, 7, 31},  {7, 1, 40},   {5, 3, 33},
     {13, 0, 9},    {40, 600, 70}, {7, 40, 1100}, {100, 300, 200}, {97, 513, 65}, {128, 784, 10}, {128, 500, 10},
-    {81, 64, 800}, {300, 151, 7}, {40, 9, 15},   {96, 64, 2100}, {25, 2621, 32}};
+    {81, 64, 800}, {300, 151, 7}, {40, 9, 15},   {96, 64, 2100}, {25, 2621, 32}, {16, 32, 16}, {17, 33, 47}, {64, 1000, 48}, {290, 40, 300}};
 
 /// The largest |c - reference| / bound over c, where the reference multiplies a and b rounded to
 /// bfloat16 in double (plus the old c with `add`) and the bound is float's for a sum of k + 2
@@ -73,6 +73,10 @@ std::vector<cpu::Bf16Kernel> bf16_kernels() {
     kernels.push_back(cpu::Bf16Kernel::dot);
   else
     WARN("this CPU has no AVX512-BF16: the bfloat16 dot-product kernel is not tested, the conversion one is");
+  if (cpu::bf16_kernel_supported(cpu::Bf16Kernel::amx))
+    kernels.push_back(cpu::Bf16Kernel::amx);
+  else
+    WARN("this CPU (or its operating system) offers no AMX tiles: the AMX bfloat16 kernel is not tested");
   return kernels;
 }
 

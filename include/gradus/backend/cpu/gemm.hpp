@@ -42,6 +42,10 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #define GRADUS_SGEMM_X86 1
 #endif
 
@@ -1069,6 +1073,254 @@ inline void gemm_bf16_dot(const float* a, bool ta, const float* b, bool tb, floa
   });
 }
 
+// ------------------------------------------------------------ bfloat16 products on AMX tiles
+
+/// AMX (Advanced Matrix Extensions: Sapphire Rapids Xeons and later) multiplies whole tiles of
+/// bfloat16s: tdpbf16ps adds A (16 rows x 32 depths) · B (32 depths x 16 columns) to a 16 x 16
+/// tile of float sums, 8,192 multiply-adds per instruction. A tile's 16 rows of 64 bytes are
+/// loaded from memory at a stride: A's rows as 32 consecutive bfloat16s (16 depth pairs), B's as
+/// 16 columns of one depth pair each (word j of pair row q: depth 2q of column j in its low half,
+/// 2q + 1 in its high half, pair_panel()'s layout). So A is packed as bfloat16 rows [m16][kqp]
+/// words and B as panels of 16 columns [kqp][16], kqp the depth pairs rounded up to 16; rows,
+/// columns and depths past the product's are zeros. The kernel keeps a 32 x 32 block of C in four
+/// tiles over the whole depth (tmm0-3; A's two tiles in tmm4-5, B's in tmm6-7) and adds it to C
+/// through a float buffer. Like vdpbf16ps, tdpbf16ps treats bfloat16 subnormals as zero.
+inline constexpr int64_t kAmxPairs = 16;     // depth pairs of one tile
+inline constexpr int64_t kAmxBlockCols = 256;  // columns of B the row blocks sweep before the next
+
+/// kq depth pairs rounded up to whole tiles.
+inline int64_t amx_pairs(int64_t k) { return ((k + 1) / 2 + kAmxPairs - 1) / kAmxPairs * kAmxPairs; }
+
+/// Words of B (k x n) packed by pack_b_amx, and of A's rows (m x k) packed by pack_a_amx.
+inline int64_t amx_b_words(int64_t k, int64_t n) { return (n + 15) / 16 * 16 * amx_pairs(k); }
+inline int64_t amx_a_words(int64_t m, int64_t k) { return (m + 15) / 16 * 16 * amx_pairs(k); }
+
+/// Requests the tile data state from Linux (once per process; a tile instruction without it
+/// faults) and reports whether it was granted.
+inline bool amx_permitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool granted = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;  // asm/prctl.h, the XSAVE feature number
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) == 0;
+  }();
+  return granted;
+#else
+  return false;
+#endif
+}
+
+#define GRADUS_AMX_TARGET gnu::target("amx-tile,amx-bf16,avx512bf16,avx512bw,avx512f,avx2,fma")
+
+/// 16 words, word t = (bf16(x0[t]), bf16(x1[t])): depth pairs from two rows of 16 floats, the
+/// lanes in `mask` read (the rest, and all of x1 when !has1, are zeros).
+[[GRADUS_AMX_TARGET]] inline __m512i amx_pairs_of_rows(const float* x0, const float* x1, bool has1, __mmask16 mask) {
+  const __m512 lo = _mm512_maskz_loadu_ps(mask, x0);
+  const __m512 hi = has1 ? _mm512_maskz_loadu_ps(mask, x1) : _mm512_setzero_ps();
+  // cvtne2ps gives x0's 16 bfloat16s then x1's; the permutation interleaves them
+  const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(interleave, both);
+}
+
+/// 16 words of depth pairs from 32 consecutive depths of one row, the first `count` read.
+[[GRADUS_AMX_TARGET]] inline __m512i amx_pairs_of_run(const float* x, int64_t count) {
+  const auto mask = [](int64_t c) { return c >= 16 ? __mmask16(0xFFFF) : c <= 0 ? __mmask16(0) : __mmask16((1u << c) - 1); };
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask(count - 16), x + 16), _mm512_maskz_loadu_ps(mask(count), x));
+}
+
+/// Transposes the 16 x 16 words in v: four rounds, each exchanging one bit of the row index
+/// with the same bit of the column index.
+[[GRADUS_AMX_TARGET]] inline void transpose16(__m512i (&v)[16]) {
+  GRADUS_UNROLL for (int s = 8; s >= 1; s /= 2) {
+    alignas(64) int32_t keep[16], take[16];
+    for (int j = 0; j < 16; ++j) {
+      keep[j] = j & s ? 16 + j - s : j;  // row i: its own word j, or row i + s's word j - s
+      take[j] = j & s ? 16 + j : j + s;  // row i + s: row i's word j + s, or its own word j
+    }
+    const __m512i ik = _mm512_load_si512(keep), it = _mm512_load_si512(take);
+    GRADUS_UNROLL for (int i = 0; i < 16; ++i)
+      if (!(i & s)) {
+        const __m512i r = v[i], t = v[i + s];
+        v[i] = _mm512_permutex2var_epi32(r, ik, t);
+        v[i + s] = _mm512_permutex2var_epi32(r, it, t);
+      }
+  }
+}
+
+/// Packs A(i, p) = a[i * ra + p * ca] (m x k; ra == 1 or ca == 1) as bfloat16 rows [m16][kqp].
+[[GRADUS_AMX_TARGET]] inline void pack_a_amx(const float* a, int64_t ra, int64_t ca, int64_t m, int64_t k,
+                                             uint32_t* out) {
+  const int64_t kqp = amx_pairs(k), m16 = (m + 15) / 16 * 16;
+  if (ca == 1) {
+    for (int64_t i = 0; i < m16; ++i)
+      for (int64_t q = 0; q < kqp; q += 16)
+        _mm512_storeu_si512(out + i * kqp + q, i < m ? amx_pairs_of_run(a + i * ra + 2 * q, k - 2 * q)
+                                                     : _mm512_setzero_si512());
+    return;
+  }
+  // rows contiguous in memory down A's columns: 16 rows of a depth pair at a time, transposed
+  for (int64_t i0 = 0; i0 < m16; i0 += 16) {
+    const __mmask16 rows = m - i0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (m - i0)) - 1);
+    for (int64_t q0 = 0; q0 < kqp; q0 += 16) {
+      __m512i v[16];
+      GRADUS_UNROLL for (int t = 0; t < 16; ++t) {
+        const int64_t p = 2 * (q0 + t);
+        v[t] = p < k ? amx_pairs_of_rows(a + i0 + p * ca, a + i0 + (p + 1) * ca, p + 1 < k, rows)
+                     : _mm512_setzero_si512();
+      }
+      transpose16(v);
+      GRADUS_UNROLL for (int t = 0; t < 16; ++t) _mm512_storeu_si512(out + (i0 + t) * kqp + q0, v[t]);
+    }
+  }
+}
+
+/// Packs B(p, j) = b[p * rb + j * cb] (k x n; rb == 1 or cb == 1) as pair panels [n16 / 16][kqp][16].
+[[GRADUS_AMX_TARGET]] inline void pack_b_amx(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n,
+                                             uint32_t* out) {
+  const int64_t kqp = amx_pairs(k);
+  for (int64_t j0 = 0; j0 < n; j0 += 16, out += kqp * 16) {
+    const __mmask16 cols = n - j0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j0)) - 1);
+    if (cb == 1) {
+      for (int64_t q = 0; q < kqp; ++q)
+        _mm512_storeu_si512(out + q * 16, 2 * q < k ? amx_pairs_of_rows(b + 2 * q * rb + j0, b + (2 * q + 1) * rb + j0,
+                                                                         2 * q + 1 < k, cols)
+                                                    : _mm512_setzero_si512());
+      continue;
+    }
+    // each column contiguous in depth: 16 pairs of 16 columns at a time, transposed
+    for (int64_t q0 = 0; q0 < kqp; q0 += 16) {
+      __m512i v[16];
+      GRADUS_UNROLL for (int j = 0; j < 16; ++j) v[j] = j0 + j < n ? amx_pairs_of_run(b + (j0 + j) * cb + 2 * q0, k - 2 * q0)
+                                                                   : _mm512_setzero_si512();
+      transpose16(v);
+      GRADUS_UNROLL for (int t = 0; t < 16; ++t) _mm512_storeu_si512(out + (q0 + t) * 16, v[t]);
+    }
+  }
+}
+
+/// The tile configuration every AMX product loads: palette 1, eight tiles of 16 rows x 64 bytes.
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t bytes[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+
+/// C block (MT x NT tiles of 16 x 16) = A's MT tiles of rows (a, `kqp` pairs each) · B's NT
+/// panels (b, one after another), written to `out` [32][32].
+template <int MT, int NT>
+[[GRADUS_AMX_TARGET]] inline void amx_block(const uint32_t* a, const uint32_t* b, int64_t kqp, float* out) {
+  _tile_zero(0);
+  if constexpr (NT > 1) _tile_zero(1);
+  if constexpr (MT > 1) _tile_zero(2);
+  if constexpr (MT > 1 && NT > 1) _tile_zero(3);
+  const int64_t as = kqp * 4;  // bytes from one row of A to the next
+  for (int64_t q = 0; q < kqp; q += kAmxPairs) {
+    _tile_loadd(4, a + q, as);
+    _tile_loadd(6, b + q * 16, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (NT > 1) {
+      _tile_loadd(7, b + kqp * 16 + q * 16, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (MT > 1) {
+      _tile_loadd(5, a + 16 * kqp + q, as);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NT > 1) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  _tile_stored(0, out, 128);
+  if constexpr (NT > 1) _tile_stored(1, out + 16, 128);
+  if constexpr (MT > 1) _tile_stored(2, out + 16 * 32, 128);
+  if constexpr (MT > 1 && NT > 1) _tile_stored(3, out + 16 * 32 + 16, 128);
+}
+
+/// C (m x n) = or (`add`) += the 32 x 32 buffer `out`'s first m rows and n columns.
+[[GRADUS_AMX_TARGET]] inline void amx_store(const float* out, float* c, int64_t ldc, int64_t m, int64_t n, bool add) {
+  const __mmask16 lo = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  const __mmask16 hi = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+  for (int64_t i = 0; i < m; ++i, c += ldc, out += 32) {
+    __m512 x = _mm512_loadu_ps(out), y = _mm512_loadu_ps(out + 16);
+    if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lo, c)), y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(hi, c + 16));
+    _mm512_mask_storeu_ps(c, lo, x);
+    _mm512_mask_storeu_ps(c + 16, hi, y);
+  }
+}
+
+/// C (m x n) = or (`add`) += bf16(A) · bf16(B) on AMX tiles, A(i, p) = a[i * ra + p * ca] and
+/// B(p, j) = b[p * rb + j * cb], on the calling thread. Each operand is packed whole here unless
+/// `packed_a` (pack_a_amx's output for A) or `packed_b` (pack_b_amx's for B) holds it; the row
+/// blocks then sweep kAmxBlockCols columns of B at a time, which stay in L2.
+[[GRADUS_AMX_TARGET]] inline void serial_amx(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb,
+                                             int64_t cb, float* c, int64_t ldc, int64_t m, int64_t k, int64_t n,
+                                             bool add, const uint32_t* packed_a = nullptr,
+                                             const uint32_t* packed_b = nullptr) {
+  if (empty_product(c, ldc, m, k, n, add)) return;
+  const int64_t kqp = amx_pairs(k);
+  const int64_t a_words = packed_a ? 0 : whole_lines(amx_a_words(m, k));
+  Tensor<float> scratch(Shape{a_words + (packed_b ? 0 : amx_b_words(k, n))});
+  if (!packed_a) {
+    auto* ap = reinterpret_cast<uint32_t*>(scratch.data());
+    pack_a_amx(a, ra, ca, m, k, ap);
+    packed_a = ap;
+  }
+  if (!packed_b) {
+    auto* bp = reinterpret_cast<uint32_t*>(scratch.data()) + a_words;
+    pack_b_amx(b, rb, cb, k, n, bp);
+    packed_b = bp;
+  }
+  asm volatile("" ::: "memory");  // the tile loads below read the packed words (asm the compiler cannot see into)
+  static const AmxConfig config;
+  _tile_loadconfig(&config);
+  alignas(64) float out[32 * 32];
+  for (int64_t j0 = 0; j0 < n; j0 += kAmxBlockCols)
+    for (int64_t i = 0; i < m; i += 32)
+      for (int64_t j = j0; j < std::min(n, j0 + kAmxBlockCols); j += 32) {
+        const uint32_t* ai = packed_a + i * kqp;
+        const uint32_t* bj = packed_b + j * kqp;  // panel j / 16
+        const bool two_rows = m - i > 16, two_cols = n - j > 16;
+        if (two_rows && two_cols) amx_block<2, 2>(ai, bj, kqp, out);
+        else if (two_rows) amx_block<2, 1>(ai, bj, kqp, out);
+        else if (two_cols) amx_block<1, 2>(ai, bj, kqp, out);
+        else amx_block<1, 1>(ai, bj, kqp, out);
+        amx_store(out, c + i * ldc + j, ldc, std::min<int64_t>(32, m - i), std::min<int64_t>(32, n - j), add);
+      }
+  _tile_release();
+}
+
+/// c (m x n) = or += bf16(a) · bf16(b) (each optionally transposed in storage) on AMX tiles,
+/// arranged by ProductPlan: the operand every task reads is packed once, by the tasks together
+/// (16-row or 16-column panels are independent), then each task packs and multiplies its own
+/// rows of A (columns of B).
+inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k, int64_t n,
+                          bool add) {
+  const ProductPlan p(a, ta, b, tb, m, k, n, 32, 32, 1);
+  run_into(p, c, add, [&](float* dst, int64_t ldc, bool load) {
+    if (p.serial()) return serial_amx(p.a, p.ra, p.ca, p.b, p.rb, p.cb, dst, ldc, p.m, k, p.n, load);
+    const int64_t kqp = amx_pairs(k), other = p.rows ? p.n : p.m, panels = (other + 15) / 16;
+    Tensor<float> shared(Shape{p.rows ? amx_b_words(k, p.n) : amx_a_words(p.m, k)});
+    auto* sp = reinterpret_cast<uint32_t*>(shared.data());
+    ThreadPool::instance().run(p.nt, p.nt, [&](int64_t t) {  // panels [lo, hi) of the shared operand
+      const int64_t lo = panels * t / p.nt * 16, hi = std::min(other, panels * (t + 1) / p.nt * 16);
+      if (lo >= hi) return;
+      if (p.rows)
+        pack_b_amx(p.b + lo * p.cb, p.rb, p.cb, k, hi - lo, sp + lo * kqp);
+      else
+        pack_a_amx(p.a + lo * p.ra, p.ra, p.ca, hi - lo, k, sp + lo * kqp);
+    });
+    ThreadPool::instance().run(p.tasks, p.nt, [&](int64_t t) {
+      const int64_t lo = p.lo(t), hi = p.hi(t);
+      if (p.rows)
+        serial_amx(p.a + lo * p.ra, p.ra, p.ca, p.b, p.rb, p.cb, dst + lo * ldc, ldc, hi - lo, k, p.n, load, nullptr,
+                   sp);
+      else
+        serial_amx(p.a, p.ra, p.ca, p.b + lo * p.cb, p.rb, p.cb, dst + lo, ldc, p.m, k, hi - lo, load, sp,
+                   nullptr);
+    });
+  });
+}
+#undef GRADUS_AMX_TARGET
+
 }  // namespace sgemm
 #endif  // GRADUS_SGEMM_X86
 
@@ -1173,37 +1425,50 @@ void eigen_gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64
   else run(A.transpose(), B.transpose());
 }
 
-/// How float products run under gd::autocast(gd::bf16): `dot` on the AVX512-BF16 dot-product
-/// kernel (sgemm::Bf16Dot) over inputs packed as bfloat16, or `convert`, where the CPU lacks those
-/// instructions: the inputs rounded to bfloat16 (kept as floats) and multiplied by the float
-/// kernels. Either way every product of two bfloat16s is exact in float and the sums are float's.
-enum class Bf16Kernel { convert, dot };
+/// How float products run under gd::autocast(gd::bf16): `amx` on AMX tiles (sgemm::serial_amx),
+/// `dot` on the AVX512-BF16 dot-product kernel (sgemm::Bf16Dot), both over inputs packed as
+/// bfloat16, or `convert`, where the CPU has neither: the inputs rounded to bfloat16 (kept as
+/// floats) and multiplied by the float kernels. Either way every product of two bfloat16s is
+/// exact in float and the sums are float's.
+enum class Bf16Kernel { convert, dot, amx };
 
-inline constexpr std::string_view bf16_kernel_name(Bf16Kernel k) { return k == Bf16Kernel::dot ? "dot" : "convert"; }
+inline constexpr std::string_view bf16_kernel_name(Bf16Kernel k) {
+  return k == Bf16Kernel::amx ? "amx" : k == Bf16Kernel::dot ? "dot" : "convert";
+}
 
-/// Whether this build and this CPU can run `k` (convert: always; dot: x86 with AVX512-BF16).
+/// Whether this build and this CPU can run `k` (convert: always; dot: x86 with AVX512-BF16; amx:
+/// x86-64 Linux with AMX-BF16 and AVX512-BF16, the kernel having granted the tile state). The
+/// CPU is asked once: in a virtual machine each cpuid traps to the hypervisor (about 30 us a
+/// product on a 2-vCPU Xeon guest when every product asked).
 inline bool bf16_kernel_supported(Bf16Kernel k) {
   if (k == Bf16Kernel::convert) return true;
 #if defined(GRADUS_SGEMM_X86)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16
-  if (!__builtin_cpu_supports("avx512bw") || __get_cpuid_max(0, nullptr) < 7) return false;
-  __cpuid_count(7, 1, eax, ebx, ecx, edx);
-  return (eax >> 5) & 1u;
+  static const unsigned has = [] {  // bit 0: dot, bit 1: amx
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16
+    if (!__builtin_cpu_supports("avx512bw") || __get_cpuid_max(0, nullptr) < 7) return 0u;
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    if (!((eax >> 5) & 1u)) return 0u;
+    __cpuid_count(7, 0, eax, ebx, ecx, edx);  // EDX bit 22 is AMX-BF16, bit 24 AMX-TILE
+    return ((edx >> 22) & 1u) && ((edx >> 24) & 1u) && sgemm::amx_permitted() ? 3u : 1u;
+  }();
+  return has & (k == Bf16Kernel::dot ? 1u : 2u);
 #else
   return false;
 #endif
 }
 
-/// The bfloat16 product kernel, chosen on first use: GRADUS_BF16_KERNEL (dot or convert) when it
-/// names one the CPU supports, else dot where the CPU has AVX512-BF16 and float products use the
-/// AVX-512 kernel, else convert.
+/// The bfloat16 product kernel, chosen on first use: GRADUS_BF16_KERNEL (amx, dot or convert)
+/// when it names one the CPU supports, else where float products use the AVX-512 kernel the
+/// first of amx and dot the CPU has, else convert.
 inline Bf16Kernel bf16_kernel() {
   static const Bf16Kernel chosen = [] {
     const char* env = std::getenv("GRADUS_BF16_KERNEL");
-    if (env && bf16_kernel_name(Bf16Kernel::convert) == env) return Bf16Kernel::convert;
-    const bool dot = bf16_kernel_supported(Bf16Kernel::dot);
-    if (env && bf16_kernel_name(Bf16Kernel::dot) == env && dot) return Bf16Kernel::dot;
-    return dot && gemm_kernel() == GemmKernel::avx512 ? Bf16Kernel::dot : Bf16Kernel::convert;
+    for (Bf16Kernel k : {Bf16Kernel::convert, Bf16Kernel::dot, Bf16Kernel::amx})
+      if (env && bf16_kernel_name(k) == env && bf16_kernel_supported(k)) return k;
+    if (gemm_kernel() != GemmKernel::avx512) return Bf16Kernel::convert;
+    for (Bf16Kernel k : {Bf16Kernel::amx, Bf16Kernel::dot})
+      if (bf16_kernel_supported(k)) return k;
+    return Bf16Kernel::convert;
   }();
   return chosen;
 }
@@ -1228,6 +1493,8 @@ inline void gemm_bf16(const float* a, bool ta, const float* b, bool tb, float* c
   GRADUS_CHECK(value_error, bf16_kernel_supported(kernel), "gemm: this CPU or build has no bfloat16 ",
                bf16_kernel_name(kernel), " kernel");
 #if defined(GRADUS_SGEMM_X86)
+  if (kernel == Bf16Kernel::amx && std::min(m, n) >= 16) return sgemm::gemm_bf16_amx(a, ta, b, tb, c, m, k, n, add);
+  if (kernel == Bf16Kernel::amx) kernel = Bf16Kernel::dot;  // a thin product: padding to 16 would waste most
   if (kernel == Bf16Kernel::dot && m >= 6 && (n >= 12 || m >= 16))
     return sgemm::gemm_bf16_dot(a, ta, b, tb, c, m, k, n, add);
 #endif
@@ -1299,7 +1566,8 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
 /// packs only its A. Where the float kernels would not run on a packed B (doubles, Eigen, a B of
 /// few columns that gemm() runs transposed), multiply() is gemm(). Made under
 /// gd::autocast(gd::bf16), it multiplies in bfloat16 as gemm() would there: B is packed as
-/// bfloat16 pairs for the dot kernel, or rounded once for the convert kernel.
+/// bfloat16 panels for the AMX kernel, as bfloat16 pairs for the dot kernel, or rounded once for
+/// the convert kernel.
 ///   GemmB<float> wb(w, false, K, F);
 ///   for (...) wb.multiply(patches, false, out + t0 * F, rows, false);
 template <class T>
@@ -1311,6 +1579,12 @@ class GemmB {
       kernel_ = gemm_kernel();
       if (autocast_precision() == Precision::bf16) {
         bf16_ = true, bf16_kernel_ = bf16_kernel();
+        if (bf16_kernel_ == Bf16Kernel::amx) {
+          if (k <= 0 || n < 16) return;  // gemm_bf16() runs these
+          packed_ = Tensor<float>(Shape{sgemm::amx_b_words(k, n)}), is_packed_ = true;
+          sgemm::pack_b_amx(b, tb ? 1 : n, tb ? k : 1, k, n, reinterpret_cast<uint32_t*>(packed_.data()));
+          return;
+        }
         if (bf16_kernel_ == Bf16Kernel::dot) {
           if (k <= 0 || n < 12 || 4 * n < 3 * sgemm::Bf16Dot::kNR) return;  // gemm_bf16() runs these
           constexpr int64_t NR = sgemm::Bf16Dot::kNR;
@@ -1346,6 +1620,11 @@ class GemmB {
     if constexpr (std::is_same_v<T, float>) {
       if (packed() && m >= 6) {
         const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
+        if (bf16_ && bf16_kernel_ == Bf16Kernel::amx) {
+          if (m < 16) return gemm_bf16(a, ta, b_, tb_, c, m, k_, n_, add, bf16_kernel_);
+          return sgemm::serial_amx(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, nullptr,
+                                   reinterpret_cast<const uint32_t*>(packed_.data()));
+        }
         if (bf16_ && bf16_kernel_ == Bf16Kernel::dot)
           return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add,
                                     reinterpret_cast<const uint32_t*>(packed_.data()));
@@ -1368,7 +1647,7 @@ class GemmB {
   GemmKernel kernel_ = GemmKernel::eigen;
   bool bf16_ = false;  // made under gd::autocast(gd::bf16)
   Bf16Kernel bf16_kernel_ = Bf16Kernel::convert;
-  Tensor<float> packed_;   // B's panels: floats, or bfloat16 pairs for the dot kernel
+  Tensor<float> packed_;   // B's panels: floats, or bfloat16 pairs for the AMX and dot kernels
   bool is_packed_ = false;  // whether packed_ holds them
   Tensor<float> rounded_;  // B rounded to bfloat16 (the convert kernel)
 };
