@@ -154,7 +154,7 @@ TEST_CASE("bfloat16 gemm kernels match a double triple loop over the rounded inp
 
 TEST_CASE("gemm and GemmB under autocast(bf16) round their inputs; outside it they do not", "[ops][matmul][bf16]") {
   gd::Rng rng(8);
-  for (const Bf16Case& s : {Bf16Case{40, 600, 70}, Bf16Case{128, 784, 10}, Bf16Case{97, 513, 65}}) {
+  for (const Bf16Case& s : {Bf16Case{40, 600, 70}, Bf16Case{128, 784, 10}, Bf16Case{97, 513, 65}, Bf16Case{3, 50, 20}}) {
     const auto a = normals(s.m * s.k, rng), b = normals(s.k * s.n, rng), c0 = normals(s.m * s.n, rng);
     auto automatic = [&](float* c) { gd::backend::gemm(a.data(), false, b.data(), true, c, s.m, s.k, s.n, true, gd::cpu); };
     auto packed = [&](float* c) {

@@ -13,7 +13,8 @@
 // in effect when it was made, and its backward pass runs its products in that precision too.
 // What it changes: float matrix products (matmul, Dense, Conv2d, LSTM) on a GPU, which cuBLAS
 // may then run on bf16/fp16 tensor cores, and under bf16 on the CPU, which rounds their inputs
-// and multiplies them with AVX512-BF16 dot products where the CPU has them (backend/cpu/gemm.hpp).
+// and multiplies them on AMX tiles or with AVX512-BF16 dot products where the CPU has them
+// (backend/cpu/gemm.hpp).
 // Double products, and CPU products under fp16, are unchanged.
 #pragma once
 #include <cstdint>
