@@ -131,6 +131,49 @@ TEST_CASE("bfloat16 rounds to nearest, ties to even, as worked out bit by bit", 
 #endif
 }
 
+#if defined(GRADUS_SGEMM_X86)
+TEST_CASE("the AMX packing lays out bfloat16 rows and pair panels as the tiles read them", "[ops][matmul][bf16]") {
+  // The packers need AVX512-BF16 only, so they are checked on every CPU that has it, with or
+  // without tiles: word (i, q) of A's rows holds A(i, 2q) low and A(i, 2q + 1) high; word (q, j)
+  // of B's panel holds B(2q, j) and B(2q + 1, j); zeros past m, n and k. Both storage orders of
+  // each operand (one is packed through 16 x 16 transposes), sizes off every multiple of 16.
+  if (!cpu::bf16_kernel_supported(cpu::Bf16Kernel::dot)) {
+    WARN("this CPU has no AVX512-BF16: the AMX packing is not tested");
+    return;
+  }
+  gd::Rng rng(17);
+  const int64_t m = 37, k = 45, n = 21, kqp = cpu::sgemm::amx_pairs(k);
+  CHECK(kqp == 32);
+  const auto x = normals(std::max(m, n) * k, rng);
+  auto bits = [](float v) { return uint32_t(gd::bfloat16_bits(v)); };
+  for (bool transposed : {false, true}) {
+    INFO("stored transposed " << transposed);
+    // A (m x k): a[i * k + p], or a[p * m + i] transposed
+    const int64_t ra = transposed ? 1 : k, ca = transposed ? m : 1;
+    std::vector<uint32_t> ap(size_t(cpu::sgemm::amx_a_words(m, k)), 0xDEADBEEF);
+    cpu::sgemm::pack_a_amx(x.data(), ra, ca, m, k, ap.data());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < (m + 15) / 16 * 16; ++i)
+      for (int64_t q = 0; q < kqp; ++q) {
+        auto at = [&](int64_t p) { return i < m && p < k ? bits(x[size_t(i * ra + p * ca)]) : 0u; };
+        bad += ap[size_t(i * kqp + q)] != (at(2 * q) | at(2 * q + 1) << 16);
+      }
+    CHECK(bad == 0);
+    // B (k x n): b[p * n + j], or b[j * k + p] transposed
+    const int64_t rb = transposed ? 1 : n, cb = transposed ? k : 1;
+    std::vector<uint32_t> bp(size_t(cpu::sgemm::amx_b_words(k, n)), 0xDEADBEEF);
+    cpu::sgemm::pack_b_amx(x.data(), rb, cb, k, n, bp.data());
+    bad = 0;
+    for (int64_t j = 0; j < (n + 15) / 16 * 16; ++j)
+      for (int64_t q = 0; q < kqp; ++q) {
+        auto at = [&](int64_t p) { return j < n && p < k ? bits(x[size_t(p * rb + j * cb)]) : 0u; };
+        bad += bp[size_t((j / 16 * kqp + q) * 16 + j % 16)] != (at(2 * q) | at(2 * q + 1) << 16);
+      }
+    CHECK(bad == 0);
+  }
+}
+#endif
+
 TEST_CASE("bfloat16 gemm kernels match a double triple loop over the rounded inputs", "[ops][matmul][bf16]") {
   gd::Rng rng(5);
   const int threads = omp_get_max_threads();

@@ -1213,6 +1213,7 @@ struct alignas(64) AmxConfig {
 /// panels (b, one after another), written to `out` [32][32].
 template <int MT, int NT>
 [[GRADUS_AMX_TARGET]] inline void amx_block(const uint32_t* a, const uint32_t* b, int64_t kqp, float* out) {
+#if defined(__x86_64__)  // the tile instructions exist in 64-bit mode only (amx_permitted() is false elsewhere)
   _tile_zero(0);
   if constexpr (NT > 1) _tile_zero(1);
   if constexpr (MT > 1) _tile_zero(2);
@@ -1236,6 +1237,7 @@ template <int MT, int NT>
   if constexpr (NT > 1) _tile_stored(1, out + 16, 128);
   if constexpr (MT > 1) _tile_stored(2, out + 16 * 32, 128);
   if constexpr (MT > 1 && NT > 1) _tile_stored(3, out + 16 * 32 + 16, 128);
+#endif
 }
 
 /// C (m x n) = or (`add`) += the 32 x 32 buffer `out`'s first m rows and n columns.
@@ -1273,8 +1275,10 @@ template <int MT, int NT>
     packed_b = bp;
   }
   asm volatile("" ::: "memory");  // the tile loads below read the packed words (asm the compiler cannot see into)
+#if defined(__x86_64__)
   static const AmxConfig config;
   _tile_loadconfig(&config);
+#endif
   alignas(64) float out[32 * 32];
   for (int64_t j0 = 0; j0 < n; j0 += kAmxBlockCols)
     for (int64_t i = 0; i < m; i += 32)
@@ -1288,7 +1292,9 @@ template <int MT, int NT>
         else amx_block<1, 1>(ai, bj, kqp, out);
         amx_store(out, c + i * ldc + j, ldc, std::min<int64_t>(32, m - i), std::min<int64_t>(32, n - j), add);
       }
+#if defined(__x86_64__)
   _tile_release();
+#endif
 }
 
 /// c (m x n) = or += bf16(a) · bf16(b) (each optionally transposed in storage) on AMX tiles,
