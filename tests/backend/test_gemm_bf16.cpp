@@ -1,7 +1,8 @@
 // bfloat16 products on the CPU (gd::autocast(gd::bf16)): the rounding to bfloat16 against bit
-// patterns worked out by hand, the AVX-512 rounding of the packing against the scalar one, and
-// both bfloat16 GEMM kernels (AVX512-BF16 dot products where the CPU has them, the conversion
-// fallback everywhere) against a double triple loop over the inputs rounded to bfloat16. Since a
+// patterns worked out by hand, the AVX-512 rounding of the packing against the scalar one, the
+// AMX packing against bit patterns, and the bfloat16 GEMM kernels (AMX tiles and AVX512-BF16 dot
+// products where the CPU has them, the conversion fallback everywhere) against a double triple
+// loop over the inputs rounded to bfloat16. Since a
 // product of two bfloat16s is exact in float, a correct kernel differs from that reference only
 // by float's rounding of the sums, bounded as in test_gemm.cpp; the distance to the unrounded
 // product is about 2^-8 relative, hundreds of times larger, so a kernel that skipped the
