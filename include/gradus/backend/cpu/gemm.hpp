@@ -1156,10 +1156,15 @@ inline bool amx_permitted() {
                                              uint32_t* out) {
   const int64_t kqp = amx_pairs(k), m16 = (m + 15) / 16 * 16;
   if (ca == 1) {
-    for (int64_t i = 0; i < m16; ++i)
-      for (int64_t q = 0; q < kqp; q += 16)
-        _mm512_storeu_si512(out + i * kqp + q, i < m ? amx_pairs_of_run(a + i * ra + 2 * q, k - 2 * q)
-                                                     : _mm512_setzero_si512());
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = a + i * ra;
+      uint32_t* o = out + i * kqp;
+      int64_t q = 0;
+      for (; 2 * q + 32 <= k; q += 16)  // whole runs of 32 depths: no masks
+        _mm512_storeu_si512(o + q, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + 2 * q + 16), _mm512_loadu_ps(row + 2 * q)));
+      for (; q < kqp; q += 16) _mm512_storeu_si512(o + q, amx_pairs_of_run(row + 2 * q, k - 2 * q));
+    }
+    std::fill(out + m * kqp, out + m16 * kqp, 0u);
     return;
   }
   // rows contiguous in memory down A's columns: 16 rows of a depth pair at a time, transposed
