@@ -1250,7 +1250,7 @@ template <int MT, int NT>
   const __mmask16 lo = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
   const __mmask16 hi = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
   for (int64_t i = 0; i < m; ++i, c += ldc, out += 32) {
-    __m512 x = _mm512_loadu_ps(out), y = _mm512_loadu_ps(out + 16);
+    __m512 x = _mm512_maskz_loadu_ps(lo, out), y = _mm512_maskz_loadu_ps(hi, out + 16);  // only what the tiles wrote
     if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lo, c)), y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(hi, c + 16));
     _mm512_mask_storeu_ps(c, lo, x);
     _mm512_mask_storeu_ps(c + 16, hi, y);
