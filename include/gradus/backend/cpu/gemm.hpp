@@ -119,6 +119,12 @@ namespace sgemm {
 /// block (it stays in L3).
 inline constexpr int64_t kKC = 256, kMC = 96, kNC = 2048;
 
+/// The mask of a 16-lane vector's first `count` lanes (none for count <= 0, all for count >= 16):
+/// a row's tail in masked loads and stores.
+inline constexpr __mmask16 first_lanes(int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
+}
+
 /// The depth of the k-blocks of a product of depth k: at most kKC, the blocks as even as
 /// multiples of 8 allow (k = 800 runs as 4 x 200, not 3 x 256 + 32, whose last block would pay
 /// a whole block's packing and C traffic for an eighth of its work).
@@ -437,8 +443,7 @@ struct Avx512 {
                                                                       int64_t ldc, bool load, int64_t n,
                                                                       const float* y = nullptr,
                                                                       float* db = nullptr) {
-    const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+    const __mmask16 m0 = first_lanes(n), m1 = first_lanes(n - 16);
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
@@ -484,8 +489,8 @@ struct Avx512 {
       GRADUS_UNROLL for (int j = 0; j < kDotCols; ++j) acc[i][j] = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 16 <= k; p += 16) dot_step<R>(acc, a + p, ra, t + p, ldt, __mmask16(0xFFFF));
-    if (p < k) dot_step<R>(acc, a + p, ra, t + p, ldt, __mmask16((1u << (k - p)) - 1));
-    const __mmask16 cols = __mmask16((1u << n) - 1);
+    if (p < k) dot_step<R>(acc, a + p, ra, t + p, ldt, first_lanes(k - p));
+    const __mmask16 cols = first_lanes(n);
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
       __m512 s = lane_sums(acc[i]);
       if (load) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(cols, c + i * ldc));
@@ -540,8 +545,7 @@ struct Avx512 {
   [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] static inline void store(__m512 (&acc)[R][2], float* c,
                                                                                  int64_t ldc, bool load, int64_t n,
                                                                                  int64_t rows = R) {
-    const __mmask16 m0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-    const __mmask16 m1 = n >= 32 ? __mmask16(0xFFFF) : n > 16 ? __mmask16((1u << (n - 16)) - 1) : __mmask16(0);
+    const __mmask16 m0 = first_lanes(n), m1 = first_lanes(n - 16);
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
       if (i >= rows) break;
       float* ci = c + i * ldc;
@@ -942,7 +946,7 @@ template <int64_t W>
 [[gnu::target("avx512f,avx2,fma")]] inline void pair_panel(const float* src, int64_t kc, uint32_t* dst) {
   for (int64_t p = 0; p < kc; p += 2, src += 2 * W, dst += W)
     GRADUS_UNROLL for (int64_t j = 0; j < W; j += 16) {
-      const __mmask16 mask = W - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (W - j)) - 1);
+      const __mmask16 mask = first_lanes(W - j);
       const __m512i lo = bf16_round16(_mm512_maskz_loadu_ps(mask, src + j));
       const __m512i hi = p + 1 < kc ? bf16_round16(_mm512_maskz_loadu_ps(mask, src + W + j)) : _mm512_setzero_si512();
       _mm512_mask_storeu_epi32(dst + j, mask, _mm512_or_si512(lo, shift_left16(hi)));
@@ -1098,15 +1102,13 @@ inline int64_t amx_pairs(int64_t k) { return ((k + 1) / 2 + kAmxPairs - 1) / kAm
 inline int64_t amx_b_words(int64_t k, int64_t n) { return (n + 15) / 16 * 16 * amx_pairs(k); }
 inline int64_t amx_a_words(int64_t m, int64_t k) { return (m + 15) / 16 * 16 * amx_pairs(k); }
 
-/// Requests the tile data state from Linux (once per process; a tile instruction without it
-/// faults) and reports whether it was granted.
+/// Requests the tile data state from Linux (a tile instruction without it faults) and reports
+/// whether it was granted; the grant holds for the whole process, and bf16_kernel_supported()
+/// asks once.
 inline bool amx_permitted() {
 #if defined(__linux__) && defined(__x86_64__)
-  static const bool granted = [] {
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;  // asm/prctl.h, the XSAVE feature number
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) == 0;
-  }();
-  return granted;
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureTileData = 18;  // asm/prctl.h, the XSAVE feature number
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) == 0;
 #else
   return false;
 #endif
@@ -1128,8 +1130,8 @@ inline bool amx_permitted() {
 
 /// 16 words of depth pairs from 32 consecutive depths of one row, the first `count` read.
 [[GRADUS_AMX_TARGET]] inline __m512i amx_pairs_of_run(const float* x, int64_t count) {
-  const auto mask = [](int64_t c) { return c >= 16 ? __mmask16(0xFFFF) : c <= 0 ? __mmask16(0) : __mmask16((1u << c) - 1); };
-  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mask(count - 16), x + 16), _mm512_maskz_loadu_ps(mask(count), x));
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(first_lanes(count - 16), x + 16),
+                                      _mm512_maskz_loadu_ps(first_lanes(count), x));
 }
 
 /// Transposes the 16 x 16 words in v: four rounds, each exchanging one bit of the row index
@@ -1169,7 +1171,7 @@ inline bool amx_permitted() {
   }
   // rows contiguous in memory down A's columns: 16 rows of a depth pair at a time, transposed
   for (int64_t i0 = 0; i0 < m16; i0 += 16) {
-    const __mmask16 rows = m - i0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (m - i0)) - 1);
+    const __mmask16 rows = first_lanes(m - i0);
     for (int64_t q0 = 0; q0 < kqp; q0 += 16) {
       __m512i v[16];
       GRADUS_UNROLL for (int t = 0; t < 16; ++t) {
@@ -1188,7 +1190,7 @@ inline bool amx_permitted() {
                                              uint32_t* out) {
   const int64_t kqp = amx_pairs(k);
   for (int64_t j0 = 0; j0 < n; j0 += 16, out += kqp * 16) {
-    const __mmask16 cols = n - j0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j0)) - 1);
+    const __mmask16 cols = first_lanes(n - j0);
     if (cb == 1) {
       for (int64_t q = 0; q < kqp; ++q)
         _mm512_storeu_si512(out + q * 16, 2 * q < k ? amx_pairs_of_rows(b + 2 * q * rb + j0, b + (2 * q + 1) * rb + j0,
@@ -1247,8 +1249,7 @@ template <int MT, int NT>
 
 /// C (m x n) = or (`add`) += the 32 x 32 buffer `out`'s first m rows and n columns.
 [[GRADUS_AMX_TARGET]] inline void amx_store(const float* out, float* c, int64_t ldc, int64_t m, int64_t n, bool add) {
-  const __mmask16 lo = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-  const __mmask16 hi = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
+  const __mmask16 lo = first_lanes(n), hi = first_lanes(n - 16);
   for (int64_t i = 0; i < m; ++i, c += ldc, out += 32) {
     __m512 x = _mm512_maskz_loadu_ps(lo, out), y = _mm512_maskz_loadu_ps(hi, out + 16);  // only what the tiles wrote
     if (add) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lo, c)), y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(hi, c + 16));
