@@ -106,6 +106,43 @@ TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {
   }
 }
 
+TEST_CASE("nn: every activation in a float layer, by its constant and by Activation(kind, alpha), against double",
+          "[nn][layers]") {
+  // A float layer runs the kernels its Activation value carries (ops/bias_activation.hpp); a
+  // double layer reaches them through a switch over the kinds. Both must give the double layer's
+  // values and gradients, whichever way the activation was made.
+  gd::Rng rng(13);
+  const Td x = Td::random_normal({6, 3}, rng, 0.0, 2.0), g = Td::random_normal({6, 4}, rng);
+  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::linear, nn::relu, nn::leaky_relu(0.1), nn::elu(0.5),
+                                                                nn::selu, nn::gelu, nn::tanh, nn::sigmoid, nn::softplus,
+                                                                nn::softsign, nn::softmax}) {
+    int way = 0;
+    for (const nn::Activation made : {a, nn::Activation(a.kind, a.alpha)}) {
+      INFO(made << (way++ ? ", made by kind" : ""));
+      nn::Dense<double> dd({.in = 3, .out = 4, .activation = made, .bias_initializer = gd::init::random_normal{}}, rng);
+      nn::Dense<float> df({.in = 3, .out = 4, .activation = made}, rng);
+      // the same weights, float-representable, in both layers
+      df.kernel().value() = gd::cast<float>(dd.kernel().value()), df.bias().value() = gd::cast<float>(dd.bias().value());
+      dd.kernel().value() = gd::cast<double>(df.kernel().value()), dd.bias().value() = gd::cast<double>(df.bias().value());
+      gd::Var<float> xf(gd::cast<float>(x));
+      gd::Var<double> xd(gd::cast<double>(xf.value()));
+      const gd::Var<double> yd = dd(xd);
+      const gd::Var<float> yf = df(xf);
+      const gd::Tensor<float> gf = gd::cast<float>(g);
+      const std::vector<Td> want = gd::gradients(yd, {xd, dd.kernel(), dd.bias()}, &g);
+      const std::vector<gd::Tensor<float>> got = gd::gradients(yf, {xf, df.kernel(), df.bias()}, &gf);
+      check_close(gd::cast<double>(yf.value()), yd.value(), 1e-5);
+      for (size_t i = 0; i < want.size(); ++i) check_close(gd::cast<double>(got[i]), want[i], 1e-4);
+    }
+  }
+  nn::Activation changed = nn::relu;  // the kernels are relu's: a kind assigned later is refused
+  changed.kind = nn::ActivationKind::gelu;
+  nn::Dense<float> d({.in = 3, .out = 4, .activation = changed}, rng);
+  CHECK_THROWS_WITH(d(gd::Tensor<float>::ones({2, 3})),
+                    Catch::Contains("Activation: kind set to gelu after it was made as relu"));
+  CHECK(nn::Activation(nn::ActivationKind::elu, 0.5) == nn::elu(0.5));
+}
+
 TEST_CASE("nn: the fused leaky ReLU, ELU and SELU in float, rows wider than a vector, against double loops",
           "[nn][layers]") {
   // Their CPU rules are loops of branch-free vm:: arithmetic (backend/cpu/bias_activation.hpp);

@@ -9,6 +9,9 @@
 // return a Var.
 #pragma once
 #include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
 
 #include "gradus/nn/module.hpp"
 #include "gradus/ops/bias_activation.hpp"
@@ -24,11 +27,22 @@ using gradus::ActivationKind;
 /// chooses it for a layer, and `gd::nn::tanh(x)` applies it (lazily, as `gd::tanh(x)`; softmax
 /// over the last axis). So inside `gradus::nn` an unqualified `tanh(x)` still means the
 /// function, not an option object.
+/// Activation K as a constant of gd::nn: a layer option (it converts to `Activation`, carrying
+/// K's kernels, so a program compiles the kernels of the activations it names: the conversion is
+/// instantiated where a program uses the constant, not where the header defines it) and a
+/// function on expressions (`gd::nn::relu(x)`).
 template <ActivationKind K>
-struct ActivationFn : Activation {
-  constexpr explicit ActivationFn(double a = 0) : Activation{K, a} {}
+struct ActivationFn {
+  static constexpr ActivationKind kind = K;
+  double alpha = 0;  ///< leaky_relu's slope for x < 0, elu's scale; unused by the others
+
+  constexpr explicit ActivationFn(double a = 0) : alpha(a) {}
   /// The same activation with parameter `a` (leaky_relu's slope, elu's scale): `gd::nn::elu(0.5)`.
   constexpr ActivationFn operator()(double a) const { return ActivationFn(a); }
+  constexpr operator Activation() const { return Activation(std::integral_constant<ActivationKind, K>{}, alpha); }
+  constexpr std::string_view name() const { return gradus::detail::activation_name(K); }
+  constexpr bool relu_like() const { return gradus::detail::relu_like(K); }
+  friend std::ostream& operator<<(std::ostream& os, const ActivationFn& a) { return os << a.name(); }
   template <Expression X>
   auto operator()(const X& x) const {
     if constexpr (K == ActivationKind::linear) return x;
@@ -37,7 +51,6 @@ struct ActivationFn : Activation {
   }
 };
 
-/// The identity (no activation; every layer's default).
 inline constexpr ActivationFn<ActivationKind::linear> linear{};
 inline constexpr ActivationFn<ActivationKind::relu> relu{};
 /// x for x > 0, alpha * x otherwise (alpha 0.2 as tf.nn.leaky_relu; `leaky_relu(0.1)` for another).

@@ -1,9 +1,11 @@
 // gradus/ops/bias_activation.hpp — activation(h + b) as one kernel op, for the layers' bias +
 // activation step; the activation is chosen at run time (`Activation`, the layers' option).
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <ostream>
 #include <string_view>
+#include <type_traits>
 
 #include "gradus/autodiff/materialize.hpp"
 #include "gradus/backend/backend.hpp"
@@ -12,29 +14,112 @@
 #include "gradus/ops/softmax.hpp"
 
 namespace gradus {
+namespace detail {
+
+/// What activation `kind` prints as: its row's name.
+constexpr std::string_view activation_name(ActivationKind kind) {
+  constexpr std::string_view names[] = {
+#define GRADUS_X(name, Op, args, form) #name,
+      GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
+      "softmax"};
+  return names[int(kind)];
+}
+
+/// True for the ReLU family, whose layers default to He initialization.
+constexpr bool relu_like(ActivationKind kind) {
+  return kind == ActivationKind::relu || kind == ActivationKind::leaky_relu || kind == ActivationKind::elu ||
+         kind == ActivationKind::gelu;
+}
+
+/// The float bias + activation passes of one activation (`bias_activation`'s kernel op), reached
+/// through the `Activation` values that name it: a float program compiles the CPU and GPU
+/// kernels of the activations it names (gd::nn::relu, ...), not those of all ten.
+/// `forward(alpha, h, b, rows, n, y, device)`: y = act(h + b) row by row;
+/// `backward(alpha, h, b, y, g, rows, n, dz, device)`: dz = act'(h + b) g. Null for softmax,
+/// which `bias_activation` composes from the linear passes and gd::softmax. Double layers reach
+/// every activation through visit_elementwise() instead: a table of both types would compile the
+/// double kernels into every float program.
+template <ActivationKind K>
+void bias_activation_forward_pass(double alpha, const float* h, const float* b, int64_t rows, int64_t n, float* y,
+                                  Device device) {
+  backend::bias_activation_forward(ActivationRow<K>::make(alpha), h, b, rows, n, y, device);
+}
+template <ActivationKind K>
+void bias_activation_backward_pass(double alpha, const float* h, const float* b, const float* y, const float* g,
+                                   int64_t rows, int64_t n, float* dz, Device device) {
+  backend::bias_activation_backward(ActivationRow<K>::make(alpha), h, b, y, g, rows, n, dz, device);
+}
+
+struct ActivationPasses {
+  ActivationKind kind;
+  void (*forward)(double, const float*, const float*, int64_t, int64_t, float*, Device);
+  void (*backward)(double, const float*, const float*, const float*, const float*, int64_t, int64_t, float*, Device);
+};
+
+template <ActivationKind K>
+inline constexpr ActivationPasses activation_passes{K, &bias_activation_forward_pass<K>,
+                                                    &bias_activation_backward_pass<K>};
+template <>
+inline constexpr ActivationPasses activation_passes<ActivationKind::softmax>{ActivationKind::softmax, nullptr,
+                                                                            nullptr};
+
+}  // namespace detail
 
 /// An activation chosen at run time, for a layer's `.activation` option: one of the constants
 /// of gd::nn (nn/activations.hpp); `leaky_relu` and `elu` take their alpha by call:
 /// `gd::nn::leaky_relu(0.1)`. The activations are the rows of expr/activations.hpp.
+///
+/// A constant carries its activation's kernels, so a program compiles those of the activations
+/// it names. `Activation(kind, alpha)` picks one by a value known only at run time (a
+/// configuration file, a loop over the kinds), and compiles them all.
 struct Activation {
   ActivationKind kind = ActivationKind::linear;
   double alpha = 0;  ///< leaky_relu's slope for x < 0, elu's scale; unused by the others
 
+  /// linear: the identity (a layer with a bias only adds it).
+  constexpr Activation() = default;
+  /// Activation `kind` chosen at run time, with every activation's kernels (a template, so that
+  /// only a program that calls it compiles them; Kind is ActivationKind).
+  template <std::same_as<ActivationKind> Kind>
+  explicit constexpr Activation(Kind kind, double alpha = 0) : kind(kind), alpha(alpha), passes_(of(kind)) {}
+  /// Activation K, known when compiling: gd::nn's constants (with K's kernels only).
+  template <ActivationKind K>
+  constexpr Activation(std::integral_constant<ActivationKind, K>, double alpha)
+      : kind(K), alpha(alpha), passes_(&detail::activation_passes<K>) {}
+
   /// True for the ReLU family, whose layers default to He initialization.
-  constexpr bool relu_like() const {
-    return kind == ActivationKind::relu || kind == ActivationKind::leaky_relu || kind == ActivationKind::elu ||
-           kind == ActivationKind::gelu;
+  constexpr bool relu_like() const { return detail::relu_like(kind); }
+  constexpr std::string_view name() const { return detail::activation_name(kind); }
+  /// The kernels of `kind` (bias_activation's passes). Throws value_error if `kind` was assigned
+  /// after the value was made: the kernels are those of the activation it was made as.
+  const detail::ActivationPasses& passes() const {
+    GRADUS_CHECK(value_error, passes_->kind == kind, "Activation: kind set to ", name(), " after it was made as ",
+                 detail::activation_name(passes_->kind), "; make it as gd::nn::", name(),
+                 " or gd::Activation(kind, alpha)");
+    return *passes_;
   }
-  constexpr std::string_view name() const {
-    constexpr std::string_view names[] = {
-#define GRADUS_X(name, Op, args, form) #name,
-        GRADUS_ACTIVATIONS(GRADUS_X)
-#undef GRADUS_X
-        "softmax"};
-    return names[int(kind)];
+  friend constexpr bool operator==(const Activation& a, const Activation& b) {
+    return a.kind == b.kind && a.alpha == b.alpha;
   }
-  friend constexpr bool operator==(const Activation&, const Activation&) = default;
   friend std::ostream& operator<<(std::ostream& os, const Activation& a) { return os << a.name(); }
+
+ private:
+  template <class Kind>  // ActivationKind, as a dependent type: naming the tables instantiates them
+  static constexpr const detail::ActivationPasses* of(Kind kind) {
+    switch (kind) {
+#define GRADUS_X(name, Op, args, form) \
+  case Kind::name:                     \
+    return &detail::activation_passes<Kind::name>;
+      GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
+      case Kind::softmax:
+        break;
+    }
+    return &detail::activation_passes<Kind::softmax>;
+  }
+
+  const detail::ActivationPasses* passes_ = &detail::activation_passes<ActivationKind::linear>;
 };
 
 namespace detail {
@@ -56,10 +141,6 @@ void visit_elementwise(const Activation& a, F&& f) {
   throw value_error(str("Activation: ", a.name(), " is not elementwise"));
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// activation(h + b): h [..., n], bias b [n] -> [..., n] (softmax over the last axis). One kernel
 /// node whatever the activation: the forward is one pass over h, the backward one pass giving
 /// dh, with db summed from it — the work of a hand-written Dense layer, without compiling a
@@ -76,10 +157,14 @@ Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
   GRADUS_CHECK(device_error, b.value().device() == dev, "bias_activation: operands on ", dev, " and ",
                b.value().device(), "; move them to one device with .to(device)");
   Tensor<T> out = Tensor<T>::empty(h.shape(), dev);
-  visit_elementwise(a, [&](const auto& op) {
-    backend::bias_activation_forward(op, h.value().device_data(), b.value().device_data(), rows, n, out.device_data(),
-                                     dev);
-  });
+  if constexpr (std::is_same_v<T, float>) {
+    a.passes().forward(a.alpha, h.value().device_data(), b.value().device_data(), rows, n, out.device_data(), dev);
+  } else {
+    visit_elementwise(a, [&](const auto& op) {
+      backend::bias_activation_forward(op, h.value().device_data(), b.value().device_data(), rows, n,
+                                       out.device_data(), dev);
+    });
+  }
   set_op_attrs({}, a.alpha, a.name());  // the activation, for gd::onnx
   return make_result("bias_activation", std::move(out),
                      [a, n, rows](const Tensor<T>& g, const Tensor<T>& y, const Var<T>& h, const Var<T>& b) {
@@ -87,10 +172,15 @@ Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
     Tensor<T> dz = g;  // linear: the gradient passes as it is
     if (a.kind != ActivationKind::linear) {
       dz = Tensor<T>::empty(g.shape(), dev);
-      visit_elementwise(a, [&](const auto& op) {
-        backend::bias_activation_backward(op, h.value().device_data(), b.value().device_data(), y.device_data(),
-                                          g.device_data(), rows, n, dz.device_data(), dev);
-      });
+      if constexpr (std::is_same_v<T, float>) {
+        a.passes().backward(a.alpha, h.value().device_data(), b.value().device_data(), y.device_data(),
+                            g.device_data(), rows, n, dz.device_data(), dev);
+      } else {
+        visit_elementwise(a, [&](const auto& op) {
+          backend::bias_activation_backward(op, h.value().device_data(), b.value().device_data(), y.device_data(),
+                                            g.device_data(), rows, n, dz.device_data(), dev);
+        });
+      }
     }
     if (b.requires_grad()) {
       Tensor<T> db = Tensor<T>::empty(b.shape(), dev);
@@ -103,3 +193,15 @@ Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
 
 }  // namespace detail
 }  // namespace gradus
+
+#if GRADUS_INSTANCES  // compiled once in libgradus with GRADUS_COMPILED (core/compiled.hpp)
+namespace gradus::detail {
+#define GRADUS_X(name, Op, args, form)                                                                                \
+  GRADUS_INSTANCE void bias_activation_forward_pass<ActivationKind::name>(double, const float*, const float*, int64_t, \
+                                                                          int64_t, float*, Device);                   \
+  GRADUS_INSTANCE void bias_activation_backward_pass<ActivationKind::name>(                                            \
+      double, const float*, const float*, const float*, const float*, int64_t, int64_t, float*, Device);
+GRADUS_ACTIVATIONS(GRADUS_X)
+#undef GRADUS_X
+}  // namespace gradus::detail
+#endif
