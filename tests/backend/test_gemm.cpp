@@ -8,7 +8,9 @@
 // paths: products of at most 10 columns as dot products (k from 64, a tail of fewer than 16 depths)
 // and a panel of 9-11 rows run by the full kernel; B read in place by one or two panels of A
 // (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12, 6 + 4 in {10, ...}), whole and
-// partial B panels, several k-blocks, threaded by columns. A guard band after c checks that partial
+// partial B panels, several k-blocks, threaded by columns; a transposed A read in place against one
+// or two panels of B (12 + 9, 12 + 11 and 24 + 10 rows in {21, ...}, {23, ...}, {34, ...}; every ta
+// case of 64 columns or fewer). A guard band after c checks that partial
 // blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
@@ -120,7 +122,7 @@ const std::vector<Case> cases = {
     {7, 40, 1100},  {300, 150, 100}, {96, 64, 2100}, {100, 300, 200}, {97, 513, 65}, {3, 5000, 20},
     {25, 2621, 32}, {81, 64, 800},  {128, 500, 10}, {300, 150, 7}, {33, 70, 1},   {40, 9, 15},
     {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100},
-    {20, 600, 100}, {20, 300, 2100}};
+    {20, 600, 100}, {20, 300, 2100}, {21, 100, 40}, {23, 300, 64}, {34, 80, 50}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
