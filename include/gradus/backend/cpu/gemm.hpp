@@ -280,9 +280,13 @@ template <int64_t MR>
 struct Avx2 {
   static constexpr int64_t kMR = 6, kNR = 16;
 
-  template <int R>
+  /// C[R x n] = or (`load`) += A · B over kc depths, B's depths bs apart. A(i, p) = a[p * as + i]
+  /// (a packed panel, or a transposed A read in place), or with RowsA, a[i * as + p] (A's rows
+  /// contiguous, read in place).
+  template <int R, bool RowsA = false>
   [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, int64_t bs,
                                                   float* c, int64_t ldc, bool load, int64_t n) {
+    const int64_t ps = RowsA ? 1 : as, rs = RowsA ? as : 1;  // A's steps along depth and rows
     // The 1- and 2-row kernels of a partial panel keep S sums per accumulator, over alternate
     // depths, so that at least 8 independent FMA chains hide the FMA's latency: with one, the
     // 2 chains of a 1-row kernel run at a quarter of the FMA units' rate.
@@ -291,20 +295,20 @@ struct Avx2 {
     GRADUS_UNROLL for (int s = 0; s < S; ++s)
       GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[s][i][0] = acc[s][i][1] = _mm256_setzero_ps();
     int64_t p = 0;
-    for (; p + S <= kc; p += S, a += S * as, b += S * bs)
+    for (; p + S <= kc; p += S, a += S * ps, b += S * bs)
       GRADUS_UNROLL for (int s = 0; s < S; ++s) {
         const __m256 b0 = _mm256_loadu_ps(b + s * bs), b1 = _mm256_loadu_ps(b + s * bs + 8);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-          const __m256 x = _mm256_broadcast_ss(a + s * as + i);
+          const __m256 x = _mm256_broadcast_ss(a + s * ps + i * rs);
           acc[s][i][0] = _mm256_fmadd_ps(x, b0, acc[s][i][0]);
           acc[s][i][1] = _mm256_fmadd_ps(x, b1, acc[s][i][1]);
         }
       }
     if constexpr (S > 1) {
-      for (; p < kc; ++p, a += as, b += bs) {
+      for (; p < kc; ++p, a += ps, b += bs) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-          const __m256 x = _mm256_broadcast_ss(a + i);
+          const __m256 x = _mm256_broadcast_ss(a + i * rs);
           acc[0][i][0] = _mm256_fmadd_ps(x, b0, acc[0][i][0]);
           acc[0][i][1] = _mm256_fmadd_ps(x, b1, acc[0][i][1]);
         }
@@ -572,15 +576,17 @@ struct Avx512 {
 /// to it. A's depths are `as` apart: K::kMR when packed (pack_a, which zero-pads a last panel
 /// of more than 8 rows), or a transposed A's row stride when read in place (unpadded).
 ///
-/// With RowsA (K = Avx512), A's rows are read in place, `as` apart, each contiguous along depth.
+/// With RowsA, A's rows are read in place, `as` apart, each contiguous along depth.
 template <class K, bool RowsA = false, class P>
 void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, bool load, int64_t n,
           int64_t as = K::kMR) {
   constexpr int64_t MR = K::kMR;
   const int64_t rs = RowsA ? as : 1;  // from one row of A to the next
   auto run = [&]<int R>(std::integral_constant<int, R>, int64_t r0, int64_t stored = R) {
-    if constexpr (RowsA)
+    if constexpr (RowsA && MR > 8)
       K::template kernel<R, true>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n, stored);
+    else if constexpr (RowsA)
+      K::template kernel<R, true>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n);
     else if constexpr (MR > 8)
       K::template kernel<R>(kc, ap + r0, as, bp, bs, c + r0 * ldc, ldc, load, n, stored);
     else
@@ -720,15 +726,20 @@ struct BBlock {
 /// reads: the LeNet CNN's filter gradients 800x72x64 and 25x2616x32 (aT) ran 1.10x and 1.12x
 /// faster in place on an AVX-512 Xeon; 784x128x500 (aT), sixteen panels of B, 0.90x.
 ///
-/// With the AVX-512 kernel, A's rows are read in place too when they are contiguous (ca == 1)
-/// against at most two panels of B: the kernel broadcasts from twelve rows at once,
-/// each line of a row serving 16 depths. Packing such an A takes transposes: a convolution's
-/// forward tile (72 x 800 patches against 64 filters) ran 1.17x faster from a transposed A read
-/// in place than from its row-major A packed, one thread on an AVX-512 Xeon.
+/// A's rows are read in place too when they are contiguous (ca == 1) against at most
+/// kRowsInPlace panels of B: the kernel broadcasts from its MR rows at once, each line of a row
+/// serving 16 depths. Packing such an A takes 8 x 8 register transposes, more work than the
+/// multiply-adds of a few panels of B hide. One thread on an AVX-512 Xeon, in place against
+/// packed: 72x800x64 (a convolution's forward tile of patches against 64 filters) 1.30x,
+/// 72x800x128 1.10x, 128x784x128 1.15x, 1000x64x128 1.09x, 72x800x256 and 128x784x256 1.03x with
+/// the AVX-512 kernel; 1.00-1.07x with the AVX2 one (72x800x64: 1.15x). Against 16 panels or
+/// more it gained nothing, against 32 (1024^3) it lost 3%.
 template <class K>
 struct ABlock {
+  static constexpr int64_t kRowsInPlace = 8;
+
   ABlock(const float* a, int64_t ra, int64_t ca, int64_t mc, int64_t kc, int64_t nc, float* buf)
-      : rows_(std::is_same_v<K, Avx512> && ca == 1 && nc <= 2 * K::kNR),
+      : rows_(ca == 1 && nc <= kRowsInPlace * K::kNR),
         in_place_(rows_ || (ra == 1 && nc <= 2 * K::kNR)),
         a_(in_place_ ? a : buf),
         ra_(ra),
@@ -736,7 +747,8 @@ struct ABlock {
         kc_(kc) {
     if (!in_place_) pack_a<K::kMR>(a, ra, ca, mc, kc, buf);
   }
-  /// Panel ir (a multiple of K::kMR) and the distance between its depths (with rows(), its rows).
+  /// Panel ir (a multiple of K::kMR) and the distance between its depths (its rows, when A's rows
+  /// are read in place).
   const float* panel(int64_t ir) const {
     return rows_ ? a_ + ir * ra_ : in_place_ ? a_ + ir : a_ + (ir / K::kMR) * kc_ * K::kMR;
   }
@@ -745,8 +757,7 @@ struct ABlock {
   /// tile<K> of panel ir against `b`, as the block is read.
   void tile(int64_t ir, int64_t rows, int64_t kc, const float* b, int64_t bs, float* c, int64_t ldc, bool load,
             int64_t n) const {
-    if constexpr (std::is_same_v<K, Avx512>)
-      if (rows_) return sgemm::tile<K, true>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
+    if (rows_) return sgemm::tile<K, true>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
     sgemm::tile<K>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
   }
 
