@@ -720,27 +720,29 @@ struct BBlock {
 };
 
 /// A block of rows of A (mc x kc) as the kernels read it, against `nc` columns of B: packed
-/// into `buf` (pack_a's panels, their depths K::kMR apart), or, for a transposed A (ra == 1: the
-/// rows of one depth contiguous) against at most two panels of B, in place, each panel's depths
-/// ca apart. Each A panel is then read at most twice, and packing it cost more than the strided
-/// reads: the LeNet CNN's filter gradients 800x72x64 and 25x2616x32 (aT) ran 1.10x and 1.12x
-/// faster in place on an AVX-512 Xeon; 784x128x500 (aT), sixteen panels of B, 0.90x.
-///
-/// A's rows are read in place too when they are contiguous (ca == 1) against at most
-/// kRowsInPlace panels of B: the kernel broadcasts from its MR rows at once, each line of a row
-/// serving 16 depths. Packing such an A takes 8 x 8 register transposes, more work than the
-/// multiply-adds of a few panels of B hide. One thread on an AVX-512 Xeon, in place against
-/// packed: 72x800x64 (a convolution's forward tile of patches against 64 filters) 1.30x,
-/// 72x800x128 1.10x, 128x784x128 1.15x, 1000x64x128 1.09x, 72x800x256 and 128x784x256 1.03x with
-/// the AVX-512 kernel; 1.00-1.07x with the AVX2 one (72x800x64: 1.15x). Against 16 panels or
-/// more it gained nothing, against 32 (1024^3) it lost 3%.
+/// into `buf` (pack_a's panels, their depths K::kMR apart), or read in place against few panels
+/// of B, where packing costs more than the reads it saves (each A panel is read once per panel
+/// of B):
+/// - a transposed A (ra == 1: the rows of one depth contiguous, as a filter gradient's
+///   patchesᵀ) against at most kDepthsInPlace = 128 columns (4 panels of the AVX-512 kernel, 8
+///   of the AVX2 one), each panel's depths ca apart. One thread on an AVX-512 Xeon, in place
+///   against packed: 800x72x64 and 25x2616x32 1.10x and 1.12x; 800x72x96, 800x72x128 and
+///   128x128x128 1.01-1.04x, 1.07-1.10x with the AVX2 kernel; 784x128x256 0.91x and 784x128x500
+///   0.90x, hence the limit;
+/// - a row-major A (ca == 1) against at most kRowsInPlace = 8 panels, the kernel broadcasting
+///   from its MR rows at once (kernel<R, true>: each line of a row serves 16 depths). Packing it
+///   takes 8 x 8 register transposes. In place against packed, the same machine: 72x800x64 (a
+///   convolution's forward tile of patches against 64 filters) 1.30x, 72x800x128 1.10x,
+///   128x784x128 1.15x, 1000x64x128 1.09x, 72x800x256 and 128x784x256 1.03x with the AVX-512
+///   kernel; 1.00-1.07x with the AVX2 one (72x800x64: 1.15x); against 16 panels nothing gained,
+///   against 32 (1024^3) 3% lost.
 template <class K>
 struct ABlock {
-  static constexpr int64_t kRowsInPlace = 8;
+  static constexpr int64_t kRowsInPlace = 8, kDepthsInPlace = 128;
 
   ABlock(const float* a, int64_t ra, int64_t ca, int64_t mc, int64_t kc, int64_t nc, float* buf)
       : rows_(ca == 1 && nc <= kRowsInPlace * K::kNR),
-        in_place_(rows_ || (ra == 1 && nc <= 2 * K::kNR)),
+        in_place_(rows_ || (ra == 1 && nc <= kDepthsInPlace)),
         a_(in_place_ ? a : buf),
         ra_(ra),
         ca_(ca),
