@@ -26,11 +26,9 @@ using gradus::ActivationKind;
 /// An activation constant that is also the function it names: `.activation = gd::nn::tanh`
 /// chooses it for a layer, and `gd::nn::tanh(x)` applies it (lazily, as `gd::tanh(x)`; softmax
 /// over the last axis). So inside `gradus::nn` an unqualified `tanh(x)` still means the
-/// function, not an option object.
-/// Activation K as a constant of gd::nn: a layer option (it converts to `Activation`, carrying
-/// K's kernels, so a program compiles the kernels of the activations it names: the conversion is
-/// instantiated where a program uses the constant, not where the header defines it) and a
-/// function on expressions (`gd::nn::relu(x)`).
+/// function, not an option object. As an option it converts to `Activation` carrying K's
+/// kernels: the conversion is instantiated where a program uses the constant, not where this
+/// header defines it, so a program compiles the kernels of the activations it names.
 template <ActivationKind K>
 struct ActivationFn {
   static constexpr ActivationKind kind = K;
@@ -51,6 +49,7 @@ struct ActivationFn {
   }
 };
 
+/// The identity (no activation; every layer's default).
 inline constexpr ActivationFn<ActivationKind::linear> linear{};
 inline constexpr ActivationFn<ActivationKind::relu> relu{};
 /// x for x > 0, alpha * x otherwise (alpha 0.2 as tf.nn.leaky_relu; `leaky_relu(0.1)` for another).

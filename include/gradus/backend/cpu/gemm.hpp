@@ -749,14 +749,7 @@ struct ABlock {
         kc_(kc) {
     if (!in_place_) pack_a<K::kMR>(a, ra, ca, mc, kc, buf);
   }
-  /// Panel ir (a multiple of K::kMR) and the distance between its depths (its rows, when A's rows
-  /// are read in place).
-  const float* panel(int64_t ir) const {
-    return rows_ ? a_ + ir * ra_ : in_place_ ? a_ + ir : a_ + (ir / K::kMR) * kc_ * K::kMR;
-  }
-  int64_t step() const { return rows_ ? ra_ : in_place_ ? ca_ : K::kMR; }
-
-  /// tile<K> of panel ir against `b`, as the block is read.
+  /// tile<K> of panel ir (a multiple of K::kMR) against `b`, as the block is read.
   void tile(int64_t ir, int64_t rows, int64_t kc, const float* b, int64_t bs, float* c, int64_t ldc, bool load,
             int64_t n) const {
     if (rows_) return sgemm::tile<K, true>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
@@ -764,6 +757,12 @@ struct ABlock {
   }
 
  private:
+  /// Panel ir and the distance between its depths (its rows, when A's rows are read in place).
+  const float* panel(int64_t ir) const {
+    return rows_ ? a_ + ir * ra_ : in_place_ ? a_ + ir : a_ + (ir / K::kMR) * kc_ * K::kMR;
+  }
+  int64_t step() const { return rows_ ? ra_ : in_place_ ? ca_ : K::kMR; }
+
   bool rows_, in_place_;
   const float* a_;
   int64_t ra_, ca_, kc_;
