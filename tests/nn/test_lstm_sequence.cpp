@@ -11,6 +11,7 @@
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
 #include <gradus/nn/recurrent.hpp>
+#include <gradus/backend/cpu/lstm.hpp>
 
 namespace gd = gradus;
 namespace nn = gradus::nn;
@@ -104,16 +105,18 @@ TEST_CASE("lstm_sequence: bad shapes name the op and the shapes", "[rnn]") {
 
 // The fused op against LSTMCell::step_projected over t, in float: forward values and the
 // gradients of every parameter and of the initial state.
-// Sizes: units 9 take the general GEMM for the per-step products; units 64 (gate blocks and
-// units multiples of 64) the in-place AVX-512 kernel where the CPU has it, with 6 rows (a block
-// of 4 and two single rows) and k = 256 in the backward products (two k-blocks).
+// Sizes: where the CPU has AVX-512 the per-step products run on the in-place kernel (elsewhere
+// on the general GEMM): units 9 (gate blocks of 36 columns: 2 full vectors and a masked one;
+// 9 columns in the backward products), units 50 with 7 rows (200 columns: 3 full panels and a
+// masked vector; rows as 4 + 2 + 1) and units 64 with 6 rows (whole panels; 4 + 2 rows) and
+// k = 256 in the backward products (two k-blocks).
 TEST_CASE("lstm_sequence: equals the per-step LSTMCell path in float", "[rnn]") {
   using Tf = gd::Tensor<float>;
   using Vf = gd::Var<float>;
   struct Size {
     int64_t n, steps, in, u;
   };
-  const Size size = GENERATE(Size{5, 7, 6, 9}, Size{6, 3, 5, 64});
+  const Size size = GENERATE(Size{5, 7, 6, 9}, Size{7, 4, 5, 50}, Size{6, 3, 5, 64});
   const int64_t n = size.n, steps = size.steps, in = size.in, u = size.u;
   INFO("N " << n << ", T " << steps << ", in " << in << ", units " << u);
   gd::Rng rng(17);
@@ -184,4 +187,35 @@ TEST_CASE("lstm_sequence: nn::LSTM runs it and matches the per-step cell, statef
   auto [ref2, s2] = per_step({s1.h.detach(), s1.c.detach()});
   close(lstm.forward(x).value(), ref2);  // from the carried state
   close(lstm.states()->c.value(), s2.c.value());
+}
+
+// The per-step product of the sequence kernels (backend/cpu/lstm.hpp), c = or += a · b with b
+// read in place where the CPU has AVX-512, against a double triple loop: row counts that take
+// every block of rows (4, 2, 1), column counts that end in a full panel, a partial panel of 1 to
+// 4 vectors, or a masked vector, and depths of one and of several k-blocks.
+TEST_CASE("lstm_sequence: the per-step product against a double loop", "[rnn]") {
+  using gd::backend::cpu::lstm_detail::step_gemm;
+  gd::Rng rng(23);
+  for (int64_t m : {1, 2, 3, 5, 7, 10})
+    for (int64_t n : {7, 16, 36, 50, 64, 100, 200, 256})
+      for (int64_t k : {9, 128, 300})
+        for (bool add : {false, true}) {
+          const gd::Tensor<float> a = gd::Tensor<float>::random_normal({m, k}, rng),
+                                  b = gd::Tensor<float>::random_normal({k, n}, rng),
+                                  c0 = gd::Tensor<float>::random_normal({m, n}, rng);
+          gd::Tensor<float> c = c0.clone();
+          step_gemm(a.data(), b.data(), c.data(), m, k, n, add);
+          double worst = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double ref = add ? double(c0.data()[i * n + j]) : 0.0, mag = std::abs(ref);
+              for (int64_t p = 0; p < k; ++p) {
+                const double t = double(a.data()[i * k + p]) * double(b.data()[p * n + j]);
+                ref += t, mag += std::abs(t);
+              }
+              worst = std::max(worst, std::abs(ref - double(c.data()[i * n + j])) / mag);
+            }
+          INFO("m " << m << ", n " << n << ", k " << k << ", add " << add);
+          CHECK(worst < double(k + 2) * 6e-8);  // (k + 2) unit roundoffs of float, relative to sum |terms|
+        }
 }
