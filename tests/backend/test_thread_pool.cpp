@@ -4,12 +4,16 @@
 // task's thread; an exception thrown in a task reaches the caller and leaves the pool usable; two
 // threads may start jobs at once. The parallel float GEMM gives, at 2 and 3 threads, the same
 // bits as at 1 thread (each element of C is summed by one task in the same k order), and those
-// bits are checked against a double-precision triple loop.
+// bits are checked against a double-precision triple loop. OMP_WAIT_POLICY=passive turns the
+// idle threads' spin off.
 #include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
+#include <string>
 #include <omp.h>
 #include <stdexcept>
 #include <thread>
@@ -30,6 +34,30 @@ struct Threads {
 };
 
 }  // namespace
+
+TEST_CASE("thread pool: OMP_WAIT_POLICY=passive turns the spin off, any other value keeps it", "[backend][threads]") {
+  const char* was = std::getenv("OMP_WAIT_POLICY");
+  const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+  auto spin_with = [](const char* policy) {
+    if (policy)
+      ::setenv("OMP_WAIT_POLICY", policy, 1);
+    else
+      ::unsetenv("OMP_WAIT_POLICY");
+    return cpu::ThreadPool::spin_micros_from_env();
+  };
+  CHECK(cpu::ThreadPool::kSpinMicros > 0);
+  CHECK(spin_with(nullptr) == cpu::ThreadPool::kSpinMicros);
+  CHECK(spin_with("active") == cpu::ThreadPool::kSpinMicros);
+  CHECK(spin_with("passive") == 0);
+  CHECK(spin_with("PASSIVE") == 0);
+  CHECK(spin_with("Passive") == 0);
+  CHECK(spin_with("passiv") == cpu::ThreadPool::kSpinMicros);
+  CHECK(spin_with("") == cpu::ThreadPool::kSpinMicros);
+  if (saved)
+    ::setenv("OMP_WAIT_POLICY", saved->c_str(), 1);
+  else
+    ::unsetenv("OMP_WAIT_POLICY");
+}
 
 TEST_CASE("thread pool: every task runs exactly once", "[backend][threads]") {
   for (int threads : {1, 2, 3, 5})

@@ -6,9 +6,14 @@
 // - the caller never waits for a worker to start: it begins on the tasks at once, and if a
 //   worker is descheduled (another process busy on its core) the caller takes the tasks it
 //   would have run; it waits only for tasks already claimed and still running;
-// - a worker that finds no job spins for a few microseconds (kSpinMicros) and then blocks on a
-//   futex (std::atomic::wait), so idle workers never compete for a core with anyone; the
-//   caller waits for the last running task the same way;
+// - a worker that finds no job spins for half a millisecond (kSpinMicros) and then blocks on a
+//   futex (std::atomic::wait); the caller waits for the last running task the same way. The
+//   spin covers the serial work between two parallel jobs of a training step (the small ops
+//   between the products of an LSTM decoder step, say), so the next job finds the workers
+//   awake: waking a blocked worker costs a system call on the caller's side and tens of
+//   microseconds before it runs. OpenMP runtimes spin far longer by default (hundreds of
+//   milliseconds); as with them, OMP_WAIT_POLICY=passive makes idle threads block at once, for
+//   machines shared with other busy processes;
 // - a job from inside a task, or while another thread's job holds the pool, runs its tasks in
 //   order on the calling thread;
 // - the first exception a task throws is rethrown to the caller once every claimed task has
@@ -27,10 +32,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <type_traits>
 #include <thread>
 #include <vector>
@@ -78,8 +85,24 @@ inline thread_local bool in_parallel_task = false;
 /// when all have returned.
 class ThreadPool {
  public:
-  /// How long an idle worker, and a caller waiting for a task's end, spin before blocking.
-  static constexpr int kSpinMicros = 20;
+  /// How long an idle worker, and a caller waiting for a task's end, spin before blocking
+  /// (none under OMP_WAIT_POLICY=passive). From 20 to 500 us, the two-thread training steps of
+  /// benchmarks/ on a 2-vCPU Xeon (AVX-512) went from 20.5 to 17.4 ms (translation) and from
+  /// 0.955 to 0.826 ms (MLP); at 300 us the CNN's from 11.15 to 10.8 ms and the word-LM's from
+  /// 51 to 50 ms (medians).
+  static constexpr int kSpinMicros = 500;
+
+  /// The spin that applies: kSpinMicros, or 0 when OMP_WAIT_POLICY is "passive" (any case).
+  static int spin_micros_from_env() {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    std::string_view p = policy ? policy : "";
+    constexpr std::string_view passive = "passive";
+    const bool is_passive = p.size() == passive.size() &&
+                            std::equal(p.begin(), p.end(), passive.begin(), [](char a, char b) {
+                              return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
+                            });
+    return is_passive ? 0 : kSpinMicros;
+  }
 
   static ThreadPool& instance();
 
@@ -128,6 +151,7 @@ class ThreadPool {
 
   void worker(int index);
 
+  const int spin_micros_ = spin_micros_from_env();  // read once, when the pool starts
   std::atomic<bool> busy_{false};
   std::atomic<uint64_t> claim_{0};
   std::atomic<TaskFn> fn_{nullptr};
@@ -211,7 +235,7 @@ GRADUS_INLINE void ThreadPool::run_job(int64_t tasks, int threads, TaskFn fn, vo
   // Wait for the tasks other threads claimed: spin briefly, then block.
   const auto all = uint32_t(tasks);
   if (done_.load() != all) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
     while (done_.load(std::memory_order_acquire) != all && std::chrono::steady_clock::now() < until)
       for (int i = 0; i < 16; ++i) detail::cpu_relax();
     caller_waiting_.store(true);
@@ -258,7 +282,7 @@ GRADUS_INLINE void ThreadPool::worker(int index) {
     // Wait for a new job: spin briefly, then block.
     uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
       while ((g = generation_.load(std::memory_order_acquire)) == seen && std::chrono::steady_clock::now() < until)
         for (int i = 0; i < 16; ++i) detail::cpu_relax();
       if (g == seen) {
