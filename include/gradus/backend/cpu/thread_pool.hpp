@@ -6,14 +6,16 @@
 // - the caller never waits for a worker to start: it begins on the tasks at once, and if a
 //   worker is descheduled (another process busy on its core) the caller takes the tasks it
 //   would have run; it waits only for tasks already claimed and still running;
-// - a worker that finds no job spins for half a millisecond (kSpinMicros) and then blocks on a
-//   futex (std::atomic::wait); the caller waits for the last running task the same way. The
-//   spin covers the serial work between two parallel jobs of a training step (the small ops
-//   between the products of an LSTM decoder step, say), so the next job finds the workers
-//   awake: waking a blocked worker costs a system call on the caller's side and tens of
-//   microseconds before it runs. OpenMP runtimes spin far longer by default (hundreds of
-//   milliseconds); as with them, OMP_WAIT_POLICY=passive makes idle threads block at once, for
-//   machines shared with other busy processes;
+// - a worker that finds no job waits for one for half a millisecond (kSpinMicros) before it
+//   blocks on a futex (std::atomic::wait): for 20 us (kPauseMicros) it spins, then it yields
+//   its core to any other runnable thread between checks. The caller waits for the last running
+//   task the same way. The wait covers the serial work between two parallel jobs of a training
+//   step (the small ops between the products of an LSTM decoder step, say), so the next job
+//   finds the workers awake: waking a blocked worker costs a system call on the caller's side
+//   and tens of microseconds before it runs. Yielding instead of spinning keeps that wait from
+//   taking a core from another busy process. OpenMP runtimes spin far longer by default
+//   (hundreds of milliseconds); as with them, OMP_WAIT_POLICY=passive makes idle threads block
+//   at once;
 // - a job from inside a task, or while another thread's job holds the pool, runs its tasks in
 //   order on the calling thread;
 // - the first exception a task throws is rethrown to the caller once every claimed task has
@@ -85,12 +87,14 @@ inline thread_local bool in_parallel_task = false;
 /// when all have returned.
 class ThreadPool {
  public:
-  /// How long an idle worker, and a caller waiting for a task's end, spin before blocking
-  /// (none under OMP_WAIT_POLICY=passive). From 20 to 500 us, the two-thread training steps of
-  /// benchmarks/ on a 2-vCPU Xeon (AVX-512) went from 20.5 to 17.4 ms (translation) and from
-  /// 0.955 to 0.826 ms (MLP); at 300 us the CNN's from 11.15 to 10.8 ms and the word-LM's from
-  /// 51 to 50 ms (medians).
+  /// How long an idle worker, and a caller waiting for a task's end, wait before blocking
+  /// (none under OMP_WAIT_POLICY=passive): spinning for the first kPauseMicros, then yielding
+  /// between checks. With 20 us of spinning and no more, the two-thread training steps of
+  /// benchmarks/ on a 2-vCPU Xeon (AVX-512) took 21.0 ms (translation) and 0.971 ms (MLP); with
+  /// this wait 17.8 and 0.838 ms. With a busy loop on the other core: 24.8 and 1.40 ms before,
+  /// 25.0 and 1.33 ms after, where 500 us of spinning alone took 27.5 and 1.45 ms (medians).
   static constexpr int kSpinMicros = 500;
+  static constexpr int kPauseMicros = 20;
 
   /// The spin that applies: kSpinMicros, or 0 when OMP_WAIT_POLICY is "passive" (any case).
   static int spin_micros_from_env() {
@@ -150,6 +154,23 @@ class ThreadPool {
   void work_on(uint64_t job);
 
   void worker(int index);
+
+  /// Waits while `pending()` holds, for at most spin_micros_: spinning for kPauseMicros, then
+  /// yielding the core between checks.
+  template <class Pending>
+  void spin_while(Pending pending) const {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now(), pause_end = start + std::chrono::microseconds(std::min(spin_micros_, kPauseMicros)),
+               end = start + std::chrono::microseconds(spin_micros_);
+    while (pending()) {
+      const auto now = Clock::now();
+      if (now >= end) return;
+      if (now < pause_end)
+        for (int i = 0; i < 16; ++i) detail::cpu_relax();
+      else
+        std::this_thread::yield();
+    }
+  }
 
   const int spin_micros_ = spin_micros_from_env();  // read once, when the pool starts
   std::atomic<bool> busy_{false};
@@ -235,9 +256,7 @@ GRADUS_INLINE void ThreadPool::run_job(int64_t tasks, int threads, TaskFn fn, vo
   // Wait for the tasks other threads claimed: spin briefly, then block.
   const auto all = uint32_t(tasks);
   if (done_.load() != all) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
-    while (done_.load(std::memory_order_acquire) != all && std::chrono::steady_clock::now() < until)
-      for (int i = 0; i < 16; ++i) detail::cpu_relax();
+    spin_while([&] { return done_.load(std::memory_order_acquire) != all; });
     caller_waiting_.store(true);
     for (uint32_t d; (d = done_.load()) != all;) done_.wait(d);
     caller_waiting_.store(false);
@@ -282,9 +301,7 @@ GRADUS_INLINE void ThreadPool::worker(int index) {
     // Wait for a new job: spin briefly, then block.
     uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_micros_);
-      while ((g = generation_.load(std::memory_order_acquire)) == seen && std::chrono::steady_clock::now() < until)
-        for (int i = 0; i < 16; ++i) detail::cpu_relax();
+      spin_while([&] { return (g = generation_.load(std::memory_order_acquire)) == seen; });
       if (g == seen) {
         sleepers_.fetch_add(1);
         while ((g = generation_.load()) == seen) generation_.wait(seen);
