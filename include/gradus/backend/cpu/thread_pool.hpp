@@ -92,7 +92,7 @@ class ThreadPool {
   /// between checks. With 20 us of spinning and no more, the two-thread training steps of
   /// benchmarks/ on a 2-vCPU Xeon (AVX-512) took 21.0 ms (translation) and 0.971 ms (MLP); with
   /// this wait 17.8 and 0.838 ms. With a busy loop on the other core: 24.8 and 1.40 ms before,
-  /// 25.0 and 1.33 ms after, where 500 us of spinning alone took 27.5 and 1.45 ms (medians).
+  /// 25.0 and 1.33 ms after, where 500 us of spinning alone took 27-29 and 1.45-1.51 ms (medians).
   static constexpr int kSpinMicros = 500;
   static constexpr int kPauseMicros = 20;
 
