@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include <gradus/gradus.hpp>
 #include <gradus/nn.hpp>
@@ -190,32 +192,42 @@ TEST_CASE("lstm_sequence: nn::LSTM runs it and matches the per-step cell, statef
 }
 
 // The per-step product of the sequence kernels (backend/cpu/lstm.hpp), c = or += a · b with b
-// read in place where the CPU has AVX-512, against a double triple loop: row counts that take
-// every block of rows (4, 2, 1), column counts that end in a full panel, a partial panel of 1 to
-// 4 vectors, or a masked vector, and depths of one and of several k-blocks.
+// read in place, against a double triple loop: through step_gemm (whatever this CPU runs) and
+// each in-place kernel this CPU can run (AVX-512, AVX2) called directly; row counts that take
+// every block of rows (AVX-512: 4, 2, 1; AVX2: 6, 4, 2, 1), column counts that end in a full
+// panel, a partial panel of whole vectors, or a masked vector; depths of one and of several
+// k-blocks.
 TEST_CASE("lstm_sequence: the per-step product against a double loop", "[rnn]") {
-  using gd::backend::cpu::lstm_detail::step_gemm;
+  namespace cpu = gd::backend::cpu;
+  using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
+  std::vector<std::pair<const char*, Fn>> kernels{{"step_gemm", &cpu::lstm_detail::step_gemm<float>}};
+#if defined(GRADUS_SGEMM_X86)
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) kernels.emplace_back("avx2", &cpu::lstm_detail::step_gemm_avx2);
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx512))
+    kernels.emplace_back("avx512", &cpu::lstm_detail::step_gemm_avx512);
+#endif
   gd::Rng rng(23);
-  for (int64_t m : {1, 2, 3, 5, 7, 10})
-    for (int64_t n : {7, 16, 36, 50, 64, 100, 200, 256})
-      for (int64_t k : {9, 128, 300})
-        for (bool add : {false, true}) {
-          const gd::Tensor<float> a = gd::Tensor<float>::random_normal({m, k}, rng),
-                                  b = gd::Tensor<float>::random_normal({k, n}, rng),
-                                  c0 = gd::Tensor<float>::random_normal({m, n}, rng);
-          gd::Tensor<float> c = c0.clone();
-          step_gemm(a.data(), b.data(), c.data(), m, k, n, add);
-          double worst = 0;
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              double ref = add ? double(c0.data()[i * n + j]) : 0.0, mag = std::abs(ref);
-              for (int64_t p = 0; p < k; ++p) {
-                const double t = double(a.data()[i * k + p]) * double(b.data()[p * n + j]);
-                ref += t, mag += std::abs(t);
+  for (const auto& [name, kernel] : kernels)
+    for (int64_t m : {1, 2, 3, 5, 7, 10, 13})
+      for (int64_t n : {5, 7, 12, 16, 36, 50, 64, 100, 200, 256})
+        for (int64_t k : {9, 128, 300})
+          for (bool add : {false, true}) {
+            const gd::Tensor<float> a = gd::Tensor<float>::random_normal({m, k}, rng),
+                                    b = gd::Tensor<float>::random_normal({k, n}, rng),
+                                    c0 = gd::Tensor<float>::random_normal({m, n}, rng);
+            gd::Tensor<float> c = c0.clone();
+            kernel(a.data(), b.data(), c.data(), m, k, n, add);
+            double worst = 0;
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double ref = add ? double(c0.data()[i * n + j]) : 0.0, mag = std::abs(ref);
+                for (int64_t p = 0; p < k; ++p) {
+                  const double t = double(a.data()[i * k + p]) * double(b.data()[p * n + j]);
+                  ref += t, mag += std::abs(t);
+                }
+                worst = std::max(worst, std::abs(ref - double(c.data()[i * n + j])) / mag);
               }
-              worst = std::max(worst, std::abs(ref - double(c.data()[i * n + j])) / mag);
-            }
-          INFO("m " << m << ", n " << n << ", k " << k << ", add " << add);
-          CHECK(worst < double(k + 2) * 6e-8);  // (k + 2) unit roundoffs of float, relative to sum |terms|
-        }
+            INFO(name << ": m " << m << ", n " << n << ", k " << k << ", add " << add);
+            CHECK(worst < double(k + 2) * 6e-8);  // (k + 2) unit roundoffs of float, relative to sum |terms|
+          }
 }

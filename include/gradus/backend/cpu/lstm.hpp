@@ -7,8 +7,8 @@
 //     dR = Σ_t h_{t-1}ᵀ dz_t over the whole sequence (the saved h_{t-1} and dz are time-major,
 //     so the sum over t is the inner dimension of a single product).
 // The per-step products have a small m (the batch) and the same B (the recurrent kernel) every
-// step: with AVX-512 they run on a kernel that reads B in place (step_gemm) instead of packing it
-// on every call. The batch rows are split over the threads once for the whole sequence (rows
+// step: with AVX-512 or AVX2 they run on a kernel that reads B in place (step_gemm) instead of
+// packing it on every call. The batch rows are split over the threads once for the whole sequence (rows
 // never interact in the recurrence), so the threads do not meet between steps.
 // Gate order i, f, g, o (tf.keras): c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). The gate
 // functions are vecmath.hpp's (within 3 ulp of exact in float, the standard library's in double),
@@ -101,19 +101,91 @@ template <int Q>
     }
   }
 }
+
+/// The AVX2 form of rows_avx512: C rows [R x 8Q] (Q <= 2 vectors of 8 floats; R x Q accumulators,
+/// Q vectors of B and a broadcast within the 16 registers), B read in place. With Masked, the
+/// last vector holds only the columns of `tail` (a lane is in when its sign bit is set).
+template <int R, int Q, bool Masked>
+[[gnu::target("avx2,fma")]] inline void rows_avx2(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                                 int64_t ldc, int64_t p0, int64_t p1, bool load, __m256i tail) {
+  __m256 acc[R][Q];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
+      acc[r][q] = !load                      ? _mm256_setzero_ps()
+                  : Masked && q + 1 == Q ? _mm256_maskload_ps(c + r * ldc + 8 * q, tail)
+                                         : _mm256_loadu_ps(c + r * ldc + 8 * q);
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* bp = b + p * ldb;
+    __m256 bv[Q];
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      bv[q] = Masked && q + 1 == Q ? _mm256_maskload_ps(bp + 8 * q, tail) : _mm256_loadu_ps(bp + 8 * q);
+      __asm__("" : "+x"(bv[q]));  // B in registers, read once per depth (see rows_avx512)
+    }
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + p);
+      GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      if (Masked && q + 1 == Q)
+        _mm256_maskstore_ps(c + r * ldc + 8 * q, tail, acc[r][q]);
+      else
+        _mm256_storeu_ps(c + r * ldc + 8 * q, acc[r][q]);
+    }
+}
+
+/// The rows [0, m) of a panel of C of Q vectors (see rows_avx2): blocks of 6 rows, then 4, 2, 1.
+template <int Q, bool Masked>
+[[gnu::target("avx2,fma")]] inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
+                                                  int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
+                                                  __m256i tail) {
+  int64_t i = 0;
+  for (; i + 6 <= m; i += 6) rows_avx2<6, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+  if (i + 4 <= m) rows_avx2<4, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail), i += 4;
+  if (i + 2 <= m) rows_avx2<2, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail), i += 2;
+  if (i < m) rows_avx2<1, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+}
+
+/// The AVX2 form of step_gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel
+/// of fewer columns as one or two vectors, the last masked where it is partial.
+[[gnu::target("avx2,fma")]] inline void step_gemm_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
+                                                     int64_t n, bool add) {
+  constexpr int64_t kc = 128;
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t p1 = std::min(k, p0 + kc);
+    const bool load = add || p0 > 0;
+    for (int64_t j = 0; j < n; j += 16) {
+      const int64_t w = std::min<int64_t>(16, n - j), part = w % 8;
+      const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(part)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      if (w == 16)
+        panel_avx2<2, false>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
+      else if (w == 8)
+        panel_avx2<1, false>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
+      else if (w > 8)
+        panel_avx2<2, true>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
+      else
+        panel_avx2<1, true>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
+    }
+  }
+}
 #endif
 
 /// c (m x n) = or += a (m x k) · b (k x n), all row-major: the per-step products of an LSTM,
 /// whose m (the batch) is small and whose b (the recurrent kernel) is the same every step. The
 /// general gemm packs b on every call, which here costs about as much as the product, and more
 /// than the product once the batch rows are split over threads (each thread packs all of b);
-/// with AVX-512 this kernel reads b in place instead (it stays in cache).
+/// with AVX-512 or AVX2 (the GEMM's own kernel choice) these kernels read b in place instead (it
+/// stays in cache).
 template <class T>
 void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(GRADUS_SGEMM_X86)
-  if constexpr (std::is_same_v<T, float>)
-    if (gemm_kernel() == GemmKernel::avx512 && autocast_precision() != Precision::bf16)
-      return step_gemm_avx512(a, b, c, m, k, n, add);
+  if constexpr (std::is_same_v<T, float>) {
+    if (autocast_precision() != Precision::bf16) {
+      if (gemm_kernel() == GemmKernel::avx512) return step_gemm_avx512(a, b, c, m, k, n, add);
+      if (gemm_kernel() == GemmKernel::avx2) return step_gemm_avx2(a, b, c, m, k, n, add);
+    }
+  }
 #endif
   gemm(a, false, b, false, c, m, k, n, add);
 }
