@@ -202,7 +202,8 @@ TEST_CASE("lstm_sequence: the per-step product against a double loop", "[rnn]") 
   using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
   std::vector<std::pair<const char*, Fn>> kernels{{"step_gemm", &cpu::lstm_detail::step_gemm<float>}};
 #if defined(GRADUS_SGEMM_X86)
-  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) kernels.emplace_back("avx2", &cpu::lstm_detail::step_gemm_avx2);
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx2))
+    kernels.emplace_back("avx2", &cpu::lstm_detail::step_gemm_avx2);
   if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx512))
     kernels.emplace_back("avx512", &cpu::lstm_detail::step_gemm_avx512);
 #endif

@@ -34,8 +34,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -96,7 +96,7 @@ class ThreadPool {
   static constexpr int kSpinMicros = 500;
   static constexpr int kPauseMicros = 20;
 
-  /// The spin that applies: kSpinMicros, or 0 when OMP_WAIT_POLICY is "passive" (any case).
+  /// The wait that applies: kSpinMicros, or 0 when OMP_WAIT_POLICY is "passive" (any case).
   static int spin_micros_from_env() {
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     std::string_view p = policy ? policy : "";
@@ -160,7 +160,8 @@ class ThreadPool {
   template <class Pending>
   void spin_while(Pending pending) const {
     using Clock = std::chrono::steady_clock;
-    const auto start = Clock::now(), pause_end = start + std::chrono::microseconds(std::min(spin_micros_, kPauseMicros)),
+    const auto start = Clock::now();
+    const auto pause_end = start + std::chrono::microseconds(std::min(spin_micros_, kPauseMicros)),
                end = start + std::chrono::microseconds(spin_micros_);
     while (pending()) {
       const auto now = Clock::now();
@@ -253,7 +254,7 @@ GRADUS_INLINE void ThreadPool::run_job(int64_t tasks, int threads, TaskFn fn, vo
   work_on(job);
   detail::in_parallel_task = false;
 
-  // Wait for the tasks other threads claimed: spin briefly, then block.
+  // Wait for the tasks other threads claimed: spin, then yield (spin_while), then block.
   const auto all = uint32_t(tasks);
   if (done_.load() != all) {
     spin_while([&] { return done_.load(std::memory_order_acquire) != all; });
@@ -298,7 +299,7 @@ GRADUS_INLINE void ThreadPool::worker(int index) {
   detail::in_parallel_task = true;
   uint32_t seen = generation_.load();
   for (;;) {
-    // Wait for a new job: spin briefly, then block.
+    // Wait for a new job: spin, then yield (spin_while), then block.
     uint32_t g = generation_.load(std::memory_order_acquire);
     if (g == seen) {
       spin_while([&] { return (g = generation_.load(std::memory_order_acquire)) == seen; });
