@@ -13,9 +13,9 @@
 //   step (the small ops between the products of an LSTM decoder step, say), so the next job
 //   finds the workers awake: waking a blocked worker costs a system call on the caller's side
 //   and tens of microseconds before it runs. Yielding instead of spinning keeps that wait from
-//   taking a core from another busy process. OpenMP runtimes spin far longer by default
-//   (hundreds of milliseconds); as with them, OMP_WAIT_POLICY=passive makes idle threads block
-//   at once;
+//   taking a core from another busy process. OpenMP runtimes spin longer by default (libgomp
+//   300,000 spins, LLVM's and Intel's 200 ms); as with them, OMP_WAIT_POLICY=passive makes idle
+//   threads block at once;
 // - a job from inside a task, or while another thread's job holds the pool, runs its tasks in
 //   order on the calling thread;
 // - the first exception a task throws is rethrown to the caller once every claimed task has
