@@ -8,8 +8,8 @@
 //     so the sum over t is the inner dimension of a single product).
 // The per-step products have a small m (the batch) and the same B (the recurrent kernel) every
 // step: with AVX-512 or AVX2 they run on a kernel that reads B in place (step_gemm) instead of
-// packing it on every call. The batch rows are split over the threads once for the whole sequence (rows
-// never interact in the recurrence), so the threads do not meet between steps.
+// packing it on every call. The batch rows are split over the threads once for the whole
+// sequence (rows never interact in the recurrence), so the threads do not meet between steps.
 // Gate order i, f, g, o (tf.keras): c' = σ(f) c + σ(i) tanh(g), h' = σ(o) tanh(c'). The gate
 // functions are vecmath.hpp's (within 3 ulp of exact in float, the standard library's in double),
 // so the gate pass is one plain loop that vectorises for the CPU's widest ISA (isa.hpp).
@@ -68,7 +68,7 @@ template <int R, int Q>
     }
 }
 
-/// The rows [i, m) of a panel of C of Q vectors (see rows_avx512): blocks of 4 rows, then 2, then 1.
+/// The rows [0, m) of a panel of C of Q vectors (see rows_avx512): blocks of 4 rows, then 2, then 1.
 template <int Q>
 [[gnu::target("avx512f")]] inline void panel_avx512(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
                                                    int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
