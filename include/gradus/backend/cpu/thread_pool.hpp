@@ -33,13 +33,14 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <string_view>
+#include <string>
 #include <type_traits>
 #include <thread>
 #include <vector>
@@ -99,13 +100,9 @@ class ThreadPool {
   /// The wait that applies: kSpinMicros, or 0 when OMP_WAIT_POLICY is "passive" (any case).
   static int spin_micros_from_env() {
     const char* policy = std::getenv("OMP_WAIT_POLICY");
-    std::string_view p = policy ? policy : "";
-    constexpr std::string_view passive = "passive";
-    const bool is_passive = p.size() == passive.size() &&
-                            std::equal(p.begin(), p.end(), passive.begin(), [](char a, char b) {
-                              return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
-                            });
-    return is_passive ? 0 : kSpinMicros;
+    std::string p = policy ? policy : "";
+    for (char& ch : p) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return p == "passive" ? 0 : kSpinMicros;
   }
 
   static ThreadPool& instance();
