@@ -54,7 +54,10 @@ struct SumNode final : Node<value_type_t<E>> {
   const char* name() const override { return mean ? "mean" : "sum"; }
 };
 
-template <class E>
+/// The sum (or mean) of e by plan p. `All` says at compile time that p reduces every axis, as
+/// `sum(e)` and `mean(e)` do: their expression then compiles only the full reduction's kernels,
+/// not also those of a reduction over some axes (sum_into), which such a plan never runs.
+template <bool All, class E>
 auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   using T = value_type_t<E>;
   const T scale = mean ? T(1) / T(p.count) : T(1);
@@ -67,9 +70,9 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   Tensor<T> out = Tensor<T>::empty(p.keep, dev);
   if constexpr (std::same_as<std::remove_cvref_t<E>, ScalarExpr<T>>) {  // a bare number: no operand to sum
     backend::fill(out.device_data(), out.size(), T(0), dev);
-  } else if (p.keep.numel() == 1) {
+  } else if (All || p.keep.numel() == 1) {
     backend::sum_all(e, p.in, out.device_data(), scale, dev);
-  } else {
+  } else if constexpr (!All) {
     backend::fill(out.device_data(), out.size(), T(0), dev);
     backend::sum_into(e, p.in, out.device_data(), p.keep, dev);
     if (mean) out.assign(out * scale);
@@ -84,11 +87,11 @@ auto sum_run(const E& e, const ReducePlan& p, bool mean) {
   }
 }
 
-template <class E>
+template <bool All = false, class E>
 auto sum_impl(const E& e, std::initializer_list<int64_t> axes, bool keepdims, bool mean) {
   OpScope prof;
   const ReducePlan p = plan_reduce(e.shape(), axes, keepdims, mean ? "mean" : "sum");
-  auto r = sum_run(e, p, mean);
+  auto r = sum_run<All>(e, p, mean);
   if (prof) [[unlikely]] {  // one pass over the fused expression, one add per element
     prof.flops(double(e.shape().numel()) * (1 + count_ops<std::remove_cvref_t<E>>()));
     set_op_attrs_list({keepdims}, axes);  // keepdims, then the axes (none: all), for gd::onnx
@@ -159,7 +162,7 @@ Tensor<int64_t> arg_impl(const E& e, int64_t axis, bool is_max) {
 ///   gd::sum(x);  gd::sum(x, 1);  gd::sum(x, {0, 2}, /*keepdims=*/true);
 template <Expression E>
 auto sum(const E& e) {
-  return detail::sum_impl(e, {}, false, false);
+  return detail::sum_impl</*All=*/true>(e, {}, false, false);
 }
 template <Expression E>
 auto sum(const E& e, int64_t axis, bool keepdims = false) {
@@ -172,7 +175,7 @@ auto sum(const E& e, std::initializer_list<int64_t> axes, bool keepdims = false)
 /// Arithmetic mean of all elements, or over `axes` (the same forms as `sum`).
 template <Expression E>
 auto mean(const E& e) {
-  return detail::sum_impl(e, {}, false, true);
+  return detail::sum_impl</*All=*/true>(e, {}, false, true);
 }
 template <Expression E>
 auto mean(const E& e, int64_t axis, bool keepdims = false) {
