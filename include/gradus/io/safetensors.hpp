@@ -26,7 +26,7 @@
 // bytes, inside the data section), and that the tensors cover the data section exactly — no
 // overlaps, no holes, no trailing bytes — and that names are unique. A bad file raises io_error
 // naming the file and the problem. Nothing is allocated beyond what the file really holds: the
-// header is parsed as a stream (nlohmann-json's SAX interface) against this fixed schema.
+// header is read as a stream (detail/json.hpp, a strict JSON reader) against this fixed schema.
 #pragma once
 #include <algorithm>
 #include <bit>
@@ -148,9 +148,7 @@ Safetensors load_safetensors(const std::filesystem::path& path, const char* who 
 }  // namespace gradus::io
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
-// nlohmann-json only here: its header alone costs a program about a second (its inline functions
-// instantiate the parser), and only the reader needs it
-#include <nlohmann/json.hpp>
+#include "gradus/detail/json.hpp"
 
 namespace gradus::io {
 GRADUS_INLINE const AnyTensor* Safetensors::find(std::string_view name) const {
@@ -210,58 +208,51 @@ struct StEntry {
   size_t index = 0;  // position in the header
 };
 
-/// nlohmann-json SAX handler that checks the header against the safetensors schema as it streams
-/// past and keeps only the compact entries; any deviation throws io_error at once.
+/// The handler of read_json (detail/json.hpp) that checks the header against the safetensors
+/// schema as it streams past and keeps only the compact entries; any deviation throws io_error at
+/// once.
 class StHeaderParser {
  public:
-  using json = nlohmann::json;
-
   StHeaderParser(std::string_view source, uint64_t data_size) : source_(source), data_size_(data_size) {}
 
   std::vector<StEntry> entries;
   Metadata metadata;
 
-  bool null() { return bad_value("null"); }
-  bool boolean(bool) { return bad_value("a boolean"); }
-  bool number_integer(json::number_integer_t v) {
-    if (v >= 0) return number_unsigned(json::number_unsigned_t(v));
-    return bad_value("a negative number");
-  }
-  bool number_unsigned(json::number_unsigned_t v) {
+  void null() { bad_value("null"); }
+  void boolean(bool) { bad_value("a boolean"); }
+  void number_integer(int64_t) { bad_value("a negative number"); }
+  void number_unsigned(uint64_t v) {
     if (at_ == At::shape) {
       if (dims_.size() == size_t(kMaxRank))
         fail("tensor '", key_, "': 'shape' has more than ", kMaxRank, " dimensions (gradus tensors have at most ",
              kMaxRank, ")");
       dims_.push_back(v);
-      return true;
+      return;
     }
     if (at_ == At::offsets) {
       if (offsets_.size() == 2) fail("tensor '", key_, "': 'data_offsets' must be [begin, end], got more than 2 numbers");
       offsets_.push_back(v);
-      return true;
+      return;
     }
-    return bad_value("a number");
+    bad_value("a number");
   }
-  bool number_float(json::number_float_t, const json::string_t&) {
-    return bad_value("a number that is not an integer (or is too large)");
-  }
-  bool binary(json::binary_t&) { return bad_value("binary data"); }
-  bool string(json::string_t& s) {
+  void number_float(double) { bad_value("a number that is not an integer (or is too large)"); }
+  void string(std::string& s) {
     if (at_ == At::entry && field_ == Field::dtype) {
       dtype_ = s;
-      return true;
+      return;
     }
     if (at_ == At::metadata) {
       metadata.emplace(meta_key_, s);
-      return true;
+      return;
     }
-    return bad_value("a string");
+    bad_value("a string");
   }
 
-  bool start_object(std::size_t) {
+  void start_object() {
     if (at_ == At::none) {
       at_ = At::root;
-      return true;
+      return;
     }
     if (at_ == At::root) {
       if (key_ == "__metadata__") {
@@ -275,11 +266,11 @@ class StHeaderParser {
         dims_.clear();
         offsets_.clear();
       }
-      return true;
+      return;
     }
-    return bad_value("an object");
+    bad_value("an object");
   }
-  bool key(json::string_t& k) {
+  void key(std::string& k) {
     if (at_ == At::root) {
       if (k.empty()) fail("a tensor has an empty name");
       key_ = k;
@@ -295,9 +286,8 @@ class StHeaderParser {
       if (metadata.count(k)) fail("metadata key '", k, "' appears twice");
       meta_key_ = k;
     }
-    return true;
   }
-  bool end_object() {
+  void end_object() {
     if (at_ == At::entry) {
       finish_entry();
       at_ = At::root;
@@ -306,30 +296,19 @@ class StHeaderParser {
     } else {
       at_ = At::done;
     }
-    return true;
   }
-  bool start_array(std::size_t) {
+  void start_array() {
     if (at_ == At::entry && field_ == Field::shape) {
       at_ = At::shape;
-      return true;
+      return;
     }
     if (at_ == At::entry && field_ == Field::offsets) {
       at_ = At::offsets;
-      return true;
+      return;
     }
-    return bad_value("a list");
+    bad_value("a list");
   }
-  bool end_array() {
-    at_ = At::entry;
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
-    std::string what = e.what();
-    if (const auto p = what.find("] "); what.starts_with("[json.exception") && p != std::string::npos)
-      what.erase(0, p + 2);
-    fail("the header is not valid JSON: ", what);
-    return false;
-  }
+  void end_array() { at_ = At::entry; }
 
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
@@ -341,7 +320,7 @@ class StHeaderParser {
   enum class Field { dtype, shape, offsets };
 
   /// A value of kind `got` where the schema wants something else: say what was expected there.
-  bool bad_value(const char* got) {
+  [[noreturn]] void bad_value(const char* got) {
     switch (at_) {
       case At::none:
         fail("the header must be a JSON object, got ", got);
@@ -515,12 +494,8 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
   const std::string_view data = bytes.substr(8 + size_t(n));
 
   detail::StHeaderParser parser(source, data.size());
-  // nlohmann's JSON parser alone: json::sax_parse would also compile its readers of the binary
-  // formats (CBOR, MessagePack, UBJSON, BSON), a runtime choice there, in every program that loads.
-  auto input = nlohmann::detail::input_adapter(header.begin(), header.end());
-  if (!nlohmann::detail::parser<nlohmann::json, decltype(input)>(std::move(input), nullptr, true, false)
-           .sax_parse(&parser, true))
-    parser.fail("the header is not valid JSON");
+  if (const std::string error = ::gradus::detail::read_json(header, parser); !error.empty())
+    parser.fail("the header is not valid JSON: ", error);
   std::vector<detail::StEntry>& entries = parser.entries;
 
   // Unique names: sort positions by name and compare neighbours.
