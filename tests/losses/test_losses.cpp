@@ -221,6 +221,22 @@ TEST_CASE("losses: softmax cross-entropies, per-example weights, values and grad
                return L::sparse_softmax_cross_entropy_with_logits(sparse, x, {.reduction = r, .weights = w});
              },
              x0, ref_sparse, 4, 1, ws);
+
+  // A backend without the fused kernel (the CPU's slot emptied for the test) gets the loss composed
+  // of log_softmax and one-hot rows: the same values and gradients.
+  namespace be = gd::backend;
+  struct WithoutFusedKernel {
+    be::kernel_fn<be::kernel::SparseXent, double>& slot = be::kernel_slot<be::kernel::SparseXent, double>(gd::DeviceType::cpu);
+    be::kernel_fn<be::kernel::SparseXent, double> fused = slot;
+    WithoutFusedKernel() { slot = nullptr; }
+    ~WithoutFusedKernel() { slot = fused; }
+  } composed;
+  REQUIRE_FALSE(be::implements<be::kernel::SparseXent, double>(gd::cpu));
+  check_loss("sparse_softmax_cross_entropy_with_logits, composed",
+             [&](const V& x, R r, const Td& w) {
+               return L::sparse_softmax_cross_entropy_with_logits(sparse, x, {.reduction = r, .weights = w});
+             },
+             x0, ref_sparse, 4, 1, ws);
 }
 
 TEST_CASE("losses: gradients with respect to labels (soft labels) and predictions together", "[losses]") {

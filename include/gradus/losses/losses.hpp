@@ -292,9 +292,11 @@ auto sparse_softmax_cross_entropy_with_logits_of(const Tensor<int64_t>& labels, 
   if (backend::implements<backend::kernel::SparseXent, T>(dev))  // one fused op: logsumexp - the label's logit
     return detail::weighted_loss(op, gradus::detail::sparse_softmax_xent(placed, logits), opt.reduction,
                                  opt.weights);
-  // a backend without it: the loss composed of log_softmax and one-hot rows
-  return detail::weighted_loss(op, materialize(detail::softmax_xent(one_hot<T>(placed, classes), logits)), opt.reduction,
-                               opt.weights);
+  // A backend without it: the loss composed of log_softmax and one-hot rows, as the sum of
+  // log_softmax(z) · (-one_hot) along the classes, the product's type (Var × Tensor) being one
+  // the weighting compiles anyway.
+  return detail::weighted_loss(op, sum(log_softmax(logits, -1) * one_hot<T>(placed, classes, T(-1), T(0)), -1),
+                               opt.reduction, opt.weights);
 }
 
 }  // namespace detail
