@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -196,16 +197,22 @@ GRADUS_INLINE std::string CodegenTree::op_call(std::string_view name, int count)
   for (int k = 0; k < count; ++k) op += (k ? ", a.p[" : "a.p[") + std::to_string(params++) + "]";
   return op + ")";
 }
+/// Appends the pieces to `out`, one after another: the generated source is written with this
+/// rather than with chains of std::string operator+, whose temporaries made elementwise_source
+/// several times larger and slower to compile.
+GRADUS_INLINE void emit(std::string& out, std::initializer_list<std::string_view> pieces) {
+  for (std::string_view p : pieces) out.append(p);
+}
+
 GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std::string& t, Pass variant,
                                               std::string entry) {
   const bool dense = is_dense(variant);
   const Pass pass = base_pass(variant);
   // element i of leaf `slot` (of the output adjoint: slot "g")
   const auto at = [&](const std::string& slot) { return dense ? std::string("i") : "a.bc[" + slot + "].at(i)"; };
-  const std::string g_at = dense ? "i" : "a.gbc.at(i)";
+  const std::string_view g_at = dense ? "i" : "a.gbc.at(i)";
   const int root = int(tree.nodes.size()) - 1;
-  // "v3", "g3": node k's value and adjoint. Appended, not "v" + std::to_string(k): GCC 12 at -O3
-  // warns (-Wstringop-overflow, a false positive) where that operator+ is inlined.
+  // "v3", "g3": node k's value and adjoint
   const auto name = [](char prefix, int k) { return std::string(1, prefix).append(std::to_string(k)); };
   const auto v = [&](int k) { return name('v', k); };
   const auto g = [&](int k) { return name('g', k); };
@@ -215,27 +222,25 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
     const std::string slot = std::to_string(n.slot);
     switch (n.kind) {
       case CodegenNode::tensor:
-      case CodegenNode::var:
-        body += "    const V " + v(k) + "{a.in[" + slot + "][" + at(slot) + "]};\n";
-        break;
-      case CodegenNode::number: body += "    const V " + v(k) + "{a.s[" + slot + "]};\n"; break;
-      case CodegenNode::unary: body += "    const V " + v(k) + " = " + n.op + ".forward(" + v(n.kids[0]) + ");\n"; break;
+      case CodegenNode::var: emit(body, {"    const V ", v(k), "{a.in[", slot, "][", at(slot), "]};\n"}); break;
+      case CodegenNode::number: emit(body, {"    const V ", v(k), "{a.s[", slot, "]};\n"}); break;
+      case CodegenNode::unary: emit(body, {"    const V ", v(k), " = ", n.op, ".forward(", v(n.kids[0]), ");\n"}); break;
       case CodegenNode::binary:
-        body += "    const V " + v(k) + " = " + n.op + ".forward(" + v(n.kids[0]) + ", " + v(n.kids[1]) + ");\n";
+        emit(body, {"    const V ", v(k), " = ", n.op, ".forward(", v(n.kids[0]), ", ", v(n.kids[1]), ");\n"});
         break;
       case CodegenNode::where:
-        body += "    const V " + v(k) + " = (" + v(n.kids[0]) + " != " + t + "(0)).select(" + v(n.kids[1]) + ", " +
-                v(n.kids[2]) + ");\n";
+        emit(body, {"    const V ", v(k), " = (", v(n.kids[0]), " != ", t, "(0)).select(", v(n.kids[1]), ", ",
+                    v(n.kids[2]), ");\n"});
         break;
     }
   }
   if (pass == Pass::forward) {
-    body += "    a.out[i] = " + v(root) + ".v;\n";
+    emit(body, {"    a.out[i] = ", v(root), ".v;\n"});
   } else if (pass == Pass::sum) {  // each block's sum into a.vsum[block]
-    body += "    acc += double(" + v(root) + ".v);\n";
+    emit(body, {"    acc += double(", v(root), ".v);\n"});
   } else {
-    body += "    if (a.vsum) acc += double(" + v(root) + ".v);\n";
-    body += "    const V " + g(root) + "{a.g[" + g_at + "] * a.scale};\n";
+    emit(body, {"    if (a.vsum) acc += double(", v(root), ".v);\n"});
+    emit(body, {"    const V ", g(root), "{a.g[", g_at, "] * a.scale};\n"});
     // A node has an adjoint when its parent passes one down: not below a comparison, `sign` or
     // a `where` condition, so a Var there gets nothing from this occurrence.
     std::vector<bool> has_g(size_t(root) + 1, false);
@@ -252,19 +257,21 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
         case CodegenNode::var: break;  // stored after the sweep, below
         case CodegenNode::unary:
           if (wants(0))
-            body += "    const V " + g(n.kids[0]) + " = " + n.op + ".backward(" + v(n.kids[0]) + ", " + v(k) + ", " +
-                    g(k) + ");\n";
+            emit(body, {"    const V ", g(n.kids[0]), " = ", n.op, ".backward(", v(n.kids[0]), ", ", v(k), ", ", g(k),
+                        ");\n"});
           break;
         case CodegenNode::binary: {
-          const std::string args = "(" + v(n.kids[0]) + ", " + v(n.kids[1]) + ", " + v(k) + ", " + g(k) + ")";
-          if (wants(0)) body += "    const V " + g(n.kids[0]) + " = " + n.op + ".dx" + args + ";\n";
-          if (wants(1)) body += "    const V " + g(n.kids[1]) + " = " + n.op + ".dy" + args + ";\n";
+          const std::string x = v(n.kids[0]), y = v(n.kids[1]), z = v(k), gz = g(k);
+          if (wants(0)) emit(body, {"    const V ", g(n.kids[0]), " = ", n.op, ".dx(", x, ", ", y, ", ", z, ", ", gz, ");\n"});
+          if (wants(1)) emit(body, {"    const V ", g(n.kids[1]), " = ", n.op, ".dy(", x, ", ", y, ", ", z, ", ", gz, ");\n"});
           break;
         }
         case CodegenNode::where: {
-          const std::string cond = "(" + v(n.kids[0]) + " != " + t + "(0))";
-          if (wants(1)) body += "    const V " + g(n.kids[1]) + " = " + cond + ".select(" + g(k) + ", " + t + "(0));\n";
-          if (wants(2)) body += "    const V " + g(n.kids[2]) + " = " + cond + ".select(" + t + "(0), " + g(k) + ");\n";
+          const std::string c = v(n.kids[0]), gz = g(k);
+          if (wants(1))
+            emit(body, {"    const V ", g(n.kids[1]), " = (", c, " != ", t, "(0)).select(", gz, ", ", t, "(0));\n"});
+          if (wants(2))
+            emit(body, {"    const V ", g(n.kids[2]), " = (", c, " != ", t, "(0)).select(", t, "(0), ", gz, ");\n"});
           break;
         }
         default: break;
@@ -281,13 +288,13 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
       const CodegenNode& n = tree.nodes[size_t(k)];
       if (n.kind != CodegenNode::var) continue;
       const std::string s = std::to_string(n.slot);
-      const bool got = has_g[size_t(k)];  // the sweep passed it an adjoint
-      body += "    if (a.grad[" + s + "]) {\n";
-      if (got) {
-        body += "      if (a.add[" + s + "]) a.grad[" + s + "][i] += " + g(k) + ".v;\n";
-        body += "      else a.grad[" + s + "][i] = " + g(k) + ".v;\n";
+      emit(body, {"    if (a.grad[", s, "]) {\n"});
+      if (has_g[size_t(k)]) {  // the sweep passed it an adjoint
+        const std::string gk = g(k);
+        emit(body, {"      if (a.add[", s, "]) a.grad[", s, "][i] += ", gk, ".v;\n"});
+        emit(body, {"      else a.grad[", s, "][i] = ", gk, ".v;\n"});
       } else {
-        body += "      if (!a.add[" + s + "]) a.grad[" + s + "][i] = " + t + "(0);\n";
+        emit(body, {"      if (!a.add[", s, "]) a.grad[", s, "][i] = ", t, "(0);\n"});
       }
       body += "    }\n";
     }
@@ -295,22 +302,24 @@ GRADUS_INLINE KernelSource elementwise_source(const CodegenTree& tree, const std
   KernelSource k;
   k.leaves = tree.leaves, k.numbers = tree.numbers, k.params = tree.params;
   k.entry = !entry.empty() ? std::move(entry) : std::string("gradus_elementwise_") + pass_name(variant);
-  k.name = k.entry + std::string(".cu");
-  const std::string args = "gradus::backend::cuda::ElementwiseArgs<" + t + ", " + std::to_string(k.leaves) + ", " +
-                           std::to_string(k.numbers) + ", " + std::to_string(k.params) + ">";
-  k.source = "#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
-             "#include \"gradus/backend/cuda/element.hpp\"\n"
-             "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
-             "#include \"gradus/ops/elementwise_math.hpp\"\n\n"
-             "extern \"C\" __global__ void " + k.entry + "(const " + args + " a) {\n"
-             "  using V = gradus::backend::cuda::Element<" + t + ">;\n" +
-             (pass == Pass::forward ? "" : "  double acc = 0;\n") +
-             "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n" +
-             body + "  }\n" +
-             (pass == Pass::sum        ? "  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
-              : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
-                                       : "") +
-             "}\n";
+  k.name = k.entry + ".cu";
+  const std::string leaves = std::to_string(k.leaves), numbers = std::to_string(k.numbers),
+                    params = std::to_string(k.params);
+  emit(k.source, {"#include \"gradus/backend/cuda/nvrtc_prelude.hpp\"\n"
+                  "#include \"gradus/backend/cuda/element.hpp\"\n"
+                  "#include \"gradus/backend/cuda/kernel_args.hpp\"\n"
+                  "#include \"gradus/ops/elementwise_math.hpp\"\n\n"
+                  "extern \"C\" __global__ void ",
+                  k.entry, "(const gradus::backend::cuda::ElementwiseArgs<", t, ", ", leaves, ", ", numbers, ", ", params,
+                  "> a) {\n"
+                  "  using V = gradus::backend::cuda::Element<",
+                  t, ">;\n", pass == Pass::forward ? "" : "  double acc = 0;\n",
+                  "  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < a.n; i += (long)gridDim.x * blockDim.x) {\n",
+                  body, "  }\n",
+                  pass == Pass::sum        ? "  gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
+                  : pass == Pass::backward ? "  if (a.vsum) gradus::backend::cuda::block_sum_store(acc, a.vsum + blockIdx.x);\n"
+                                           : "",
+                  "}\n"});
   return k;
 }
 
