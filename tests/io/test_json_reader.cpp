@@ -165,7 +165,9 @@ TEST_CASE("json reader: the same verdict and events as nlohmann-json on every si
       R"([18446744073709551615,18446744073709551616,-9223372036854775808,-9223372036854775809])",
       R"(  {"x" : [ 1 , { "y" : null } ] }  )",
   };
-  const std::string inserts = std::string("{}[]\",:\\/0159-+.eEtfnu \t\n", 27) + std::string("\0\x1f\x7f\x80\xbf\xc2\xc3\xe0\xed\xf0\xf4\xff", 12);
+  static constexpr char kAscii[] = "{}[]\",:\\/0159-+.eEtfnu \t\n";
+  static constexpr char kOther[] = "\0\x1f\x7f\x80\xbf\xc2\xc3\xe0\xed\xf0\xf4\xff";  // NUL, controls, UTF-8 lead and tail bytes
+  const std::string inserts = std::string(kAscii, sizeof kAscii - 1) + std::string(kOther, sizeof kOther - 1);
   int compared = 0, accepted = 0;
   const auto compare = [&](const std::string& text) {
     if (text.starts_with("\xef\xbb\xbf")) return;  // nlohmann skips a byte order mark; read_json rejects it
