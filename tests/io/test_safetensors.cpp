@@ -102,6 +102,30 @@ TEST_CASE("io: encode_safetensors rejects what cannot be written", "[io][safeten
   CHECK_THROWS_AS(io::encode_safetensors({{"a", t}}, {{"k", "\xc0\x80"}}), gd::value_error);
 }
 
+TEST_CASE("io: a safetensors file's tensors come back in offset order, ties in header order", "[io][safetensors]") {
+  // "w" first in the header but after forty empty tensors in the data section; the empty tensors
+  // share the offsets [0, 0] and keep the header's order among themselves (t39 ... t00: not the
+  // names' order), more of them than a sort leaves in place by chance
+  std::string data(8, '\0');
+  const float v[2] = {1.5f, -2.f};
+  std::memcpy(data.data(), v, sizeof v);
+  std::string header = "{" + entry("w", "F32", "[2]", "[0,8]"), expected;
+  for (int i = 39; i >= 0; --i) {
+    const std::string name = (i < 10 ? "t0" : "t") + std::to_string(i);
+    header += "," + entry(name, i % 2 ? "F64" : "I64", i % 3 ? "[0,3]" : "[0]", "[0,0]");
+    expected += name + " ";
+  }
+  const io::Safetensors st = io::decode_safetensors(file_of(header + "}", data));
+  std::string names;
+  for (const auto& [name, t] : st.tensors) names += name + " ";
+  CHECK(names == expected + "w ");
+  const auto& w = std::get<gd::Tensor<float>>(st.tensors.back().second);
+  CHECK(w(0) == 1.5f);
+  CHECK(w(1) == -2.f);
+  CHECK(std::get<gd::Tensor<double>>(st.tensors[0].second).shape() == gd::Shape{0});     // t39: F64 [0]
+  CHECK(std::get<gd::Tensor<int64_t>>(st.tensors[1].second).shape() == gd::Shape{0, 3});  // t38: I64 [0, 3]
+}
+
 TEST_CASE("io: malformed safetensors files are rejected with a clear message", "[io][safetensors]") {
   auto rejects = [](const std::string& bytes, const std::string& message) {
     INFO("expecting: " << message);

@@ -205,7 +205,6 @@ struct StEntry {
   Dtype dtype{};
   Shape shape;
   uint64_t begin = 0, end = 0;
-  size_t index = 0;  // position in the header
 };
 
 /// The handler of read_json (detail/json.hpp) that checks the header against the safetensors
@@ -381,7 +380,6 @@ class StHeaderParser {
     std::vector<int64_t> dims(dims_.begin(), dims_.end());
     e.shape = Shape(dims);
     e.name = name;
-    e.index = entries.size();
     entries.push_back(std::move(e));
   }
   std::string dims_text() const {
@@ -498,22 +496,30 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
     parser.fail("the header is not valid JSON: ", error);
   std::vector<detail::StEntry>& entries = parser.entries;
 
-  // Unique names: sort positions by name and compare neighbours.
-  {
-    std::vector<size_t> by_name(entries.size());
-    std::iota(by_name.begin(), by_name.end(), size_t(0));
-    std::sort(by_name.begin(), by_name.end(), [&](size_t a, size_t b) { return entries[a].name < entries[b].name; });
-    for (size_t i = 1; i < by_name.size(); ++i)
-      if (entries[by_name[i]].name == entries[by_name[i - 1]].name)
-        fail("two tensors are named '", entries[by_name[i]].name, "'");
-  }
-  // The data section must be covered exactly once, in offset order.
-  std::stable_sort(entries.begin(), entries.end(), [](const detail::StEntry& a, const detail::StEntry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  // Two orders of the entries: by name (the names must be unique) and by offset (the data section
+  // must be covered exactly once). Both sort the entries' positions with one comparator, so one
+  // sort is compiled, over indices rather than the entries themselves.
+  struct Order {
+    const std::vector<detail::StEntry>* entries;
+    bool by_name;
+    bool operator()(size_t a, size_t b) const {
+      const detail::StEntry &x = (*entries)[a], &y = (*entries)[b];
+      if (by_name) return x.name < y.name;
+      if (x.begin != y.begin) return x.begin < y.begin;
+      if (x.end != y.end) return x.end < y.end;
+      return a < b;  // where the offsets tie (empty tensors), in header order
+    }
+  };
+  std::vector<size_t> order(entries.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::sort(order.begin(), order.end(), Order{&entries, true});
+  for (size_t i = 1; i < order.size(); ++i)
+    if (entries[order[i]].name == entries[order[i - 1]].name) fail("two tensors are named '", entries[order[i]].name, "'");
+  std::sort(order.begin(), order.end(), Order{&entries, false});
   uint64_t pos = 0;
   const detail::StEntry* prev = nullptr;
-  for (const detail::StEntry& e : entries) {
+  for (const size_t i : order) {
+    const detail::StEntry& e = entries[i];
     if (e.begin < pos)
       fail("tensors '", prev->name, "' [", prev->begin, ", ", prev->end, ") and '", e.name, "' [", e.begin, ", ",
            e.end, ") overlap in the data section");
@@ -530,7 +536,8 @@ GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string
   out.source = std::string(source);
   out.metadata = std::move(parser.metadata);
   out.tensors.reserve(entries.size());
-  for (detail::StEntry& e : entries) {
+  for (const size_t i : order) {  // in offset order
+    detail::StEntry& e = entries[i];
     const char* src = data.data() + e.begin;
     AnyTensor t;
     switch (e.dtype) {
