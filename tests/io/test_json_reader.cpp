@@ -150,7 +150,7 @@ TEST_CASE("json reader: what it rejects, with the byte and the reason", "[io][js
   rejects("\"\xed\xa0\x80\"", "not valid UTF-8");      // an encoded surrogate
   rejects("\"\xf4\x90\x80\x80\"", "not valid UTF-8");  // past U+10FFFF
   rejects("\"\xe2\x82\"", "not valid UTF-8");          // truncated
-  rejects("\"\xe2\x82", "a truncated sequence");
+  rejects("\"\xe2\x82", "byte 1: a string that is not valid UTF-8");  // cut short
   rejects("\xef\xbb\xbf{}", "expected a value, got byte 0xef");  // no byte order mark
   rejects(std::string("[1,\0]", 5), "expected a value, got byte 0x00");
 }

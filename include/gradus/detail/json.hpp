@@ -27,6 +27,8 @@
 #include <system_error>
 #include <vector>
 
+#include "gradus/detail/utf8.hpp"
+
 namespace gradus::detail {
 
 /// A number as read_json passes it on: which handler function, with its value.
@@ -265,29 +267,12 @@ class JsonLexer {
     }
   }
 
-  /// A multi-byte UTF-8 sequence at the cursor, checked (Unicode's table of well-formed byte
-  /// sequences) and copied to `out`.
+  /// A multi-byte UTF-8 sequence at the cursor, checked (detail/utf8.hpp) and copied to `out`.
   bool utf8(std::string& out) {
-    const auto b0 = static_cast<unsigned char>(s_[pos_]);
-    int more = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) more = 1;
-    else if (b0 == 0xE0) more = 2, lo = 0xA0;
-    else if (b0 >= 0xE1 && b0 <= 0xEC) more = 2;
-    else if (b0 == 0xED) more = 2, hi = 0x9F;
-    else if (b0 >= 0xEE && b0 <= 0xEF) more = 2;
-    else if (b0 == 0xF0) more = 3, lo = 0x90;
-    else if (b0 >= 0xF1 && b0 <= 0xF3) more = 3;
-    else if (b0 == 0xF4) more = 3, hi = 0x8F;
-    else return fail_at(pos_, "a string that is not valid UTF-8");
-    if (s_.size() - pos_ <= size_t(more)) return fail_at(pos_, "a string that is not valid UTF-8 (a truncated sequence)");
-    for (int i = 1; i <= more; ++i) {
-      const auto b = static_cast<unsigned char>(s_[pos_ + size_t(i)]);
-      if (i == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF))
-        return fail_at(pos_, "a string that is not valid UTF-8");
-    }
-    out.append(s_.data() + pos_, size_t(more) + 1);
-    pos_ += size_t(more) + 1;
+    const size_t n = utf8_sequence(s_.substr(pos_));
+    if (n == 0) return fail_at(pos_, "a string that is not valid UTF-8");
+    out.append(s_.data() + pos_, n);
+    pos_ += n;
     return true;
   }
 

@@ -43,6 +43,7 @@
 #include "gradus/core/bfloat16.hpp"
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/precision.hpp"
+#include "gradus/detail/utf8.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/io/tensor_list.hpp"
 
@@ -414,7 +415,7 @@ GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Me
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      GRADUS_CHECK(value_error, detail::valid_utf8(k) && detail::valid_utf8(v),
+      GRADUS_CHECK(value_error, ::gradus::detail::valid_utf8(k) && ::gradus::detail::valid_utf8(v),
                    "encode_safetensors: metadata key or value is not valid UTF-8: '", k, "'");
       if (!first) header += ',';
       first = false;
@@ -429,7 +430,7 @@ GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Me
   for (const auto& [name, t] : tensors) {
     GRADUS_CHECK(value_error, !name.empty(), "encode_safetensors: a tensor has an empty name");
     GRADUS_CHECK(value_error, name != "__metadata__", "encode_safetensors: '__metadata__' is reserved, not a tensor name");
-    GRADUS_CHECK(value_error, detail::valid_utf8(name), "encode_safetensors: name '", name, "' is not valid UTF-8");
+    GRADUS_CHECK(value_error, ::gradus::detail::valid_utf8(name), "encode_safetensors: name '", name, "' is not valid UTF-8");
     GRADUS_CHECK(value_error, names.insert(name).second, "encode_safetensors: two tensors are named '", name, "'");
     GRADUS_CHECK(value_error, detail::is_defined(t), "encode_safetensors: tensor '", name, "' is undefined");
     const Shape& s = detail::shape_of(t);

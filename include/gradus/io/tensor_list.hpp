@@ -72,9 +72,6 @@ using ::gradus::detail::store_le;
 /// axis or a reshape would produce a count that wraps.
 bool checked_numel(const std::vector<uint64_t>& dims, uint64_t width, uint64_t& numel, uint64_t& bytes);
 
-/// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
-bool valid_utf8(std::string_view s);
-
 }  // namespace detail
 }  // namespace gradus::io
 
@@ -115,35 +112,5 @@ GRADUS_INLINE bool checked_numel(const std::vector<uint64_t>& dims, uint64_t wid
   return true;
 }
 
-GRADUS_INLINE bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
 }  // namespace gradus::io::detail
 #endif  // GRADUS_DEFINE_COMPILED

@@ -35,6 +35,7 @@
 
 #include "gradus/core/compiled.hpp"
 #include "gradus/core/error.hpp"
+#include "gradus/detail/utf8.hpp"
 #include "gradus/io/file.hpp"
 #include "gradus/profile/event.hpp"
 #include "gradus/profile/report.hpp"
@@ -42,29 +43,6 @@
 namespace gradus::profile {
 
 namespace detail {
-
-/// Length of the well-formed UTF-8 sequence at the start of `s` (shortest form, no surrogates,
-/// at most U+10FFFF), or 0 when it is not one.
-inline size_t utf8_sequence(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  size_t n = 0;
-  unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c == 0xE0) n = 3, lo = 0xA0;
-  else if (c >= 0xE1 && c <= 0xEC) n = 3;
-  else if (c == 0xED) n = 3, hi = 0x9F;
-  else if (c >= 0xEE && c <= 0xEF) n = 3;
-  else if (c == 0xF0) n = 4, lo = 0x90;
-  else if (c >= 0xF1 && c <= 0xF3) n = 4;
-  else if (c == 0xF4) n = 4, hi = 0x8F;
-  else return 0;
-  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
-  for (size_t i = 2; i < n; ++i)
-    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
-  return n;
-}
 
 /// Appends `s` as a JSON string literal.
 void json_string(std::string& out, std::string_view s);
@@ -106,7 +84,7 @@ GRADUS_INLINE void detail::json_string(std::string& out, std::string_view s) {
       if (named) out += named;
       else out += "\\u00", out += hex[c >> 4], out += hex[c & 15];
       ++i;
-    } else if (const size_t n = utf8_sequence(s.substr(i)); n > 0) {
+    } else if (const size_t n = ::gradus::detail::utf8_sequence(s.substr(i)); n > 0) {
       out.append(s.substr(i, n)), i += n;
     } else {
       out += "\\ufffd", ++i;
