@@ -1,13 +1,14 @@
 // Every harness of fuzz/ in one libFuzzer executable: the environment variable GRADUS_FUZZ_TARGET
 // names the one to run (GRADUS_FUZZ_TARGET=npy build-fuzz/fuzz/fuzz_all <corpus>...). The harnesses
 // share their readers and the tensor code they exercise, so one translation unit compiles in a
-// fraction of the time of fourteen (scripts/fuzz all builds this one; scripts/fuzz <target> the
+// fraction of the time of fifteen (scripts/fuzz all builds this one; scripts/fuzz <target> the
 // harness's own executable). Each harness file is included inside a namespace of its own, after
 // every header the harnesses include, so that their file-local names cannot clash.
 #define GRADUS_FUZZ_ALL
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <gradus/backend/cuda/kernel_cache.hpp>
 #include <gradus/data/csv.hpp>
 #include <gradus/data/idx.hpp>
+#include <gradus/detail/json.hpp>
 #include <gradus/gradus.hpp>
 #include <gradus/image.hpp>
 #include <gradus/io.hpp>
@@ -53,6 +55,9 @@ namespace h_idx {
 }
 namespace h_jpeg {
 #include "fuzz_jpeg.cpp"
+}
+namespace h_json {
+#include "fuzz_json.cpp"
 }
 namespace h_kernel_cache {
 #include "fuzz_kernel_cache.cpp"
@@ -93,6 +98,7 @@ constexpr Harness harnesses[] = {
     {"checkpoint", h_checkpoint::fuzz_one_input},     {"csv", h_csv::fuzz_one_input},
     {"events", h_events::fuzz_one_input},             {"example", h_example::fuzz_one_input},
     {"idx", h_idx::fuzz_one_input},                   {"jpeg", h_jpeg::fuzz_one_input},
+    {"json", h_json::fuzz_one_input},
     {"kernel_cache", h_kernel_cache::fuzz_one_input}, {"npy", h_npy::fuzz_one_input},
     {"npz", h_npz::fuzz_one_input},                   {"png", h_png::fuzz_one_input},
     {"safetensors", h_safetensors::fuzz_one_input},   {"saver_state", h_saver_state::fuzz_one_input},

@@ -79,6 +79,13 @@ int main(int argc, char** argv) {
   seed("npz", "one.npz", gd::io::encode_npz({tensors[0]}));
   seed("safetensors", "all.safetensors", gd::io::encode_safetensors(tensors, {{"global_step", "300"}}));
   seed("safetensors", "empty.safetensors", gd::io::encode_safetensors({}));
+  {  // json: a safetensors header as written (the 8-byte length cut off), and every kind of value
+    const std::string file = gd::io::encode_safetensors(tensors, {{"global_step", "300"}});
+    seed("json", "header.json", file.substr(8));
+    seed("json", "values.json",
+         "[0, -0, 7, -12, 18446744073709551616, 2.5, -1e-3, 6.02E+23, true, false, null, \"\", \"a\\\"b\\\\c\\/\\b\\f\\n\\r\\t\"]");
+    seed("json", "unicode.json", "{\"caf\xc3\xa9\": \"\\u00e9\\ud83d\\ude00 \xe2\x82\xac\", \"deep\": [[[{\"x\": [{}]}]]]}");
+  }
   seed("saver_state", "three", gd::io::encode_checkpoint_state({"model.ckpt-3.safetensors",
                                                                 {"model.ckpt-1.safetensors", "model.ckpt-2.safetensors",
                                                                  "model.ckpt-3.safetensors"}}));
