@@ -56,7 +56,7 @@ class JsonLexer {
   void advance() { ++pos_; }
   /// Consumes `c` if it is next; otherwise an error saying it was expected `where`.
   bool expect(char c, const char* where) {
-    if (peek() == c && !at_end()) {
+    if (peek() == c) {  // never '\0', which peek() gives at the end
       ++pos_;
       return true;
     }
@@ -289,15 +289,21 @@ std::string read_json(std::string_view text, H& h) {
   std::string text_value;
   enum class Want { value, value_or_close, key, key_or_close, comma_or_close };
   Want want = Want::value;
+  const auto close = [&] {  // the innermost container ends: its closing character is next
+    in.advance();
+    if (open.back() == '{')
+      h.end_object();
+    else
+      h.end_array();
+    open.pop_back();
+    want = Want::comma_or_close;
+  };
   for (;;) {
     in.skip_space();
     switch (want) {
       case Want::value_or_close:
         if (in.peek() == ']') {
-          in.advance();
-          open.pop_back();
-          h.end_array();
-          want = Want::comma_or_close;
+          close();
           break;
         }
         [[fallthrough]];
@@ -350,15 +356,12 @@ std::string read_json(std::string_view text, H& h) {
         break;
       case Want::key_or_close:
         if (in.peek() == '}') {
-          in.advance();
-          open.pop_back();
-          h.end_object();
-          want = Want::comma_or_close;
+          close();
           break;
         }
         [[fallthrough]];
       case Want::key:
-        if (in.peek() != '"' || in.at_end()) {
+        if (in.peek() != '"') {
           in.fail_here("expected a string as the key of an object member");
           return in.error;
         }
@@ -377,16 +380,11 @@ std::string read_json(std::string_view text, H& h) {
           return {};
         }
         const bool object = open.back() == '{';
-        if (in.peek() == ',' && !in.at_end()) {
+        if (in.peek() == ',') {
           in.advance();
           want = object ? Want::key : Want::value;
-        } else if (in.peek() == (object ? '}' : ']') && !in.at_end()) {
-          in.advance();
-          open.pop_back();
-          if (object)
-            h.end_object();
-          else
-            h.end_array();
+        } else if (in.peek() == (object ? '}' : ']')) {
+          close();
         } else {
           in.fail_here(object ? "expected ',' or '}' after an object member" : "expected ',' or ']' after an array element");
           return in.error;
