@@ -4,6 +4,8 @@
 //   gemm/avx2, gemm/eigen, ...  each other kernel the CPU supports, forced;
 //   gemm/packed_b  the same kernel on a B packed once ahead (cpu::GemmB), as conv2d multiplies
 //                  tile after tile of patches by its filter: the A packing and the kernel only;
+//   gemm_kernel/avx512 (or avx2)  the register kernel alone, on panels that stay in L1 and L2:
+//                  the rate a product would reach if packing and cache misses cost nothing;
 //   gemm/bf16_dot, gemm/bf16_convert  the products of gd::autocast(gd::bf16): AVX512-BF16 dot
 //                  products where the CPU has them, and the conversion fallback;
 //   gemm/openblas  the peer (docs/performance.md: gradus >= 0.95x its throughput).
@@ -126,6 +128,36 @@ void register_gemm(const std::string& impl, Gemm gemm, double peak, std::functio
     for (const auto& s : gemm_shapes) b->Args({s[0], s[1], s[2], s[3], s[4], t});
 }
 
+#if defined(GRADUS_SGEMM_X86)
+/// gemm_kernel/<kernel>: the register kernel alone, as a product's innermost loops run it (the
+/// kMC rows of a block of A, packed, against one packed panel of B, kKC deep), again and again
+/// on the same panels, so that A stays in L2, B and C in L1: the rate a blocked product would
+/// reach if packing and cache misses cost nothing, against which its own rate compares.
+template <class K>
+void register_kernel_alone(const std::string& kernel, double peak) {
+  auto* b = benchmark::RegisterBenchmark(("gemm_kernel/" + kernel).c_str(), [peak](benchmark::State& state) {
+    constexpr int64_t MR = K::kMR, NR = K::kNR, mc = cpu::sgemm::kMC / MR * MR;
+    const int64_t kc = state.range(0);
+    gd::Rng rng(3);
+    const Tensor a = Tensor::random_uniform({mc, kc}, rng, -1, 1), b = Tensor::random_uniform({kc, NR}, rng, -1, 1);
+    Tensor ap({mc * kc}), bp({kc * NR}), c({MR, NR});
+    cpu::sgemm::pack_a<MR>(a.data(), kc, 1, mc, kc, ap.data());
+    cpu::sgemm::pack_b<NR>(b.data(), NR, 1, kc, NR, bp.data());
+    for (auto _ : state) {
+      for (int64_t ir = 0; ir < mc; ir += MR)
+        K::template kernel<int(MR)>(kc, ap.data() + ir * kc, MR, bp.data(), NR, c.data(), NR, true, NR);
+      benchmark::DoNotOptimize(c.data());
+      benchmark::ClobberMemory();
+    }
+    const double flops = 2.0 * double(mc) * double(kc) * double(NR);
+    state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+    if (peak > 0)
+      state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+  });
+  b->ArgName("kc")->Arg(cpu::sgemm::kKC)->UseRealTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,6 +171,10 @@ int main(int argc, char** argv) {
                     [kernel](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
                              int64_t n) { cpu::gemm(a, ta, b, tb, c, m, k, n, false, kernel); },
                     peak);
+#if defined(GRADUS_SGEMM_X86)
+  if (cpu::gemm_kernel() == cpu::GemmKernel::avx512) register_kernel_alone<cpu::sgemm::Avx512>("avx512", peak);
+  if (cpu::gemm_kernel() == cpu::GemmKernel::avx2) register_kernel_alone<cpu::sgemm::Avx2>("avx2", peak);
+#endif
   // B packed once per shape (the first call), outside the timed calls after it
   register_gemm("packed_b", [](const float* a, bool ta, const float* b, bool tb, float* c, int64_t m, int64_t k,
                                int64_t n) {
