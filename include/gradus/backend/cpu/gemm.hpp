@@ -284,8 +284,9 @@ struct Avx2 {
   /// (a packed panel, or a transposed A read in place), or with RowsA, a[i * as + p] (A's rows
   /// contiguous, read in place).
   template <int R, bool RowsA = false>
-  [[gnu::target("avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b, int64_t bs,
-                                                  float* c, int64_t ldc, bool load, int64_t n) {
+  [[gnu::target("avx2,fma"), GRADUS_ALIGN_LOOPS]] static void kernel(int64_t kc, const float* a, int64_t as,
+                                                                      const float* b, int64_t bs, float* c,
+                                                                      int64_t ldc, bool load, int64_t n) {
     const int64_t ps = RowsA ? 1 : as, rs = RowsA ? as : 1;  // A's steps along depth and rows
     // The 1- and 2-row kernels of a partial panel keep S sums per accumulator, over alternate
     // depths, so that at least 8 independent FMA chains hide the FMA's latency: with one, the
@@ -401,9 +402,10 @@ struct Avx512 {
   /// (a packed panel, or a transposed A read in place), or with RowsA, a[i * as + p] (A's rows
   /// contiguous, read in place).
   template <int R, bool RowsA = false>
-  [[gnu::target("avx512f,avx2,fma")]] static void kernel(int64_t kc, const float* a, int64_t as, const float* b,
-                                                          int64_t bs, float* c, int64_t ldc, bool load, int64_t n,
-                                                          int64_t rows = R) {
+  [[gnu::target("avx512f,avx2,fma"), GRADUS_ALIGN_LOOPS]] static void kernel(int64_t kc, const float* a, int64_t as,
+                                                                              const float* b, int64_t bs, float* c,
+                                                                              int64_t ldc, bool load, int64_t n,
+                                                                              int64_t rows = R) {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; ++p, a += RowsA ? 1 : as, b += bs) {
