@@ -100,6 +100,16 @@ double core_peak() {
 /// c = a · b by one implementation: (a, ta, b, tb, c, m, k, n).
 using Gemm = std::function<void(const float*, bool, const float*, bool, float*, int64_t, int64_t, int64_t)>;
 
+/// Sets a case's counters from the FLOPs of one iteration: FLOPS, and with a measured `peak`
+/// of_peak, the rate of (FLOP / peak FLOP/s) per second over `threads` cores, which is the
+/// fraction of the peak.
+void set_rates(benchmark::State& state, double flops, double peak, int threads) {
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  if (peak > 0)
+    state.counters["of_peak"] =
+        benchmark::Counter(flops / (peak * double(threads)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 /// Registers gemm/<impl> on every shape at 1 and 2 threads; `threads(t)` sets an
 /// implementation's own thread count (gradus and Eigen use OpenMP's).
 void register_gemm(const std::string& impl, Gemm gemm, double peak, std::function<void(int)> threads = {}) {
@@ -116,12 +126,7 @@ void register_gemm(const std::string& impl, Gemm gemm, double peak, std::functio
       benchmark::DoNotOptimize(c.data());
       benchmark::ClobberMemory();
     }
-    state.counters["FLOPS"] = benchmark::Counter(2.0 * double(m) * double(k) * double(n),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-    if (peak > 0)  // the rate of (FLOP / peak FLOP/s) per second: the fraction of the peak
-      state.counters["of_peak"] = benchmark::Counter(2.0 * double(m) * double(k) * double(n) /
-                                                         (peak * double(state.range(5))),
-                                                     benchmark::Counter::kIsIterationInvariantRate);
+    set_rates(state, 2.0 * double(m) * double(k) * double(n), peak, int(state.range(5)));
   });
   b->ArgNames({"m", "k", "n", "ta", "tb", "threads"})->UseRealTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
   for (int t : {1, 2})
@@ -149,10 +154,7 @@ void register_kernel_alone(const std::string& kernel, double peak) {
       benchmark::DoNotOptimize(c.data());
       benchmark::ClobberMemory();
     }
-    const double flops = 2.0 * double(mc) * double(kc) * double(NR);
-    state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
-    if (peak > 0)
-      state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+    set_rates(state, 2.0 * double(mc) * double(kc) * double(NR), peak, 1);
   });
   b->ArgName("kc")->Arg(cpu::sgemm::kKC)->UseRealTime()->MinTime(0.1)->Unit(benchmark::kMicrosecond);
 }
