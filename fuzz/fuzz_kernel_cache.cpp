@@ -3,6 +3,7 @@
 // rewritten), never returned; a well-formed one must come back exactly.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -11,10 +12,19 @@
 #include "fuzz_common.hpp"
 
 GRADUS_FUZZ_TARGET(kernel_cache) {
-  static const std::string dir = [] {
-    char t[] = "/tmp/gradus-fuzz-kernel-cache-XXXXXX";
-    return std::string(::mkdtemp(t));
-  }();
+  // the cache's directory, this process's own, removed when it exits
+  static const struct Dir {
+    std::string path = [] {
+      char t[] = "/tmp/gradus-fuzz-kernel-cache-XXXXXX";
+      if (!::mkdtemp(t)) __builtin_trap();
+      return std::string(t);
+    }();
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } cache_dir;
+  const std::string& dir = cache_dir.path;
   const std::string key = "fuzz/backward/compute_90/nvrtc-13.0", fresh = "// compiled again\n";
   gradus::backend::cuda::KernelCache cache(dir);
   const std::string bytes(gradus::fuzz::bytes(data, size));
