@@ -128,6 +128,63 @@ TEST_CASE("optim: Adam, AMSGrad and AdamW follow their papers", "[optim]") {
                    adam_rule(0.1, 0.9, 0.999, 1e-8, true, 0.05));
 }
 
+namespace {
+// Adam on parameters of n weights each: loss = Σ c·(w - target)², against adam_rule's formulas in
+// double for the same n weights, run side by side for `steps` steps.
+template <class T>
+void check_adam_sizes(int which, const std::vector<int64_t>& sizes, int steps, double tolerance) {
+  gd::Rng rng(51);
+  std::vector<gd::Var<T>> ws;
+  std::vector<gd::Tensor<T>> cs, ts;
+  Vec w, c, target;
+  for (int64_t n : sizes) {
+    ws.emplace_back(gd::Tensor<T>::random_uniform({n}, rng, -1, 1), true);
+    cs.push_back(gd::Tensor<T>::random_uniform({n}, rng, 0.1, 2));
+    ts.push_back(gd::Tensor<T>::random_uniform({n}, rng, -1, 1));
+    w.insert(w.end(), ws.back().value().begin(), ws.back().value().end());
+    c.insert(c.end(), cs.back().begin(), cs.back().end());
+    target.insert(target.end(), ts.back().begin(), ts.back().end());
+  }
+  std::unique_ptr<opt::Optimizer<T>> o;
+  double wd = 0;
+  if (which == 0) o = std::make_unique<opt::Adam<T>>(ws, opt::AdamOptions{.lr = 0.05});
+  if (which == 1) o = std::make_unique<opt::Adam<T>>(ws, opt::AdamOptions{.lr = 0.05, .beta2 = 0.9, .amsgrad = true});
+  if (which == 2) o = std::make_unique<opt::AdamW<T>>(ws, opt::AdamWOptions{.lr = 0.05, .weight_decay = wd = 0.1});
+  const size_t total = w.size();
+  Vec m(total, 0.0), v(total, 0.0), vh(total, 0.0), g(total);
+  const double b2 = which == 1 ? 0.9 : 0.999;
+  for (int t = 1; t <= steps; ++t) {
+    gd::Var<T> loss = gd::Var<T>::constant(gd::Tensor<T>::scalar(T(0)));
+    for (size_t k = 0; k < ws.size(); ++k) loss = gd::to_var(loss + gd::sum(cs[k] * gd::square(ws[k] - ts[k])));
+    o->minimize(loss);
+    const double at = 0.05 * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(0.9, t));
+    for (size_t i = 0; i < total; ++i) {
+      g[i] = 2 * c[i] * (w[i] - target[i]);
+      m[i] = 0.9 * m[i] + 0.1 * g[i];
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+      vh[i] = std::max(vh[i], v[i]);
+      w[i] = w[i] - 0.05 * wd * w[i] - at * m[i] / (std::sqrt(which == 1 ? vh[i] : v[i]) + 1e-8);
+    }
+  }
+  size_t i = 0, wrong = 0;
+  for (const gd::Var<T>& p : ws)
+    for (const T x : p.value()) wrong += std::abs(double(x) - w[i++]) > tolerance * (1 + std::abs(w[i - 1]));
+  CHECK(wrong == 0);
+}
+}  // namespace
+
+TEST_CASE("optim: Adam, AMSGrad and AdamW over many weights (the CPU's one-pass update in pieces and threads)",
+          "[optim]") {
+  REQUIRE(gd::backend::implements<gd::backend::kernel::AdamUpdate, float>(gd::cpu));
+  // one weight, a piece less one, pieces and a remainder, and a parameter the thread pool splits
+  const std::vector<int64_t> sizes = {1, 1023, 3 * 1024 + 17, 300001};
+  for (int which = 0; which < 3; ++which) {
+    INFO((which == 0 ? "Adam" : which == 1 ? "AMSGrad" : "AdamW"));
+    check_adam_sizes<double>(which, sizes, 6, 1e-12);
+    check_adam_sizes<float>(which, sizes, 6, 2e-5);
+  }
+}
+
 TEST_CASE("optim: Adam's first step moves every weight by lr, whatever the gradient", "[optim]") {
   gd::Rng rng(7);
   gd::Var<float> w(gd::Tensor<float>::ones({3, 3}));

@@ -122,8 +122,9 @@ GRADUS_KERNEL(DropoutMask, "dropout", uint64_t key, double keep, T scale, int64_
 /// One Adam (AMSGrad, AdamW) step of `count` parameters in one pass over each — what optim::Adam
 /// otherwise composes from three expressions per parameter: m ← β1·m + (1-β1)·g;
 /// v ← β2·v + (1-β2)·g²; with `vhat`, vhat ← max(vhat, v), read in place of v;
-/// w ← w - decay·w - alpha·m / (√v + eps) (the decay term only when decay is not 0). A GPU runs
-/// up to 32 parameters per launch. Not every backend has it: ask implements<kernel::AdamUpdate, T>.
+/// w ← w - decay·w - alpha·m / (√v + eps) (the decay term only when decay is not 0). The CPU runs
+/// each parameter in pieces that stay in L1 (cpu/optim.hpp), a GPU up to 32 parameters per launch.
+/// Not every backend has it: ask implements<kernel::AdamUpdate, T>.
 GRADUS_KERNEL(AdamUpdate, "adam", const AdamStep<T>& step, const AdamTensors<T>* params, int count)
 GRADUS_KERNEL(MaskedMultiply, "dropout", const T* x, const T* mask, int64_t n, T* out, bool add)
 

@@ -99,8 +99,9 @@ class AdamRule : public Optimizer<T> {
     const double n = double(t);
     alpha_ = this->lr() * std::sqrt(1 - std::pow(beta2_, n)) / (1 - std::pow(beta1_, n));
   }
-  /// The parameters on a device whose backend has the one-pass update (a GPU) go to it together,
-  /// in one kernel per device and 32 parameters instead of three per parameter; the others one by one.
+  /// The parameters on a device whose backend has the one-pass update (the CPU's and the GPU's
+  /// backends) go to it together, instead of three kernels per parameter (a GPU: one launch per
+  /// 32 parameters); the others one by one.
   void update_all(const std::vector<size_t>& which, const std::vector<const Tensor<T>*>& grads) override {
     std::vector<size_t>& rest_which = rest_which_;  // kept between steps: no allocation in a steady state
     std::vector<const Tensor<T>*>& rest_grads = rest_grads_;

@@ -11,6 +11,7 @@
 #include "gradus/backend/cpu/copy.hpp"
 #include "gradus/backend/cpu/dropout.hpp"
 #include "gradus/backend/cpu/elementwise.hpp"
+#include "gradus/backend/cpu/optim.hpp"
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/sampling.hpp"
 #include "gradus/backend/cpu/softmax.hpp"
@@ -102,6 +103,9 @@ inline constexpr kernel_fn<kernel::LstmBackward, T> kernel_of<kernel::LstmBackwa
 template <class T>
 inline constexpr kernel_fn<kernel::DropoutMask, T> kernel_of<kernel::DropoutMask, T> =
     [](uint64_t key, double keep, T scale, int64_t n, T* mask, Device) { cpu::dropout_mask(key, keep, scale, n, mask); };
+template <class T>
+inline constexpr kernel_fn<kernel::AdamUpdate, T> kernel_of<kernel::AdamUpdate, T> =
+    [](const AdamStep<T>& s, const AdamTensors<T>* params, int count, Device) { cpu::adam_update(s, params, count); };
 template <class T>
 inline constexpr kernel_fn<kernel::MaskedMultiply, T> kernel_of<kernel::MaskedMultiply, T> =
     [](const T* x, const T* mask, int64_t n, T* out, bool add, Device) { cpu::masked_multiply(x, mask, n, out, add); };
