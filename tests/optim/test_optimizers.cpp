@@ -2,6 +2,7 @@
 // out from its published formula; state_dict round trips; option checks; steady-state allocation.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -182,6 +183,47 @@ TEST_CASE("optim: Adam, AMSGrad and AdamW over many weights (the CPU's one-pass 
     INFO((which == 0 ? "Adam" : which == 1 ? "AMSGrad" : "AdamW"));
     check_adam_sizes<double>(which, sizes, 6, 1e-12);
     check_adam_sizes<float>(which, sizes, 6, 2e-5);
+  }
+}
+
+TEST_CASE("optim: the CPU's one-pass Adam update gives the bits of Adam's three expressions", "[optim]") {
+  // the expressions AdamRule composes where a backend has no kernel::AdamUpdate, against the
+  // kernel on copies of the same tensors: the same operations in the same order
+  const auto check = []<class T>(T, int variant) {
+    INFO((variant == 0 ? "Adam" : variant == 1 ? "AMSGrad" : "AdamW") << (sizeof(T) == 4 ? " float" : " double"));
+    gd::Rng rng(61);
+    const int64_t n = 3 * 1024 + 29;
+    gd::Tensor<T> w = gd::Tensor<T>::random_uniform({n}, rng, -1, 1), g = gd::Tensor<T>::random_uniform({n}, rng, -1, 1);
+    gd::Tensor<T> m = gd::Tensor<T>::random_uniform({n}, rng, -0.1, 0.1), v = gd::Tensor<T>::random_uniform({n}, rng, 0, 0.01);
+    gd::Tensor<T> vhat = gd::Tensor<T>::random_uniform({n}, rng, 0, 0.01);
+    const auto copy = [](const gd::Tensor<T>& t) { return gd::Tensor<T>::from(std::vector<T>(t.begin(), t.end()), t.shape()); };
+    gd::Tensor<T> w2 = copy(w), m2 = copy(m), v2 = copy(v), vhat2 = copy(vhat);
+    const T b1 = T(0.9), b2 = T(0.999), alpha = T(0.0123), eps = T(1e-8), decay = variant == 2 ? T(1e-4) : T(0);
+    m.assign(b1 * m + T(1 - 0.9) * g);
+    v.assign(b2 * v + T(1 - 0.999) * gd::square(g));
+    gd::Tensor<T>* denom = &v;
+    if (variant == 1) {
+      vhat.assign(gd::maximum(vhat, v));
+      denom = &vhat;
+    }
+    if (decay == T(0))
+      w.assign(w - alpha * m / (gd::sqrt(*denom) + eps));
+    else
+      w.assign(w - decay * w - alpha * m / (gd::sqrt(*denom) + eps));
+    const gd::backend::AdamStep<T> step{b1, T(1 - 0.9), b2, T(1 - 0.999), alpha, eps, decay};
+    const gd::backend::AdamTensors<T> p{w2.data(), g.data(), m2.data(), v2.data(), variant == 1 ? vhat2.data() : nullptr, n};
+    gd::backend::run<gd::backend::kernel::AdamUpdate, T>(gd::cpu, step, &p, 1);
+    const auto same = [&](const gd::Tensor<T>& a, const gd::Tensor<T>& b) {
+      return std::memcmp(a.data(), b.data(), size_t(n) * sizeof(T)) == 0;
+    };
+    CHECK(same(m, m2));
+    CHECK(same(v, v2));
+    CHECK(same(vhat, vhat2));
+    CHECK(same(w, w2));
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    check(0.f, variant);
+    check(0.0, variant);
   }
 }
 
