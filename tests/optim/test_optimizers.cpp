@@ -99,8 +99,9 @@ namespace {
 // Adam (Kingma & Ba 2015, Algorithm 1 with the efficient step of §2):
 // α_t = α·√(1-β2^t)/(1-β1^t), θ <- θ - α_t·m/(√v + ε̂); AMSGrad (Reddi et al. 2018): v̂ = max(v̂, v);
 // AdamW (Loshchilov & Hutter 2019, Algorithm 2, η_t = 1, λ = lr·wd): θ <- θ - λθ - α_t·m/(√v̂ + ε).
-Rule adam_rule(double lr, double b1, double b2, double eps, bool amsgrad, double wd) {
-  auto m = std::make_shared<Vec>(8, 0.0), v = std::make_shared<Vec>(8, 0.0), vh = std::make_shared<Vec>(8, 0.0);
+// The rule for n weights (the problem's 8 unless said).
+Rule adam_rule(double lr, double b1, double b2, double eps, bool amsgrad, double wd, size_t n = 8) {
+  auto m = std::make_shared<Vec>(n, 0.0), v = std::make_shared<Vec>(n, 0.0), vh = std::make_shared<Vec>(n, 0.0);
   return [=](Vec& w, const Vec& g, int t) {
     const double at = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
     for (size_t i = 0; i < w.size(); ++i) {
@@ -151,25 +152,21 @@ void check_adam_sizes(int which, const std::vector<int64_t>& sizes, int steps, d
   if (which == 0) o = std::make_unique<opt::Adam<T>>(ws, opt::AdamOptions{.lr = 0.05});
   if (which == 1) o = std::make_unique<opt::Adam<T>>(ws, opt::AdamOptions{.lr = 0.05, .beta2 = 0.9, .amsgrad = true});
   if (which == 2) o = std::make_unique<opt::AdamW<T>>(ws, opt::AdamWOptions{.lr = 0.05, .weight_decay = wd = 0.1});
-  const size_t total = w.size();
-  Vec m(total, 0.0), v(total, 0.0), vh(total, 0.0), g(total);
-  const double b2 = which == 1 ? 0.9 : 0.999;
+  const Rule rule = adam_rule(0.05, 0.9, which == 1 ? 0.9 : 0.999, 1e-8, which == 1, wd, w.size());
+  Vec g(w.size());
   for (int t = 1; t <= steps; ++t) {
     gd::Var<T> loss = gd::Var<T>::constant(gd::Tensor<T>::scalar(T(0)));
     for (size_t k = 0; k < ws.size(); ++k) loss = gd::to_var(loss + gd::sum(cs[k] * gd::square(ws[k] - ts[k])));
     o->minimize(loss);
-    const double at = 0.05 * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(0.9, t));
-    for (size_t i = 0; i < total; ++i) {
-      g[i] = 2 * c[i] * (w[i] - target[i]);
-      m[i] = 0.9 * m[i] + 0.1 * g[i];
-      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-      vh[i] = std::max(vh[i], v[i]);
-      w[i] = w[i] - 0.05 * wd * w[i] - at * m[i] / (std::sqrt(which == 1 ? vh[i] : v[i]) + 1e-8);
-    }
+    for (size_t i = 0; i < w.size(); ++i) g[i] = 2 * c[i] * (w[i] - target[i]);
+    rule(w, g, t);
   }
   size_t i = 0, wrong = 0;
   for (const gd::Var<T>& p : ws)
-    for (const T x : p.value()) wrong += std::abs(double(x) - w[i++]) > tolerance * (1 + std::abs(w[i - 1]));
+    for (const T x : p.value()) {
+      const double want = w[i++];
+      wrong += std::abs(double(x) - want) > tolerance * (1 + std::abs(want));
+    }
   CHECK(wrong == 0);
 }
 }  // namespace
