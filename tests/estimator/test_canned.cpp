@@ -5,10 +5,7 @@
 // fitting a known function, and predictions that are probabilities.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,6 +13,8 @@
 #include <gradus/data.hpp>
 #include <gradus/estimator.hpp>
 #include <gradus/gradus.hpp>
+
+#include "../data/data_support.hpp"
 
 namespace gd = gradus;
 namespace fc = gradus::feature_column;
@@ -31,17 +30,8 @@ const char* const kEdu[] = {"hs", "ba", "ms", "phd"};
 /// a linear rule of the normalised numbers and the categories, plus a little noise, is positive;
 /// score is a smooth function of the same inputs.
 std::string write_census(const std::string& name, int n, uint64_t seed) {
-  // this process's own folder, removed with the files in it when the tests end
-  static const struct Dir {
-    std::filesystem::path path =
-        std::filesystem::temp_directory_path() / ("gradus_test_estimator_" + std::to_string(::getpid()));
-    Dir() { std::filesystem::create_directories(path); }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } dir;
-  const auto path = (dir.path / (name + ".csv")).string();
+  static const data_test::TempDir dir("estimator");  // this process's own, removed when the tests end
+  const std::string path = dir / (name + ".csv");
   std::ofstream out(path);
   out << "age,hours,edu,job,income,label,score\n";
   gd::Rng rng(seed);
