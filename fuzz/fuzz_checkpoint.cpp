@@ -1,7 +1,5 @@
 // libFuzzer harness: restoring a fit checkpoint (model, Adam state, Rng, loop counters, History,
 // EarlyStopping state) from arbitrary bytes must resume training or throw gd::error.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -14,20 +12,12 @@ namespace fs = std::filesystem;
 
 /// A run directory whose state file names the checkpoint each input is written to.
 struct RunDir {
-  fs::path base, run, out, ckpt;
+  gradus::fuzz::ScratchDir base{"checkpoint"};
+  fs::path run = base.path() / "run", out = base.path() / "export", ckpt = run / "model.ckpt-1.safetensors";
   RunDir() {
-    base = fs::path(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") /
-           ("gradus-fuzz-checkpoint-" + std::to_string(::getpid()));
-    run = base / "run";
-    out = base / "export";
-    ckpt = run / "model.ckpt-1.safetensors";
     fs::create_directories(run);
     gradus::io::write_file_atomic(run / "checkpoint",
                                   gradus::io::encode_checkpoint_state({"model.ckpt-1.safetensors", {"model.ckpt-1.safetensors"}}));
-  }
-  ~RunDir() {
-    std::error_code ec;
-    fs::remove_all(base, ec);
   }
 };
 }  // namespace

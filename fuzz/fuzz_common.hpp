@@ -1,9 +1,15 @@
-// Shared by the fuzz harnesses: what a harness does with a tensor a reader accepted, so that a
-// shape that passed the reader's checks but breaks an op is found as well.
+// Shared by the fuzz harnesses: the entry point, a scratch folder for the harnesses that need
+// files, and what a harness does with a tensor a reader accepted, so that a shape that passed the
+// reader's checks but breaks an op is found as well.
 #pragma once
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <string_view>
+#include <system_error>
 #include <variant>
 
 #include <gradus/gradus.hpp>
@@ -24,6 +30,30 @@ namespace gradus::fuzz {
 inline std::string_view bytes(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};
 }
+
+/// A folder of this process for a harness whose code under test reads or writes files: made by
+/// mkdtemp in memory (/dev/shm) where that is writable, else in /tmp, and removed with what it
+/// holds when the process exits (a harness keeps its own in a function-local static).
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::string_view harness) {
+    std::string t = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/gradus-fuzz-";
+    t.append(harness).append("-XXXXXX");
+    if (!::mkdtemp(t.data())) __builtin_trap();
+    path_ = t;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// Sums, reduces over the first axis and transposes `t` when the results are small (a reader
 /// may accept [0, 2^40, 2^20]; reducing its zero axis would rightly ask for 2^60 elements).

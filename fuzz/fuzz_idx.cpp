@@ -1,6 +1,5 @@
 // libFuzzer harness: read_idx (raw or gzip, detected by its magic bytes) on an arbitrary file.
 #include <gradus/data/idx.hpp>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -8,13 +7,9 @@
 #include "fuzz_common.hpp"
 
 GRADUS_FUZZ_TARGET(idx) {
-  // read_idx reads a path: the input goes to a file of this process (in memory where /dev/shm is).
-  static const struct File {
-    std::string path = std::string(::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/gradus-fuzz-idx-" +
-                       std::to_string(::getpid());
-    ~File() { std::remove(path.c_str()); }
-  } file;
-  const std::string& path = file.path;
+  // read_idx reads a path: the input goes to a file of this process (in memory where /dev/shm is)
+  static const gradus::fuzz::ScratchDir dir("idx");
+  static const std::string path = (dir.path() / "input.idx").string();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) __builtin_trap();
   if (size) std::fwrite(data, 1, size, f);

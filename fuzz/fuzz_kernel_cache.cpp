@@ -1,8 +1,6 @@
 // libFuzzer harness: a disk entry of the generated-kernel cache (backend/cuda/kernel_cache.hpp)
 // on arbitrary bytes. A damaged entry must be rejected (the kernel compiled again and the entry
 // rewritten), never returned; a well-formed one must come back exactly.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,18 +11,8 @@
 
 GRADUS_FUZZ_TARGET(kernel_cache) {
   // the cache's directory, this process's own, removed when it exits
-  static const struct Dir {
-    std::string path = [] {
-      char t[] = "/tmp/gradus-fuzz-kernel-cache-XXXXXX";
-      if (!::mkdtemp(t)) __builtin_trap();
-      return std::string(t);
-    }();
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } cache_dir;
-  const std::string& dir = cache_dir.path;
+  static const gradus::fuzz::ScratchDir cache_dir("kernel-cache");
+  const std::string dir = cache_dir.path().string();
   const std::string key = "fuzz/backward/compute_90/nvrtc-13.0", fresh = "// compiled again\n";
   gradus::backend::cuda::KernelCache cache(dir);
   const std::string bytes(gradus::fuzz::bytes(data, size));
