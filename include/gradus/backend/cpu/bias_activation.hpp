@@ -11,6 +11,7 @@
 #include "gradus/backend/cpu/vecmath.hpp"
 #include "gradus/expr/activations.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 /// gm = g where y > 0, else 0, over `rows` rows of F; adds the column sums of gm to `sums` when
@@ -153,3 +154,4 @@ void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

@@ -22,6 +22,7 @@
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 /// Rows of a tile: about 256 KiB of patches, so a tile and its GEMM panels stay in L2; a
@@ -465,3 +466,4 @@ void conv2d_backward(const ConvPlan& p, const T* g, const T* x, const T* w, T* d
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

@@ -61,6 +61,7 @@
 #include "gradus/core/precision.hpp"
 #include "gradus/core/tensor.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 template <class T>
@@ -1739,3 +1740,4 @@ class GemmB {
 };
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

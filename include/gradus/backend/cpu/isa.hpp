@@ -21,11 +21,14 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "gradus/backend/cpu/vecmath.hpp"  // GRADUS_SIMD_HINTS_BEGIN / _END
+
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDACC__) && !defined(__AVX512F__)
 #define GRADUS_ISA_DISPATCH 1
 #endif
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 /// The instruction sets `with_isa` compiles a loop for.
@@ -90,3 +93,4 @@ inline void with_isa(F&& f) {
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

@@ -26,6 +26,7 @@
 #include "gradus/backend/plans.hpp"
 #include "gradus/core/tensor.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 namespace lstm_detail {
@@ -320,3 +321,4 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

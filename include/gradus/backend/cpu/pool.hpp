@@ -15,6 +15,7 @@
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/plans.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 template <class T>
@@ -184,3 +185,4 @@ void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* d
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END

@@ -10,6 +10,7 @@
 #include "gradus/backend/cpu/reduce.hpp"
 #include "gradus/backend/cpu/vecmath.hpp"
 
+GRADUS_SIMD_HINTS_BEGIN
 namespace gradus::backend::cpu {
 
 /// Lines of softmax_forward's and softmax_backward's last-axis case taken together: at most
@@ -194,3 +195,4 @@ void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64
 }
 
 }  // namespace gradus::backend::cpu
+GRADUS_SIMD_HINTS_END
