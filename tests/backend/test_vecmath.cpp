@@ -1,6 +1,7 @@
 // backend/cpu/vecmath.hpp: the float exp, tanh and logistic against double-precision libm over
 // every float of the ranges where the kernels use them (a stride through the bit patterns), the
-// special values, and the same functions inside a loop compiled for each ISA copy.
+// special values, and the same functions inside a loop compiled for each ISA copy; max_of against
+// the largest non-NaN element.
 #include <catch2/catch.hpp>
 #include <bit>
 #include <cmath>
@@ -145,6 +146,46 @@ TEST_CASE("vecmath: where_positive and relu are the ternaries they replace, bit 
     for (T x : values) {
       INFO("x = " << x);
       CHECK(std::bit_cast<Bits>(vm::relu(x)) == std::bit_cast<Bits>(std::max(x, T(0))));  // a NaN stays NaN
+    }
+  };
+  check(0.0f);
+  check(0.0);
+}
+
+TEST_CASE("vecmath: max_of is the largest element that is not NaN, in each ISA copy", "[backend][vecmath][isa]") {
+  auto reference = [](const auto* in, int64_t n) {  // -inf when there is none
+    auto m = -std::numeric_limits<std::remove_cvref_t<decltype(*in)>>::infinity();
+    for (int64_t k = 0; k < n; ++k)
+      if (!std::isnan(in[k])) m = std::max(m, in[k]);
+    return m;
+  };
+  auto check = [&](auto zero) {
+    using T = decltype(zero);
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+    // lengths around the 16 lanes' blocks, and long rows with a tail
+    for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 49, 100, 1000, 1001, 1027}) {
+      std::vector<T> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) x[size_t(i)] = T(-50) + T(((i * 7919) % 1009) * 0.0625);  // no zeros
+      std::vector<int64_t> places;  // where the largest value goes: every place of a short row
+      for (int64_t p = 0; p < n; ++p)
+        if (n <= 64 || p < 20 || p > n - 20 || p % 97 == 0) places.push_back(p);
+      for (int64_t p : places) {
+        for (int special = 0; special < 5; ++special) {
+          std::vector<T> row = x;
+          row[size_t(p)] = T(1000);
+          if (special == 1) row[0] = nan;                                  // a NaN first
+          if (special == 2) row[size_t((p + 1) % n)] = nan;                // a NaN after the largest
+          if (special == 3) std::fill(row.begin(), row.end(), -inf);     // every element -inf
+          if (special == 4) std::fill(row.begin(), row.end(), nan);      // every element NaN: -inf
+          const T want = reference(row.data(), n);
+          T got_default = vm::max_of(row.data(), n), got_isa = 0;
+          cpu::with_isa([&] { got_isa = vm::max_of(row.data(), n); });
+          INFO("n = " << n << ", largest at " << p << ", case " << special << ", want " << want);
+          CHECK(std::bit_cast<Bits>(got_default) == std::bit_cast<Bits>(want));
+          CHECK(std::bit_cast<Bits>(got_isa) == std::bit_cast<Bits>(want));
+        }
+      }
     }
   };
   check(0.0f);

@@ -64,9 +64,7 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
       for (int64_t l = 0; l < lines; ++l) {
         const T* in = x + (l0 + l) * n;
         T* out = y + (l0 + l) * n;
-        T m = in[0];
-        GRADUS_SIMD_REDUCTION(max, m)
-        for (int64_t k = 1; k < n; ++k) m = in[k] > m ? in[k] : m;
+        const T m = vm::max_of(in, n);
         maxima[l] = m;
         GRADUS_SIMD
         for (int64_t k = 0; k < n; ++k) out[k] = in[k] - m;
@@ -159,9 +157,8 @@ void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_
     with_isa([&] {
       // m and s are locals of this lambda: as captured references GCC -O2 left the reductions
       // scalar (an exp call per element)
-      T m = in[0], s = 0;
-      GRADUS_SIMD_REDUCTION(max, m)
-      for (int64_t k = 1; k < classes; ++k) m = in[k] > m ? in[k] : m;
+      const T m = vm::max_of(in, classes);
+      T s = 0;
       GRADUS_SIMD_REDUCTION(+, s)
       for (int64_t k = 0; k < classes; ++k) s += vm::exp(in[k] - m);
       line_lse = std::log(s);
@@ -184,9 +181,7 @@ void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64
     T* d = dz + base;
     const T gr = g[r], ls = lse[r];
     with_isa([&] {
-      T m = in[0];
-      GRADUS_SIMD_REDUCTION(max, m)
-      for (int64_t k = 1; k < classes; ++k) m = in[k] > m ? in[k] : m;
+      const T m = vm::max_of(in, classes);
       GRADUS_SIMD
       for (int64_t k = 0; k < classes; ++k) d[k] = gr * vm::exp((in[k] - m) - ls);
     });

@@ -156,4 +156,26 @@ inline double exp(double x) { return std::exp(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double logistic(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+/// The largest of in[0], ..., in[n - 1] that is not NaN (-inf when there is none), whatever the
+/// compiler. A row of 16 or more goes through 16 running maxima, each updated from its own
+/// elements, which the compilers vectorise as independent lanes. As a max reduction marked `omp
+/// simd` it ran with one vector register under GCC (each step waiting for the one before: 3.4x
+/// slower on rows of 1,000 floats in the SSE copy, 2x in the AVX-512 copy), one element at a time
+/// under clang, and what it made of a NaN differed between the two.
+template <class T>
+inline T max_of(const T* in, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t k = 0;
+  if (n >= kLanes) {
+    T lane[kLanes];
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] = m;
+    for (; k + kLanes <= n; k += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) lane[j] = in[k + j] > lane[j] ? in[k + j] : lane[j];
+    for (int64_t j = 0; j < kLanes; ++j) m = lane[j] > m ? lane[j] : m;
+  }
+  for (; k < n; ++k) m = in[k] > m ? in[k] : m;
+  return m;
+}
+
 }  // namespace gradus::backend::cpu::vm
