@@ -34,10 +34,9 @@
 /// `GRADUS_SIMD_HINTS_BEGIN` and `GRADUS_SIMD_HINTS_END` enclose the code of each header whose
 /// loops carry these hints (and isa.hpp, into whose per-ISA functions they are inlined). clang
 /// warns (-Wpass-failed) wherever it cannot vectorise a loop so marked, in every program that
-/// instantiates it: clang 14 recognises `m = x > m ? x : m` as a max reduction only under
-/// -ffinite-math-only, and leaves loops that call a scalar libm function (an activation's expm1)
-/// as they are. The hints are gradus' own concern, so the warning is off inside these headers
-/// alone; GCC has no such warning.
+/// instantiates it: clang 14 leaves the LSTM gates' loop and the bias loops of the activations
+/// that call a scalar libm function (expm1) as they are. The hints are gradus' own concern, so
+/// the warning is off inside these headers alone; GCC has no such warning.
 #if defined(__clang__)
 #define GRADUS_SIMD_HINTS_BEGIN GRADUS_PRAGMA(clang diagnostic push) GRADUS_PRAGMA(clang diagnostic ignored "-Wpass-failed")
 #define GRADUS_SIMD_HINTS_END GRADUS_PRAGMA(clang diagnostic pop)
