@@ -59,7 +59,7 @@ void softmax_forward(const AxisView& v, const T* x, T* y, bool log) {
   if (v.n == 0) return;  // empty lines: nothing to write
   if (v.inner == 1) {  // the common last-axis case: contiguous lines, vectorised across each group
     const int64_t n = v.n;
-    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) {
+    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) GRADUS_LAMBDA_INLINE {
       T maxima[kLineGroup];
       for (int64_t l = 0; l < lines; ++l) {
         const T* in = x + (l0 + l) * n;
@@ -106,7 +106,7 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
   if (v.n == 0) return;
   if (log && v.inner == 1) {  // exp(y) vectorised across each group of lines
     const int64_t n = v.n;
-    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) {
+    for_each_line_group(v.outer, n, [&](int64_t l0, int64_t lines) GRADUS_LAMBDA_INLINE {
       T* db = dx + l0 * n;
       exp_elements(y + l0 * n, db, lines * n);
       for (int64_t l = 0; l < lines; ++l) {

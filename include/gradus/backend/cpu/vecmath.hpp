@@ -73,6 +73,15 @@
 #else
 #define GRADUS_VM_INLINE inline
 #endif
+/// The same for a lambda, after its parameter list, where with_isa reaches the lambda through a
+/// second call (with_isa's lambda calls it): clang 14's `flatten` inlines the calls of the
+/// per-ISA function itself but not their calls in turn, so the lambda's loops stayed in the
+/// baseline copy, compiled for SSE2, under clang (GCC's flatten inlines every level).
+#if defined(__GNUC__) || defined(__clang__)
+#define GRADUS_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define GRADUS_LAMBDA_INLINE
+#endif
 
 namespace gradus::backend::cpu::vm {
 
