@@ -193,8 +193,7 @@ TEST_CASE("optim: the CPU's one-pass Adam update gives the bits of Adam's three 
     gd::Tensor<T> w = gd::Tensor<T>::random_uniform({n}, rng, -1, 1), g = gd::Tensor<T>::random_uniform({n}, rng, -1, 1);
     gd::Tensor<T> m = gd::Tensor<T>::random_uniform({n}, rng, -0.1, 0.1), v = gd::Tensor<T>::random_uniform({n}, rng, 0, 0.01);
     gd::Tensor<T> vhat = gd::Tensor<T>::random_uniform({n}, rng, 0, 0.01);
-    const auto copy = [](const gd::Tensor<T>& t) { return gd::Tensor<T>::from(std::vector<T>(t.begin(), t.end()), t.shape()); };
-    gd::Tensor<T> w2 = copy(w), m2 = copy(m), v2 = copy(v), vhat2 = copy(vhat);
+    gd::Tensor<T> w2 = w.clone(), m2 = m.clone(), v2 = v.clone(), vhat2 = vhat.clone();
     const T b1 = T(0.9), b2 = T(0.999), alpha = T(0.0123), eps = T(1e-8), decay = variant == 2 ? T(1e-4) : T(0);
     m.assign(b1 * m + T(1 - 0.9) * g);
     v.assign(b2 * v + T(1 - 0.999) * gd::square(g));
