@@ -68,18 +68,15 @@
 /// Forces inlining where the function is called: the loops above them vectorise only when the
 /// whole body is in the loop, and a -march=native build (whose with_isa has no flatten copy)
 /// otherwise calls exp once per element (GCC judges it too large to inline).
+/// `GRADUS_LAMBDA_INLINE`, the same for a lambda, after its parameter list, where with_isa reaches
+/// the lambda through a second call (with_isa's lambda calls it): clang 14's `flatten` inlines the
+/// calls of the per-ISA function itself but not their calls in turn, so the lambda's loops stayed
+/// in the baseline copy, compiled for SSE2, under clang (GCC's flatten inlines every level).
 #if defined(__GNUC__) || defined(__clang__)
 #define GRADUS_VM_INLINE [[gnu::always_inline]] inline
-#else
-#define GRADUS_VM_INLINE inline
-#endif
-/// The same for a lambda, after its parameter list, where with_isa reaches the lambda through a
-/// second call (with_isa's lambda calls it): clang 14's `flatten` inlines the calls of the
-/// per-ISA function itself but not their calls in turn, so the lambda's loops stayed in the
-/// baseline copy, compiled for SSE2, under clang (GCC's flatten inlines every level).
-#if defined(__GNUC__) || defined(__clang__)
 #define GRADUS_LAMBDA_INLINE __attribute__((always_inline))
 #else
+#define GRADUS_VM_INLINE inline
 #define GRADUS_LAMBDA_INLINE
 #endif
 
