@@ -1645,9 +1645,12 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     if (kernel != GemmKernel::loops) return eigen_gemm(a, ta, b, tb, c, m, k, n, add);
 #endif
     return loop_gemm(a, ta, b, tb, c, m, k, n, add);
+  } else {  // an else, so that the float instantiation does not instantiate Eigen's float GEMM
+    eigen_gemm(a, ta, b, tb, c, m, k, n, add);
   }
-#endif
+#else
   eigen_gemm(a, ta, b, tb, c, m, k, n, add);
+#endif
 }
 
 /// B (k x n, stored transposed when `tb`) packed once for many products a · B on the calling
