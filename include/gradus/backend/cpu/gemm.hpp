@@ -431,8 +431,10 @@ struct Avx512 {
     for (int64_t p = 0; p < kc; ++p, b += kNR) {
       const float* ap = a + off[p];
       const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-        const __m512 x = _mm512_set1_ps(ap[i * rs]);
+      // The row pointer is stepped by rs: written as ap[i * rs], clang++ 14 spilled accumulators
+      // and offsets to the stack in every step (5.1% of the CNN step instead of g++'s 2.8%)
+      GRADUS_UNROLL for (int i = 0; i < R; ++i, ap += rs) {
+        const __m512 x = _mm512_set1_ps(*ap);
         acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
         acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
       }
