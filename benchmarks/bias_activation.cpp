@@ -5,7 +5,7 @@
 //                              (ops/elementwise_math.hpp's forward and backward on z = h + b), row
 //                              by row inside with_isa: what the layer ran before leaky ReLU, ELU
 //                              and SELU had loops of their own (ReLU's gradient had one already)
-// Activations: relu, leaky_relu (alpha 0.1), elu (alpha 1), selu, tanh. Run with OMP_NUM_THREADS=1 for
+// Activations: relu, leaky_relu (alpha 0.1), elu (alpha 1), selu, tanh, sigmoid, softsign. Run with OMP_NUM_THREADS=1 for
 // one-thread numbers; the ratio gradus_step / eigen_step is what to read.
 #include <benchmark/benchmark.h>
 
@@ -81,5 +81,9 @@ BENCHMARK_CAPTURE(gradus_step, selu, gd::ops::Selu{});
 BENCHMARK_CAPTURE(eigen_step, selu, gd::ops::Selu{});
 BENCHMARK_CAPTURE(gradus_step, tanh, gd::ops::Tanh{});
 BENCHMARK_CAPTURE(eigen_step, tanh, gd::ops::Tanh{});
+BENCHMARK_CAPTURE(gradus_step, sigmoid, gd::ops::Sigmoid{});
+BENCHMARK_CAPTURE(eigen_step, sigmoid, gd::ops::Sigmoid{});
+BENCHMARK_CAPTURE(gradus_step, softsign, gd::ops::Softsign{});
+BENCHMARK_CAPTURE(eigen_step, softsign, gd::ops::Softsign{});
 
 BENCHMARK_MAIN();

@@ -143,7 +143,8 @@ TEST_CASE("nn: every activation in a float layer, by its constant and by Activat
   CHECK(nn::Activation(nn::ActivationKind::elu, 0.5) == nn::elu(0.5));
 }
 
-TEST_CASE("nn: the fused leaky ReLU, ELU and SELU in float, rows wider than a vector, against double loops",
+TEST_CASE("nn: the fused leaky ReLU, ELU, SELU, sigmoid and softsign in float, rows wider than a vector, "
+          "against double loops",
           "[nn][layers]") {
   // Their CPU rules are loops of branch-free vm:: arithmetic (backend/cpu/bias_activation.hpp);
   // 29 columns run each row through the vector body and the remainder at every ISA.
@@ -155,7 +156,8 @@ TEST_CASE("nn: the fused leaky ReLU, ELU and SELU in float, rows wider than a ve
   const gd::Tensor<float> b = gd::cast<float>(bd), g = gd::cast<float>(gd_);
   h(0, 0) = -b(0);  // z = 0 exactly: the negative side's rule (value 0, slope alpha)
   constexpr double selu_scale = 1.0507009873554804934, selu_alpha = 1.6732632423543772848;
-  for (nn::Activation a : std::initializer_list<nn::Activation>{nn::leaky_relu(0.1), nn::elu(0.5), nn::selu}) {
+  for (nn::Activation a :
+       std::initializer_list<nn::Activation>{nn::leaky_relu(0.1), nn::elu(0.5), nn::selu, nn::sigmoid, nn::softsign}) {
     INFO(a);
     gd::Var<float> hv(h), bv(b);
     const gd::Var<float> y = gd::detail::bias_activation(hv, bv, a);
@@ -172,6 +174,12 @@ TEST_CASE("nn: the fused leaky ReLU, ELU and SELU in float, rows wider than a ve
         } else if (a.kind == nn::ActivationKind::selu) {
           want = selu_scale * (zf > 0 ? zf : selu_alpha * std::expm1(zf));
           slope = selu_scale * (zf > 0 ? 1.0 : selu_alpha * std::exp(zf));
+        } else if (a.kind == nn::ActivationKind::sigmoid) {
+          want = 1 / (1 + std::exp(-zf));
+          slope = want * (1 - want);
+        } else if (a.kind == nn::ActivationKind::softsign) {
+          want = zf / (1 + std::abs(zf));
+          slope = 1 / ((1 + std::abs(zf)) * (1 + std::abs(zf)));
         }
         const double dh = double(g(r, f)) * slope;
         db[size_t(f)] += dh;

@@ -4,7 +4,9 @@
 // op struct in ops/elementwise_math.hpp, how the struct is built from the activation's alpha
 // (`{}`: it takes none), and how the CPU runs it over a layer's rows: `block` (the op's Eigen
 // form over blocks of a row) or `lane` (one element at a time in a loop the compiler
-// vectorises: the ops whose Eigen form is a select(), which has no packet path). The enum,
+// vectorises, with vm::'s functions: the ops whose Eigen form is a select(), which has no
+// packet path, and sigmoid and softsign, whose loops run at the AVX2 or AVX-512 copy's width
+// where Eigen's packets keep the build's SSE width; docs/performance.md). The enum,
 // the names, the visit switch of ops/bias_activation.hpp, the CPU kernels' instantiations and
 // the GPU kernel's switch are all expanded from this list. softmax, which is not elementwise,
 // comes after the rows.
@@ -35,9 +37,9 @@ struct Softsign;
   X(selu, Selu, {}, lane)                  \
   X(gelu, Gelu, {}, block)                 \
   X(tanh, Tanh, {}, block)                 \
-  X(sigmoid, Sigmoid, {}, block)           \
+  X(sigmoid, Sigmoid, {}, lane)            \
   X(softplus, Softplus, {}, block)         \
-  X(softsign, Softsign, {}, block)
+  X(softsign, Softsign, {}, lane)
 
 /// Which function an `Activation` (ops/bias_activation.hpp) applies.
 enum class ActivationKind {

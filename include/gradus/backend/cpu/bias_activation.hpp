@@ -4,6 +4,7 @@
 #include "gradus/core/eigen.hpp"
 #include <unsupported/Eigen/SpecialFunctions>  // erf, which the op structs' gelu uses on rows
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "gradus/backend/cpu/isa.hpp"
@@ -42,6 +43,9 @@ struct Lane {
   using Scalar = T;
   T v;
   Lane exp() const { return {vm::exp(v)}; }
+  Lane logistic() const { return {vm::logistic(v)}; }
+  Lane abs() const { return {std::abs(v)}; }
+  Lane square() const { return {v * v}; }
 };
 template <class T>
 struct LaneMask {
@@ -63,6 +67,7 @@ struct LaneMask {
 GRADUS_LANE_ARITH(+)
 GRADUS_LANE_ARITH(-)
 GRADUS_LANE_ARITH(*)
+GRADUS_LANE_ARITH(/)
 #undef GRADUS_LANE_ARITH
 template <class T>
 LaneMask<T> operator>(Lane<T> a, T b) {
