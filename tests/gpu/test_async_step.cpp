@@ -190,6 +190,55 @@ TEST_CASE("Adam, AMSGrad and AdamW on the GPU: one kernel for the parameters, th
   }
 }
 
+TEST_CASE("Adam, AMSGrad and AdamW on a GPU whose backend lacks the one-pass update: the CPU's, on host copies",
+          "[gpu]") {
+  if (!gradus_test::gpu_available()) return;
+  namespace be = gd::backend;
+  const gd::Device g = gd::cuda(0);
+  // the GPU backend's slots emptied for the test: its parameters go to AdamRule::update, which
+  // runs the CPU's update on host copies and writes weights and state back to the GPU
+  struct WithoutGpuUpdate {
+    be::kernel_fn<be::kernel::AdamUpdate, float>& f = be::kernel_slot<be::kernel::AdamUpdate, float>(gd::DeviceType::cuda);
+    be::kernel_fn<be::kernel::AdamUpdate, double>& d = be::kernel_slot<be::kernel::AdamUpdate, double>(gd::DeviceType::cuda);
+    be::kernel_fn<be::kernel::AdamUpdate, float> kept_f = f;
+    be::kernel_fn<be::kernel::AdamUpdate, double> kept_d = d;
+    WithoutGpuUpdate() { f = nullptr, d = nullptr; }
+    ~WithoutGpuUpdate() { f = kept_f, d = kept_d; }
+  };
+  const auto run = [&]<class T>(T, int which, gd::Device dev) {
+    gd::Rng rng(41);
+    gd::Var<T> w(gd::Tensor<T>::random_uniform({6, 3}, rng, -1, 1).to(dev), true);
+    gd::Var<T> b(gd::Tensor<T>::random_uniform({3}, rng, -1, 1).to(dev), true);
+    const gd::Tensor<T> x = gd::Tensor<T>::random_uniform({5, 6}, rng, -1, 1).to(dev);
+    std::unique_ptr<gd::optim::Optimizer<T>> opt;
+    if (which == 0) opt = std::make_unique<gd::optim::Adam<T>>(std::vector{w, b}, gd::optim::AdamOptions{.lr = 0.05});
+    if (which == 1) opt = std::make_unique<gd::optim::AMSGrad<T>>(std::vector{w, b}, gd::optim::AdamOptions{.lr = 0.05});
+    if (which == 2)
+      opt = std::make_unique<gd::optim::AdamW<T>>(std::vector{w, b},
+                                                   gd::optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
+    for (int step = 0; step < 9; ++step)
+      opt->minimize(gd::sum(gd::square(gd::sin(gd::matmul(gd::Var<T>::constant(x), w) + b) - T(0.3))));
+    CHECK(w.value().device() == dev);  // written back where the parameter lives (m, v and v̂ too:
+    return std::pair{w.value().to(gd::cpu), b.value().to(gd::cpu)};  // else the later steps differ)
+  };
+  for (int which = 0; which < 3; ++which) {
+    INFO("optimizer " << (which == 0 ? "Adam" : which == 1 ? "AMSGrad" : "AdamW"));
+    const auto [wg, bg] = run(0.0, which, g);  // the GPU's one-pass update
+    const auto [wc, bc] = run(0.0, which, gd::cpu);
+    WithoutGpuUpdate fallback;
+    REQUIRE_FALSE(be::implements<be::kernel::AdamUpdate, double>(g));
+    const auto [wf, bf] = run(0.0, which, g);  // the CPU's update on host copies
+    for (int64_t i = 0; i < wf.size(); ++i) {
+      CHECK(wf.data()[i] == Approx(wg.data()[i]).epsilon(1e-12).margin(1e-13));
+      CHECK(wf.data()[i] == Approx(wc.data()[i]).epsilon(1e-11).margin(1e-12));
+    }
+    for (int64_t i = 0; i < bf.size(); ++i) CHECK(bf.data()[i] == Approx(bg.data()[i]).epsilon(1e-12).margin(1e-13));
+    gd::Rng rng(41);
+    const gd::Tensor<double> w0 = gd::Tensor<double>::random_uniform({6, 3}, rng, -1, 1);
+    CHECK(std::abs(wf.data()[0] - w0.data()[0]) > 1e-3);  // it moved
+  }
+}
+
 TEST_CASE("Adam over 40 parameters of different sizes on the GPU: two launches a step, the CPU's weights", "[gpu]") {
   namespace ast = async_step_test;
   if (!gradus_test::gpu_available()) return;

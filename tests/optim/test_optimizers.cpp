@@ -184,8 +184,8 @@ TEST_CASE("optim: Adam, AMSGrad and AdamW over many weights (the CPU's one-pass 
 }
 
 TEST_CASE("optim: the CPU's one-pass Adam update gives the bits of Adam's three expressions", "[optim]") {
-  // the expressions AdamRule composes where a backend has no kernel::AdamUpdate, against the
-  // kernel on copies of the same tensors: the same operations in the same order
+  // Adam's defining expressions (as TF1 and Keras write the update) against the kernel on copies
+  // of the same tensors: the same operations in the same order
   const auto check = []<class T>(T, int variant) {
     INFO((variant == 0 ? "Adam" : variant == 1 ? "AMSGrad" : "AdamW") << (sizeof(T) == 4 ? " float" : " double"));
     gd::Rng rng(61);

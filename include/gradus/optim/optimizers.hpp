@@ -110,9 +110,7 @@ class AdamRule : public Optimizer<T> {
     Device batch_device = gradus::cpu;
     const auto flush = [&] {
       if (batch.empty()) return;
-      const backend::AdamStep<T> step{T(beta1_), T(1 - beta1_), T(beta2_), T(1 - beta2_), T(alpha_), T(epsilon_),
-                                      T(this->lr() * weight_decay_)};
-      backend::run<backend::kernel::AdamUpdate, T>(batch_device, step, batch.data(), int(batch.size()));
+      backend::run<backend::kernel::AdamUpdate, T>(batch_device, constants(), batch.data(), int(batch.size()));
       batch.clear();
     };
     for (size_t k = 0; k < which.size(); ++k) {
@@ -137,21 +135,27 @@ class AdamRule : public Optimizer<T> {
     flush();
     Optimizer<T>::update_all(rest_which, rest_grads);
   }
+  /// A parameter that update_all could not batch — its device's backend has no one-pass update,
+  /// or its gradient is on another device: the CPU's one-pass update on host copies of the
+  /// weights, gradient and state, written back to where they live. It gives the bits the CPU's
+  /// update gives. Written as Adam's expressions on the parameter's device instead, it compiled
+  /// five expressions' CPU loops and GPU launchers into every program that uses Adam, whether
+  /// or not any parameter ever came here: about 2 s of a header-only training program.
   void update(size_t i, Tensor<T>& w, const Tensor<T>& g) override {
     Tensor<T>& m = this->slot(0, i);
     Tensor<T>& v = this->slot(1, i);
-    m.assign(T(beta1_) * m + T(1 - beta1_) * g);
-    v.assign(T(beta2_) * v + T(1 - beta2_) * square(g));
-    Tensor<T>* denom = &v;
-    if (amsgrad_) {
-      denom = &this->slot(2, i);
-      denom->assign(maximum(*denom, v));
-    }
-    const T alpha = T(alpha_), eps = T(epsilon_);
-    if (weight_decay_ == 0)
-      w.assign(w - alpha * m / (sqrt(*denom) + eps));
-    else
-      w.assign(w - T(this->lr() * weight_decay_) * w - alpha * m / (sqrt(*denom) + eps));
+    Tensor<T>* vhat = amsgrad_ ? &this->slot(2, i) : nullptr;
+    Tensor<T> hw = w.to(gradus::cpu), hm = m.to(gradus::cpu), hv = v.to(gradus::cpu);
+    const Tensor<T> hg = g.to(gradus::cpu);
+    Tensor<T> hvhat = vhat ? vhat->to(gradus::cpu) : Tensor<T>();
+    const backend::AdamTensors<T> p{hw.data(), hg.data(), hm.data(), hv.data(), vhat ? hvhat.data() : nullptr, w.size()};
+    backend::run<backend::kernel::AdamUpdate, T>(gradus::cpu, constants(), &p, 1);
+    w.copy_(hw), m.copy_(hm), v.copy_(hv);  // no copy where they are host tensors already
+    if (vhat) vhat->copy_(hvhat);
+  }
+  /// This step's constants, as the one-pass update takes them.
+  backend::AdamStep<T> constants() const {
+    return {T(beta1_), T(1 - beta1_), T(beta2_), T(1 - beta2_), T(alpha_), T(epsilon_), T(this->lr() * weight_decay_)};
   }
 
   double beta1_, beta2_, epsilon_, weight_decay_;
