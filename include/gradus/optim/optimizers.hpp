@@ -140,7 +140,7 @@ class AdamRule : public Optimizer<T> {
   /// weights, gradient and state, written back to where they live. It gives the bits the CPU's
   /// update gives. Written as Adam's expressions on the parameter's device instead, it compiled
   /// five expressions' CPU loops and GPU launchers into every program that uses Adam, whether
-  /// or not any parameter ever came here: about 2 s of a header-only training program.
+  /// or not any parameter ever came here: 1.3-2.6 s of g++ time for a header-only training program.
   void update(size_t i, Tensor<T>& w, const Tensor<T>& g) override {
     Tensor<T>& m = this->slot(0, i);
     Tensor<T>& v = this->slot(1, i);
