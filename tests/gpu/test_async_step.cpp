@@ -19,6 +19,7 @@
 #include "gradus/train.hpp"
 
 #include "../support/gpu.hpp"
+#include "../support/without_kernel.hpp"
 
 namespace gd = gradus;
 
@@ -199,21 +200,13 @@ TEST_CASE("Adam, AMSGrad and AdamW on a GPU whose backend lacks the one-pass upd
   if (!gradus_test::gpu_available()) return;
   namespace be = gd::backend;
   const gd::Device g = gd::cuda(0);
-  // the GPU backend's slots emptied for the test: its parameters go to AdamRule::update, which
-  // runs the CPU's update on host copies and writes weights and state back to the GPU
-  struct WithoutGpuUpdate {
-    be::kernel_fn<be::kernel::AdamUpdate, float>& f = be::kernel_slot<be::kernel::AdamUpdate, float>(gd::DeviceType::cuda);
-    be::kernel_fn<be::kernel::AdamUpdate, double>& d = be::kernel_slot<be::kernel::AdamUpdate, double>(gd::DeviceType::cuda);
-    be::kernel_fn<be::kernel::AdamUpdate, float> kept_f = f;
-    be::kernel_fn<be::kernel::AdamUpdate, double> kept_d = d;
-    WithoutGpuUpdate() { f = nullptr, d = nullptr; }
-    ~WithoutGpuUpdate() { f = kept_f, d = kept_d; }
-  };
   for (int which = 0; which < 3; ++which) {
     INFO("optimizer " << (which == 0 ? "Adam" : which == 1 ? "AMSGrad" : "AdamW"));
     const auto [wg, bg] = ast::adam_run<double>(which, g);  // the GPU's one-pass update
     const auto [wc, bc] = ast::adam_run<double>(which, gd::cpu);
-    WithoutGpuUpdate fallback;
+    // the GPU backend's kernel taken out: the parameters go to AdamRule::update, which runs the
+    // CPU's update on host copies and writes weights and state back to the GPU
+    gradus_test::WithoutKernel<be::kernel::AdamUpdate, double> fallback(gd::DeviceType::cuda);
     REQUIRE_FALSE(be::implements<be::kernel::AdamUpdate, double>(g));
     const auto [wf, bf] = ast::adam_run<double>(which, g);  // the CPU's update on host copies
     for (int64_t i = 0; i < wf.size(); ++i) {

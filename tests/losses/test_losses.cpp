@@ -12,6 +12,8 @@
 #include <gradus/gradus.hpp>
 #include <gradus/losses.hpp>
 
+#include "../support/without_kernel.hpp"
+
 namespace gd = gradus;
 namespace L = gd::losses;
 using V = gd::Var<double>;
@@ -225,12 +227,7 @@ TEST_CASE("losses: softmax cross-entropies, per-example weights, values and grad
   // A backend without the fused kernel (the CPU's slot emptied for the test) gets the loss composed
   // of log_softmax and one-hot rows: the same values and gradients.
   namespace be = gd::backend;
-  struct WithoutFusedKernel {
-    be::kernel_fn<be::kernel::SparseXent, double>& slot = be::kernel_slot<be::kernel::SparseXent, double>(gd::DeviceType::cpu);
-    be::kernel_fn<be::kernel::SparseXent, double> fused = slot;
-    WithoutFusedKernel() { slot = nullptr; }
-    ~WithoutFusedKernel() { slot = fused; }
-  } composed;
+  gradus_test::WithoutKernel<be::kernel::SparseXent, double> composed(gd::DeviceType::cpu);
   REQUIRE_FALSE(be::implements<be::kernel::SparseXent, double>(gd::cpu));
   check_loss("sparse_softmax_cross_entropy_with_logits, composed",
              [&](const V& x, R r, const Td& w) {
