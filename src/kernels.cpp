@@ -22,10 +22,10 @@ namespace gradus::backend::cpu {
                                    const T*);                                                                 \
   template void pool2d_forward<T>(const PoolPlan&, const T*, T*, bool);                                        \
   template void pool2d_backward<T>(const PoolPlan&, const T*, const T*, const T*, T*, bool, bool);             \
-  template void lstm_forward<T>(const LstmPlan&, const T*, const T*, const T*, const T*, T*, T*, T*,           \
+  template void lstm_forward<T>(const LstmPlan&, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, \
                                 const LstmSaved<T>&);                                                         \
   template void lstm_backward<T>(const LstmPlan&, const T*, const LstmSaved<T>&, const T*, const T*, const T*, \
-                                 T*, bool, T*, bool, T*, bool, T*, bool);
+                                 T*, bool, T*, bool, T*, bool, T*, bool, T*, bool);
 
 GRADUS_INSTANTIATE_KERNELS(float)
 GRADUS_INSTANTIATE_KERNELS(double)

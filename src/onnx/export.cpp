@@ -588,9 +588,11 @@ std::string Tracer::serialize() const {
       Writer::attr(n, "axis", r.ints.empty() ? int64_t(0) : r.ints[0]);
     } else if (r.op == "dropout") {
       w.op("Identity", {name_of(r, 0)}, out, sc);
-    } else if (r.op == "lstm_sequence" && r.in.size() == 4) {
-      // xp [N, T, 4u] (x·kernel + bias, gates i f g o) and recurrent kernel [u, 4u] -> ONNX LSTM
-      // with X = xp [T, N, 4u], W the gate reordering (i o f c) and R = kernelᵀ reordered
+    } else if (r.op == "lstm_sequence" && (r.in.size() == 4 || r.in.size() == 5)) {
+      // xp [N, T, 4u] (x·kernel + bias, gates i f g o; or x·kernel, with the bias [4u] as the
+      // third input), recurrent kernel [u, 4u], h0, c0 -> ONNX LSTM with X = xp [T, N, 4u], W the
+      // gate reordering (i o f c), R = kernelᵀ reordered and B = [bias reordered, zeros]
+      const bool has_bias = r.in.size() == 5;
       const int64_t u = r.in[1].shape[0];
       const int64_t order[4] = {0, 3, 1, 2};  // ONNX gate k reads gradus gate order[k]
       auto W = Tensor<float>::zeros({1, 4 * u, 4 * u});
@@ -610,8 +612,15 @@ std::string Tracer::serialize() const {
           return "";  // ONNX's default initial state: zeros, for any batch
         return w.unsqueeze(name_of(r, i), 0, sc);
       };
-      const std::string h0 = state(2), c0 = state(3);
-      auto* n = w.node("LSTM", {X, w.floats(W), R, "", "", h0, c0}, {}, sc);
+      std::string B;
+      if (has_bias) {  // [1, 8u]: W's bias in ONNX's gate order, then R's, zero
+        const std::string wb = w.op("Gather", {name_of(r, 2), w.ints(rows)}, {}, sc);
+        auto* cat = w.node("Concat", {wb, w.floats(Tensor<float>::zeros({4 * u}))}, {}, sc);
+        Writer::attr(cat, "axis", int64_t(0));
+        B = w.unsqueeze(cat->output(0), 0, sc);
+      }
+      const std::string h0 = state(has_bias ? 3 : 2), c0 = state(has_bias ? 4 : 3);
+      auto* n = w.node("LSTM", {X, w.floats(W), R, B, "", h0, c0}, {}, sc);
       n->add_output(w.fresh("lstm_h"));
       n->add_output(w.fresh("lstm_c"));
       Writer::attr(n, "hidden_size", u);

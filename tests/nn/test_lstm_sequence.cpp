@@ -1,9 +1,11 @@
 // lstm_sequence (ops/recurrent.hpp), the fused whole-sequence LSTM that nn::LSTM runs: its
-// gradient in double w.r.t. the projected inputs, the recurrent kernel and the initial state,
-// through every output (all h, the final h, the final c, each alone too); a final state fed on
-// to a second sequence (an encoder's state to a decoder); and its forward and gradients in float
-// against the per-step path, LSTMCell::step_projected run over t (slices, matmuls and gate
-// expressions: a different code path, which the Keras-equation tests of test_recurrent.cpp pin).
+// gradient in double w.r.t. the projected inputs, the recurrent kernel, the bias (the form that
+// adds it inside the op) and the initial state, through every output (all h, the final h, the
+// final c, each alone too); a final state fed on to a second sequence (an encoder's state to a
+// decoder); the form with the bias against the form given xp + bias; and its forward and
+// gradients in float against the per-step path, LSTMCell::step_projected run over t (slices,
+// matmuls and gate expressions: a different code path, which the Keras-equation tests of
+// test_recurrent.cpp pin).
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -83,6 +85,67 @@ TEST_CASE("lstm_sequence: a final state carried into a second sequence is differ
       x0));
 }
 
+TEST_CASE("lstm_sequence: gradients in double with the bias inside the op", "[rnn][gradients]") {
+  std::vector<Td> x0 = sample_inputs(3, 4, 3, 19);
+  gd::Rng rng(20);
+  x0.insert(x0.begin() + 2, normal({12}, rng));  // xp, r, bias, h0, c0
+  SECTION("through every output") {
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3], v[4]);
+          return gd::concat({flat(o.h), flat(o.h_final), flat(o.c_final)}, 0);
+        },
+        x0));
+  }
+  SECTION("the bias's gradient added to one it already has") {
+    // sum(bias²)'s node is newer, so it runs first: the op's kernel then adds to the bias's adjoint
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3], v[4]);
+          return gd::to_var(gd::sum(o.h * 1.5) + gd::sum(o.c_final) + gd::sum(v[2] * v[2]));
+        },
+        x0));
+  }
+  SECTION("one step, one sequence") {
+    std::vector<Td> one = sample_inputs(1, 1, 2, 21);
+    one.insert(one.begin() + 2, normal({8}, rng));
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3], v[4]);
+          return gd::concat({flat(o.h), flat(o.c_final)}, 0);
+        },
+        one));
+  }
+}
+
+// The bias inside the op against xp + bias outside it, in float: rows enough for several chunks
+// of rows on two threads (each chunk sums its own share of the bias's gradient).
+TEST_CASE("lstm_sequence: the bias inside the op equals xp + bias", "[rnn]") {
+  using Tf = gd::Tensor<float>;
+  using Vf = gd::Var<float>;
+  gd::Rng rng(22);
+  const int64_t n = 37, steps = 5, u = 6;
+  const Tf xpt = Tf::random_normal({n, steps, 4 * u}, rng), bt = Tf::random_normal({4 * u}, rng, 0, 0.5),
+           rt = Tf::random_normal({u, 4 * u}, rng, 0, 0.4), h0t = Tf::random_normal({n, u}, rng, 0, 0.5),
+           c0t = Tf::random_normal({n, u}, rng, 0, 0.5), seed = Tf::random_normal({n, steps, u}, rng);
+  auto run = [&](bool inside) {
+    Vf xp(xpt.clone()), b(bt.clone()), r(rt.clone()), h0(h0t.clone()), c0(c0t.clone());
+    auto o = inside ? gd::lstm_sequence(xp, r, b, h0, c0) : gd::lstm_sequence(Vf(xp + b), r, h0, c0);
+    const Vf loss = gd::sum(o.h * seed) + gd::sum(o.h_final) + gd::sum(o.c_final * 2.0f);
+    std::vector<Tf> out{o.h.value(), o.h_final.value(), o.c_final.value()};
+    for (Tf& g : gd::gradients(loss, {xp, r, b, h0, c0})) out.push_back(g);
+    return out;
+  };
+  const std::vector<Tf> inside = run(true), outside = run(false);
+  const char* names[] = {"h", "h_final", "c_final", "d xp", "d recurrent_kernel", "d bias", "d h0", "d c0"};
+  for (size_t k = 0; k < inside.size(); ++k) {
+    INFO(names[k]);
+    REQUIRE(inside[k].shape() == outside[k].shape());
+    for (int64_t i = 0; i < inside[k].size(); ++i)
+      CHECK(inside[k].data()[i] == Approx(outside[k].data()[i]).epsilon(1e-5).margin(1e-5));
+  }
+}
+
 TEST_CASE("lstm_sequence: two backward passes over one graph give the same gradients", "[rnn]") {
   const std::vector<Td> x0 = sample_inputs(2, 3, 2, 15);
   std::vector<V> v;
@@ -103,6 +166,8 @@ TEST_CASE("lstm_sequence: bad shapes name the op and the shapes", "[rnn]") {
                     Catch::Contains("recurrent_kernel must be [2, 8]"));
   CHECK_THROWS_WITH(gd::lstm_sequence(xp, r, V(Td::zeros({3, 2})), c0), Catch::Contains("h0 must be [2, 2]"));
   CHECK_THROWS_WITH(gd::lstm_sequence(xp, r, h0, V(Td::zeros({2, 3}))), Catch::Contains("c0 must be [2, 2]"));
+  CHECK_THROWS_WITH(gd::lstm_sequence(xp, r, V(Td::zeros({2, 4})), h0, c0),
+                    Catch::Contains("lstm_sequence: bias must be [8] for projected inputs [2,3,8], got [2,4]"));
 }
 
 // The fused op against LSTMCell::step_projected over t, in float: forward values and the

@@ -303,6 +303,21 @@ void add_nn(std::vector<OpInfo>& r) {
                                  const TensorD all = lstm_ref(map1(t[0], [](double a) { return a * 0.5; }), t[1], t[2], t[3]);
                                  return build({2, 2}, [&](const Idx& i) { return all.data()[12 + i[0] * 2 + i[1]] + 2 * all.data()[16 + i[0] * 2 + i[1]]; });
                                }));
+    // nn::LSTM's form: xp = x · kernel, the bias [4u] added inside the op
+    o.samples.push_back(sample("with the bias inside the op", gd::ops::kind::plain,
+                               {uniform({3, 4, 8}, 299), uniform({2, 8}, 300, -1, 1), uniform({8}, 301, -1, 1),
+                                uniform({3, 2}, 302, -1, 1), uniform({3, 2}, 303, -1, 1)},
+                               [](const auto& v) {
+                                 auto out = gd::lstm_sequence(v[0], v[1], v[2], v[3], v[4]);
+                                 const auto fin = gd::to_var(gd::reshape(gd::to_var(out.h_final * 2.0 + out.c_final * 3.0), {3, 1, 2}));
+                                 return as_var(v, out.h + fin);
+                               },
+                               [](const Refs& t) {
+                                 const TensorD xb = build({3, 4, 8}, [&](const Idx& i) {
+                                   return t[0].data()[(i[0] * 4 + i[1]) * 8 + i[2]] + t[2].data()[i[2]];
+                                 });
+                                 return lstm_joined_ref(lstm_ref(xb, t[1], t[3], t[4]), 3, 4, 2);
+                               }));
     r.push_back(std::move(o));
   }
 }

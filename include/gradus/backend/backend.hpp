@@ -105,21 +105,21 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
 
 // ---------------------------------------------------------------------------------- recurrent
 
-/// Every step of an LSTM (cpu/lstm.hpp): xp [N, T, 4u], r [u, 4u], h0, c0 [N, u] -> h_seq
-/// [N, T, u], h_last, c_last [N, u], and what the backward pass needs in `saved`.
+/// Every step of an LSTM (cpu/lstm.hpp): xp [N, T, 4u], r [u, 4u], bias [4u] (null: none), h0,
+/// c0 [N, u] -> h_seq [N, T, u], h_last, c_last [N, u], and what the backward pass needs in `saved`.
 template <class T>
-void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
-                  T* c_last, const LstmSaved<T>& saved, Device device) {
-  run<kernel::LstmForward, T>(device, p, xp, r, h0, c0, h_seq, h_last, c_last, saved);
+void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* bias, const T* h0, const T* c0, T* h_seq,
+                  T* h_last, T* c_last, const LstmSaved<T>& saved, Device device) {
+  run<kernel::LstmForward, T>(device, p, xp, r, bias, h0, c0, h_seq, h_last, c_last, saved);
 }
-/// dxp, dr, dh0, dc0 of lstm_forward from the adjoints of its outputs (null: zero); a null
+/// dxp, dr, db, dh0, dc0 of lstm_forward from the adjoints of its outputs (null: zero); a null
 /// destination is skipped, `add_*` accumulates instead of overwriting.
 template <class T>
 void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& saved, const T* g_seq, const T* g_h_last,
-                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
-                   bool add_c0, Device device) {
-  run<kernel::LstmBackward, T>(device, p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, dh0, add_h0,
-                               dc0, add_c0);
+                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* db, bool add_b, T* dh0, bool add_h0,
+                   T* dc0, bool add_c0, Device device) {
+  run<kernel::LstmBackward, T>(device, p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, db, add_b, dh0,
+                               add_h0, dc0, add_c0);
 }
 
 // --------------------------------------------------------------------- convolution, pooling

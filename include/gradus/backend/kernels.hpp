@@ -113,11 +113,11 @@ template <class Op>
 GRADUS_KERNEL(BiasActivationBackward, "bias_activation", const Op& op, const T* h, const T* b, const T* y,
               const T* g, int64_t rows, int64_t n, T* dz)
 GRADUS_KERNEL(SumRows, "sum_rows", const T* x, int64_t rows, int64_t n, T* out)
-GRADUS_KERNEL(LstmForward, "lstm_sequence", const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0,
-              T* h_seq, T* h_last, T* c_last, const LstmSaved<T>& saved)
+GRADUS_KERNEL(LstmForward, "lstm_sequence", const LstmPlan& p, const T* xp, const T* r, const T* bias, const T* h0,
+              const T* c0, T* h_seq, T* h_last, T* c_last, const LstmSaved<T>& saved)
 GRADUS_KERNEL(LstmBackward, "lstm_sequence", const LstmPlan& p, const T* r, const LstmSaved<T>& saved,
-              const T* g_seq, const T* g_h_last, const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0,
-              bool add_h0, T* dc0, bool add_c0)
+              const T* g_seq, const T* g_h_last, const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* db,
+              bool add_b, T* dh0, bool add_h0, T* dc0, bool add_c0)
 GRADUS_KERNEL(DropoutMask, "dropout", uint64_t key, double keep, T scale, int64_t n, T* mask)
 /// One Adam (AMSGrad, AdamW) step of `count` parameters in one pass over each — what optim::Adam
 /// otherwise composes from three expressions per parameter: m ← β1·m + (1-β1)·g;

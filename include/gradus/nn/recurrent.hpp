@@ -164,15 +164,15 @@ class Recurrent : public Module<typename Cell::value_type, Recurrent<Cell>> {
     if (mask.defined()) mask = mask.to(x.value().device());
     MaskGuard guard{cell_};
     cell_.draw_masks(n);
-    const Var<T> xp = cell_.project(x);  // [N, T, G]: the input's share of every step, one matmul
-    if constexpr (requires { cell_.sequence_projected(xp, st); }) {
-      if (backend::implements<backend::kernel::LstmForward, T>(xp.value().device()) && !mask.defined() &&
+    if constexpr (requires { cell_.sequence(x, st); }) {
+      if (backend::implements<backend::kernel::LstmForward, T>(x.value().device()) && !mask.defined() &&
           !cell_.recurrent_mask_drawn()) {
-        auto [hs, last] = cell_.sequence_projected(xp, st);  // the whole sequence as one op (an LSTM)
+        auto [hs, last] = cell_.sequence(x, st);  // the whole sequence as one op (an LSTM)
         if (stateful_) state_ = detail::detach_state(last);
         return {return_sequences_ ? hs : detail::hidden_of(last), std::move(last)};
       }
     }
+    const Var<T> xp = cell_.project(x);  // [N, T, G]: the input's share of every step, one matmul
     const int64_t g = xp.shape()[2];
     std::vector<Var<T>> hs;
     if (return_sequences_) hs.reserve(size_t(steps));

@@ -410,11 +410,13 @@ class LSTMCell : public detail::RecurrentCell<T, LSTMCell<T>, LSTMState<T>> {
     Var<T> h(gradus::sigmoid(o) * gradus::tanh(c));
     return {std::move(h), std::move(c)};
   }
-  /// Every step from projected inputs xp = project(x) [N, T, 4 units] and the state s: every h
-  /// [N, T, units] and the final {h, c}, as one `lstm_sequence` op (one tape node for the whole
-  /// sequence, equal to step_projected run over t; CPU only).
-  std::pair<Var<T>, State> sequence_projected(const Var<T>& xp, const State& s) const {
-    LstmSequenceOutputs<T> o = gradus::lstm_sequence(xp, this->recurrent_kernel_, s.h, s.c);
+  /// Every step of x [N, T, in] from the state s: every h [N, T, units] and the final {h, c}, as
+  /// one matmul x · kernel and one `lstm_sequence` op that adds the bias in its gates' pass (one
+  /// tape node for the whole sequence, equal to step_projected(project(x_t)) run over t; on a
+  /// backend with the LSTM kernels).
+  std::pair<Var<T>, State> sequence(const Var<T>& x, const State& s) const {
+    const Var<T> xk = gradus::matmul(this->drop_.apply_input(x), this->kernel_);
+    LstmSequenceOutputs<T> o = gradus::lstm_sequence(xk, this->recurrent_kernel_, this->bias_, s.h, s.c);
     return {std::move(o.h), State{std::move(o.h_final), std::move(o.c_final)}};
   }
 

@@ -31,12 +31,12 @@ void pool2d_forward(const PoolPlan& p, const T* x, T* y, bool max);
 template <class T>
 void pool2d_backward(const PoolPlan& p, const T* g, const T* x, const T* y, T* dx, bool add, bool max);
 template <class T>
-void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
-                  T* c_last, const LstmSaved<T>& s);
+void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* bias, const T* h0, const T* c0, T* h_seq,
+                  T* h_last, T* c_last, const LstmSaved<T>& s);
 template <class T>
 void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T* g_seq, const T* g_h_last,
-                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
-                   bool add_c0);
+                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* db, bool add_b, T* dh0, bool add_h0,
+                   T* dc0, bool add_c0);
 
 /// The explicit instantiation declarations (EXTERN = extern) or definitions (EXTERN empty,
 /// src/kernels.cpp) of the bias + activation kernels for element type T and op struct Op.

@@ -195,20 +195,28 @@ void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bo
 
 /// Sequences (batch rows) are independent of one another through the whole recurrence, so the
 /// rows are split over the threads once, for all steps: no synchronisation between steps.
+/// `f(chunk, b0, b1)`; row_chunks(n) is the number of chunks.
+inline constexpr int64_t kRowAlign = 4, kRowThreshold = 8;
+inline int row_chunks(int64_t n) { return chunks_for(n, kRowAlign, kRowThreshold); }
 template <class F>
 void for_row_chunks(int64_t n, F&& f) {
-  parallel_chunks(n, 4, [&](int, int64_t b0, int64_t b1) { f(b0, b1); }, 8);
+  parallel_chunks(n, kRowAlign, [&](int chunk, int64_t b0, int64_t b1) { f(chunk, b0, b1); }, kRowThreshold);
 }
 
-/// Every step of an LSTM: xp [N, T, 4u] (x · kernel + bias), r [u, 4u], h0 and c0 [N, u] ->
-/// h_seq [N, T, u], h_last and c_last [N, u], and the saved buffers `s`.
+/// Every step of an LSTM: xp [N, T, 4u] (x · kernel, or x · kernel + bias with a null `bias`),
+/// r [u, 4u], bias [4u], h0 and c0 [N, u] -> h_seq [N, T, u], h_last and c_last [N, u], and the
+/// saved buffers `s`. The bias is added in the gates' pass, where xp is read anyway: a layer
+/// that hands it over saves a pass over all of xp (write, then read) in the forward pass and the
+/// bias's column sums over dz in the backward one.
 template <class T>
-void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last,
-                  T* c_last, const LstmSaved<T>& s) {
+void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* bias, const T* h0, const T* c0, T* h_seq,
+                  T* h_last, T* c_last, const LstmSaved<T>& s) {
   const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
   std::copy_n(h0, nu, s.h_prev);
   std::copy_n(c0, nu, s.c_prev);
-  for_row_chunks(n, [&](int64_t b0, int64_t b1) {
+  Tensor<T> no_bias;  // zeros, for a null bias: the gates' loop then needs no second form
+  if (!bias) no_bias = Tensor<T>::zeros({g4}), bias = no_bias.data();
+  for_row_chunks(n, [&](int, int64_t b0, int64_t b1) {
     for (int64_t t = 0; t < steps; ++t) {
       T* z = s.act + t * n * g4;
       const T* hp = s.h_prev + t * nu;
@@ -224,8 +232,9 @@ void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const
           T *cb = cn + b * u, *tcb = s.tanh_c + t * nu + b * u, *hb = hn + b * u, *hs = h_seq + (b * steps + t) * u;
           GRADUS_SIMD
           for (int64_t j = 0; j < u; ++j) {
-            const T i = vm::logistic(zb[j] + xb[j]), f = vm::logistic(zb[u + j] + xb[u + j]);
-            const T g = vm::tanh(zb[2 * u + j] + xb[2 * u + j]), o = vm::logistic(zb[3 * u + j] + xb[3 * u + j]);
+            const T i = vm::logistic(zb[j] + xb[j] + bias[j]), f = vm::logistic(zb[u + j] + xb[u + j] + bias[u + j]);
+            const T g = vm::tanh(zb[2 * u + j] + xb[2 * u + j] + bias[2 * u + j]);
+            const T o = vm::logistic(zb[3 * u + j] + xb[3 * u + j] + bias[3 * u + j]);
             zb[j] = i, zb[u + j] = f, zb[2 * u + j] = g, zb[3 * u + j] = o;
             const T c = f * cpb[j] + i * g, tc = vm::tanh(c);
             cb[j] = c, tcb[j] = tc;
@@ -239,11 +248,14 @@ void lstm_forward(const LstmPlan& p, const T* xp, const T* r, const T* h0, const
 
 /// The adjoints of lstm_forward from those of its outputs (g_seq [N, T, u], g_h_last and
 /// g_c_last [N, u]; each may be null for zero) and the saved buffers: dxp [N, T, 4u], dr [u, 4u],
-/// dh0 and dc0 [N, u]. A null destination is skipped; `add_*` accumulates instead of writing.
+/// db [4u], dh0 and dc0 [N, u]. A null destination is skipped; `add_*` accumulates instead of
+/// writing. db is the sum of dz over every row and step: each chunk of rows sums its own while
+/// its dz is in cache, and the chunks' sums are added in chunk order (the same bits whichever
+/// thread ran which chunk).
 template <class T>
 void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T* g_seq, const T* g_h_last,
-                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0,
-                   bool add_c0) {
+                   const T* g_c_last, T* dxp, bool add_xp, T* dr, bool add_r, T* db, bool add_b, T* dh0, bool add_h0,
+                   T* dc0, bool add_c0) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
@@ -253,6 +265,8 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
   T* dh = dh_buf.data();
   T* dc = dc_buf.data();
   T* rt = rt_buf.data();  // rᵀ [4u, u]: each step's dh = dz_t · rᵀ reads it row by row
+  const int chunks = db ? row_chunks(n) : 0;
+  Tensor<T> db_parts = db ? Tensor<T>::zeros({chunks, g4}) : Tensor<T>();  // each chunk's sum of dz
   for (int64_t k = 0; k < u; ++k)
     for (int64_t j = 0; j < g4; ++j) rt[j * u + k] = r[k * g4 + j];
   if (g_h_last)
@@ -263,7 +277,8 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
     std::copy_n(g_c_last, nu, dc);
   else
     std::fill_n(dc, nu, T(0));
-  for_row_chunks(n, [&](int64_t b0, int64_t b1) {
+  for_row_chunks(n, [&](int chunk, int64_t b0, int64_t b1) {
+    T* dbc = db ? db_parts.data() + chunk * g4 : nullptr;
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dzt = dz + t * n * g4;
       with_isa([&] {
@@ -293,6 +308,10 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
             pass(std::true_type{});
           else
             pass(std::false_type{});
+          if (dbc) {
+            GRADUS_SIMD
+            for (int64_t j = 0; j < g4; ++j) dbc[j] += d[j];
+          }
           if (dxp) {
             T* dx = dxp + (b * steps + t) * g4;
             if (add_xp) {
@@ -318,6 +337,10 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
       std::copy_n(dc, nu, dc0);
   }
   if (dr) gemm(s.h_prev, true, dz, false, dr, u, steps * n, g4, add_r);
+  if (db) {
+    if (!add_b) std::fill_n(db, g4, T(0));
+    for (int c = 0; c < chunks; ++c) Row(db, g4) += CRow(db_parts.data() + c * g4, g4);
+  }
 }
 
 }  // namespace gradus::backend::cpu

@@ -133,16 +133,17 @@ inline constexpr kernel_fn<kernel::MaskedMultiply, T> kernel_of<kernel::MaskedMu
 
 template <Real T>
 inline constexpr kernel_fn<kernel::LstmForward, T> kernel_of<kernel::LstmForward, T> =
-    [](const LstmPlan& p, const T* xp, const T* r, const T* h0, const T* c0, T* h_seq, T* h_last, T* c_last,
-       const LstmSaved<T>& saved, Device device) {
-      cuda::lstm_forward(p, xp, r, h0, c0, h_seq, h_last, c_last, saved, device);
+    [](const LstmPlan& p, const T* xp, const T* r, const T* bias, const T* h0, const T* c0, T* h_seq, T* h_last,
+       T* c_last, const LstmSaved<T>& saved, Device device) {
+      cuda::lstm_forward(p, xp, r, bias, h0, c0, h_seq, h_last, c_last, saved, device);
     };
 template <Real T>
 inline constexpr kernel_fn<kernel::LstmBackward, T> kernel_of<kernel::LstmBackward, T> =
     [](const LstmPlan& p, const T* r, const LstmSaved<T>& saved, const T* g_seq, const T* g_h_last, const T* g_c_last,
-       T* dxp, bool add_xp, T* dr, bool add_r, T* dh0, bool add_h0, T* dc0, bool add_c0, Device device) {
-      cuda::lstm_backward(p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, dh0, add_h0, dc0, add_c0,
-                          device);
+       T* dxp, bool add_xp, T* dr, bool add_r, T* db, bool add_b, T* dh0, bool add_h0, T* dc0, bool add_c0,
+       Device device) {
+      cuda::lstm_backward(p, r, saved, g_seq, g_h_last, g_c_last, dxp, add_xp, dr, add_r, db, add_b, dh0, add_h0, dc0,
+                          add_c0, device);
     };
 
 // ----------------------------------------------------------------- convolution and pooling

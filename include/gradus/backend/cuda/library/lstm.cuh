@@ -12,16 +12,20 @@ __device__ inline T gradus_logistic(T x) {
 }
 
 #define GRADUS_LIBRARY_LSTM(T, S)                                                                   \
-  /* step t: z [N, 4u] holds h_{t-1} · R; adds xp[:, t], activates the gates in place and writes */ \
-  /* c_t (cn), tanh(c_t), h_t (hn) and h_seq[:, t] */                                               \
-  extern "C" __global__ void gradus_lstm_gates_##S(T* z, const T* xp, const T* cp, T* cn, T* tanh_c, T* hn, \
-                                                   T* h_seq, long n, long steps, long u, long t) {   \
+  /* step t: z [N, 4u] holds h_{t-1} · R; adds xp[:, t] and the bias (null: none), activates the */ \
+  /* gates in place and writes c_t (cn), tanh(c_t), h_t (hn) and h_seq[:, t] */                    \
+  extern "C" __global__ void gradus_lstm_gates_##S(T* z, const T* xp, const T* bias, const T* cp, T* cn,  \
+                                                   T* tanh_c, T* hn, T* h_seq, long n, long steps, long u, \
+                                                   long t) {                                         \
     GRADUS_FOR_EACH(e, n * u) {                                                                      \
       const long b = e / u, j = e % u;                                                               \
       T* zb = z + b * 4 * u;                                                                         \
       const T* xb = xp + (b * steps + t) * 4 * u;                                                    \
-      const T i = gradus_logistic(zb[j] + xb[j]), f = gradus_logistic(zb[u + j] + xb[u + j]);        \
-      const T g = gradus_tanh(zb[2 * u + j] + xb[2 * u + j]), o = gradus_logistic(zb[3 * u + j] + xb[3 * u + j]); \
+      const T bi = bias ? bias[j] : T(0), bf = bias ? bias[u + j] : T(0);                            \
+      const T bg = bias ? bias[2 * u + j] : T(0), bo = bias ? bias[3 * u + j] : T(0);                \
+      const T i = gradus_logistic(zb[j] + xb[j] + bi), f = gradus_logistic(zb[u + j] + xb[u + j] + bf); \
+      const T g = gradus_tanh(zb[2 * u + j] + xb[2 * u + j] + bg);                                   \
+      const T o = gradus_logistic(zb[3 * u + j] + xb[3 * u + j] + bo);                               \
       zb[j] = i, zb[u + j] = f, zb[2 * u + j] = g, zb[3 * u + j] = o;                                \
       const T c = f * cp[e] + i * g, tc = gradus_tanh(c);                                            \
       cn[e] = c, tanh_c[e] = tc;                                                                     \
