@@ -10,6 +10,8 @@
 #include <cmath>
 #include <vector>
 
+#include <gradus/nn/tied_output.hpp>
+
 #include "steps.hpp"
 
 namespace seq_steps {
@@ -50,17 +52,12 @@ struct GradusWordLm {
   nn::Embedding<float> embed{{.vocab = kWords, .dim = kUnits, .initializer = gd::init::random_uniform{-0.1, 0.1}}, rng};
   nn::LSTM<float> l1{{.in = kUnits, .units = kUnits, .return_sequences = true}, rng};
   nn::LSTM<float> l2{{.in = kUnits, .units = kUnits, .return_sequences = true}, rng};
-  V bias{gd::Tensor<float>::zeros({kWords})};
-  gd::optim::SGD<float> opt{params(), {.lr = kLr}};
+  nn::TiedOutput<float> out{embed};  // h · Eᵀ + bias, the example's output layer (bias zeros)
+  gd::optim::SGD<float> opt{steps::parameters_of(embed, l1, l2, out), {.lr = kLr}};
 
-  std::vector<V> params() {
-    std::vector<V> p = steps::parameters_of(embed, l1, l2);
-    p.push_back(bias);
-    return p;
-  }
   float step(const Ids& x, const Ids& y) {
     const V h = gd::reshape(l2.forward(l1.forward(embed.forward(x))), {-1, kUnits});
-    const V logits(gd::matmul(h, embed.embeddings(), {.transpose_b = true}) + bias);
+    const V logits = out.forward(h);
     const V loss = gd::losses::sparse_softmax_cross_entropy_with_logits(y, logits);
     opt.zero_grad();
     gd::backward(V(loss * float(kSteps)));

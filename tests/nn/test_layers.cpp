@@ -2,6 +2,7 @@
 // Dense, LayerNorm, BatchNorm (training, moving averages, eval), Embedding, Dropout, pooling;
 // default initializers; lazy activation layers and fusion through Sequential.
 #include <catch2/catch.hpp>
+#include <omp.h>
 #include <cmath>
 #include <vector>
 
@@ -64,6 +65,34 @@ TEST_CASE("nn: Dense computes activation(x . kernel + bias)", "[nn][layers]") {
   CHECK_THROWS_WITH(d.forward(Td::zeros({2, 4})), Catch::Contains("Dense: expected input [..., 3]"));
   CHECK_THROWS_AS(nn::Dense<double>({.in = -3, .out = 2}, rng), gd::value_error);  // .in = 0 is lazy (test_module)
   CHECK_THROWS_AS(nn::Dense<double>({.in = 3, .out = 0}, rng), gd::value_error);
+}
+
+// A bias's gradient is the column sums of the layer's adjoint (backend::sum_rows): a tall one is
+// summed by chunks of rows on the pool's threads, each chunk's sums then added in chunk order.
+// Against a double sum, the same bits twice, and within rounding of the one-thread sum.
+TEST_CASE("nn: a bias's gradient summed over many rows by chunks on the pool", "[nn][layers]") {
+  using Tf = gd::Tensor<float>;
+  const int threads = omp_get_max_threads();
+  for (const gd::Shape& s : {gd::Shape{333, 257}, gd::Shape{5000, 32}, gd::Shape{70001, 1}, gd::Shape{40, 10}}) {
+    INFO("shape " << s);
+    gd::Rng rng(43);
+    const Tf x = Tf::random_uniform(s, rng, -1, 1);
+    const auto column_sums = [&](int t) {
+      omp_set_num_threads(t);
+      Tf out = Tf::empty({s[1]});
+      gd::backend::sum_rows(x.data(), s[0], s[1], out.data(), gd::cpu);
+      omp_set_num_threads(threads);
+      return out;
+    };
+    const Tf first = column_sums(2), second = column_sums(2), one = column_sums(1);
+    for (int64_t c = 0; c < s[1]; ++c) {
+      double exact = 0;
+      for (int64_t r = 0; r < s[0]; ++r) exact += double(x(r, c));
+      CHECK(double(first(c)) == Approx(exact).margin(2e-6 * double(s[0])));
+      CHECK(first(c) == second(c));
+      CHECK(double(one(c)) == Approx(double(first(c))).margin(2e-6 * double(s[0])));
+    }
+  }
 }
 
 TEST_CASE("nn: every Dense activation matches its formula", "[nn][layers]") {

@@ -37,7 +37,7 @@ class TiedOutput : public Module<T, TiedOutput<T>> {
     detail::check_last_dim(hv.shape(), table_.shape()[1], "TiedOutput", "the embedding dim");
     const Var<T> logits = gradus::matmul(hv, table_, {.transpose_b = true});
     if (!use_bias_) return logits;
-    return logits + bias_;
+    return detail::bias_activation(logits, bias_, Activation{});  // the bias pass of Dense: one kernel each way
   }
 
   /// The shared table [vocab, dim] (the Embedding's parameter).

@@ -10,6 +10,7 @@
 #include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
 #include "gradus/backend/cpu/vecmath.hpp"
+#include "gradus/core/tensor.hpp"
 #include "gradus/expr/activations.hpp"
 
 GRADUS_SIMD_HINTS_BEGIN
@@ -146,16 +147,28 @@ void bias_activation_backward(const Op& op, const T* h, const T* b, const T* y, 
   }, row_threshold(n));
 }
 
-/// out[j] = sum over rows r of x[r * n + j] (a bias gradient).
+/// out[j] = sum over rows r of x[r * n + j] (a bias gradient). A large x is summed by chunks of
+/// rows on the pool's threads, each into a row of its own, and those rows are added in chunk
+/// order: the same bits whichever thread ran which chunk (parallel.hpp).
 template <class T>
 void sum_rows(const T* x, int64_t rows, int64_t n, T* out) {
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-  with_isa([&] {
-    Row acc(out, n);
-    acc.setZero();
-    for (int64_t r = 0; r < rows; ++r) acc += CRow(x + r * n, n);
-  });
+  const auto sum_into = [&](T* acc_data, int64_t r0, int64_t r1) {
+    with_isa([&] {
+      Row acc(acc_data, n);
+      acc.setZero();
+      for (int64_t r = r0; r < r1; ++r) acc += CRow(x + r * n, n);
+    });
+  };
+  const int chunks = chunks_for(rows, 1, row_threshold(n));
+  if (chunks <= 1) return sum_into(out, 0, rows);
+  Tensor<T> parts = Tensor<T>::empty({chunks, n});
+  parallel_chunks(rows, 1, [&](int c, int64_t r0, int64_t r1) { sum_into(parts.data() + c * n, r0, r1); },
+                  row_threshold(n));
+  Row acc(out, n);
+  acc = CRow(parts.data(), n);
+  for (int c = 1; c < chunks; ++c) acc += CRow(parts.data() + c * n, n);
 }
 
 }  // namespace gradus::backend::cpu
