@@ -1,6 +1,7 @@
 // gradus/ops/recurrent.hpp — lstm_sequence: every step of an LSTM as one op, differentiable in
-// the projected inputs, the recurrent kernel and the initial state, with the final state as
-// differentiable outputs (kernels: backend::lstm_forward/_backward, backend/cpu/lstm.hpp).
+// the projected inputs, the recurrent kernel, the bias (in the form that adds it) and the initial
+// state, with the final state as differentiable outputs (kernels: backend::lstm_forward/_backward,
+// backend/cpu/lstm.hpp).
 //
 // The op is one tape node for the whole sequence instead of a matmul, four gate slices and the
 // gate expressions per step: its forward runs one small GEMM and one fused gate pass per step,

@@ -1,11 +1,11 @@
 // gradus/backend/cpu/lstm.hpp — a whole LSTM sequence on the CPU (the kernels of the
 // lstm_sequence op, ops/recurrent.hpp), the way oneDNN's RNN primitive runs one:
 //   forward, per step: one GEMM h_{t-1} · R into the step's gate block, then one pass over the
-//     block that adds the projected input, applies σ/tanh and updates c and h;
+//     block that adds the projected input (and the bias), applies σ/tanh and updates c and h;
 //   backward, per step back in time: one pass producing dz_t (the pre-activation adjoint) from
-//     the saved gates, then one GEMM dh_{t-1} = dz_t · Rᵀ; after the loop ONE GEMM
-//     dR = Σ_t h_{t-1}ᵀ dz_t over the whole sequence (the saved h_{t-1} and dz are time-major,
-//     so the sum over t is the inner dimension of a single product).
+//     the saved gates and adding it to the bias's gradient, then one GEMM dh_{t-1} = dz_t · Rᵀ;
+//     after the loop ONE GEMM dR = Σ_t h_{t-1}ᵀ dz_t over the whole sequence (the saved h_{t-1}
+//     and dz are time-major, so the sum over t is the inner dimension of a single product).
 // The per-step products have a small m (the batch) and the same B (the recurrent kernel) every
 // step: with AVX-512 or AVX2 they run on a kernel that reads B in place (step_gemm) instead of
 // packing it on every call. The batch rows are split over the threads once for the whole
