@@ -158,8 +158,9 @@ GRADUS_KERNEL(ReduceLogsumexp, "logsumexp", const AxisView& v, const T* x, T* y)
 GRADUS_KERNEL(ReduceLogsumexpBackward, "logsumexp", const AxisView& v, const T* x, const T* y, const T* g, T* dx)
 GRADUS_KERNEL(Softmax, "softmax", const AxisView& v, const T* x, T* y, bool log)
 GRADUS_KERNEL(SoftmaxBackward, "softmax", const AxisView& v, const T* y, const T* g, T* dx, bool log)
-// `lse`: per row, what the backward pass needs of the forward one (the CPU keeps the log of the
-// sum of exp(z - max), so that neither pass rounds at the magnitude of the logits).
+// `lse`: 2 × rows values, what the backward pass needs of the forward one (the CPU keeps each
+// row's log of the sum of exp(z - max) in the first half and its maximum in the second, so that
+// neither pass rounds at the magnitude of the logits and the backward pass reads z once).
 GRADUS_KERNEL(SparseXent, "sparse_softmax_cross_entropy_with_logits", int64_t rows, int64_t classes, const T* z,
               const int64_t* labels, T* loss, T* lse)
 GRADUS_KERNEL(SparseXentBackward, "sparse_softmax_cross_entropy_with_logits", int64_t rows, int64_t classes,

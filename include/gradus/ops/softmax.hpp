@@ -40,7 +40,7 @@ auto sparse_softmax_xent(const Tensor<int64_t>& labels, const E& e) {
   const Shape& zs = z.shape();
   const int64_t classes = zs[zs.rank() - 1], rows = classes > 0 ? zs.numel() / classes : 0;
   const Device dev = z.device();
-  Tensor<T> loss = Tensor<T>::empty(labels.shape(), dev), lse = Tensor<T>::empty({rows}, dev);
+  Tensor<T> loss = Tensor<T>::empty(labels.shape(), dev), lse = Tensor<T>::empty({2, rows}, dev);
   backend::sparse_xent_forward(rows, classes, z.device_data(), labels.device_data(), loss.device_data(),
                                lse.device_data(), dev);
   return make_result("sparse_softmax_cross_entropy_with_logits", std::move(loss),

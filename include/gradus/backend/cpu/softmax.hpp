@@ -145,8 +145,8 @@ void softmax_backward(const AxisView& v, const T* y, const T* g, T* dx, bool log
 /// Sparse softmax cross-entropy of `rows` lines of `classes` logits z (contiguous): loss[r] =
 /// logsumexp(z[r]) - z[r][labels[r]], computed as (m - z[r][label]) + log s with m the line's
 /// maximum and s = sum(exp(z - m)), so that nothing is rounded at the magnitude of m (for logits
-/// of 1000, float loses 3e-5 in m + log s); lse[r] keeps log s for the backward pass. Labels are in
-/// range (checked by the caller). One pass over z; no one-hot rows.
+/// of 1000, float loses 3e-5 in m + log s); lse[r] keeps log s and lse[rows + r] keeps m for the
+/// backward pass. Labels are in range (checked by the caller). No one-hot rows.
 template <class T>
 void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, T* loss, T* lse) {
   const AxisView v(Shape{rows, classes}, 1);
@@ -165,12 +165,14 @@ void sparse_xent_forward(int64_t rows, int64_t classes, const T* z, const int64_
       line_max = m;
     });
     lse[r] = line_lse;
+    lse[rows + r] = line_max;
     loss[r] = (line_max - in[labels[r]]) + line_lse;
   });
 }
 
 /// dz[r] = g[r] · (softmax(z[r]) - one_hot(labels[r])), softmax as exp((z - m) - log s) from the
-/// line's maximum m (found again: one cheap pass) and log s of the forward pass.
+/// line's maximum m and log s, both kept by the forward pass: one pass over z, which for a
+/// language model's logits is larger than the caches.
 template <class T>
 void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64_t* labels, const T* lse,
                           const T* g, T* dz) {
@@ -179,9 +181,8 @@ void sparse_xent_backward(int64_t rows, int64_t classes, const T* z, const int64
     const int64_t r = base / classes;
     const T* in = z + base;
     T* d = dz + base;
-    const T gr = g[r], ls = lse[r];
-    with_isa([&] {
-      const T m = vm::max_of(in, classes);
+    const T gr = g[r], ls = lse[r], m = lse[rows + r];
+    with_isa([&, gr, ls, m] {  // copies: the stores to d cannot alias them
       GRADUS_SIMD
       for (int64_t k = 0; k < classes; ++k) d[k] = gr * vm::exp((in[k] - m) - ls);
     });
