@@ -692,13 +692,30 @@ void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, fl
   }
 }
 
+/// How many rows of A (m) may meet a k-block of B that BBlock reads in place. Two panels of A
+/// everywhere: a packed copy would be read as often (the second panel of A meets each panel of B
+/// right after the first, from L1). An AMD core with AVX-512 (Zen 4 on) runs the AVX-512 kernel
+/// as fast on B's rows where they are, strided, as on packed panels, so there packing is pure
+/// cost up to 16 panels (192 rows). One thread on a Zen 4, in place against packed: 36x1024x1024
+/// 0.79x, 32x192x512 0.81x, 64x432x768 (a decoder LSTM cell's product) 0.90x, 128x784x500 and
+/// 128x500x1024 0.94x, 192x784x500 0.97x, 256x1024x500 1.00x, 512x784x500 1.04x, 1024^3 1.04x.
+/// The AVX2 kernel, with half the multiply-adds to each row of B it reads, lost up to 12% in
+/// place beyond two panels on the same core and keeps two; so do Intel cores, where the limit
+/// of two was measured and a wider one was not.
+template <class K>
+int64_t in_place_b_rows() {
+  if constexpr (std::is_same_v<K, Avx512>) {
+    static const bool amd = __builtin_cpu_is("amd");
+    if (amd) return 16 * K::kMR;
+  }
+  return 2 * K::kMR;
+}
+
 /// A k-block of B (kc x nc, B(p, j) = b[p * rb + j * cb]) as the kernels read it: packed into `bp`
-/// in panels of K::kNR columns, or, when B's rows are contiguous (cb == 1) and at most two panels
-/// of A (m <= 2 K::kMR rows) meet it, read where it is: a packed copy would be read as often (the
-/// second panel of A meets each panel of B right after the first, from L1). Then only a last,
-/// partial panel is packed (the kernels read whole panels). On 500x128x10 with A transposed (run
-/// as 10x128x500) packing B took 28% of the time with the AVX-512 kernel (one panel of A) and 27%
-/// with the AVX2 one (6 + 4 rows).
+/// in panels of K::kNR columns, or, when B's rows are contiguous (cb == 1) and few rows of A meet
+/// it (in_place_b_rows), read where it is. Then only a last, partial panel is packed (the kernels
+/// read whole panels). On 500x128x10 with A transposed (run as 10x128x500) packing B took 28% of
+/// the time with the AVX-512 kernel (one panel of A) and 27% with the AVX2 one (6 + 4 rows).
 template <class K>
 struct BBlock {
   const float* b;
@@ -708,7 +725,7 @@ struct BBlock {
 
   /// With `packed`, bp already holds the block's panels (a B packed whole ahead).
   BBlock(const float* b_, int64_t rb_, int64_t cb, int64_t kc_, int64_t nc_, int64_t m, float* bp_, bool packed = false)
-      : b(b_), rb(rb_), kc(kc_), nc(nc_), bp(bp_), in_place(!packed && cb == 1 && m <= 2 * K::kMR) {
+      : b(b_), rb(rb_), kc(kc_), nc(nc_), bp(bp_), in_place(!packed && cb == 1 && m <= in_place_b_rows<K>()) {
     constexpr int64_t NR = K::kNR;
     if (in_place) {
       if (nc % NR) pack_b<NR>(b + nc / NR * NR, rb, 1, kc, nc % NR, bp);
