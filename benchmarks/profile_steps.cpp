@@ -1,9 +1,10 @@
-// benchmarks/profile_steps.cpp — where a training step of steps.hpp spends its time: runs a few
-// warm-up steps of the MLP, CNN or char-LSTM, then profiles `steps` more under gd::profile and
-// prints the op and module tables (self time, GFLOP/s). The step is the one bench_{mlp,cnn,lstm}_step
-// and bench_torch_steps time, so the tables explain their rows.
+// benchmarks/profile_steps.cpp — where a training step of steps.hpp or seq_steps.hpp spends its
+// time: runs a few warm-up steps of the MLP, CNN, char-LSTM, word-LM or translation model, then
+// profiles `steps` more under gd::profile and prints the op table (self time, GFLOP/s). The step is
+// the one bench_{mlp,cnn,lstm,word_lm,translate}_step and scripts/cpu-peer time, so the tables
+// explain their rows.
 //
-//   bench_profile_steps [mlp|cnn|lstm] [steps=10] [threads=1]
+//   bench_profile_steps [mlp|cnn|lstm|word_lm|translate] [steps=10] [threads=1]
 #include <omp.h>
 
 #include <iostream>
@@ -11,20 +12,21 @@
 
 #include <gradus/profile.hpp>
 
-#include "steps.hpp"
+#include "seq_steps.hpp"  // and steps.hpp
 
 namespace {
 
-template <class Model>
-int profile(const steps::Batches& batches, int n) {
+/// Runs step(i) for i = 0, 1, 2 to warm up, then for i < n under the profiler, and prints the
+/// op table and the rates of the profiled steps.
+template <class Step>
+int profile(int n, Step&& step) {
   namespace pf = gradus::profile;
-  Model m;
-  for (size_t i = 0; i < 3; ++i) (void)m.step(batches.x[i % batches.x.size()], batches.y[i % batches.y.size()]);
+  for (int i = 0; i < 3; ++i) step(size_t(i));
   pf::Profiler prof;
   prof.start();
   for (int i = 0; i < n; ++i) {
-    pf::Scope step("step");
-    (void)m.step(batches.x[size_t(i) % batches.x.size()], batches.y[size_t(i) % batches.y.size()]);
+    pf::Scope scope("step");
+    step(size_t(i));
   }
   prof.stop();
   const auto events = prof.events();
@@ -35,6 +37,13 @@ int profile(const steps::Batches& batches, int n) {
   return 0;
 }
 
+/// A model of steps.hpp over its batches, cycled.
+template <class Model>
+int profile_model(const steps::Batches& batches, int n) {
+  Model m;
+  return profile(n, [&](size_t i) { (void)m.step(batches.x[i % batches.x.size()], batches.y[i % batches.y.size()]); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,9 +52,22 @@ int main(int argc, char** argv) {
   const int threads = argc > 3 ? std::stoi(argv[3]) : 1;
   omp_set_num_threads(threads);
   std::cout << model << ", " << n << " steps, " << threads << " thread(s)\n";
-  if (model == "mlp") return profile<steps::GradusMlp>(steps::image_batches(), n);
-  if (model == "cnn") return profile<steps::GradusCnn>(steps::image_batches(), n);
-  if (model == "lstm") return profile<steps::GradusLstm>(steps::sequence_batches(), n);
-  std::cerr << "bench_profile_steps: unknown model '" << model << "' (expected mlp, cnn or lstm)\n";
+  if (model == "mlp") return profile_model<steps::GradusMlp>(steps::image_batches(), n);
+  if (model == "cnn") return profile_model<steps::GradusCnn>(steps::image_batches(), n);
+  if (model == "lstm") return profile_model<steps::GradusLstm>(steps::sequence_batches(), n);
+  if (model == "word_lm") {
+    seq_steps::GradusWordLm m;
+    const seq_steps::Windows& w = seq_steps::windows();
+    return profile(n, [&](size_t i) { (void)m.step(w.x[i % w.x.size()], w.y[i % w.y.size()]); });
+  }
+  if (model == "translate") {
+    seq_steps::GradusTranslate m;
+    const seq_steps::Pairs& p = seq_steps::pairs();
+    return profile(n, [&](size_t i) {
+      const size_t j = i % p.src.size();
+      (void)m.step(p.src[j], p.dec_in[j], p.dec_out[j]);
+    });
+  }
+  std::cerr << "bench_profile_steps: unknown model '" << model << "' (expected mlp, cnn, lstm, word_lm or translate)\n";
   return 2;
 }
