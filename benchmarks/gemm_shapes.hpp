@@ -1,7 +1,7 @@
 // benchmarks/gemm_shapes.hpp — the float GEMMs bench_gemm and bench_gemm_interleaved time:
 // 1024^3, those of one training step of the MLP 784-500-10 and of the LeNet CNN at batch 128, as
-// backend::gemm receives them, and thin products of few rows (inference on one example, a beam of
-// 4), which run as loops (loop_gemm).
+// backend::gemm receives them, one of the translation model's decoder cell, and thin products of
+// few rows (inference on one example, a beam of 4), which run as loops (loop_gemm).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -19,5 +19,8 @@ inline const std::vector<std::array<int64_t, 5>> gemm_shapes = {
     {2616, 25, 32, 0, 0}, {25, 2616, 32, 1, 0}, {72, 800, 64, 0, 0}, {800, 72, 64, 1, 0}, {72, 64, 800, 0, 1},
     // and its dense layers 1024-500-10 (the 500-10 ones are the MLP's)
     {128, 1024, 500, 0, 0}, {1024, 128, 500, 1, 0}, {128, 500, 1024, 0, 1},
+    // the translation step's decoder LSTM cell at batch 64, forward: its input [embedding;
+    // attentional vector] (48 + 192) against the kernel's 4 x 192 gate columns
+    {64, 240, 768, 0, 0},
     // thin: one example and four through the MLP's first layer, forward and with W stored transposed
     {1, 784, 500, 0, 0}, {1, 784, 500, 0, 1}, {4, 784, 500, 0, 0}, {4, 784, 500, 0, 1}};

@@ -697,8 +697,9 @@ void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, fl
 /// right after the first, from L1). An AMD core with AVX-512 (Zen 4 on) runs the AVX-512 kernel
 /// as fast on B's rows where they are, strided, as on packed panels, so there packing is pure
 /// cost up to 16 panels (192 rows). One thread on a Zen 4, in place against packed: 36x1024x1024
-/// 0.79x, 32x192x512 0.81x, 64x432x768 (a decoder LSTM cell's product) 0.90x, 128x784x500 and
-/// 128x500x1024 0.94x, 192x784x500 0.97x, 256x1024x500 1.00x, 512x784x500 1.04x, 1024^3 1.04x.
+/// 0.79x, 32x192x512 0.81x, 64x192x768 (a decoder LSTM cell's recurrent product) 0.90x,
+/// 128x784x500 and 128x500x1024 0.94x, 192x784x500 0.97x, 256x1024x500 1.00x, 512x784x500 and
+/// 1024^3 1.04x.
 /// The AVX2 kernel, with half the multiply-adds to each row of B it reads, lost up to 12% in
 /// place beyond two panels on the same core and keeps two; so do Intel cores, where the limit
 /// of two was measured and a wider one was not.
