@@ -7,14 +7,14 @@
 // too), k = 0, both transposes, accumulation, and the threaded split; the AVX-512 kernel's own
 // paths: products of at most 10 columns as dot products (k from 64, a tail of fewer than 16 depths)
 // and a panel of 9-11 rows run by the full kernel; B read in place by one or two panels of A
-// (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12, 6 + 4 in {10, ...}), and on AMD
-// cores with AVX-512 by up to 16 (192 rows: the edge in {192, 40, 65 | 193}, several A blocks in
+// (AVX-512: up to 24 rows, 12 + 8 in {20, ...}; AVX2: up to 12, 6 + 4 in {10, ...}), and on Zen 4
+// (AMD family 19h) by up to 16 (192 rows: the edge in {192, 40, 65 | 193}, several A blocks in
 // {100, 300, 200}), whole and partial B panels, several k-blocks, threaded by columns; A read in
-// place instead of packed, for
-// both kernels: transposed against up to 128 columns of B, row-major against up to 8 panels (12 + 9,
-// 12 + 11 and 24 + 10 rows in {21, ...}, {23, ...}, {34, ...}; the limits' edges in {35, 130, 256 |
-// 257} and {29, 70, 128 | 129}; every case of few enough columns, with each ta). A guard band after
-// c checks that partial blocks never write past the matrix.
+// place instead of packed, for both kernels: transposed against up to 128 columns of B,
+// row-major against up to 8 panels (12 + 9, 12 + 11 and 24 + 10 rows in {21, ...}, {23, ...},
+// {34, ...}; the limits' edges in {35, 130, 256 | 257} and {29, 70, 128 | 129}; every case of few
+// enough columns, with each ta). A guard band after c checks that partial blocks never write past
+// the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>

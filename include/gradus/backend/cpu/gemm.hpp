@@ -694,20 +694,20 @@ void pack_b_all(const float* b, int64_t rb, int64_t cb, int64_t k, int64_t n, fl
 
 /// How many rows of A (m) may meet a k-block of B that BBlock reads in place. Two panels of A
 /// everywhere: a packed copy would be read as often (the second panel of A meets each panel of B
-/// right after the first, from L1). An AMD core with AVX-512 (Zen 4 on) runs the AVX-512 kernel
-/// as fast on B's rows where they are, strided, as on packed panels, so there packing is pure
-/// cost up to 16 panels (192 rows). One thread on a Zen 4, in place against packed: 36x1024x1024
-/// 0.79x, 32x192x512 0.81x, 64x192x768 (a decoder LSTM cell's recurrent product) 0.90x,
-/// 128x784x500 and 128x500x1024 0.94x, 192x784x500 0.97x, 256x1024x500 1.00x, 512x784x500 and
-/// 1024^3 1.04x.
-/// The AVX2 kernel, with half the multiply-adds to each row of B it reads, lost up to 12% in
-/// place beyond two panels on the same core and keeps two; so do Intel cores, where the limit
-/// of two was measured and a wider one was not.
+/// right after the first, from L1). Zen 4 (AMD family 19h, the one with AVX-512) runs the
+/// AVX-512 kernel as fast on B's rows where they are, strided, as on packed panels, so there
+/// packing is pure cost up to 16 panels (192 rows). One thread on a Zen 4, in place against
+/// packed: 36x1024x1024 0.79x, 32x192x512 0.81x, 64x192x768 (a decoder LSTM cell's recurrent
+/// product) 0.90x, 128x784x500 and 128x500x1024 0.94x, 192x784x500 0.97x, 256x1024x500 1.00x,
+/// 512x784x500 and 1024^3 1.04x. The AVX2 kernel, with half the multiply-adds to each row of B
+/// it reads, lost up to 12% in place beyond two panels on the same core and keeps two; so do the
+/// other cores: Intel's, where the limit of two was measured and a wider one was not, and Zen 5,
+/// whose full-width AVX-512 units use B's rows twice as fast, not measured either.
 template <class K>
 int64_t in_place_b_rows() {
   if constexpr (std::is_same_v<K, Avx512>) {
-    static const bool amd = __builtin_cpu_is("amd");
-    if (amd) return 16 * K::kMR;
+    static const bool zen4 = __builtin_cpu_is("amdfam19h");
+    if (zen4) return 16 * K::kMR;
   }
   return 2 * K::kMR;
 }
