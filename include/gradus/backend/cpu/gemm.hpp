@@ -117,8 +117,9 @@ inline GemmKernel gemm_kernel() {
 namespace sgemm {
 
 /// Depth of a k-block, rows of A per packed block (it stays in L2), columns of B per packed
-/// block (it stays in L3).
-inline constexpr int64_t kKC = 256, kMC = 96, kNC = 2048;
+/// block (it stays in L3), and columns of B whose panels one panel of A meets in turn (a
+/// kKC x kNL2 stretch of packed B, 256 KiB, stays in L2; see sweep_block).
+inline constexpr int64_t kKC = 256, kMC = 96, kNC = 2048, kNL2 = 256;
 
 /// The mask of a 16-lane vector's first `count` lanes (none for count <= 0, all for count >= 16):
 /// a row's tail in masked loads and stores.
@@ -791,6 +792,45 @@ struct ABlock {
   int64_t ra_, ca_, kc_;
 };
 
+/// C (mc x nc) = or (`load`) += one block of A (mc x kc) · one block of B (kc x nc), panel by
+/// panel: `panel(jr)` and `stride(jr)` say where B's panel of columns jr.. is and how far apart
+/// its depths are. Where a panel of B fills an L1 cache (the AVX-512 kernel's, 32 columns x
+/// kKC depths: 32 KiB) and B is packed, B is swept kNL2 columns at a time, each panel of A
+/// against every panel of that stretch in turn: the panel of A (12 KiB) stays in L1 while B's
+/// panels stream from L2 one after the other. The other order, each panel of B against every
+/// panel of A, needs a panel of B and the panel of A streaming past it in L1 at once, more than
+/// Zen 4's 32 KiB and most of an Intel core's 48 KiB. It stays for the AVX2 kernel (a 16 KiB
+/// panel of B and a 6 KiB panel of A fit together; the sweep lost up to 17% with it on Zen 4)
+/// and for a B read in place against a few panels of A, where the next panel of A meets each
+/// panel of B right after the first. Each element of C sums its terms in the same order either
+/// way.
+template <class K, class Panel, class Stride>
+void sweep_block(const ABlock<K>& ablock, int64_t mc, int64_t kc, int64_t nc, bool in_place, Panel&& panel,
+                 Stride&& stride, float* c, int64_t ldc, bool load) {
+  constexpr int64_t MR = K::kMR, NR = K::kNR, kPanels = kNL2 / NR;
+  constexpr bool sweep = NR * kKC * int64_t(sizeof(float)) >= 32 * 1024;
+  if (!sweep || in_place || nc <= NR) {
+    for (int64_t jr = 0; jr < nc; jr += NR) {
+      const float* b = panel(jr);
+      const int64_t bs = stride(jr), w = std::min(NR, nc - jr);
+      for (int64_t ir = 0; ir < mc; ir += MR)
+        ablock.tile(ir, std::min(MR, mc - ir), kc, b, bs, c + ir * ldc + jr, ldc, load, w);
+    }
+    return;
+  }
+  const float* b[kPanels];
+  int64_t bs[kPanels];
+  for (int64_t j0 = 0; j0 < nc; j0 += kNL2) {
+    const int64_t panels = std::min(kPanels, (nc - j0 + NR - 1) / NR);
+    for (int64_t q = 0; q < panels; ++q) b[q] = panel(j0 + q * NR), bs[q] = stride(j0 + q * NR);
+    for (int64_t ir = 0; ir < mc; ir += MR)
+      for (int64_t q = 0; q < panels; ++q) {
+        const int64_t jr = j0 + q * NR;
+        ablock.tile(ir, std::min(MR, mc - ir), kc, b[q], bs[q], c + ir * ldc + jr, ldc, load, std::min(NR, nc - jr));
+      }
+  }
+}
+
 /// C (m x n) = or += A (m x k) · B (k x n) on the calling thread with kernel K, where
 /// A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), B(p, j) = b[p * rb + j * cb] (cb == 1 or
 /// rb == 1) and C(i, j) = c[i * ldc + j]. With `packed` (pack_b_all's output for this B)
@@ -815,13 +855,8 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
         const ABlock<K> ablock(a + i0 * ra + p0 * ca, ra, ca, mc, kc, nc, ap);
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          const float* panel = block.panel(jr);
-          const int64_t w = std::min(NR, nc - jr);
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            ablock.tile(ir, std::min(MR, mc - ir), kc, panel, block.stride(jr), c + (i0 + ir) * ldc + j0 + jr, ldc,
-                        load, w);
-        }
+        sweep_block<K>(ablock, mc, kc, nc, block.in_place, [&](int64_t jr) { return block.panel(jr); },
+                       [&](int64_t jr) { return block.stride(jr); }, c + i0 * ldc + j0, ldc, load);
       }
     }
   }
@@ -865,7 +900,7 @@ inline int64_t task_pack_floats(int64_t span, int64_t unit, int64_t limit, int64
 template <class K>
 void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, float* c, int64_t ldc, int64_t lo,
                int64_t hi, int64_t k, int64_t n, bool add, float* ap) {
-  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  constexpr int64_t NR = K::kNR;
   const int64_t kb = k_block(k);
   for (int64_t p0 = 0; p0 < k; p0 += kb) {
     const int64_t kc = std::min(kb, k - p0);
@@ -874,12 +909,8 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
     for (int64_t i0 = lo; i0 < hi; i0 += kMC) {
       const int64_t mc = std::min(kMC, hi - i0);
       const ABlock<K> ablock(a + i0 * ra + p0 * ca, ra, ca, mc, kc, n, ap);
-      for (int64_t jr = 0; jr < n; jr += NR) {
-        const float* panel = bblock + (jr / NR) * kc * NR;
-        const int64_t w = std::min(NR, n - jr);
-        for (int64_t ir = 0; ir < mc; ir += MR)
-          ablock.tile(ir, std::min(MR, mc - ir), kc, panel, NR, c + (i0 + ir) * ldc + jr, ldc, load, w);
-      }
+      sweep_block<K>(ablock, mc, kc, n, false, [&](int64_t jr) { return bblock + (jr / NR) * kc * NR; },
+                     [](int64_t) { return NR; }, c + i0 * ldc, ldc, load);
     }
   }
 }
