@@ -13,9 +13,10 @@
 // place instead of packed, for both kernels: transposed against up to 128 columns of B,
 // row-major against up to 8 panels (12 + 9, 12 + 11 and 24 + 10 rows in {21, ...}, {23, ...},
 // {34, ...}; the limits' edges in {35, 130, 256 | 257} and {29, 70, 128 | 129}; every case of few
-// enough columns, with each ta); the AVX-512 kernel's sweep of a packed B 256 columns at a time,
-// several stretches, the last one partial, against several panels and blocks of A ({200, 70, 600},
-// {250, 300, 290}: more rows than B is read in place against anywhere). A guard band after c checks that partial blocks never write past
+// enough columns, with each ta); the AVX-512 kernel's sweep of a packed B 256 columns at a time
+// (k-blocks deeper than 186), several stretches, the last one partial, against several panels and
+// blocks of A ({200, 200, 600}, {250, 450, 290}: more rows than B is read in place against
+// anywhere). A guard band after c checks that partial blocks never write past
 // the matrix.
 #include <catch2/catch.hpp>
 
@@ -129,7 +130,7 @@ const std::vector<Case> cases = {
     {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100},
     {20, 600, 100}, {20, 300, 2100}, {21, 100, 40}, {23, 300, 64}, {34, 80, 50},
     {35, 130, 256}, {35, 130, 257}, {29, 70, 128}, {29, 70, 129}, {192, 40, 65}, {193, 40, 65},
-    {200, 70, 600}, {250, 300, 290}};
+    {200, 200, 600}, {250, 450, 290}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.

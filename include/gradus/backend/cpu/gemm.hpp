@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -792,41 +793,38 @@ struct ABlock {
   int64_t ra_, ca_, kc_;
 };
 
-/// C (mc x nc) = or (`load`) += one block of A (mc x kc) · one block of B (kc x nc), panel by
-/// panel: `panel(jr)` and `stride(jr)` say where B's panel of columns jr.. is and how far apart
-/// its depths are. Where a panel of B fills an L1 cache (the AVX-512 kernel's, 32 columns x
-/// kKC depths: 32 KiB) and B is packed, B is swept kNL2 columns at a time, each panel of A
-/// against every panel of that stretch in turn: the panel of A (12 KiB) stays in L1 while B's
-/// panels stream from L2 one after the other. The other order, each panel of B against every
-/// panel of A, needs a panel of B and the panel of A streaming past it in L1 at once, more than
-/// Zen 4's 32 KiB and most of an Intel core's 48 KiB. It stays for the AVX2 kernel (a 16 KiB
-/// panel of B and a 6 KiB panel of A fit together; the sweep lost up to 17% with it on Zen 4)
-/// and for a B read in place against a few panels of A, where the next panel of A meets each
-/// panel of B right after the first. Each element of C sums its terms in the same order either
-/// way.
-template <class K, class Panel, class Stride>
-void sweep_block(const ABlock<K>& ablock, int64_t mc, int64_t kc, int64_t nc, bool in_place, Panel&& panel,
-                 Stride&& stride, float* c, int64_t ldc, bool load) {
+/// One block of A (mc rows) against one block of B (kc depths, nc columns), tile by tile:
+/// `panel(jr)` gives where B's panel of columns jr.. is and how far apart its depths are, and
+/// `tile(ir, rows, b, bs, jr, w)` multiplies A's panel of rows ir.. by it into C. Where a panel
+/// of B and a panel of A together exceed 32 KiB (kc > 186 with the AVX-512 kernel's 32 columns
+/// and 12 rows: Zen 4's L1, and most of an Intel core's 48 KiB) and B is packed, B is swept
+/// kNL2 columns at a time, each panel of A against every panel of that stretch in turn: the
+/// panel of A stays in L1 while B's panels stream from L2 one after the other. Otherwise each
+/// panel of B meets every panel of A in turn, from L1: the AVX2 kernel's panels (16 columns and
+/// 6 rows, at most 22 KiB) always fit, and so do shallow blocks (128 x 10 x 500 at two threads
+/// ran 1.3x slower swept). A B read in place keeps that order too: the next panel of A meets
+/// each panel of B right after the first. Each element of C sums its terms in the same order
+/// either way.
+template <class K, class Panel, class Tile>
+void sweep_block(int64_t mc, int64_t kc, int64_t nc, bool in_place, Panel&& panel, Tile&& tile) {
   constexpr int64_t MR = K::kMR, NR = K::kNR, kPanels = kNL2 / NR;
-  constexpr bool sweep = NR * kKC * int64_t(sizeof(float)) >= 32 * 1024;
-  if (!sweep || in_place || nc <= NR) {
+  const bool sweep = kc * (NR + MR) * int64_t(sizeof(float)) > 32 * 1024 && !in_place && nc > NR;
+  if (!sweep) {
     for (int64_t jr = 0; jr < nc; jr += NR) {
-      const float* b = panel(jr);
-      const int64_t bs = stride(jr), w = std::min(NR, nc - jr);
-      for (int64_t ir = 0; ir < mc; ir += MR)
-        ablock.tile(ir, std::min(MR, mc - ir), kc, b, bs, c + ir * ldc + jr, ldc, load, w);
+      const auto [b, bs] = panel(jr);
+      const int64_t w = std::min(NR, nc - jr);
+      for (int64_t ir = 0; ir < mc; ir += MR) tile(ir, std::min(MR, mc - ir), b, bs, jr, w);
     }
     return;
   }
-  const float* b[kPanels];
-  int64_t bs[kPanels];
+  std::pair<const float*, int64_t> b[kPanels];
   for (int64_t j0 = 0; j0 < nc; j0 += kNL2) {
     const int64_t panels = std::min(kPanels, (nc - j0 + NR - 1) / NR);
-    for (int64_t q = 0; q < panels; ++q) b[q] = panel(j0 + q * NR), bs[q] = stride(j0 + q * NR);
+    for (int64_t q = 0; q < panels; ++q) b[q] = panel(j0 + q * NR);
     for (int64_t ir = 0; ir < mc; ir += MR)
       for (int64_t q = 0; q < panels; ++q) {
         const int64_t jr = j0 + q * NR;
-        ablock.tile(ir, std::min(MR, mc - ir), kc, b[q], bs[q], c + ir * ldc + jr, ldc, load, std::min(NR, nc - jr));
+        tile(ir, std::min(MR, mc - ir), b[q].first, b[q].second, jr, std::min(NR, nc - jr));
       }
   }
 }
@@ -855,8 +853,11 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
       for (int64_t i0 = 0; i0 < m; i0 += kMC) {
         const int64_t mc = std::min(kMC, m - i0);
         const ABlock<K> ablock(a + i0 * ra + p0 * ca, ra, ca, mc, kc, nc, ap);
-        sweep_block<K>(ablock, mc, kc, nc, block.in_place, [&](int64_t jr) { return block.panel(jr); },
-                       [&](int64_t jr) { return block.stride(jr); }, c + i0 * ldc + j0, ldc, load);
+        sweep_block<K>(
+            mc, kc, nc, block.in_place, [&](int64_t jr) { return std::pair(block.panel(jr), block.stride(jr)); },
+            [&](int64_t ir, int64_t rows, const float* bj, int64_t bs, int64_t jr, int64_t w) {
+              ablock.tile(ir, rows, kc, bj, bs, c + (i0 + ir) * ldc + j0 + jr, ldc, load, w);
+            });
       }
     }
   }
@@ -909,8 +910,11 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
     for (int64_t i0 = lo; i0 < hi; i0 += kMC) {
       const int64_t mc = std::min(kMC, hi - i0);
       const ABlock<K> ablock(a + i0 * ra + p0 * ca, ra, ca, mc, kc, n, ap);
-      sweep_block<K>(ablock, mc, kc, n, false, [&](int64_t jr) { return bblock + (jr / NR) * kc * NR; },
-                     [](int64_t) { return NR; }, c + i0 * ldc, ldc, load);
+      sweep_block<K>(
+          mc, kc, n, false, [&](int64_t jr) { return std::pair(bblock + (jr / NR) * kc * NR, NR); },
+          [&](int64_t ir, int64_t rows, const float* bj, int64_t bs, int64_t jr, int64_t w) {
+            ablock.tile(ir, rows, kc, bj, bs, c + (i0 + ir) * ldc + jr, ldc, load, w);
+          });
     }
   }
 }
@@ -921,7 +925,7 @@ void rows_task(const float* a, int64_t ra, int64_t ca, const SharedPack<K>& bp, 
 template <class K>
 void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, float* c, int64_t ldc, int64_t lo,
                int64_t hi, int64_t m, int64_t k, bool add, float* bp) {
-  constexpr int64_t MR = K::kMR, NR = K::kNR;
+  constexpr int64_t MR = K::kMR;
   const int64_t kb = k_block(k);
   for (int64_t j0 = lo; j0 < hi; j0 += kNC) {
     const int64_t nc = std::min(kNC, hi - j0);
@@ -930,13 +934,11 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
       const bool load = add || p0 > 0;
       const float* ablock = ap.buf.data() + p0 * ap.padded;
       const BBlock<K> block(b + p0 * rb + j0 * cb, rb, cb, kc, nc, m, bp);
-      for (int64_t jr = 0; jr < nc; jr += NR) {
-        const float* panel = block.panel(jr);
-        const int64_t w = std::min(NR, nc - jr);
-        for (int64_t ir = 0; ir < m; ir += MR)
-          tile<K>(std::min(MR, m - ir), kc, ablock + (ir / MR) * kc * MR, panel, block.stride(jr),
-                  c + ir * ldc + j0 + jr, ldc, load, w);
-      }
+      sweep_block<K>(
+          m, kc, nc, block.in_place, [&](int64_t jr) { return std::pair(block.panel(jr), block.stride(jr)); },
+          [&](int64_t ir, int64_t rows, const float* bj, int64_t bs, int64_t jr, int64_t w) {
+            tile<K>(rows, kc, ablock + (ir / MR) * kc * MR, bj, bs, c + ir * ldc + j0 + jr, ldc, load, w);
+          });
     }
   }
 }
