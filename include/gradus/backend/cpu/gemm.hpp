@@ -738,10 +738,11 @@ struct BBlock {
   }
   /// Whether panel jr (a multiple of K::kNR) is read in place.
   bool whole(int64_t jr) const { return in_place && jr + K::kNR <= nc; }
-  /// Where panel jr's first row is.
-  const float* panel(int64_t jr) const { return whole(jr) ? b + jr : in_place ? bp : bp + jr / K::kNR * kc * K::kNR; }
-  /// The distance between its rows.
-  int64_t stride(int64_t jr) const { return whole(jr) ? rb : K::kNR; }
+  /// Where panel jr's first row is, and the distance between its rows (sweep_block's `panel`).
+  std::pair<const float*, int64_t> panel(int64_t jr) const {
+    if (whole(jr)) return {b + jr, rb};
+    return {in_place ? bp : bp + jr / K::kNR * kc * K::kNR, K::kNR};
+  }
 };
 
 /// A block of rows of A (mc x kc) as the kernels read it, against `nc` columns of B: packed
@@ -854,7 +855,7 @@ void serial(const float* a, int64_t ra, int64_t ca, const float* b, int64_t rb, 
         const int64_t mc = std::min(kMC, m - i0);
         const ABlock<K> ablock(a + i0 * ra + p0 * ca, ra, ca, mc, kc, nc, ap);
         sweep_block<K>(
-            mc, kc, nc, block.in_place, [&](int64_t jr) { return std::pair(block.panel(jr), block.stride(jr)); },
+            mc, kc, nc, block.in_place, [&](int64_t jr) { return block.panel(jr); },
             [&](int64_t ir, int64_t rows, const float* bj, int64_t bs, int64_t jr, int64_t w) {
               ablock.tile(ir, rows, kc, bj, bs, c + (i0 + ir) * ldc + j0 + jr, ldc, load, w);
             });
@@ -935,7 +936,7 @@ void cols_task(const SharedPack<K>& ap, const float* b, int64_t rb, int64_t cb, 
       const float* ablock = ap.buf.data() + p0 * ap.padded;
       const BBlock<K> block(b + p0 * rb + j0 * cb, rb, cb, kc, nc, m, bp);
       sweep_block<K>(
-          m, kc, nc, block.in_place, [&](int64_t jr) { return std::pair(block.panel(jr), block.stride(jr)); },
+          m, kc, nc, block.in_place, [&](int64_t jr) { return block.panel(jr); },
           [&](int64_t ir, int64_t rows, const float* bj, int64_t bs, int64_t jr, int64_t w) {
             tile<K>(rows, kc, ablock + (ir / MR) * kc * MR, bj, bs, c + ir * ldc + j0 + jr, ldc, load, w);
           });
