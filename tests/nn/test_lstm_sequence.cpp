@@ -70,6 +70,16 @@ TEST_CASE("lstm_sequence: gradients in double w.r.t. xp, recurrent_kernel, h0, c
         },
         sample_inputs(1, 1, 2, 12)));
   }
+  SECTION("one step over several rows, h0's gradient added to one it already has") {
+    // one step takes dh0 from a product with the kernel read transposed, after the rows' pass;
+    // sum(h0²)'s node is newer, so it runs first and the op adds to h0's adjoint
+    check(gd::check_gradient(
+        [](const std::vector<V>& v) {
+          auto o = gd::lstm_sequence(v[0], v[1], v[2], v[3]);
+          return gd::to_var(gd::sum(o.h * 1.5) + gd::sum(o.c_final) + gd::sum(v[2] * v[2]));
+        },
+        sample_inputs(5, 1, 3, 15)));
+  }
 }
 
 TEST_CASE("lstm_sequence: a final state carried into a second sequence is differentiated through", "[rnn][gradients]") {

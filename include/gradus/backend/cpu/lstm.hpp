@@ -191,6 +191,18 @@ void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bo
   gemm(a, false, b, false, c, m, k, n, add);
 }
 
+/// t [c, r] = aᵀ for a row-major a [r, c], in 32 x 32 tiles: both sides stay in cache lines
+/// (the plain double loop writes t a column at a time).
+template <class T>
+void transpose(const T* a, int64_t r, int64_t c, T* t) {
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < r; i0 += kTile)
+    for (int64_t j0 = 0; j0 < c; j0 += kTile) {
+      const int64_t i1 = std::min(r, i0 + kTile), j1 = std::min(c, j0 + kTile);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) t[j * r + i] = a[i * c + j];
+    }
+}
 }  // namespace lstm_detail
 
 /// Sequences (batch rows) are independent of one another through the whole recurrence, so the
@@ -259,16 +271,17 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
   using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
   using CRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
   const int64_t n = p.n, steps = p.steps, u = p.units, g4 = 4 * u, nu = n * u;
+  // one step (a cell stepped by its caller) has no dh_{t-1} inside the sequence: its dh0 is one
+  // product with r read transposed after the loop, not worth a transposed copy of r
   Tensor<T> dz_buf = Tensor<T>::empty({steps, n, g4}), dh_buf = Tensor<T>::empty({n, u}),
-            dc_buf = Tensor<T>::empty({n, u}), rt_buf = Tensor<T>::empty({g4, u});
+            dc_buf = Tensor<T>::empty({n, u}), rt_buf = Tensor<T>::empty({steps > 1 ? g4 : 0, u});
   T* dz = dz_buf.data();
   T* dh = dh_buf.data();
   T* dc = dc_buf.data();
   T* rt = rt_buf.data();  // rᵀ [4u, u]: each step's dh = dz_t · rᵀ reads it row by row
   const int chunks = db ? row_chunks(n) : 0;
   Tensor<T> db_parts = db ? Tensor<T>::zeros({chunks, g4}) : Tensor<T>();  // each chunk's sum of dz
-  for (int64_t k = 0; k < u; ++k)
-    for (int64_t j = 0; j < g4; ++j) rt[j * u + k] = r[k * g4 + j];
+  if (steps > 1) lstm_detail::transpose(r, u, g4, rt);
   if (g_h_last)
     std::copy_n(g_h_last, nu, dh);
   else
@@ -326,7 +339,7 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
       const int64_t m = b1 - b0;
       if (t > 0)
         lstm_detail::step_gemm(dzt + b0 * g4, rt, dh + b0 * u, m, g4, u, false);
-      else if (dh0)
+      else if (dh0 && steps > 1)
         lstm_detail::step_gemm(dzt + b0 * g4, rt, dh0 + b0 * u, m, g4, u, add_h0);
     }
   });
@@ -336,6 +349,7 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
     else
       std::copy_n(dc, nu, dc0);
   }
+  if (dh0 && steps == 1) gemm(dz, false, r, true, dh0, n, g4, u, add_h0);
   if (dr) gemm(s.h_prev, true, dz, false, dr, u, steps * n, g4, add_r);
   if (db) {
     if (!add_b) std::fill_n(db, g4, T(0));
