@@ -117,6 +117,32 @@ TEST_CASE("rnn: one LSTM step matches the Keras equations", "[rnn]") {
     }
 }
 
+TEST_CASE("rnn: a cell's step names a state of the wrong shape", "[rnn]") {
+  gd::Rng rng(4);
+  const int64_t n = 3, in = 2, u = 4;
+  const V x = random_var({n, in}, rng), good = random_var({n, u}, rng);
+  // each wrong in one way: the batch, the units, a broadcastable [1, units]
+  for (const gd::Shape& bad : {gd::Shape{2, u}, gd::Shape{n, 5}, gd::Shape{1, u}}) {
+    INFO(bad);
+    const V wrong = random_var(bad, rng);
+    const std::string expected = "must be [3, 4], got " + bad.str();
+    nn::LSTMCell<double> lstm({.in = in, .units = u}, rng);
+    CHECK_THROWS_WITH(lstm.step(x, {wrong, good}),
+                      Catch::Contains("LSTMCell: step: state h " + expected));
+    CHECK_THROWS_WITH(lstm.step(x, {good, wrong}),
+                      Catch::Contains("LSTMCell: step: state c " + expected));
+    nn::LSTMCell<float> lstm_f({.in = in, .units = u}, rng);  // the fused path's element type
+    CHECK_THROWS_WITH(lstm_f.step(gd::Tensor<float>::zeros({n, in}),
+                                  {gd::Var<float>::constant(gd::Tensor<float>::zeros(bad)),
+                                   gd::Var<float>::constant(gd::Tensor<float>::zeros({n, u}))}),
+                      Catch::Contains("LSTMCell: step: state h " + expected));
+    nn::GRUCell<double> gru({.in = in, .units = u}, rng);
+    CHECK_THROWS_WITH(gru.step(x, wrong), Catch::Contains("GRUCell: step: state h " + expected));
+    nn::SimpleRNNCell<double> rnn({.in = in, .units = u}, rng);
+    CHECK_THROWS_WITH(rnn.step(x, wrong), Catch::Contains("SimpleRNNCell: step: state h " + expected));
+  }
+}
+
 // Reference: the Keras 2 GRUCell.call with reset_after = True (keras/layers/recurrent.py):
 //   matrix_x = x·kernel + bias[0]; matrix_inner = h·recurrent_kernel + bias[1];
 //   z = σ(x_z + inner_z); r = σ(x_r + inner_r); hh = tanh(x_h + r·inner_h); h' = z·h + (1 − z)·hh.

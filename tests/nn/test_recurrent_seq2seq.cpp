@@ -566,6 +566,12 @@ TEST_CASE("rnn-seq2seq: MultiRNNCell checks its cells and its states", "[rnn-seq
   CHECK_THROWS_AS(s.forward(x, st), gd::shape_error);
   auto st2 = s.cell().initial_state(2);
   CHECK_THROWS_AS(s.forward(x, st2), gd::shape_error);
+  // one step, by the caller: a state short of a cell, or of the wrong batch, is named
+  const Td x1 = Td::random_normal({3, 3}, rng);
+  CHECK_THROWS_WITH(s.cell().step(x1, st), Catch::Contains("MultiRNNCell: step: state must hold 2 cell states, got 1"));
+  CHECK_THROWS_WITH(s.cell().step_projected(V::constant(Td::zeros({3, 8})), st),
+                    Catch::Contains("MultiRNNCell: step: the state must hold 2 cell states, got 1"));
+  CHECK_THROWS_WITH(s.cell().step(x1, st2), Catch::Contains("MultiRNNCell: step: state h must be [3, 2], got [2,2]"));
 }
 
 // ------------------------------------------------------------------------------ bidirectional

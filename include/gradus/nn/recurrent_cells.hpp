@@ -100,10 +100,12 @@ std::vector<S> blend_state(const Var<T>& m, const std::vector<S>& next, const st
   return out;
 }
 
-/// Checks that an initial state given by the caller is [batch, units] (each part of it).
+/// Checks that a state given by the caller is [batch, units] (each part of it); `role` names it in
+/// the message ("initial state" for a sequence layer, "state" for a cell's step).
 template <Real T>
-void check_state(const Var<T>& h, int64_t batch, int64_t units, const char* layer, const char* what) {
-  GRADUS_CHECK(shape_error, (h.shape() == Shape{batch, units}), layer, ": initial state ", what, " must be [", batch,
+void check_state(const Var<T>& h, int64_t batch, int64_t units, const char* layer, const char* what,
+                 const char* role = "initial state") {
+  GRADUS_CHECK(shape_error, (h.shape() == Shape{batch, units}), layer, ": ", role, " ", what, " must be [", batch,
                ", ", units, "], got ", h.shape());
 }
 
@@ -238,12 +240,12 @@ class RecurrentCell : public Module<T, Derived> {
       return zeros();
   }
   /// Throws shape_error unless `s` is a state for `batch` sequences (each part [batch, units]).
-  void check_state(const State& s, int64_t batch, const char* layer) const {
+  void check_state(const State& s, int64_t batch, const char* layer, const char* role = "initial state") const {
     if constexpr (std::same_as<State, LSTMState<T>>) {
-      detail::check_state(s.h, batch, units_, layer, "h");
-      detail::check_state(s.c, batch, units_, layer, "c");
+      detail::check_state(s.h, batch, units_, layer, "h", role);
+      detail::check_state(s.c, batch, units_, layer, "c", role);
     } else {
-      detail::check_state(s, batch, units_, layer, "h");
+      detail::check_state(s, batch, units_, layer, "h", role);
     }
   }
 
@@ -322,6 +324,7 @@ class SimpleRNNCell : public detail::RecurrentCell<T, SimpleRNNCell<T>, Var<T>> 
   Var<T> step(const X& x, const Var<T>& h) const {
     const Var<T> xv = detail::to_var(x);
     detail::check_last_dim(xv.shape(), this->in_, "SimpleRNNCell", "in");
+    if (xv.rank() == 2) this->check_state(h, xv.shape()[0], "SimpleRNNCell: step", "state");
     return step_projected(project(xv), h);
   }
   /// The input's share of the pre-activation, x · kernel: [..., in] -> [..., units]; a sequence
@@ -398,7 +401,9 @@ class LSTMCell : public detail::RecurrentCell<T, LSTMCell<T>, LSTMState<T>> {
   State step(const X& x, const State& s) const {
     const Var<T> xv = detail::to_var(x);
     detail::check_last_dim(xv.shape(), this->in_, "LSTMCell", "in");
-    if (xv.rank() == 2 && s.h.rank() == 2 && s.c.rank() == 2 && !this->recurrent_mask_drawn() &&
+    // checked here, so that a wrong state is named as the cell's whichever path runs the step
+    if (xv.rank() == 2) this->check_state(s, xv.shape()[0], "LSTMCell: step", "state");
+    if (xv.rank() == 2 && !this->recurrent_mask_drawn() &&
         backend::implements<backend::kernel::LstmForward, T>(xv.value().device())) {
       const int64_t n = xv.shape()[0], u = this->units_;
       const Var<T> xk = detail::to_var(
@@ -472,6 +477,7 @@ class GRUCell : public detail::RecurrentCell<T, GRUCell<T>, Var<T>> {
   Var<T> step(const X& x, const Var<T>& h) const {
     const Var<T> xv = detail::to_var(x);
     detail::check_last_dim(xv.shape(), this->in_, "GRUCell", "in");
+    if (xv.rank() == 2) this->check_state(h, xv.shape()[0], "GRUCell: step", "state");
     return step_projected(project(xv), h);
   }
   /// The input's share of the gates, x · kernel + b_in: [..., in] -> [..., 3 units].

@@ -76,12 +76,15 @@ class MultiRNNCell : public Module<typename Cell::value_type, MultiRNNCell<Cell>
   State step(const X& x, const State& s) const {
     const Var<T> xv = detail::to_var(x);
     detail::check_last_dim(xv.shape(), in(), "MultiRNNCell", "in");
+    if (xv.rank() == 2) check_state(s, xv.shape()[0], "MultiRNNCell: step", "state");
     return step_projected(project(xv), s);
   }
   /// Cell 0's projection of the input: [..., in] -> [..., G].
   Var<T> project(const Var<T>& x) const { return cells_[0].project(x); }
   /// One step from cell 0's projected input xp [N, G].
   State step_projected(const Var<T>& xp, const State& s) const {
+    GRADUS_CHECK(shape_error, s.size() == cells_.size(), "MultiRNNCell: step: the state must hold ", cells_.size(),
+                 " cell states, got ", s.size());
     State out;
     out.reserve(s.size());
     out.push_back(cells_[0].step_projected(xp, s[0]));
@@ -99,10 +102,10 @@ class MultiRNNCell : public Module<typename Cell::value_type, MultiRNNCell<Cell>
     return out;
   }
   /// Throws shape_error unless `s` holds one state per cell, each for `batch` sequences.
-  void check_state(const State& s, int64_t batch, const char* layer) const {
-    GRADUS_CHECK(shape_error, s.size() == cells_.size(), layer, ": initial state must hold ", cells_.size(),
+  void check_state(const State& s, int64_t batch, const char* layer, const char* role = "initial state") const {
+    GRADUS_CHECK(shape_error, s.size() == cells_.size(), layer, ": ", role, " must hold ", cells_.size(),
                  " cell states, got ", s.size());
-    for (size_t k = 0; k < cells_.size(); ++k) cells_[k].check_state(s[k], batch, layer);
+    for (size_t k = 0; k < cells_.size(); ++k) cells_[k].check_state(s[k], batch, layer, role);
   }
   /// Draws this call's masks (every cell's, and the ones between cells); see the cells.
   void draw_masks(int64_t batch) {
