@@ -281,3 +281,52 @@ TEST_CASE("autodiff: where with an int64 mask picks by non-zero and routes the g
     CHECK(b.grad()(i) == want_db[i]);
   }
 }
+
+// A weight applied at every step of a loop (a decoder's cell kernel): the backward pass defers
+// each step's term xᵀ·g of the weight's gradient and adds them as one product at the end of the
+// pass (autodiff/node.hpp, LeafNode). The same weight also reaches the output through paths that
+// are not deferred: as the left operand of a product, transposed, and in a penalty.
+TEST_CASE("autodiff: a weight used at every step of a loop gets the gradient of every use", "[autodiff]") {
+  gd::Rng rng(31);
+  const Td w0 = Td::random_normal({3, 4}, rng, 0, 0.5), u0 = Td::random_normal({4, 4}, rng, 0, 0.5);
+  std::vector<V> xs;
+  for (int t = 0; t < 5; ++t) xs.push_back(V::constant(Td::random_normal({2, 3}, rng)));
+  const V v = V::constant(Td::random_normal({4, 2}, rng));
+  const V probe = V::constant(Td::random_normal({2, 4}, rng));
+  auto f = [&](const std::vector<V>& p) {  // p = {w [3, 4], u [4, 4]}
+    V h = V::constant(Td::zeros({2, 4}));
+    V out = V::constant(Td::zeros({2, 4}));
+    for (const V& x : xs) {
+      h = gd::tanh(gd::matmul(x, p[0]) + gd::matmul(h, p[1]));  // x · w: deferred; h · u: deferred
+      out = out + h;
+    }
+    const V left = gd::matmul(p[0], v);                                      // w as the left operand
+    const V trans = gd::matmul(probe, p[0], {.transpose_b = true});          // w transposed: [2, 3]
+    return gd::to_var(gd::sum(out * out) + gd::sum(left) + gd::sum(trans) + 0.1 * gd::sum(p[0] * p[0]));
+  };
+  SECTION("against finite differences") {
+    const auto r = gd::check_gradient([&](const std::vector<V>& p) { return f(p); }, std::vector<Td>{w0, u0});
+    INFO(r);
+    CHECK(r.ok);
+  }
+  SECTION("backward accumulates it once per pass, as gradients() returns it") {
+    V w(w0.clone()), u(u0.clone());
+    const auto want = gd::gradients(f({w, u}), {w, u});
+    gd::backward(f({w, u}));
+    gd::backward(f({w, u}));
+    for (int64_t i = 0; i < w0.size(); ++i) CHECK(w.grad().data()[i] == Approx(2 * want[0].data()[i]).epsilon(1e-12));
+    for (int64_t i = 0; i < u0.size(); ++i) CHECK(u.grad().data()[i] == Approx(2 * want[1].data()[i]).epsilon(1e-12));
+  }
+  SECTION("a leaf-ready hook sees the whole gradient") {
+    V w(w0.clone()), u(u0.clone());
+    const auto want = gd::gradients(f({w, u}), {w, u});
+    std::vector<double> seen;
+    const int id = gd::add_leaf_ready_hook([&](const gd::detail::NodeBase* leaf) {
+      if (leaf == w.node()) seen.assign(w.grad().data(), w.grad().data() + w.grad().size());
+    });
+    gd::backward(f({w, u}));
+    gd::remove_leaf_ready_hook(id);
+    REQUIRE(seen.size() == size_t(w0.size()));
+    for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == Approx(want[0].data()[i]).epsilon(1e-12));
+  }
+}

@@ -76,6 +76,7 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
     for (NodeBase* n : order) {
       if (n->has_adjoint()) {
         const PrecisionScope precision(n->precision);
+        st.backward_node = n->seq;
         if (op_observer() && !n->is_leaf) [[unlikely]]  // a leaf's backward does nothing
           profiled_backward(n);
         else
@@ -94,6 +95,8 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   }
   st.in_backward = false;
   st.grad_enabled = prev_mode;
+  for (NodeBase* n : order)
+    if (n->is_leaf) n->flush_deferred();
   return order;
 }
 

@@ -196,6 +196,28 @@ T* adjoint_buffer(const Var<T>& x, bool* add) {
   return x.node()->adjoint_buffer(add);
 }
 
+/// Defers w's gradient term xᵀ·g from a product x · w (x [rows, k], w [k, n], g [rows, n]) to
+/// the end of the backward pass, where every such term of w is added as one product (see
+/// LeafNode): true where it did, false where the caller adds it now. Deferred: a trainable
+/// leaf on the CPU, outside autocast (the products run later, outside the node's precision),
+/// and a term of fewer than kDeferRows rows: a deeper product already runs near the GEMM's
+/// speed, and is best done while g is still in cache, and a large g (a language model's
+/// [700, 10000] logits) is not kept alive to the end of the pass.
+inline constexpr int64_t kDeferRows = 256;
+template <class T>
+bool defer_xt_g(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&) {
+  return false;
+}
+template <class T>
+bool defer_xt_g(const Var<T>& w, const Tensor<T>& x, const Tensor<T>& g) {
+  Node<T>* node = w.node();
+  if (!node->is_leaf || w.rank() != 2 || x.size() >= kDeferRows * w.shape()[0] || !x.device().is_cpu() ||
+      autocast_precision() != Precision::fp32)
+    return false;
+  static_cast<LeafNode<T>*>(node)->defer_xt_g(x, g);
+  return true;
+}
+
 /// True when recording a node over these operands would be of use.
 template <class E>
 bool any_requires_grad(const E& e) {

@@ -7,6 +7,7 @@
 // of size classes, so after the first step a training loop reuses the same node memory and asks
 // the system for nothing: this pool is the tape's arena.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -74,6 +75,7 @@ struct TapeState {
   bool in_backward = false;
   uint64_t next_seq = 1;
   uint64_t visit_epoch = 1;
+  uint64_t backward_node = 0;  ///< the node whose backward function is running (its seq)
   std::vector<struct NodeBase*> order, stack, inputs;  // reused by every backward pass
   static TapeState& local() {
     thread_local TapeState s;
@@ -113,6 +115,9 @@ struct NodeBase {
   virtual void begin_accumulate() {}
   /// Leaves: adds the adjoint of this pass into `grad()`.
   virtual void accumulate_grad() {}
+  /// Leaves: computes the gradient terms deferred during this pass into the adjoint (see
+  /// LeafNode::defer_xt_g).
+  virtual void flush_deferred() {}
   virtual const char* name() const { return "op"; }
   /// For the profiler: the value's shape, element type name and size.
   virtual const Shape& value_shape() const = 0;
@@ -229,6 +234,12 @@ T* Node<T>::adjoint_buffer(bool* add) {
 }
 
 /// A trainable (or constant) input: no inputs of its own.
+///
+/// A weight's gradient term xᵀ·g from a product x · w may wait in the leaf until the backward
+/// pass is over (defer_xt_g). A decoder loop that applies one weight at every step then gets one
+/// product over all its steps' rows, which reads and writes the [k, n] gradient once, instead of
+/// one product per step of depth `rows`, each of which brings the whole gradient back into cache
+/// (the translation model's cell kernel: 12 products of 240 x 64 x 768).
 template <Real T>
 struct LeafNode final : Node<T> {
   LeafNode(Tensor<T> v, bool requires_grad) : Node<T>(std::move(v)) {
@@ -236,7 +247,69 @@ struct LeafNode final : Node<T> {
     this->is_leaf = true;
   }
   const char* name() const override { return "leaf"; }
+  bool has_adjoint() const override { return this->adj.defined() || !deferred_.empty(); }
+  void clear_adjoint() override {
+    this->adj = Tensor<T>();
+    deferred_.clear();
+  }
+  void accumulate_grad() override {
+    flush_deferred();
+    Node<T>::accumulate_grad();
+  }
+  /// Adds xᵀ·g to this [k, n] leaf's adjoint later, in flush_deferred: x [rows, k] and g [rows, n]
+  /// contiguous, on the CPU (the caller checks).
+  void defer_xt_g(Tensor<T> x, Tensor<T> g) {
+    deferred_.push_back({std::move(x), std::move(g), TapeState::local().backward_node});
+  }
+  void flush_deferred() override;
+
+ private:
+  struct Term {
+    Tensor<T> x, g;
+    uint64_t node;  // the product's node, whose module the profiler files the flush under
+  };
+  std::vector<Term> deferred_;
 };
+
+template <Real T>
+void LeafNode<T>::flush_deferred() {
+  if (deferred_.empty()) return;
+  struct Clear {  // the list keeps its capacity: a warm step allocates nothing here
+    std::vector<Term>& terms;
+    ~Clear() { terms.clear(); }
+  } clear{deferred_};
+  const std::vector<Term>& terms = deferred_;
+  const int64_t k = this->value.shape()[0], n = this->value.shape()[1];
+  int64_t rows = 0;
+  for (const Term& t : terms) rows += t.x.size() / k;
+  const PrecisionScope fp32_products(Precision::fp32);  // as the nodes that deferred them
+  OpScope prof(OpPhase::backward);  // the profiler's table counts it as matmul's backward time
+  if (prof) [[unlikely]] {
+    OpDescription d;
+    d.op = "matmul";
+    d.dtype = this->dtype_name();
+    d.element_bytes = this->element_bytes();
+    d.output = this->value.shape();
+    d.node = terms.front().node;
+    prof.observer()->describe(d);
+    prof.flops(2.0 * double(k) * double(rows) * double(n));
+  }
+  bool add = false;
+  T* d = this->adjoint_buffer(&add);
+  const Device dev = this->value.device();
+  if (terms.size() == 1) {
+    backend::gemm(terms[0].x.data(), true, terms[0].g.data(), false, d, k, rows, n, add, dev);
+    return;
+  }
+  Tensor<T> xs = Tensor<T>::empty({rows, k}), gs = Tensor<T>::empty({rows, n});
+  int64_t r = 0;
+  for (const Term& t : terms) {
+    std::copy_n(t.x.data(), t.x.size(), xs.data() + r * k);
+    std::copy_n(t.g.data(), t.g.size(), gs.data() + r * n);
+    r += t.x.size() / k;
+  }
+  backend::gemm(xs.data(), true, gs.data(), false, d, k, rows, n, add, dev);
+}
 
 }  // namespace gradus::detail
 

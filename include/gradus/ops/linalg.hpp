@@ -123,7 +123,13 @@ matmul_result_t<A, B> matmul_operands(const A& a, const B& b, const MatmulOption
         for (int64_t i = 0; i < bn; ++i) grad_a(gp + i * p.m * p.n, bd + ob[i], da + oa[i], p.m, add);
       }
     }
-    if (detail::needs_grad(b)) {
+    // x · w with w a trainable leaf: its term waits for the others of this pass (LeafNode), and
+    // the profiler counts its FLOPs there
+    const bool deferred = detail::needs_grad(b) && flat && !p.ta && !p.tb && detail::defer_xt_g(b, av, g);
+    if (deferred)
+      if (OpObserver* o = op_observer()) [[unlikely]]
+        o->set_flops(detail::needs_grad(a) ? 2.0 * double(bn) * double(p.m) * double(p.k) * double(p.n) : 0.0);
+    if (detail::needs_grad(b) && !deferred) {
       bool add;
       T* db = detail::adjoint_buffer(b, &add);
       if (flat) {
