@@ -199,8 +199,8 @@ T* adjoint_buffer(const Var<T>& x, bool* add) {
 /// Defers w's gradient term xᵀ·g from a product x · w (x [rows, k], w [k, n], g [rows, n]) to
 /// the end of the backward pass, where every such term of w is added as one product (see
 /// LeafNode): true where it did, false where the caller adds it now. Deferred: a trainable
-/// leaf on the CPU, outside autocast (the products run later, outside the node's precision),
-/// and a term of fewer than kDeferRows rows: a deeper product already runs near the GEMM's
+/// leaf whose backend joins rows (every built-in one), outside autocast (the products run later,
+/// outside the node's precision), and a term of fewer than kDeferRows rows: a deeper product already runs near the GEMM's
 /// speed, and is best done while g is still in cache, and a large g (a language model's
 /// [700, 10000] logits) is not kept alive to the end of the pass.
 inline constexpr int64_t kDeferRows = 256;
@@ -208,13 +208,17 @@ template <class T>
 bool defer_xt_g(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&) {
   return false;
 }
+/// Whether defer_xt_g would defer w's term of `rows` rows (an op that must decide before it
+/// computes the term asks first).
+template <class T>
+bool can_defer_xt_g(const Var<T>& w, int64_t rows) {
+  return w.requires_grad() && w.node()->is_leaf && w.rank() == 2 && rows < kDeferRows &&
+         autocast_precision() == Precision::fp32 && backend::implements<backend::kernel::JoinRows, T>(w.value().device());
+}
 template <class T>
 bool defer_xt_g(const Var<T>& w, const Tensor<T>& x, const Tensor<T>& g) {
-  Node<T>* node = w.node();
-  if (!node->is_leaf || w.rank() != 2 || x.size() >= kDeferRows * w.shape()[0] || !x.device().is_cpu() ||
-      autocast_precision() != Precision::fp32)
-    return false;
-  static_cast<LeafNode<T>*>(node)->defer_xt_g(x, g);
+  if (!can_defer_xt_g(w, x.size() / std::max<int64_t>(w.shape()[0], 1))) return false;
+  static_cast<LeafNode<T>*>(w.node())->defer_xt_g(x, g);
   return true;
 }
 

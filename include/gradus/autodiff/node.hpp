@@ -257,7 +257,7 @@ struct LeafNode final : Node<T> {
     Node<T>::accumulate_grad();
   }
   /// Adds xᵀ·g to this [k, n] leaf's adjoint later, in flush_deferred: x [rows, k] and g [rows, n]
-  /// contiguous, on the CPU (the caller checks).
+  /// contiguous, on the leaf's device.
   void defer_xt_g(Tensor<T> x, Tensor<T> g) {
     deferred_.push_back({std::move(x), std::move(g), TapeState::local().backward_node});
   }
@@ -269,6 +269,8 @@ struct LeafNode final : Node<T> {
     uint64_t node;  // the product's node, whose module the profiler files the flush under
   };
   std::vector<Term> deferred_;
+  std::vector<const T*> parts_;  // flush_deferred's lists for join_rows, kept for their capacity
+  std::vector<int64_t> sizes_;
 };
 
 template <Real T>
@@ -298,17 +300,20 @@ void LeafNode<T>::flush_deferred() {
   T* d = this->adjoint_buffer(&add);
   const Device dev = this->value.device();
   if (terms.size() == 1) {
-    backend::gemm(terms[0].x.data(), true, terms[0].g.data(), false, d, k, rows, n, add, dev);
+    backend::gemm(terms[0].x.device_data(), true, terms[0].g.device_data(), false, d, k, rows, n, add, dev);
     return;
   }
-  Tensor<T> xs = Tensor<T>::empty({rows, k}), gs = Tensor<T>::empty({rows, n});
-  int64_t r = 0;
-  for (const Term& t : terms) {
-    std::copy_n(t.x.data(), t.x.size(), xs.data() + r * k);
-    std::copy_n(t.g.data(), t.g.size(), gs.data() + r * n);
-    r += t.x.size() / k;
-  }
-  backend::gemm(xs.data(), true, gs.data(), false, d, k, rows, n, add, dev);
+  // every x's rows one after the other, and every g's: one product of depth `rows`
+  Tensor<T> xs = Tensor<T>::empty({rows, k}, dev), gs = Tensor<T>::empty({rows, n}, dev);
+  const auto join = [&](Tensor<T> Term::*part, Tensor<T>& out) {
+    parts_.clear();
+    sizes_.clear();
+    for (const Term& t : terms) parts_.push_back((t.*part).device_data()), sizes_.push_back((t.*part).size());
+    backend::join_rows(parts_, sizes_, out.device_data(), 1, dev);  // one row of all the parts
+  };
+  join(&Term::x, xs);
+  join(&Term::g, gs);
+  backend::gemm(xs.device_data(), true, gs.device_data(), false, d, k, rows, n, add, dev);
 }
 
 }  // namespace gradus::detail
