@@ -198,11 +198,11 @@ T* adjoint_buffer(const Var<T>& x, bool* add) {
 
 /// Defers w's gradient term xᵀ·g from a product x · w (x [rows, k], w [k, n], g [rows, n]) to
 /// the end of the backward pass, where every such term of w is added as one product (see
-/// LeafNode): true where it did, false where the caller adds it now. Deferred: a trainable
-/// leaf whose backend joins rows (every built-in one), outside autocast (the products run later,
-/// outside the node's precision), and a term of fewer than kDeferRows rows: a deeper product already runs near the GEMM's
-/// speed, and is best done while g is still in cache, and a large g (a language model's
-/// [700, 10000] logits) is not kept alive to the end of the pass.
+/// LeafNode): true where it did, false where the caller adds it now. Deferred: a trainable leaf
+/// whose backend joins rows (every built-in one), outside autocast (the products run later,
+/// outside the node's precision), and a term of fewer than kDeferRows rows: a deeper product
+/// already runs near the GEMM's speed and is best done while g is still in cache, and a large g
+/// (a language model's [700, 10000] logits) is not kept alive to the end of the pass.
 inline constexpr int64_t kDeferRows = 256;
 template <class T>
 bool defer_xt_g(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&) {
@@ -213,7 +213,8 @@ bool defer_xt_g(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&) {
 template <class T>
 bool can_defer_xt_g(const Var<T>& w, int64_t rows) {
   return w.requires_grad() && w.node()->is_leaf && w.rank() == 2 && rows < kDeferRows &&
-         autocast_precision() == Precision::fp32 && backend::implements<backend::kernel::JoinRows, T>(w.value().device());
+         autocast_precision() == Precision::fp32 &&
+         backend::implements<backend::kernel::JoinRows, T>(w.value().device());
 }
 template <class T>
 bool defer_xt_g(const Var<T>& w, const Tensor<T>& x, const Tensor<T>& g) {
