@@ -84,6 +84,8 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
       }
       if (!ready_plan.empty()) [[unlikely]] fire_leaf_ready(n, ready_plan, &ready_next);
     }
+    for (NodeBase* n : order)  // the weights' terms that waited for the pass (LeafNode)
+      if (n->is_leaf) n->flush_deferred();
   } catch (...) {
     st.in_backward = false;
     st.grad_enabled = prev_mode;
@@ -95,8 +97,6 @@ std::vector<NodeBase*>& run_backward(const Var<T>& y, const Tensor<T>* seed, con
   }
   st.in_backward = false;
   st.grad_enabled = prev_mode;
-  for (NodeBase* n : order)
-    if (n->is_leaf) n->flush_deferred();
   return order;
 }
 

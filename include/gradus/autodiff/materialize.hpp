@@ -208,17 +208,11 @@ template <class T>
 bool defer_xt_g(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&) {
   return false;
 }
-/// Whether defer_xt_g would defer w's term of `rows` rows (an op that must decide before it
-/// computes the term asks first).
-template <class T>
-bool can_defer_xt_g(const Var<T>& w, int64_t rows) {
-  return w.requires_grad() && w.node()->is_leaf && w.rank() == 2 && rows < kDeferRows &&
-         autocast_precision() == Precision::fp32 &&
-         backend::implements<backend::kernel::JoinRows, T>(w.value().device());
-}
 template <class T>
 bool defer_xt_g(const Var<T>& w, const Tensor<T>& x, const Tensor<T>& g) {
-  if (!can_defer_xt_g(w, x.size() / std::max<int64_t>(w.shape()[0], 1))) return false;
+  if (!w.requires_grad() || !w.node()->is_leaf || w.rank() != 2 || x.size() >= kDeferRows * w.shape()[0] ||
+      autocast_precision() != Precision::fp32 || !backend::implements<backend::kernel::JoinRows, T>(w.value().device()))
+    return false;
   static_cast<LeafNode<T>*>(w.node())->defer_xt_g(x, g);
   return true;
 }

@@ -13,6 +13,19 @@
 
 namespace gradus::backend::cpu {
 
+/// d[a * ld_d + b] = s[a + b * ld_s] for a < na, b < nb, in 32x32 tiles (on large matrices
+/// several times faster than Eigen's `map = map.transpose()`).
+template <class T>
+void transpose_tiles(const T* s, int64_t ld_s, T* d, int64_t ld_d, int64_t na, int64_t nb) {
+  constexpr int64_t kTile = 32;
+  for (int64_t a0 = 0; a0 < na; a0 += kTile)
+    for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
+      const int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
+      for (int64_t a = a0; a < a1; ++a)
+        for (int64_t b = b0; b < b1; ++b) d[a * ld_d + b] = s[a + b * ld_s];
+    }
+}
+
 /// An N-d copy `dst[i] = src[i]` over a CopyPlan (backend/plans.hpp: unit axes dropped, axes
 /// contiguous on both sides merged), so a copy that moves whole rows runs as one memcpy per row; a
 /// transposing copy runs in cache-sized tiles.
@@ -54,7 +67,7 @@ struct StridedCopy : CopyPlan {
         else
           for (int64_t i = 0; i < m; ++i) dp[i * ds] += sp[i * ss];
       } else if (tile >= 0) {
-        transpose_tiles(sp, ss, dp, dst[size_t(tile)], n[size_t(tile)], m);
+        cpu::transpose_tiles(sp, ss, dp, dst[size_t(tile)], n[size_t(tile)], m);
       } else if (ss == 1 && ds == 1) {
         std::copy_n(sp, m, dp);
       } else {
@@ -83,18 +96,6 @@ struct StridedCopy : CopyPlan {
       }
       if (j < 0) return;
     }
-  }
-  /// d[a * ld_d + b] = s[a + b * ld_s] for a < na, b < nb, in 32x32 tiles (on large matrices
-  /// several times faster than Eigen's `map = map.transpose()`).
-  template <class T>
-  static void transpose_tiles(const T* s, int64_t ld_s, T* d, int64_t ld_d, int64_t na, int64_t nb) {
-    constexpr int64_t kTile = 32;
-    for (int64_t a0 = 0; a0 < na; a0 += kTile)
-      for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
-        const int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t b = b0; b < b1; ++b) d[a * ld_d + b] = s[a + b * ld_s];
-      }
   }
 };
 

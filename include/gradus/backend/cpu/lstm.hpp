@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gradus/backend/cpu/copy.hpp"
 #include "gradus/backend/cpu/gemm.hpp"
 #include "gradus/backend/cpu/isa.hpp"
 #include "gradus/backend/cpu/parallel.hpp"
@@ -190,19 +191,6 @@ void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bo
 #endif
   gemm(a, false, b, false, c, m, k, n, add);
 }
-
-/// t [c, r] = aᵀ for a row-major a [r, c], in 32 x 32 tiles: both sides stay in cache lines
-/// (the plain double loop writes t a column at a time).
-template <class T>
-void transpose(const T* a, int64_t r, int64_t c, T* t) {
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < r; i0 += kTile)
-    for (int64_t j0 = 0; j0 < c; j0 += kTile) {
-      const int64_t i1 = std::min(r, i0 + kTile), j1 = std::min(c, j0 + kTile);
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t j = j0; j < j1; ++j) t[j * r + i] = a[i * c + j];
-    }
-}
 }  // namespace lstm_detail
 
 /// Sequences (batch rows) are independent of one another through the whole recurrence, so the
@@ -281,7 +269,7 @@ void lstm_backward(const LstmPlan& p, const T* r, const LstmSaved<T>& s, const T
   T* rt = rt_buf.data();  // rᵀ [4u, u]: each step's dh = dz_t · rᵀ reads it row by row
   const int chunks = db ? row_chunks(n) : 0;
   Tensor<T> db_parts = db ? Tensor<T>::zeros({chunks, g4}) : Tensor<T>();  // each chunk's sum of dz
-  if (steps > 1) lstm_detail::transpose(r, u, g4, rt);
+  if (steps > 1) transpose_tiles(r, g4, rt, u, g4, u);  // rt[j * u + k] = r[k * g4 + j]
   if (g_h_last)
     std::copy_n(g_h_last, nu, dh);
   else
