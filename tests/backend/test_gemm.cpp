@@ -16,8 +16,9 @@
 // enough columns, with each ta); the AVX-512 kernel's sweep of a packed B 256 columns at a time
 // (k-blocks deeper than 186), several stretches, the last one partial, against several panels and
 // blocks of A ({200, 200, 600}, {250, 450, 290}: more rows than B is read in place against
-// anywhere). A guard band after c checks that partial blocks never write past
-// the matrix.
+// anywhere); products of 2 to 5 rows, which the automatic choice runs with B read in place
+// (threaded by columns in {2, 784, 500}). A guard band after c checks that partial blocks never
+// write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -130,7 +131,7 @@ const std::vector<Case> cases = {
     {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100},
     {20, 600, 100}, {20, 300, 2100}, {21, 100, 40}, {23, 300, 64}, {34, 80, 50},
     {35, 130, 256}, {35, 130, 257}, {29, 70, 128}, {29, 70, 129}, {192, 40, 65}, {193, 40, 65},
-    {200, 200, 600}, {250, 450, 290}};
+    {200, 200, 600}, {250, 450, 290}, {2, 784, 500}, {4, 300, 130}, {5, 64, 700}, {3, 17, 9}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
@@ -245,5 +246,78 @@ TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from eit
   };
   check(std::integral_constant<int64_t, 6>{});
   check(std::integral_constant<int64_t, 12>{});
+}
+#endif
+
+#if defined(GRADUS_SGEMM_X86)
+// The kernels that read B in place for a few rows of A (backend/cpu/gemm_inplace.hpp), called
+// directly for each instruction set this CPU has, against the double triple loop: every row
+// count up to 7 (the AVX-512 row-major kernel's blocks of 4 rows and its last 1, 2, 3 or 5; the
+// AVX2 one's 6 and 1-5; the dot kernels' groups of up to 5 and pairs), column counts that end
+// in a full or partial block of B's rows (5, 6, 8 at a time) or vector of columns, depths with
+// and without a tail of fewer than 16 (8) depths and of several 128-deep blocks, and a stretch
+// of C's and B's columns (their row stride `ld` wider than n), with and without accumulation. A
+// guard band after each row of C checks that no kernel writes past its columns.
+TEST_CASE("the in-place kernels of few rows match a double triple loop", "[ops][matmul]") {
+  using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, bool);
+  struct Kernel {
+    const char* name;
+    Fn fn;
+    bool tb;
+  };
+  std::vector<Kernel> kernels;
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) {
+    kernels.push_back({"gemm_avx2", &cpu::inplace::gemm_avx2, false});
+    kernels.push_back({"gemm_bt_avx2", &cpu::inplace::gemm_bt_avx2, true});
+  }
+  if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx512)) {
+    kernels.push_back({"gemm_avx512", &cpu::inplace::gemm_avx512, false});
+    kernels.push_back({"gemm_bt_avx512", &cpu::inplace::gemm_bt_avx512, true});
+  }
+  if (kernels.empty()) {
+    WARN("this CPU has neither AVX2 nor AVX-512: the in-place kernels are not tested");
+    return;
+  }
+  gd::Rng rng(29);
+  constexpr int64_t pad = 3;  // columns of the wider matrices past the stretch, a guard band in C
+  constexpr float sentinel = 12345.f;
+  for (int64_t m = 1; m <= 7; ++m)
+    for (int64_t n : {1, 5, 6, 7, 8, 9, 13, 16, 17, 33, 64, 70, 130})
+      for (int64_t k : {1, 7, 16, 17, 129, 300})
+        for (bool add : {false, true}) {
+          const Problem<float> p = make_problem<float>({m, k, n}, rng);
+          for (bool tb : {false, true}) {
+            const Reference r = reference(p, false, tb, add);
+            // the stretch: b (k x n, or n x k) inside rows of n + pad (row-major B) and c inside
+            // rows of n + pad, the pad of c a guard band
+            const int64_t ld = n + pad;
+            std::vector<float> b(size_t(tb ? n * k : k * ld), -7.f);
+            for (int64_t q = 0; q < (tb ? n : k); ++q)
+              for (int64_t j = 0; j < (tb ? k : n); ++j)
+                b[size_t(q * (tb ? k : ld) + j)] = p.b.data()[q * (tb ? k : n) + j];
+            for (const Kernel& kernel : kernels) {
+              if (kernel.tb != tb) continue;
+              std::vector<float> c(size_t(m * ld), sentinel);
+              for (int64_t i = 0; i < m; ++i) std::copy_n(p.c.data() + i * n, n, c.begin() + i * ld);
+              kernel.fn(p.a.data(), b.data(), c.data(), m, k, n, ld, add);
+              const double u = std::numeric_limits<float>::epsilon() / 2, d = double(k + 2);
+              const double gamma = d * u / (1 - d * u);
+              double worst = 0;
+              int64_t guard = 0;
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t j = 0; j < n; ++j) {
+                  const size_t e = size_t(i * n + j);
+                  const double err = std::abs(r.value[e] - double(c[size_t(i * ld + j)]));
+                  const double ratio = err / (gamma * r.magnitude[e]);
+                  if (!(ratio <= worst)) worst = ratio;
+                }
+                for (int64_t j = n; j < ld; ++j) guard += c[size_t(i * ld + j)] != sentinel;
+              }
+              INFO(kernel.name << ": m " << m << " k " << k << " n " << n << ", add " << add);
+              CHECK(worst <= 1.0);
+              CHECK(guard == 0);
+            }
+          }
+        }
 }
 #endif

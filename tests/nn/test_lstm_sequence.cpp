@@ -268,19 +268,21 @@ TEST_CASE("lstm_sequence: nn::LSTM runs it and matches the per-step cell, statef
 
 // The per-step product of the sequence kernels (backend/cpu/lstm.hpp), c = or += a · b with b
 // read in place, against a double triple loop: through step_gemm (whatever this CPU runs) and
-// each in-place kernel this CPU can run (AVX-512, AVX2) called directly; row counts that take
-// every block of rows (AVX-512: 4, 2, 1; AVX2: 6, 4, 2, 1), column counts that end in a full
-// panel, a partial panel of whole vectors, or a masked vector; depths of one and of several
-// k-blocks.
+// each in-place kernel this CPU can run (AVX-512, AVX2; backend/cpu/gemm_inplace.hpp) called
+// directly; row counts that take every block of rows (AVX-512: 4, then 1, 2, 3 or 5; AVX2: 6,
+// then 1 to 5), column counts that end in a full panel, a partial panel of whole vectors, or a
+// masked vector; depths of one and of several k-blocks.
 TEST_CASE("lstm_sequence: the per-step product against a double loop", "[rnn]") {
   namespace cpu = gd::backend::cpu;
   using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, bool);
   std::vector<std::pair<const char*, Fn>> kernels{{"step_gemm", &cpu::lstm_detail::step_gemm<float>}};
 #if defined(GRADUS_SGEMM_X86)
   if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx2))
-    kernels.emplace_back("avx2", &cpu::lstm_detail::step_gemm_avx2);
+    kernels.emplace_back("avx2", [](const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n,
+                                    bool add) { cpu::inplace::gemm_avx2(a, b, c, m, k, n, n, add); });
   if (cpu::gemm_kernel_supported(cpu::GemmKernel::avx512))
-    kernels.emplace_back("avx512", &cpu::lstm_detail::step_gemm_avx512);
+    kernels.emplace_back("avx512", [](const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n,
+                                      bool add) { cpu::inplace::gemm_avx512(a, b, c, m, k, n, n, add); });
 #endif
   gd::Rng rng(23);
   for (const auto& [name, kernel] : kernels)

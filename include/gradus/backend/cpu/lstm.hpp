@@ -32,160 +32,19 @@ namespace gradus::backend::cpu {
 
 namespace lstm_detail {
 
-#if defined(GRADUS_SGEMM_X86)
-/// C rows [R x 16Q] = or += A rows [R x k] · B [k x 16Q], over B's rows [p0, p1): B row-major with
-/// row stride ldb, unpacked; C row stride ldc; R rows x Q vectors of 16 columns of C in AVX-512
-/// accumulators (the loops over them unrolled, so that the accumulators stay in registers). The
-/// last vector's columns are those of `tail` (a partial panel at the right edge of C: B and C are
-/// read and written only there).
-template <int R, int Q>
-[[gnu::target("avx512f")]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                                                  int64_t ldc, int64_t p0, int64_t p1, bool load, __mmask16 tail) {
-  __m512 acc[R][Q];
-  GRADUS_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
-      acc[r][q] = !load        ? _mm512_setzero_ps()
-                  : q + 1 < Q ? _mm512_loadu_ps(c + r * ldc + 16 * q)
-                              : _mm512_maskz_loadu_ps(tail, c + r * ldc + 16 * q);
-  for (int64_t p = p0; p < p1; ++p) {
-    const float* bp = b + p * ldb;
-    __m512 bv[Q];
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
-      bv[q] = q + 1 < Q ? _mm512_loadu_ps(bp + 16 * q) : _mm512_maskz_loadu_ps(tail, bp + 16 * q);
-      // keeps B's vectors in registers: otherwise -march builds fold each load into the R FMAs
-      // that use it, reading B R times (load-bound, about half the speed)
-      __asm__("" : "+v"(bv[q]));
-    }
-    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
-      GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
-    }
-  }
-  GRADUS_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
-      if (q + 1 < Q)
-        _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
-      else
-        _mm512_mask_storeu_ps(c + r * ldc + 16 * q, tail, acc[r][q]);
-    }
-}
-
-/// The rows [0, m) of a panel of C of Q vectors (see rows_avx512): blocks of 4 rows, then 2, then 1.
-template <int Q>
-[[gnu::target("avx512f")]] inline void panel_avx512(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
-                                                   int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
-                                                   __mmask16 tail) {
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) rows_avx512<4, Q>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-  if (i + 2 <= m) rows_avx512<2, Q>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail), i += 2;
-  if (i < m) rows_avx512<1, Q>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-}
-
-/// c (m x n) = or += a (m x k) · b (k x n), row-major (see step_gemm). B is walked in panels of
-/// kc rows x 64 columns (32 KiB, held in L1) and every row of A runs over a panel before the next
-/// panel is read, so B crosses from L2 once per call, not once per 4 rows. A last panel narrower
-/// than 64 columns runs as 1 to 4 vectors, the last one masked to the columns that exist.
-[[gnu::target("avx512f")]] inline void step_gemm_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k,
-                                                       int64_t n, bool add) {
-  constexpr int64_t kc = 128;
-  for (int64_t p0 = 0; p0 < k; p0 += kc) {
-    const int64_t p1 = std::min(k, p0 + kc);
-    const bool load = add || p0 > 0;
-    for (int64_t j = 0; j < n; j += 64) {
-      const int64_t w = std::min<int64_t>(64, n - j);
-      const auto tail = __mmask16(w % 16 == 0 ? 0xFFFF : (1u << (w % 16)) - 1);
-      switch ((w + 15) / 16) {
-        case 4: panel_avx512<4>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail); break;
-        case 3: panel_avx512<3>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail); break;
-        case 2: panel_avx512<2>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail); break;
-        default: panel_avx512<1>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail); break;
-      }
-    }
-  }
-}
-
-/// The AVX2 form of rows_avx512: C rows [R x 8Q] (Q <= 2 vectors of 8 floats; R x Q accumulators,
-/// Q vectors of B and a broadcast within the 16 registers), B read in place. With Masked, the
-/// last vector holds only the columns of `tail` (a lane is in when its sign bit is set).
-template <int R, int Q, bool Masked>
-[[gnu::target("avx2,fma")]] inline void rows_avx2(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                                                 int64_t ldc, int64_t p0, int64_t p1, bool load, __m256i tail) {
-  __m256 acc[R][Q];
-  GRADUS_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
-      acc[r][q] = !load                      ? _mm256_setzero_ps()
-                  : Masked && q + 1 == Q ? _mm256_maskload_ps(c + r * ldc + 8 * q, tail)
-                                         : _mm256_loadu_ps(c + r * ldc + 8 * q);
-  for (int64_t p = p0; p < p1; ++p) {
-    const float* bp = b + p * ldb;
-    __m256 bv[Q];
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
-      bv[q] = Masked && q + 1 == Q ? _mm256_maskload_ps(bp + 8 * q, tail) : _mm256_loadu_ps(bp + 8 * q);
-      __asm__("" : "+x"(bv[q]));  // B in registers, read once per depth (see rows_avx512)
-    }
-    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r * lda + p);
-      GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
-    }
-  }
-  GRADUS_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
-      if (Masked && q + 1 == Q)
-        _mm256_maskstore_ps(c + r * ldc + 8 * q, tail, acc[r][q]);
-      else
-        _mm256_storeu_ps(c + r * ldc + 8 * q, acc[r][q]);
-    }
-}
-
-/// The rows [0, m) of a panel of C of Q vectors (see rows_avx2): blocks of 6 rows, then 4, 2, 1.
-template <int Q, bool Masked>
-[[gnu::target("avx2,fma")]] inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
-                                                  int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
-                                                  __m256i tail) {
-  int64_t i = 0;
-  for (; i + 6 <= m; i += 6) rows_avx2<6, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-  if (i + 4 <= m) rows_avx2<4, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail), i += 4;
-  if (i + 2 <= m) rows_avx2<2, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail), i += 2;
-  if (i < m) rows_avx2<1, Q, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-}
-
-/// The AVX2 form of step_gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel
-/// of fewer columns as one or two vectors, the last masked where it is partial.
-[[gnu::target("avx2,fma")]] inline void step_gemm_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
-                                                     int64_t n, bool add) {
-  constexpr int64_t kc = 128;
-  for (int64_t p0 = 0; p0 < k; p0 += kc) {
-    const int64_t p1 = std::min(k, p0 + kc);
-    const bool load = add || p0 > 0;
-    for (int64_t j = 0; j < n; j += 16) {
-      const int64_t w = std::min<int64_t>(16, n - j), part = w % 8;
-      const __m256i tail = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(part)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      if (w == 16)
-        panel_avx2<2, false>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
-      else if (w == 8)
-        panel_avx2<1, false>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
-      else if (w > 8)
-        panel_avx2<2, true>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
-      else
-        panel_avx2<1, true>(a, k, b + j, n, c + j, n, m, p0, p1, load, tail);
-    }
-  }
-}
-#endif
-
 /// c (m x n) = or += a (m x k) · b (k x n), all row-major: the per-step products of an LSTM,
 /// whose m (the batch) is small and whose b (the recurrent kernel) is the same every step. The
 /// general gemm packs b on every call, which here costs about as much as the product, and more
 /// than the product once the batch rows are split over threads (each thread packs all of b);
-/// with AVX-512 or AVX2 (the GEMM's own kernel choice) these kernels read b in place instead (it
-/// stays in cache).
+/// with AVX-512 or AVX2 (the GEMM's own kernel choice) the kernels of gemm_inplace.hpp read b in
+/// place instead (it stays in cache).
 template <class T>
 void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>) {
     if (autocast_precision() != Precision::bf16) {
-      if (gemm_kernel() == GemmKernel::avx512) return step_gemm_avx512(a, b, c, m, k, n, add);
-      if (gemm_kernel() == GemmKernel::avx2) return step_gemm_avx2(a, b, c, m, k, n, add);
+      if (gemm_kernel() == GemmKernel::avx512) return inplace::gemm_avx512(a, b, c, m, k, n, n, add);
+      if (gemm_kernel() == GemmKernel::avx2) return inplace::gemm_avx2(a, b, c, m, k, n, n, add);
     }
   }
 #endif

@@ -1,0 +1,343 @@
+// gradus/backend/cpu/gemm_inplace.hpp — float products of few rows of A with B read where it
+// lies, unpacked.
+//
+// The blocked kernels of gemm.hpp pack B into panels, which pays when many rows of A use each
+// panel. With a handful of rows — an LSTM's per-step product on its slice of the batch, a layer
+// applied to one example or to a beam of four — packing copies each element of B to use it a few
+// times, and the product is bound by reading B. These kernels read B in place, once per call for
+// all the rows (up to 5 of them in registers at a time with AVX-512, 6 with AVX2):
+//   gemm_avx512 / gemm_avx2        B row-major (k x n): R rows x Q vectors of C in accumulators,
+//                                  each depth's vectors of B loaded once for the R rows
+//   gemm_bt_avx512 / gemm_bt_avx2  B stored transposed (n x k): each element of C a dot product of
+//                                  two contiguous rows, 16 (8) depths a step, up to 5 (2) rows of
+//                                  A against 5 to 8 (6) rows of B in accumulators, summed across
+//                                  lanes at the end
+// Each is compiled for its instruction set with a function-level target attribute, as the
+// blocked kernels are; gemm.hpp chooses between them (thin_gemm) and so does the LSTM's step
+// (lstm.hpp).
+#pragma once
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))  // as GRADUS_SGEMM_X86
+#include <algorithm>
+#include <cstdint>
+#include <immintrin.h>
+
+#include "gradus/backend/cpu/vecmath.hpp"  // GRADUS_UNROLL
+
+namespace gradus::backend::cpu::inplace {
+
+/// The first `n` lanes set (sign bits), for the AVX2 masked loads and stores.
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline __m256i first_lanes8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// C rows [R x 64] = or += A rows [R x k] · B [k x 64], over B's rows [p0, p1): B row-major with
+/// row stride ldb, unpacked; C row stride ldc; R rows x 4 vectors of 16 columns of C in AVX-512
+/// accumulators (the loops over them unrolled, so that the accumulators stay in registers). With
+/// Masked (a partial panel at the right edge of C), vector q holds only the columns of `tail[q]`,
+/// and B and C are read and written only there (a vector with none costs its FMAs, on zeros: one
+/// kernel for every width, instead of one per number of vectors, keeps the code every program
+/// compiles small); without, all 64 columns exist and are read with plain loads (masked ones cost
+/// 1-2%). Not inlined: inside the loops of its callers GCC spilled the AVX2 form's registers.
+template <int R, bool Masked>
+[[gnu::target("avx512f"), gnu::noinline]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                                  int64_t ldc, int64_t p0, int64_t p1, bool load,
+                                                  const __mmask16 (&tail)[4]) {
+  constexpr int Q = 4;
+  __m512 acc[R][Q];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
+      acc[r][q] = !load    ? _mm512_setzero_ps()
+                  : Masked ? _mm512_maskz_loadu_ps(tail[q], c + r * ldc + 16 * q)
+                           : _mm512_loadu_ps(c + r * ldc + 16 * q);
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* bp = b + p * ldb;
+    __m512 bv[Q];
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      bv[q] = Masked ? _mm512_maskz_loadu_ps(tail[q], bp + 16 * q) : _mm512_loadu_ps(bp + 16 * q);
+      // keeps B's vectors in registers: otherwise -march builds fold each load into the R FMAs
+      // that use it, reading B R times (load-bound, about half the speed)
+      __asm__("" : "+v"(bv[q]));
+    }
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+      GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      if (Masked)
+        _mm512_mask_storeu_ps(c + r * ldc + 16 * q, tail[q], acc[r][q]);
+      else
+        _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+    }
+}
+
+/// The rows [0, m) of a panel of C (see rows_avx512): blocks of 4 rows, then the 1, 2, 3 or 5 rows
+/// left as one block (5 x 4 accumulators, 4 vectors of B and a broadcast fit the 32 registers), so
+/// that each depth's vectors of B are loaded once for them.
+template <bool Masked>
+[[gnu::target("avx512f")]] inline void panel_avx512(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
+                                                   int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
+                                                   const __mmask16 (&tail)[4]) {
+  int64_t i = 0;
+  for (; m - i >= 4 && m - i != 5; i += 4)
+    rows_avx512<4, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+  a += i * k, c += i * ldc;
+  switch (m - i) {
+    case 5: return rows_avx512<5, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 3: return rows_avx512<3, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 2: return rows_avx512<2, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 1: return rows_avx512<1, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    default: return;
+  }
+}
+
+/// c (m x n) = or += a (m x k) · b (k x n), all row-major, A's rows k apart and B's and C's `ld`
+/// apart (ld = n for whole matrices; more for a stretch of their columns). B is walked in panels of
+/// kc rows x 64 columns (32 KiB, held in L1) and every row of A runs over a panel before the next
+/// panel is read, so B crosses from L2 once per call, not once per 4 rows. A last panel narrower
+/// than 64 columns is masked to the columns that exist.
+[[gnu::target("avx512f")]] inline void gemm_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k,
+                                                  int64_t n, int64_t ld, bool add) {
+  constexpr int64_t kc = 128;
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t p1 = std::min(k, p0 + kc);
+    const bool load = add || p0 > 0;
+    for (int64_t j = 0; j < n; j += 64) {
+      __mmask16 tail[4];  // the columns of each vector that exist
+      for (int q = 0; q < 4; ++q) {
+        const int64_t cols = std::clamp<int64_t>(n - j - 16 * q, 0, 16);
+        tail[q] = __mmask16((uint32_t(1) << cols) - 1);
+      }
+      if (n - j >= 64)
+        panel_avx512<false>(a, k, b + j, ld, c + j, ld, m, p0, p1, load, tail);
+      else
+        panel_avx512<true>(a, k, b + j, ld, c + j, ld, m, p0, p1, load, tail);
+    }
+  }
+}
+
+/// The AVX2 form of rows_avx512: C rows [R x 16] in R x 2 accumulators (with 2 vectors of B and
+/// a broadcast within the 16 registers), B read in place. With Masked, vector q holds only the
+/// columns of tail[q] (a lane is in when its sign bit is set; a vector may have none); without, all
+/// 16 columns exist and are read with plain loads.
+template <int R, bool Masked>
+[[gnu::target("avx2,fma"), gnu::noinline]] inline void rows_avx2(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                                                 int64_t ldc, int64_t p0, int64_t p1, bool load,
+                                                 const __m256i (&tail)[2]) {
+  constexpr int Q = 2;
+  __m256 acc[R][Q];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
+      acc[r][q] = !load    ? _mm256_setzero_ps()
+                  : Masked ? _mm256_maskload_ps(c + r * ldc + 8 * q, tail[q])
+                           : _mm256_loadu_ps(c + r * ldc + 8 * q);
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* bp = b + p * ldb;
+    __m256 bv[Q];
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      bv[q] = Masked ? _mm256_maskload_ps(bp + 8 * q, tail[q]) : _mm256_loadu_ps(bp + 8 * q);
+      __asm__("" : "+x"(bv[q]));  // B in registers, read once per depth (see rows_avx512)
+    }
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + p);
+      GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      if (Masked)
+        _mm256_maskstore_ps(c + r * ldc + 8 * q, tail[q], acc[r][q]);
+      else
+        _mm256_storeu_ps(c + r * ldc + 8 * q, acc[r][q]);
+    }
+}
+
+/// The rows [0, m) of a panel of C (see rows_avx2): blocks of 6 rows, then the 1 to 5 rows left as
+/// one block.
+template <bool Masked>
+[[gnu::target("avx2,fma")]] inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
+                                                  int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
+                                                  const __m256i (&tail)[2]) {
+  int64_t i = 0;
+  for (; i + 6 <= m; i += 6) rows_avx2<6, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+  a += i * k, c += i * ldc;
+  switch (m - i) {
+    case 5: return rows_avx2<5, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 4: return rows_avx2<4, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 3: return rows_avx2<3, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 2: return rows_avx2<2, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    case 1: return rows_avx2<1, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
+    default: return;
+  }
+}
+
+/// The AVX2 form of gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel of
+/// fewer columns masked to those that exist.
+[[gnu::target("avx2,fma")]] inline void gemm_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
+                                                int64_t n, int64_t ld, bool add) {
+  constexpr int64_t kc = 128;
+  for (int64_t p0 = 0; p0 < k; p0 += kc) {
+    const int64_t p1 = std::min(k, p0 + kc);
+    const bool load = add || p0 > 0;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __m256i tail[2] = {first_lanes8(n - j), first_lanes8(n - j - 8)};
+      if (n - j >= 16)
+        panel_avx2<false>(a, k, b + j, ld, c + j, ld, m, p0, p1, load, tail);
+      else
+        panel_avx2<true>(a, k, b + j, ld, c + j, ld, m, p0, p1, load, tail);
+    }
+  }
+}
+
+/// lane j of the result: the sum of v[j]'s 8 lanes. Pairs summed within 128-bit lanes twice, then
+/// the two halves.
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline __m256 lane_sums8(const __m256 (&v)[8]) {
+  const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]), t2 = _mm256_hadd_ps(v[4], v[5]),
+               t3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/// c[j] = or (`load`) += lane j of s for j < cols <= J (4 or 8): whole vectors where all J lanes
+/// are columns, element by element at a last, partial block (AMD's masked vector stores,
+/// vmaskmovps, cost tens of cycles each: a 4-column block stored masked took twice the product).
+template <int J>
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline void store_sums(__m256 s, float* c, int64_t cols, bool load) {
+  if ((J == 4 || J == 8) && cols == J) {
+    if constexpr (J == 8) {
+      if (load) s = _mm256_add_ps(s, _mm256_loadu_ps(c));
+      _mm256_storeu_ps(c, s);
+    } else {
+      __m128 q = _mm256_castps256_ps128(s);
+      if (load) q = _mm_add_ps(q, _mm_loadu_ps(c));
+      _mm_storeu_ps(c, q);
+    }
+    return;
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, s);
+  for (int64_t j = 0; j < cols; ++j) c[j] = load ? c[j] + lane[j] : lane[j];
+}
+
+/// One step of dot_rows_avx512: the 16 depths from p (those in `mask`) of A's R rows against the
+/// J rows of B.
+template <int R, int J>
+[[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] inline void dot_step_avx512(
+    __m512 (&acc)[R][J], const float* a, int64_t lda, const float* const (&bj)[J], int64_t p, __mmask16 mask) {
+  __m512 x[R];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r) x[r] = _mm512_maskz_loadu_ps(mask, a + r * lda + p);
+  GRADUS_UNROLL for (int j = 0; j < J; ++j) {
+    __m512 y = _mm512_maskz_loadu_ps(mask, bj[j] + p);
+    __asm__("" : "+v"(y));  // one load for the R rows: GCC would otherwise fold it into each FMA
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm512_fmadd_ps(x[r], y, acc[r][j]);
+  }
+}
+
+/// C(r, j) = or (`load`) += Σ_p A(r, p) · B(j, p) for r < R (A's rows lda apart) and j < cols <= 8
+/// (B's rows ldb apart, C's ldc): a block of 8 rows of B, a partial one read with its last row
+/// repeated and only its own columns written; the tail of the depth masked. R x 8 accumulators, R
+/// vectors of A and one of B: within the 32 registers for R <= 3. (Blocks of 4 rows of B, which
+/// would leave room for 5 rows of A, ran 1.4-2.2x slower on Zen 4: B streams from L3 in these
+/// products, and 8 rows keep more of its lines in flight.)
+template <int R, int J = 8>
+[[gnu::target("avx512f,avx2,fma")]] inline void dot_block_avx512(const float* a, int64_t lda, const float* b,
+                                                                int64_t ldb, int64_t cols, float* c, int64_t ldc,
+                                                                int64_t k, bool load) {
+  const float* bj[J];
+  GRADUS_UNROLL for (int j = 0; j < J; ++j) bj[j] = b + std::min<int64_t>(j, cols - 1) * ldb;
+  __m512 acc[R][J];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm512_setzero_ps();
+  int64_t p = 0;
+  for (; p + 16 <= k; p += 16) dot_step_avx512<R, J>(acc, a, lda, bj, p, __mmask16(0xFFFF));
+  if (p < k) dot_step_avx512<R, J>(acc, a, lda, bj, p, __mmask16((1u << (k - p)) - 1));
+  GRADUS_UNROLL for (int r = 0; r < R; ++r) {
+    __m256 h[8];  // each accumulator's two 256-bit halves added, then summed across lanes
+    GRADUS_UNROLL for (int j = 0; j < 8; ++j)
+      h[j] = j >= J ? _mm256_setzero_ps() : _mm256_add_ps(_mm512_castps512_ps256(acc[r][j]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)));
+    store_sums<J>(lane_sums8(h), c + r * ldc, cols, load);
+  }
+}
+
+/// R rows of C = or (`load`) += R rows of A · bᵀ over all n columns, in blocks of as many rows of
+/// B as the registers hold beside R rows' accumulators: 8 for up to 3 rows of A, 6 for 4, 5 for 5.
+template <int R>
+[[gnu::target("avx512f,avx2,fma")]] inline void dot_rows_avx512(const float* a, const float* b, float* c, int64_t k,
+                                                               int64_t n, int64_t ldc, bool load) {
+  constexpr int J = R <= 3 ? 8 : R == 4 ? 6 : 5;
+  for (int64_t j = 0; j < n; j += J) dot_block_avx512<R, J>(a, k, b + j * k, k, std::min<int64_t>(J, n - j), c + j, ldc, k, load);
+}
+
+/// c (m x n) = or += a (m x k) · bᵀ with b stored n x k (each of its rows, k apart, a column of the
+/// product), read in place: A's rows k apart, C's `ldc`. Up to 5 rows of A at a time, B read once
+/// for them.
+[[gnu::target("avx512f,avx2,fma")]] inline void gemm_bt_avx512(const float* a, const float* b, float* c, int64_t m,
+                                                              int64_t k, int64_t n, int64_t ldc, bool add) {
+  for (int64_t i = 0; i < m; i += 5) {
+    const float* ai = a + i * k;
+    float* ci = c + i * ldc;
+    switch (std::min<int64_t>(5, m - i)) {
+      case 5: dot_rows_avx512<5>(ai, b, ci, k, n, ldc, add); break;
+      case 4: dot_rows_avx512<4>(ai, b, ci, k, n, ldc, add); break;
+      case 3: dot_rows_avx512<3>(ai, b, ci, k, n, ldc, add); break;
+      case 2: dot_rows_avx512<2>(ai, b, ci, k, n, ldc, add); break;
+      default: dot_rows_avx512<1>(ai, b, ci, k, n, ldc, add); break;
+    }
+  }
+}
+
+/// One step of dot_block_avx2: the 8 depths from p (those set in `mask` when Masked) of A's R rows
+/// against the J rows of B.
+template <int R, int J, bool Masked>
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline void dot_step_avx2(__m256 (&acc)[R][J], const float* a,
+                                                                          int64_t lda, const float* const (&bj)[J],
+                                                                          int64_t p, __m256i mask) {
+  __m256 x[R];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    x[r] = Masked ? _mm256_maskload_ps(a + r * lda + p, mask) : _mm256_loadu_ps(a + r * lda + p);
+  GRADUS_UNROLL for (int j = 0; j < J; ++j) {
+    __m256 y = Masked ? _mm256_maskload_ps(bj[j] + p, mask) : _mm256_loadu_ps(bj[j] + p);
+    __asm__("" : "+x"(y));  // one load for the R rows (see dot_step_avx512)
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(x[r], y, acc[r][j]);
+  }
+}
+
+/// The AVX2 form of dot_block_avx512: J <= 8 rows of B, 8 depths a step.
+template <int R, int J>
+[[gnu::target("avx2,fma")]] inline void dot_block_avx2(const float* a, int64_t lda, const float* b, int64_t ldb,
+                                                      int64_t cols, float* c, int64_t ldc, int64_t k, bool load) {
+  const float* bj[J];
+  GRADUS_UNROLL for (int j = 0; j < J; ++j) bj[j] = b + std::min<int64_t>(j, cols - 1) * ldb;
+  __m256 acc[R][J];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int j = 0; j < J; ++j) acc[r][j] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) dot_step_avx2<R, J, false>(acc, a, lda, bj, p, __m256i{});
+  if (p < k) dot_step_avx2<R, J, true>(acc, a, lda, bj, p, first_lanes8(k - p));
+  GRADUS_UNROLL for (int r = 0; r < R; ++r) {
+    __m256 h[8];
+    GRADUS_UNROLL for (int j = 0; j < 8; ++j) h[j] = j < J ? acc[r][j] : _mm256_setzero_ps();
+    store_sums<J>(lane_sums8(h), c + r * ldc, cols, load);
+  }
+}
+
+/// The AVX2 form of gemm_bt_avx512, within 16 registers: blocks of 6 rows of B, each read from
+/// memory once and against A's rows two at a time (12 accumulators), staying in L1 between them.
+/// (Blocks of fewer rows of B for more rows of A at once ran 1.3-1.6x slower on Zen 4: see
+/// dot_block_avx512.)
+[[gnu::target("avx2,fma")]] inline void gemm_bt_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
+                                                   int64_t n, int64_t ldc, bool add) {
+  for (int64_t j = 0; j < n; j += 6) {
+    const int64_t cols = std::min<int64_t>(6, n - j);
+    const float* bj = b + j * k;
+    int64_t i = 0;
+    for (; i + 2 <= m; i += 2) dot_block_avx2<2, 6>(a + i * k, k, bj, k, cols, c + i * ldc + j, ldc, k, add);
+    if (i < m) dot_block_avx2<1, 6>(a + i * k, k, bj, k, cols, c + i * ldc + j, ldc, k, add);
+  }
+}
+
+}  // namespace gradus::backend::cpu::inplace
+#endif  // x86 with GCC or Clang
