@@ -14,13 +14,14 @@
 // packing them would copy each element to use it once.
 // gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
 // avx512|avx2|loops overrides the choice when the CPU supports it). Products of up to 5 rows of
-// a row-major A read B in place on the kernels of gemm_inplace.hpp (thin_gemm), but for one row
-// against a row-major B. The other thin float products (m < 6, or n < 12 with m < 16), and every
-// float product on an x86 CPU without AVX2, run as plain loops compiled for the widest ISA
-// (loop_gemm) in a build without -march (whose Eigen has only SSE packets), and on Eigen's GEMM
-// in a build for AVX2 or wider; doubles, and floats on other CPUs and compilers, go to Eigen. Eigen's float GEMM is thus not compiled into an x86 program
-// built without -march that does not ask for it by name (gemm(..., GemmKernel::eigen)): it cost
-// 2 s of compile time.
+// a row-major A read B in place on the kernels of gemm_inplace.hpp (thin_gemm), but for one row,
+// or fewer than 16 columns, against a row-major B. The other thin float products (m < 6, or
+// n < 12 with m < 16), and every float product on an x86 CPU without AVX2, run as plain loops
+// compiled for the widest ISA (loop_gemm) in a build without -march (whose Eigen has only SSE
+// packets), and on Eigen's GEMM in a build for AVX2 or wider; doubles, and floats on other CPUs
+// and compilers, go to Eigen. Eigen's float GEMM is thus not compiled into an x86 program built
+// without -march that does not ask for it by name (gemm(..., GemmKernel::eigen)): it cost 2 s of
+// compile time.
 // Under gd::autocast(gd::bf16) float products round their inputs to bfloat16 and sum in float:
 // on AMX tiles where the CPU has them (serial_amx), else on an AVX512-BF16 variant of the 12 x 32
 // kernel (Bf16Dot), else on the float kernels over rounded copies (bf16_kernel()).
@@ -1719,8 +1720,11 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     // Fewer rows, each row of A contiguous: B read in place, once for all of them (4 x 784 x 500
     // on Zen 4: 30 against 75 us with Eigen's GEMM, 82 us with the loops, which read B once per
     // row; B stored transposed: 30 against 122 us). One row against a row-major B stays with the
-    // loops and Eigen, which read B once as well (AVX2: 28 against 34 us).
-    if (m < 6 && !ta && (tb || m > 1) && (kernel == GemmKernel::avx512 || kernel == GemmKernel::avx2))
+    // loops and Eigen, which read B once as well (AVX2: 28 against 34 us), and so does a
+    // row-major B of fewer than 16 columns, which the in-place kernel's 64-column panel would
+    // mostly pad (4 x 64 x 10: 0.35 against 0.22 us with Eigen).
+    if (m < 6 && !ta && (tb || (m > 1 && n >= 16)) &&
+        (kernel == GemmKernel::avx512 || kernel == GemmKernel::avx2))
       return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
 #if defined(__AVX2__)
     // A build for AVX2 or wider (-march=native): Eigen's packets are as wide as the CPU's, and

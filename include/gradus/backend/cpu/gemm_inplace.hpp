@@ -40,9 +40,9 @@ namespace gradus::backend::cpu::inplace {
 /// compiles small); without, all 64 columns exist and are read with plain loads (masked ones cost
 /// 1-2%). Not inlined: inside the loops of its callers GCC spilled the AVX2 form's registers.
 template <int R, bool Masked>
-[[gnu::target("avx512f"), gnu::noinline]] inline void rows_avx512(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                                                  int64_t ldc, int64_t p0, int64_t p1, bool load,
-                                                  const __mmask16 (&tail)[4]) {
+[[gnu::target("avx512f"), gnu::noinline]] inline void rows_avx512(const float* a, int64_t lda, const float* b,
+                                                                  int64_t ldb, float* c, int64_t ldc, int64_t p0,
+                                                                  int64_t p1, bool load, const __mmask16 (&tail)[4]) {
   constexpr int Q = 4;
   __m512 acc[R][Q];
   GRADUS_UNROLL for (int r = 0; r < R; ++r)
@@ -123,9 +123,9 @@ template <bool Masked>
 /// columns of tail[q] (a lane is in when its sign bit is set; a vector may have none); without, all
 /// 16 columns exist and are read with plain loads.
 template <int R, bool Masked>
-[[gnu::target("avx2,fma"), gnu::noinline]] inline void rows_avx2(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                                                 int64_t ldc, int64_t p0, int64_t p1, bool load,
-                                                 const __m256i (&tail)[2]) {
+[[gnu::target("avx2,fma"), gnu::noinline]] inline void rows_avx2(const float* a, int64_t lda, const float* b,
+                                                                 int64_t ldb, float* c, int64_t ldc, int64_t p0,
+                                                                 int64_t p1, bool load, const __m256i (&tail)[2]) {
   constexpr int Q = 2;
   __m256 acc[R][Q];
   GRADUS_UNROLL for (int r = 0; r < R; ++r)
@@ -221,6 +221,28 @@ template <int J>
   for (int64_t j = 0; j < cols; ++j) c[j] = load ? c[j] + lane[j] : lane[j];
 }
 
+/// Lane j < 8 of the result: the sum of v[j]'s 16 lanes (the other lanes: unspecified). 128-bit
+/// lanes of pairs of vectors summed, then of quadruples, then pairs within each 128-bit lane, and
+/// one permutation into order. (The zero-masked forms under a full mask are the same instructions:
+/// GCC 12 defines the plain ones with an undefined pass-through vector, and -Wuninitialized warns
+/// about it.)
+[[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] inline __m512 lane_sums8_512(const __m512 (&v)[8]) {
+  constexpr __mmask16 all = 0xFFFF;
+  __m512 u[4], w[2];
+  GRADUS_UNROLL for (int q = 0; q < 4; ++q)  // 128-bit lanes: v[2q]'s (0+2, 1+3), then v[2q+1]'s
+    u[q] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, v[2 * q], v[2 * q + 1], 0x44),
+                         _mm512_maskz_shuffle_f32x4(all, v[2 * q], v[2 * q + 1], 0xEE));
+  GRADUS_UNROLL for (int q = 0; q < 2; ++q)  // 128-bit lane L: a quarter of v[4q + L]'s sum
+    w[q] = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(all, u[2 * q], u[2 * q + 1], 0x88),
+                         _mm512_maskz_shuffle_f32x4(all, u[2 * q], u[2 * q + 1], 0xDD));
+  // within 128-bit lane L: [w0 a+c, w1 a+c, w0 b+d, w1 b+d], then the halves added: element 0 is
+  // v[L]'s sum, element 1 v[4 + L]'s
+  __m512 t = _mm512_add_ps(_mm512_maskz_unpacklo_ps(all, w[0], w[1]), _mm512_maskz_unpackhi_ps(all, w[0], w[1]));
+  t = _mm512_add_ps(t, _mm512_maskz_permute_ps(all, t, 0x4E));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_maskz_permutexvar_ps(all, order, t);
+}
+
 /// One step of dot_rows_avx512: the 16 depths from p (those in `mask`) of A's R rows against the
 /// J rows of B.
 template <int R, int J>
@@ -253,12 +275,14 @@ template <int R, int J = 8>
   int64_t p = 0;
   for (; p + 16 <= k; p += 16) dot_step_avx512<R, J>(acc, a, lda, bj, p, __mmask16(0xFFFF));
   if (p < k) dot_step_avx512<R, J>(acc, a, lda, bj, p, __mmask16((1u << (k - p)) - 1));
+  const __mmask16 keep = __mmask16((1u << cols) - 1);
   GRADUS_UNROLL for (int r = 0; r < R; ++r) {
-    __m256 h[8];  // each accumulator's two 256-bit halves added, then summed across lanes
-    GRADUS_UNROLL for (int j = 0; j < 8; ++j)
-      h[j] = j >= J ? _mm256_setzero_ps() : _mm256_add_ps(_mm512_castps512_ps256(acc[r][j]),
-                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][j]), 1)));
-    store_sums<J>(lane_sums8(h), c + r * ldc, cols, load);
+    __m512 h[8];
+    GRADUS_UNROLL for (int j = 0; j < 8; ++j) h[j] = j < J ? acc[r][j] : _mm512_setzero_ps();
+    __m512 s = lane_sums8_512(h);
+    float* cr = c + r * ldc;
+    if (load) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(keep, cr));
+    _mm512_mask_storeu_ps(cr, keep, s);
   }
 }
 
@@ -268,7 +292,8 @@ template <int R>
 [[gnu::target("avx512f,avx2,fma")]] inline void dot_rows_avx512(const float* a, const float* b, float* c, int64_t k,
                                                                int64_t n, int64_t ldc, bool load) {
   constexpr int J = R <= 3 ? 8 : R == 4 ? 6 : 5;
-  for (int64_t j = 0; j < n; j += J) dot_block_avx512<R, J>(a, k, b + j * k, k, std::min<int64_t>(J, n - j), c + j, ldc, k, load);
+  for (int64_t j = 0; j < n; j += J)
+    dot_block_avx512<R, J>(a, k, b + j * k, k, std::min<int64_t>(J, n - j), c + j, ldc, k, load);
 }
 
 /// c (m x n) = or += a (m x k) · bᵀ with b stored n x k (each of its rows, k apart, a column of the
