@@ -4,12 +4,16 @@
 //   gradus_bf16  the gradus step under gd::autocast(gd::bf16)
 //   eigen   hand-written: row-major Eigen matrices, GEMMs, ReLU mask, stable softmax with the
 //           cross-entropy gradient (p - onehot) / N fused by hand, the update in place
+// and inference on a few examples (serving one request, a beam of four; one thread):
+//   mlp_predict/gradus/rows:R  the two layers' forward pass under gd::no_grad on R images
+//   mlp_predict/eigen/rows:R   the same forward in Eigen: X W1 + b1, ReLU, H W2 + b2
 // Both start from the same weights; the gradus benchmark refuses to run unless three steps of
 // the two agree. benchmarks/run reports gradus / eigen (goal <= 1.1x); torch_steps.cpp has the
 // LibTorch peer.
 #include "steps.hpp"  // first: gradus includes Eigen (see gradus/core/eigen.hpp)
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -107,9 +111,55 @@ void BM_eigen(benchmark::State& state) {
   state.SetItemsProcessed(int64_t(state.iterations()) * kBatch);
 }
 
+/// The first `rows` images of the first batch.
+Tensor first_rows(int64_t rows) {
+  const Tensor& x = steps::image_batches().x[0];
+  Tensor out({rows, kPixels});
+  std::copy_n(x.data(), rows * kPixels, out.data());
+  return out;
+}
+
+void BM_gradus_predict(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const int64_t rows = state.range(0);
+  steps::GradusMlp g;
+  const Tensor x = first_rows(rows);
+  const gradus::no_grad inference;
+  const auto logits = [&] { return g.d2.forward(g.d1.forward(x)).value(); };
+  // the same logits as the Eigen forward below, or no timing
+  const EigenMlp e;
+  const Matrix ref = ((mat(x) * e.W1).rowwise() + e.b1).cwiseMax(0.f) * e.W2;
+  const Tensor got = logits();
+  if (((mat(got).rowwise() - e.b2) - ref).cwiseAbs().maxCoeff() > 1e-4f)
+    return state.SkipWithError("logits differ from Eigen's");
+  for (auto _ : state) benchmark::DoNotOptimize(logits());
+  state.SetItemsProcessed(int64_t(state.iterations()) * rows);
+}
+
+void BM_eigen_predict(benchmark::State& state) {
+  omp_set_num_threads(1);
+  const int64_t rows = state.range(0);
+  const EigenMlp e;
+  const Tensor x = first_rows(rows);
+  Matrix h(rows, kHidden), out(rows, kClasses);
+  for (auto _ : state) {
+    h.noalias() = mat(x) * e.W1;
+    h = (h.rowwise() + e.b1).cwiseMax(0.f);
+    out.noalias() = h * e.W2;
+    out.rowwise() += e.b2;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * rows);
+}
+
 GRADUS_STEP_BENCH(BM_gradus, "mlp_step/gradus");
 GRADUS_STEP_BENCH(BM_eigen, "mlp_step/eigen");
 GRADUS_STEP_BENCH(steps::BM_gradus_mlp_bf16, "mlp_step/gradus_bf16");
+BENCHMARK(BM_gradus_predict)->Name("mlp_predict/gradus")->ArgName("rows")->Arg(1)->Arg(2)->Arg(4)->Arg(16)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_eigen_predict)->Name("mlp_predict/eigen")->ArgName("rows")->Arg(1)->Arg(2)->Arg(4)->Arg(16)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -13,15 +13,14 @@
 // A single panel of A (m <= MR) reads B's panels where they are, when B's rows are contiguous:
 // packing them would copy each element to use it once.
 // gemm() uses the widest one the CPU supports, chosen once per process (GRADUS_GEMM_KERNEL=
-// avx512|avx2|loops overrides the choice when the CPU supports it). Products of up to 5 rows of
-// a row-major A read B in place on the kernels of gemm_inplace.hpp (thin_gemm), but for one row,
-// or fewer than 16 columns, against a row-major B. The other thin float products (m < 6, or
-// n < 12 with m < 16), and every float product on an x86 CPU without AVX2, run as plain loops
-// compiled for the widest ISA (loop_gemm) in a build without -march (whose Eigen has only SSE
-// packets), and on Eigen's GEMM in a build for AVX2 or wider; doubles, and floats on other CPUs
-// and compilers, go to Eigen. Eigen's float GEMM is thus not compiled into an x86 program built
-// without -march that does not ask for it by name (gemm(..., GemmKernel::eigen)): it cost 2 s of
-// compile time.
+// avx512|avx2|loops overrides the choice when the CPU supports it). Products of a few rows of a
+// row-major A read B in place on the kernels of gemm_inplace.hpp (thin_gemm) where that was
+// measured faster (gemm_native). The other thin float products (m < 6, or n < 12 with m < 16),
+// and every float product on an x86 CPU without AVX2, run as plain loops compiled for the widest
+// ISA (loop_gemm) in a build without -march (whose Eigen has only SSE packets), and on Eigen's
+// GEMM in a build for AVX2 or wider; doubles, and floats on other CPUs and compilers, go to
+// Eigen. Eigen's float GEMM is thus not compiled into an x86 program built without -march that
+// does not ask for it by name (gemm(..., GemmKernel::eigen)): it cost 2 s of compile time.
 // Under gd::autocast(gd::bf16) float products round their inputs to bfloat16 and sum in float:
 // on AMX tiles where the CPU has them (serial_amx), else on an AVX512-BF16 variant of the 12 x 32
 // kernel (Bf16Dot), else on the float kernels over rounded copies (bf16_kernel()).
@@ -1468,7 +1467,7 @@ inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, floa
 
 }  // namespace sgemm
 
-/// c (m x n) = or (`add`) += a (m x k) · b for few rows of A (m < 6), A's rows contiguous, on the
+/// c (m x n) = or (`add`) += a (m x k) · b for few rows of A (m < 16), A's rows contiguous, on the
 /// in-place kernels of gemm_inplace.hpp for `kernel` (avx512 or avx2): b (k x n, or n x k when
 /// `tb`) is read where it lies, once for all the rows. Above kGemmParallelWork multiply-adds,
 /// outside a task of the thread pool, its columns split over the threads, each reading only its
@@ -1706,26 +1705,33 @@ template <class T>
 void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, int64_t n, bool add) {
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>) {
-    // Products of few rows, and those of few rows and few columns, which no register block
-    // fills, run as loops: packing B would cost as much as the product. So does everything on a
-    // CPU without AVX2. Eigen's float GEMM is not instantiated then: it alone took 2 s of every
-    // header-only program's compile time, and in a build without -march its SSE packets ran
-    // products of 1-5 rows 1.5-2.3x slower than the loops (one row against a transposed B:
-    // 0.87x, on an AVX-512 EPYC).
+    // Products of few rows that the in-place kernels do not take (below), and those of few rows
+    // and few columns, which no register block fills, run as loops: packing B would cost as much
+    // as the product. So does everything on a CPU without AVX2. Eigen's float GEMM is not
+    // instantiated then: it alone took 2 s of every header-only program's compile time, and in a
+    // build without -march its SSE packets ran products of 1-5 rows 1.5-2.3x slower than the
+    // loops (one row against a transposed B: 0.87x, on an AVX-512 EPYC).
     const GemmKernel kernel = gemm_kernel();
+    // Few rows, each row of A contiguous: B read in place, once for every 4 or 5 rows (thin_gemm),
+    // where that beat both the loops or Eigen and the blocked kernels on Zen 4 at one thread
+    // (docs/performance.md, "Products of a few rows"): against a row-major B of 16 columns or more,
+    // 2 to 5 rows, and with AVX-512 6, 7 and 13 to 15 (whose partial 12-row panels the blocked
+    // kernels run as blocks of 8, 4, 2 and 1 rows, each reading all of B: 7 x 1024 x 1024 took
+    // 843 us there against 178; with 8 to 12 rows they were level or faster); against a transposed B,
+    // which the blocked kernels transpose as they pack it, up to 15 rows when at least 128 deep
+    // and up to 5 when at least 32 (8 x 1024 x 1024: 228 against 671 us; fewer depths leave the
+    // dot products' lanes unused). 4 x 784 x 500 takes 30 us either way, against 75 and 121 on
+    // Eigen's GEMM. One row stays with the loops and Eigen, which read B once as well (the AVX2
+    // kernel's two accumulators per row took 34 against 28 us on 784 x 500, the dot kernel 0.34
+    // against 0.23 us on a transposed 500 x 10).
+    const bool wide = kernel == GemmKernel::avx512;
+    if ((wide || kernel == GemmKernel::avx2) && !ta && m > 1 && m < 16 &&
+        (tb ? k >= 128 || (m < 6 && k >= 32) : n >= 16 && (m < 6 || (wide && (m < 8 || m > 12)))))
+      return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
     if (m >= 6 && (n >= 12 || m >= 16)) {
       if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
       if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
     }
-    // Fewer rows, each row of A contiguous: B read in place, once for all of them (4 x 784 x 500
-    // on Zen 4: 30 against 75 us with Eigen's GEMM, 82 us with the loops, which read B once per
-    // row; B stored transposed: 30 against 122 us). One row against a row-major B stays with the
-    // loops and Eigen, which read B once as well (AVX2: 28 against 34 us), and so does a
-    // row-major B of fewer than 16 columns, which the in-place kernel's 64-column panel would
-    // mostly pad (4 x 64 x 10: 0.35 against 0.22 us with Eigen).
-    if (m < 6 && !ta && (tb || (m > 1 && n >= 16)) &&
-        (kernel == GemmKernel::avx512 || kernel == GemmKernel::avx2))
-      return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
 #if defined(__AVX2__)
     // A build for AVX2 or wider (-march=native): Eigen's packets are as wide as the CPU's, and
     // its GEMM, which reads B once for all the rows, beats the loops from two rows on (4 x 784 x
