@@ -1469,7 +1469,7 @@ inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, floa
 
 /// c (m x n) = or (`add`) += a (m x k) · b for few rows of A (m < 16), A's rows contiguous, on the
 /// in-place kernels of gemm_inplace.hpp for `kernel` (avx512 or avx2): b (k x n, or n x k when
-/// `tb`) is read where it lies, once for all the rows. Above kGemmParallelWork multiply-adds,
+/// `tb`) is read where it lies, once for every 4 to 6 rows. Above kGemmParallelWork multiply-adds,
 /// outside a task of the thread pool, its columns split over the threads, each reading only its
 /// own columns of B.
 inline void thin_gemm(GemmKernel kernel, const float* a, const float* b, bool tb, float* c, int64_t m, int64_t k,
@@ -1712,7 +1712,7 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     // build without -march its SSE packets ran products of 1-5 rows 1.5-2.3x slower than the
     // loops (one row against a transposed B: 0.87x, on an AVX-512 EPYC).
     const GemmKernel kernel = gemm_kernel();
-    // Few rows, each row of A contiguous: B read in place, once for every 4 or 5 rows (thin_gemm),
+    // Few rows, each row of A contiguous: B read in place, once for every 4 to 6 rows (thin_gemm),
     // where that beat both the loops or Eigen and the blocked kernels on Zen 4 at one thread
     // (docs/performance.md, "Products of a few rows"): against a row-major B of 16 columns or more,
     // 2 to 5 rows, and with AVX-512 6, 7 and 13 to 15 (whose partial 12-row panels the blocked

@@ -4,8 +4,11 @@
 // The blocked kernels of gemm.hpp pack B into panels, which pays when many rows of A use each
 // panel. With a handful of rows — an LSTM's per-step product on its slice of the batch, a layer
 // applied to one example or to a beam of four — packing copies each element of B to use it a few
-// times, and the product is bound by reading B. These kernels read B in place, once per call for
-// all the rows (up to 5 of them in registers at a time with AVX-512, 6 with AVX2):
+// times, and the product is bound by reading B. These kernels read B in place: the row kernels
+// walk it in panels that stay in L1 while every row of A passes over them (up to 5 rows in
+// registers at a time with AVX-512, 6 with AVX2), so B comes from memory once per call; the dot
+// kernels read it once for every 5 rows of A (AVX-512), or keep each block of its rows in L1
+// while all of A's rows pass (AVX2):
 //   gemm_avx512 / gemm_avx2        B row-major (k x n): R rows x Q vectors of C in accumulators,
 //                                  each depth's vectors of B loaded once for the R rows
 //   gemm_bt_avx512 / gemm_bt_avx2  B stored transposed (n x k): each element of C a dot product of
@@ -200,9 +203,9 @@ template <bool Masked>
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/// c[j] = or (`load`) += lane j of s for j < cols <= J (4 or 8): whole vectors where all J lanes
-/// are columns, element by element at a last, partial block (AMD's masked vector stores,
-/// vmaskmovps, cost tens of cycles each: a 4-column block stored masked took twice the product).
+/// c[j] = or (`load`) += lane j of s for j < cols <= J <= 8: whole vectors where J is 4 or 8 and
+/// all J lanes are columns, else element by element (AMD's masked vector stores, vmaskmovps, are
+/// slow: storing every 4-column block of a 4-row product masked cost 8% of its time on Zen 4).
 template <int J>
 [[gnu::target("avx2,fma"), gnu::always_inline]] inline void store_sums(__m256 s, float* c, int64_t cols, bool load) {
   if ((J == 4 || J == 8) && cols == J) {
@@ -243,8 +246,8 @@ template <int J>
   return _mm512_maskz_permutexvar_ps(all, order, t);
 }
 
-/// One step of dot_rows_avx512: the 16 depths from p (those in `mask`) of A's R rows against the
-/// J rows of B.
+/// One step of dot_block_avx512: the 16 depths from p (those in `mask`) of A's R rows against
+/// the J rows of B.
 template <int R, int J>
 [[gnu::target("avx512f,avx2,fma"), gnu::always_inline]] inline void dot_step_avx512(
     __m512 (&acc)[R][J], const float* a, int64_t lda, const float* const (&bj)[J], int64_t p, __mmask16 mask) {
@@ -257,13 +260,13 @@ template <int R, int J>
   }
 }
 
-/// C(r, j) = or (`load`) += Σ_p A(r, p) · B(j, p) for r < R (A's rows lda apart) and j < cols <= 8
-/// (B's rows ldb apart, C's ldc): a block of 8 rows of B, a partial one read with its last row
-/// repeated and only its own columns written; the tail of the depth masked. R x 8 accumulators, R
-/// vectors of A and one of B: within the 32 registers for R <= 3. (Blocks of 4 rows of B, which
-/// would leave room for 5 rows of A, ran 1.4-2.2x slower on Zen 4: B streams from L3 in these
-/// products, and 8 rows keep more of its lines in flight.)
-template <int R, int J = 8>
+/// C(r, j) = or (`load`) += Σ_p A(r, p) · B(j, p) for r < R (A's rows lda apart) and j < cols <= J
+/// <= 8 (B's rows ldb apart, C's ldc): a block of J rows of B, a partial one read with its last
+/// row repeated and only its own columns written; the tail of the depth masked. R x J
+/// accumulators, R vectors of A and one of B within the 32 registers (dot_rows_avx512 chooses J).
+/// (Blocks of 4 rows of B ran 1.4-2.2x slower than blocks of 8 on Zen 4, whatever the rows of A:
+/// B streams from L3 in these products, and more rows keep more of its lines in flight.)
+template <int R, int J>
 [[gnu::target("avx512f,avx2,fma")]] inline void dot_block_avx512(const float* a, int64_t lda, const float* b,
                                                                 int64_t ldb, int64_t cols, float* c, int64_t ldc,
                                                                 int64_t k, bool load) {
