@@ -16,9 +16,10 @@
 // enough columns, with each ta); the AVX-512 kernel's sweep of a packed B 256 columns at a time
 // (k-blocks deeper than 186), several stretches, the last one partial, against several panels and
 // blocks of A ({200, 200, 600}, {250, 450, 290}: more rows than B is read in place against
-// anywhere); products of 2 to 15 rows, which the automatic choice runs with B read in place
-// where it is faster ({7, 257, 17} and {13, 257, 33} with AVX-512; threaded by columns in
-// {2, 784, 500} and, with B transposed, in {9, 300, 2100}). A guard band after c checks that partial blocks never
+// anywhere); products of 2 to 23 rows, which the automatic choice runs with B read in place
+// where it is faster ({7, 257, 17}, {13, 257, 33} and {17, 300, 70} with AVX-512, and with B
+// transposed {22, 256, 40}; threaded by columns in {2, 784, 500} and, with B transposed, in
+// {9, 300, 2100}). A guard band after c checks that partial blocks never
 // write past the matrix.
 #include <catch2/catch.hpp>
 
@@ -132,7 +133,7 @@ const std::vector<Case> cases = {
     {64, 33, 20},   {1500, 400, 9}, {200, 64, 10}, {51, 63, 10}, {10, 600, 100}, {9, 300, 2100},
     {20, 600, 100}, {20, 300, 2100}, {21, 100, 40}, {23, 300, 64}, {34, 80, 50},
     {35, 130, 256}, {35, 130, 257}, {29, 70, 128}, {29, 70, 129}, {192, 40, 65}, {193, 40, 65},
-    {200, 200, 600}, {250, 450, 290}, {2, 784, 500}, {4, 300, 130}, {5, 64, 700}, {3, 17, 9}};
+    {200, 200, 600}, {250, 450, 290}, {2, 784, 500}, {4, 300, 130}, {5, 64, 700}, {3, 17, 9}, {17, 300, 70}, {22, 256, 40}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
@@ -253,8 +254,8 @@ TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from eit
 #if defined(GRADUS_SGEMM_X86)
 // The kernels that read B in place for a few rows of A (backend/cpu/gemm_inplace.hpp), called
 // directly for each instruction set this CPU has, against the double triple loop: every row
-// count up to 7 and 9, 13 and 15 (the AVX-512 row-major kernel's blocks of 4 rows and its last 1,
-// 2, 3 or 5; the AVX2 one's 6 and 1-5; the dot kernels' groups of up to 5 and pairs), column counts that end
+// count up to 7 and 9, 13, 15, 19 and 23 (the AVX-512 row-major kernel's blocks of 4 rows and its
+// last 1, 2, 3 or 5; the AVX2 one's 6 and 1-5; the dot kernels' groups of up to 5 and pairs), column counts that end
 // in a full or partial block of B's rows (5, 6, 8 at a time) or vector of columns, depths with
 // and without a tail of fewer than 16 (8) depths and of several 128-deep blocks, and a stretch
 // of C's and B's columns (their row stride `ld` wider than n), with and without accumulation. A
@@ -282,7 +283,7 @@ TEST_CASE("the in-place kernels of few rows match a double triple loop", "[ops][
   gd::Rng rng(29);
   constexpr int64_t pad = 3;  // columns of the wider matrices past the stretch, a guard band in C
   constexpr float sentinel = 12345.f;
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15})
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 9, 13, 15, 19, 23})
     for (int64_t n : {1, 5, 6, 7, 8, 9, 13, 16, 17, 33, 64, 70, 130})
       for (int64_t k : {1, 7, 16, 17, 129, 300})
         for (bool add : {false, true}) {

@@ -1467,7 +1467,29 @@ inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, floa
 
 }  // namespace sgemm
 
-/// c (m x n) = or (`add`) += a (m x k) · b for few rows of A (m < 16), A's rows contiguous, on the
+/// Whether `kernel` runs a float product of m rows of a row-major A (k deep, n columns, B stored
+/// transposed when `tb`) faster on the in-place kernels (thin_gemm) than on the blocked kernels,
+/// the loops or Eigen: where they measured faster on Zen 4 at one thread (docs/performance.md,
+/// "Products of a few rows"). They read B once for every 4 to 6 rows; the blocked kernels pack B,
+/// transposing it when it is stored transposed, and run a partial 12-row panel as blocks of 8, 4,
+/// 2 and 1 rows, each reading all of B (7 x 1024 x 1024: 843 us against 178 in place), and the
+/// loops and Eigen read B once per row (4 x 784 x 500: 75 and 121 us on Eigen's GEMM with B
+/// row-major and transposed, 30 in place). Against a row-major B of 16 columns or more: 2 to 5
+/// rows, and with AVX-512 6, 7 and 13 to 19 (the blocked kernels were level or ahead with 8 to
+/// 12, and from 20). Against a transposed B: up to 5 rows at least 32 deep, up to 15 at least 128
+/// deep, and with AVX-512 up to 23 at least 256 deep (shallower ones leave the dot products'
+/// lanes unused). Never one row: the loops and Eigen read B once as well (the AVX2 kernel's two
+/// accumulators per row took 34 against 28 us on 784 x 500, the dot kernel 0.34 against 0.23 us
+/// on a transposed 500 x 10); never AVX2 from 6 rows against a row-major B (its 1-row remainder
+/// is bound by its two accumulators: 13 x 1024 x 1024 took 875 against 591 us).
+inline bool inplace_is_faster(GemmKernel kernel, int64_t m, int64_t k, int64_t n, bool tb) {
+  const bool wide = kernel == GemmKernel::avx512;
+  if ((!wide && kernel != GemmKernel::avx2) || m < 2) return false;
+  if (tb) return (m < 6 && k >= 32) || (m < 16 && k >= 128) || (wide && m < 24 && k >= 256);
+  return n >= 16 && (m < 6 || (wide && (m < 8 || (m > 12 && m < 20))));
+}
+
+/// c (m x n) = or (`add`) += a (m x k) · b for few rows of A, A's rows contiguous, on the
 /// in-place kernels of gemm_inplace.hpp for `kernel` (avx512 or avx2): b (k x n, or n x k when
 /// `tb`) is read where it lies, once for every 4 to 6 rows. Above kGemmParallelWork multiply-adds,
 /// outside a task of the thread pool, its columns split over the threads, each reading only its
@@ -1712,22 +1734,7 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     // build without -march its SSE packets ran products of 1-5 rows 1.5-2.3x slower than the
     // loops (one row against a transposed B: 0.87x, on an AVX-512 EPYC).
     const GemmKernel kernel = gemm_kernel();
-    // Few rows, each row of A contiguous: B read in place, once for every 4 to 6 rows (thin_gemm),
-    // where that beat both the loops or Eigen and the blocked kernels on Zen 4 at one thread
-    // (docs/performance.md, "Products of a few rows"): against a row-major B of 16 columns or more,
-    // 2 to 5 rows, and with AVX-512 6, 7 and 13 to 15 (whose partial 12-row panels the blocked
-    // kernels run as blocks of 8, 4, 2 and 1 rows, each reading all of B: 7 x 1024 x 1024 took
-    // 843 us there against 178; with 8 to 12 rows they were level or faster); against a transposed B,
-    // which the blocked kernels transpose as they pack it, up to 15 rows when at least 128 deep
-    // and up to 5 when at least 32 (8 x 1024 x 1024: 228 against 671 us; fewer depths leave the
-    // dot products' lanes unused). 4 x 784 x 500 takes 30 us either way, against 75 and 121 on
-    // Eigen's GEMM. One row stays with the loops and Eigen, which read B once as well (the AVX2
-    // kernel's two accumulators per row took 34 against 28 us on 784 x 500, the dot kernel 0.34
-    // against 0.23 us on a transposed 500 x 10).
-    const bool wide = kernel == GemmKernel::avx512;
-    if ((wide || kernel == GemmKernel::avx2) && !ta && m > 1 && m < 16 &&
-        (tb ? k >= 128 || (m < 6 && k >= 32) : n >= 16 && (m < 6 || (wide && (m < 8 || m > 12)))))
-      return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
+    if (!ta && inplace_is_faster(kernel, m, k, n, tb)) return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
     if (m >= 6 && (n >= 12 || m >= 16)) {
       if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
       if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
