@@ -83,6 +83,19 @@ Reference reference(const Problem<T>& p, bool ta, bool tb, bool add) {
   return r;
 }
 
+/// |got - reference| of element e over the rounding bound of a k-deep product (see gemm_error):
+/// NaN for a NaN result.
+template <class T>
+double bound_ratio(const Reference& r, size_t e, T got, int64_t k) {
+  const double u = std::numeric_limits<T>::epsilon() / 2, d = double(k + 2);
+  const double gamma = d * u / (1 - d * u);
+  const double err = std::abs(r.value[e] - double(got)), mag = r.magnitude[e];
+  return mag > 0 ? err / (gamma * mag) : err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+}
+
+/// The worse of two ratios: NaN once either is.
+inline double worse(double a, double b) { return std::isnan(a) || b <= a ? a : b; }
+
 /// The largest |gemm - reference| over c divided by its rounding bound, or infinity when the
 /// guard band after c changed. The bound: a sum of d terms rounded in any order (recursive,
 /// blocked, fused multiply-adds) differs from the exact sum by at most gamma_d * sum |term|,
@@ -113,15 +126,8 @@ double gemm_error(const Problem<T>& p, const Reference& r, bool ta, bool tb, boo
     gd::backend::gemm(p.a.data(), ta, p.b.data(), tb, c.data(), s.m, s.k, s.n, add, gd::cpu);
   for (int64_t i = 0; i < guard; ++i)
     if (c.data()[s.m * s.n + i] != sentinel) return std::numeric_limits<double>::infinity();
-  const double u = std::numeric_limits<T>::epsilon() / 2, d = double(s.k + 2);
-  const double gamma = d * u / (1 - d * u);
   double worst = 0;
-  for (int64_t i = 0; i < s.m * s.n; ++i) {
-    const double err = std::abs(r.value[size_t(i)] - double(c.data()[i]));
-    const double mag = r.magnitude[size_t(i)];
-    const double ratio = mag > 0 ? err / (gamma * mag) : err == 0 ? 0.0 : std::numeric_limits<double>::infinity();
-    if (!(ratio <= worst)) worst = ratio;  // a NaN stays
-  }
+  for (int64_t i = 0; i < s.m * s.n; ++i) worst = worse(worst, bound_ratio<T>(r, size_t(i), c.data()[i], s.k));
   return worst;
 }
 
@@ -302,17 +308,11 @@ TEST_CASE("the in-place kernels of few rows match a double triple loop", "[ops][
               std::vector<float> c(size_t(m * ld), sentinel);
               for (int64_t i = 0; i < m; ++i) std::copy_n(p.c.data() + i * n, n, c.begin() + i * ld);
               kernel.fn(p.a.data(), b.data(), c.data(), m, k, n, ld, add);
-              const double u = std::numeric_limits<float>::epsilon() / 2, d = double(k + 2);
-              const double gamma = d * u / (1 - d * u);
               double worst = 0;
               int64_t guard = 0;
               for (int64_t i = 0; i < m; ++i) {
-                for (int64_t j = 0; j < n; ++j) {
-                  const size_t e = size_t(i * n + j);
-                  const double err = std::abs(r.value[e] - double(c[size_t(i * ld + j)]));
-                  const double ratio = err / (gamma * r.magnitude[e]);
-                  if (!(ratio <= worst)) worst = ratio;
-                }
+                for (int64_t j = 0; j < n; ++j)
+                  worst = worse(worst, bound_ratio<float>(r, size_t(i * n + j), c[size_t(i * ld + j)], k));
                 for (int64_t j = n; j < ld; ++j) guard += c[size_t(i * ld + j)] != sentinel;
               }
               INFO(kernel.name << ": m " << m << " k " << k << " n " << n << ", add " << add);

@@ -1502,7 +1502,9 @@ inline void thin_gemm(GemmKernel kernel, const float* a, const float* b, bool tb
   }
   const bool wide = kernel == GemmKernel::avx512;
   const bool parallel = m * n * k >= kGemmParallelWork;
-  const int64_t align = tb ? (wide ? 8 : 4) : (wide ? 64 : 16);  // the kernels' blocks of columns
+  // chunks of whole blocks of columns: a row-major panel of 64 (16) columns, 8 (6 with AVX2) of
+  // a transposed B's rows (AVX-512 takes 5 or 6 of them for 4 or 5 rows of A)
+  const int64_t align = tb ? (wide ? 8 : 6) : (wide ? 64 : 16);
   parallel_chunks(n, align, [&](int, int64_t j0, int64_t j1) {
     if (tb)
       (wide ? inplace::gemm_bt_avx512 : inplace::gemm_bt_avx2)(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);

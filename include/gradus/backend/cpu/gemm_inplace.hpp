@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <immintrin.h>
+#include <type_traits>
 
 #include "gradus/backend/cpu/vecmath.hpp"  // GRADUS_UNROLL
 
@@ -32,6 +33,24 @@ namespace gradus::backend::cpu::inplace {
 [[gnu::target("avx2,fma"), gnu::always_inline]] inline __m256i first_lanes8(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// Calls f(std::integral_constant<int, R>{}, i) for blocks of rows [i, i + R) covering [0, m):
+/// blocks of Block rows, then the 1 to Last rows left as one block (a last Block + 1 rows with
+/// Last = Block + 1), so that each block's kernel reads B once for all its rows.
+template <int Block, int Last, class F>
+inline void for_row_blocks(int64_t m, F&& f) {
+  static_assert(Last <= 5 || Last == Block, "for_row_blocks: blocks of 1 to 5 rows, or Block");
+  int64_t i = 0;
+  for (; m - i > Last || m - i == Block; i += Block) f(std::integral_constant<int, Block>{}, i);
+  switch (m - i) {
+    case 5: if constexpr (Last >= 5) f(std::integral_constant<int, 5>{}, i); return;
+    case 4: if constexpr (Last >= 4) f(std::integral_constant<int, 4>{}, i); return;
+    case 3: f(std::integral_constant<int, 3>{}, i); return;
+    case 2: f(std::integral_constant<int, 2>{}, i); return;
+    case 1: f(std::integral_constant<int, 1>{}, i); return;
+    default: return;
+  }
 }
 
 /// C rows [R x 64] = or += A rows [R x k] · B [k x 64], over B's rows [p0, p1): B row-major with
@@ -80,20 +99,11 @@ template <int R, bool Masked>
 /// left as one block (5 x 4 accumulators, 4 vectors of B and a broadcast fit the 32 registers), so
 /// that each depth's vectors of B are loaded once for them.
 template <bool Masked>
-[[gnu::target("avx512f")]] inline void panel_avx512(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
-                                                   int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
-                                                   const __mmask16 (&tail)[4]) {
-  int64_t i = 0;
-  for (; m - i >= 4 && m - i != 5; i += 4)
-    rows_avx512<4, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-  a += i * k, c += i * ldc;
-  switch (m - i) {
-    case 5: return rows_avx512<5, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 3: return rows_avx512<3, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 2: return rows_avx512<2, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 1: return rows_avx512<1, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    default: return;
-  }
+inline void panel_avx512(const float* a, int64_t k, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                         int64_t p0, int64_t p1, bool load, const __mmask16 (&tail)[4]) {
+  for_row_blocks<4, 5>(m, [&]<int R>(std::integral_constant<int, R>, int64_t i) {
+    rows_avx512<R, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+  });
 }
 
 /// c (m x n) = or += a (m x k) · b (k x n), all row-major, A's rows k apart and B's and C's `ld`
@@ -160,20 +170,11 @@ template <int R, bool Masked>
 /// The rows [0, m) of a panel of C (see rows_avx2): blocks of 6 rows, then the 1 to 5 rows left as
 /// one block.
 template <bool Masked>
-[[gnu::target("avx2,fma")]] inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, float* c,
-                                                  int64_t ldc, int64_t m, int64_t p0, int64_t p1, bool load,
-                                                  const __m256i (&tail)[2]) {
-  int64_t i = 0;
-  for (; i + 6 <= m; i += 6) rows_avx2<6, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
-  a += i * k, c += i * ldc;
-  switch (m - i) {
-    case 5: return rows_avx2<5, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 4: return rows_avx2<4, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 3: return rows_avx2<3, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 2: return rows_avx2<2, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    case 1: return rows_avx2<1, Masked>(a, k, b, ldb, c, ldc, p0, p1, load, tail);
-    default: return;
-  }
+inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t m,
+                       int64_t p0, int64_t p1, bool load, const __m256i (&tail)[2]) {
+  for_row_blocks<6, 5>(m, [&]<int R>(std::integral_constant<int, R>, int64_t i) {
+    rows_avx2<R, Masked>(a + i * k, k, b, ldb, c + i * ldc, ldc, p0, p1, load, tail);
+  });
 }
 
 /// The AVX2 form of gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel of
@@ -203,22 +204,10 @@ template <bool Masked>
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-/// c[j] = or (`load`) += lane j of s for j < cols <= J <= 8: whole vectors where J is 4 or 8 and
-/// all J lanes are columns, else element by element (AMD's masked vector stores, vmaskmovps, are
-/// slow: storing every 4-column block of a 4-row product masked cost 8% of its time on Zen 4).
-template <int J>
+/// c[j] = or (`load`) += lane j of s for j < cols <= 8, element by element (AMD's masked vector
+/// stores, vmaskmovps, are slow: storing every 4-column block of a 4-row product masked cost 8% of
+/// its time on Zen 4).
 [[gnu::target("avx2,fma"), gnu::always_inline]] inline void store_sums(__m256 s, float* c, int64_t cols, bool load) {
-  if ((J == 4 || J == 8) && cols == J) {
-    if constexpr (J == 8) {
-      if (load) s = _mm256_add_ps(s, _mm256_loadu_ps(c));
-      _mm256_storeu_ps(c, s);
-    } else {
-      __m128 q = _mm256_castps256_ps128(s);
-      if (load) q = _mm_add_ps(q, _mm_loadu_ps(c));
-      _mm_storeu_ps(c, q);
-    }
-    return;
-  }
   alignas(32) float lane[8];
   _mm256_store_ps(lane, s);
   for (int64_t j = 0; j < cols; ++j) c[j] = load ? c[j] + lane[j] : lane[j];
@@ -302,19 +291,11 @@ template <int R>
 /// c (m x n) = or += a (m x k) · bᵀ with b stored n x k (each of its rows, k apart, a column of the
 /// product), read in place: A's rows k apart, C's `ldc`. Up to 5 rows of A at a time, B read once
 /// for them.
-[[gnu::target("avx512f,avx2,fma")]] inline void gemm_bt_avx512(const float* a, const float* b, float* c, int64_t m,
-                                                              int64_t k, int64_t n, int64_t ldc, bool add) {
-  for (int64_t i = 0; i < m; i += 5) {
-    const float* ai = a + i * k;
-    float* ci = c + i * ldc;
-    switch (std::min<int64_t>(5, m - i)) {
-      case 5: dot_rows_avx512<5>(ai, b, ci, k, n, ldc, add); break;
-      case 4: dot_rows_avx512<4>(ai, b, ci, k, n, ldc, add); break;
-      case 3: dot_rows_avx512<3>(ai, b, ci, k, n, ldc, add); break;
-      case 2: dot_rows_avx512<2>(ai, b, ci, k, n, ldc, add); break;
-      default: dot_rows_avx512<1>(ai, b, ci, k, n, ldc, add); break;
-    }
-  }
+inline void gemm_bt_avx512(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n, int64_t ldc,
+                           bool add) {
+  for_row_blocks<5, 4>(m, [&]<int R>(std::integral_constant<int, R>, int64_t i) {
+    dot_rows_avx512<R>(a + i * k, b, c + i * ldc, k, n, ldc, add);
+  });
 }
 
 /// One step of dot_block_avx2: the 8 depths from p (those set in `mask` when Masked) of A's R rows
@@ -348,7 +329,7 @@ template <int R, int J>
   GRADUS_UNROLL for (int r = 0; r < R; ++r) {
     __m256 h[8];
     GRADUS_UNROLL for (int j = 0; j < 8; ++j) h[j] = j < J ? acc[r][j] : _mm256_setzero_ps();
-    store_sums<J>(lane_sums8(h), c + r * ldc, cols, load);
+    store_sums(lane_sums8(h), c + r * ldc, cols, load);
   }
 }
 
