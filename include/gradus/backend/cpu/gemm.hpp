@@ -224,9 +224,8 @@ template <class Rows>
 }
 
 /// Packs A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), i < mc, p < kc, into panels of MR
-/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in a last panel of more than
-/// 8 rows are zero (tile() runs the full kernel on it); in a shorter one they are left as they
-/// are: its kernels never read them.
+/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in a last, partial panel are
+/// zero: tile() runs it on a kernel of at least as many rows, in one pass over B.
 /// Row-major A (ca == 1) is transposed 8 rows by 8 depths at a time in registers, as pack_b
 /// does for a transposed B; the leftover depths element by element.
 template <int64_t MR>
@@ -234,7 +233,7 @@ template <int64_t MR>
                                                 float* ap) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
     const int64_t h = std::min(MR, mc - i0);
-    if (MR > 8 && h > 8 && h < MR)
+    if (h < MR)
       for (int64_t p = 0; p < kc; ++p) std::fill(ap + p * MR + h, ap + (p + 1) * MR, 0.f);
     if (ca == 1) {
       int64_t p0 = 0;
@@ -285,13 +284,14 @@ template <int64_t MR>
 struct Avx2 {
   static constexpr int64_t kMR = 6, kNR = 16;
 
-  /// C[R x n] = or (`load`) += A · B over kc depths, B's depths bs apart. A(i, p) = a[p * as + i]
+  /// C[rows x n] = or (`load`) += A · B over kc depths, B's depths bs apart. A(i, p) = a[p * as + i]
   /// (a packed panel, or a transposed A read in place), or with RowsA, a[i * as + p] (A's rows
   /// contiguous, read in place).
   template <int R, bool RowsA = false>
   [[gnu::target("avx2,fma"), GRADUS_ALIGN_LOOPS]] static void kernel(int64_t kc, const float* a, int64_t as,
                                                                       const float* b, int64_t bs, float* c,
-                                                                      int64_t ldc, bool load, int64_t n) {
+                                                                      int64_t ldc, bool load, int64_t n,
+                                                                      int64_t rows = R) {
     const int64_t ps = RowsA ? 1 : as, rs = RowsA ? as : 1;  // A's steps along depth and rows
     // The 1- and 2-row kernels of a partial panel keep S sums per accumulator, over alternate
     // depths, so that at least 8 independent FMA chains hide the FMA's latency: with one, the
@@ -325,14 +325,16 @@ struct Avx2 {
           acc[0][i][1] = _mm256_add_ps(acc[0][i][1], acc[s][i][1]);
         }
     }
-    store<R>(acc[0], c, ldc, load, n);
+    store<R>(acc[0], c, ldc, load, n, rows);
   }
 
-  /// C[R x n] = or (`load`) += the accumulators acc[i] = row i's 16 columns.
+  /// C[rows x n] = or (`load`) += the accumulators acc[i] = row i's 16 columns, rows <= R.
   template <int R>
-  [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, bool load, int64_t n) {
+  [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, bool load, int64_t n,
+                                                 int64_t rows = R) {
     if (n == kNR) {
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        if (i >= rows) break;
         float* ci = c + i * ldc;
         if (load) {
           acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(ci));
@@ -345,6 +347,7 @@ struct Avx2 {
     }
     alignas(32) float tmp[kNR];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      if (i >= rows) break;
       float* ci = c + i * ldc;
       _mm256_store_ps(tmp, acc[i][0]);
       _mm256_store_ps(tmp + 8, acc[i][1]);
@@ -581,41 +584,50 @@ struct Avx512 {
 };
 
 /// One A panel of `rows` <= K::kMR rows against one B panel, its rows `bs` apart (K::kNR when
-/// packed): the full kernel, or for a partial panel the kernels of 8, 4, 2 and 1 rows that add up
-/// to it. A's depths are `as` apart: K::kMR when packed (pack_a, which zero-pads a last panel
-/// of more than 8 rows), or a transposed A's row stride when read in place (unpadded).
+/// packed). A's depths are `as` apart: K::kMR when packed (pack_a), or a transposed A's row
+/// stride when read in place; with RowsA, A's rows are read in place, `as` apart, each
+/// contiguous along depth.
 ///
-/// With RowsA, A's rows are read in place, `as` apart, each contiguous along depth.
-template <class K, bool RowsA = false, class P>
+/// A partial panel (rows < K::kMR) that is packed (`Padded`: pack_a zeroes its missing rows, so
+/// that the sums computed for them and not stored never meet a subnormal or a NaN) runs on one
+/// kernel of at least `rows` rows, in a single pass over B, storing only its `rows`. One
+/// read in place runs as the kernels of 8, 4, 2 and 1 rows that add up to it, each of which
+/// reads B again, but only a few panels of B: A is read in place against at most 8 (ABlock).
+/// Against many panels of B, the extra passes were what cost: with B read in place 4 KiB apart
+/// (n = 1024, one thread on a Zen 4) 27 and 31 rows took 2.2x and 2.4x the time of 24 as 24 +
+/// 2 + 1 and 24 + 4 + 2 + 1 rows, 1.3x and 1.4x as 24 + 3 (on the 4-row kernel) and 24 + 7 (on
+/// the 8-row one).
+template <class K, bool RowsA = false, bool Padded = !RowsA, class P>
 void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float* c, int64_t ldc, bool load, int64_t n,
           int64_t as = K::kMR) {
-  constexpr int64_t MR = K::kMR;
-  const int64_t rs = RowsA ? as : 1;  // from one row of A to the next
-  auto run = [&]<int R>(std::integral_constant<int, R>, int64_t r0, int64_t stored = R) {
-    if constexpr (RowsA && MR > 8)
-      K::template kernel<R, true>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n, stored);
-    else if constexpr (RowsA)
-      K::template kernel<R, true>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n);
-    else if constexpr (MR > 8)
-      K::template kernel<R>(kc, ap + r0, as, bp, bs, c + r0 * ldc, ldc, load, n, stored);
-    else
-      K::template kernel<R>(kc, ap + r0, as, bp, bs, c + r0 * ldc, ldc, load, n);
-  };
-  if (rows == MR) return run(std::integral_constant<int, int(MR)>{}, 0);
-  if constexpr (MR > 8) {
-    // 9 to 11 of 12 rows in one pass over B: as 8 + 2 rows, a product of 10 rows (a layer's
-    // logits, transposed) ran at 0.49 of the peak. Ten rows have a kernel of their own; 9 and 11
-    // run the full one on a packed panel (pack_a zeroes its last rows), storing `rows`.
-    if (rows == 10) return run(std::integral_constant<int, 10>{}, 0);
-    if (rows > 8 && as == MR && !RowsA) return run(std::integral_constant<int, int(MR)>{}, 0, rows);
+  constexpr int MR = int(K::kMR);
+  static_assert(!(RowsA && Padded), "tile: A's rows read in place are not padded");
+  if constexpr (Padded) {
+    auto run = [&]<int R>(std::integral_constant<int, R>) {
+      K::template kernel<R>(kc, ap, as, bp, bs, c, ldc, load, n, rows);
+    };
+    if (rows <= 1) return run(std::integral_constant<int, 1>{});
+    if (rows <= 2) return run(std::integral_constant<int, 2>{});
+    if (rows <= 4) return run(std::integral_constant<int, 4>{});
+    if constexpr (MR > 8) {
+      if (rows <= 8) return run(std::integral_constant<int, 8>{});
+      if (rows == 10) return run(std::integral_constant<int, 10>{});  // a layer's 10 logits, transposed
+    }
+    return run(std::integral_constant<int, MR>{});
+  } else {
+    auto run = [&]<int R>(std::integral_constant<int, R>, int64_t r0) {
+      const int64_t rs = RowsA ? as : 1;  // from one row of A to the next
+      K::template kernel<R, RowsA>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n);
+    };
+    if (rows == MR) return run(std::integral_constant<int, MR>{}, 0);
+    static_assert(MR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
+    int64_t r0 = 0;
+    if constexpr (MR > 8)
+      if (rows & 8) run(std::integral_constant<int, 8>{}, r0), r0 += 8;
+    if (rows & 4) run(std::integral_constant<int, 4>{}, r0), r0 += 4;
+    if (rows & 2) run(std::integral_constant<int, 2>{}, r0), r0 += 2;
+    if (rows & 1) run(std::integral_constant<int, 1>{}, r0);
   }
-  static_assert(K::kMR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
-  int64_t r0 = 0;
-  if constexpr (K::kMR > 8)
-    if (rows & 8) run(std::integral_constant<int, 8>{}, r0), r0 += 8;
-  if (rows & 4) run(std::integral_constant<int, 4>{}, r0), r0 += 4;
-  if (rows & 2) run(std::integral_constant<int, 2>{}, r0), r0 += 2;
-  if (rows & 1) run(std::integral_constant<int, 1>{}, r0);
 }
 
 /// Handles a product with no rows, no columns or no depth (C = 0 or unchanged) and says so; false
@@ -781,6 +793,7 @@ struct ABlock {
   void tile(int64_t ir, int64_t rows, int64_t kc, const float* b, int64_t bs, float* c, int64_t ldc, bool load,
             int64_t n) const {
     if (rows_) return sgemm::tile<K, true>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
+    if (in_place_) return sgemm::tile<K, false, false>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
     sgemm::tile<K>(rows, kc, panel(ir), b, bs, c, ldc, load, n, step());
   }
 
