@@ -262,6 +262,41 @@ TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from eit
 #endif
 
 #if defined(GRADUS_SGEMM_X86)
+TEST_CASE("pack_b lays B out in panels of NR columns for both kernels' NR, from either storage", "[ops][matmul]") {
+  // bp[(j / NR) * kc * NR + p * NR + j % NR] = B(p, j) for every p < kc and j < nc, and 0 past nc
+  // in a last, partial panel: a row-major B is copied 8 rows at a time, panel after panel, and a
+  // transposed one by 8 x 8 register transposes, each with its own edges.
+  if (!cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) {
+    WARN("this CPU has no AVX2: pack_b not tested");
+    return;
+  }
+  auto check = [](auto nr) {
+    constexpr int64_t NR = decltype(nr)::value;
+    for (int64_t nc : {1, 7, 8, 15, 16, 17, 31, 32, 33, 64, 70})
+      for (int64_t kc : {1, 7, 8, 9, 16, 23})
+        for (bool transposed : {false, true}) {
+          std::vector<float> b(size_t(kc * nc));
+          for (size_t q = 0; q < b.size(); ++q) b[q] = float(q) + 0.5f;
+          const int64_t rb = transposed ? 1 : nc, cb = transposed ? kc : 1;
+          const int64_t panels = (nc + NR - 1) / NR;
+          auto bp = gd::Tensor<float>::full({panels * kc * NR}, -1.f);  // aligned as the kernels' scratch
+          cpu::sgemm::pack_b<NR>(b.data(), rb, cb, kc, nc, bp.data());
+          int64_t wrong = 0;
+          for (int64_t p = 0; p < kc; ++p)
+            for (int64_t j = 0; j < panels * NR; ++j) {
+              const float want = j < nc ? b[size_t(p * rb + j * cb)] : 0.f;
+              wrong += bp.data()[(j / NR) * kc * NR + p * NR + j % NR] != want;
+            }
+          INFO("NR " << NR << ", nc " << nc << ", kc " << kc << ", B stored transposed " << transposed);
+          CHECK(wrong == 0);
+        }
+  };
+  check(std::integral_constant<int64_t, 16>{});
+  check(std::integral_constant<int64_t, 32>{});
+}
+#endif
+
+#if defined(GRADUS_SGEMM_X86)
 // The kernels that read B in place for a few rows of A (backend/cpu/gemm_inplace.hpp), called
 // directly for each instruction set this CPU has, against the double triple loop: every row
 // count up to 7 and 9, 13, 15, 19 and 23 (the AVX-512 row-major kernel's blocks of 4 rows and its
