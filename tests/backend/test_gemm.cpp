@@ -227,7 +227,7 @@ TEST_CASE("the automatic gemm kernel is one the CPU supports", "[ops][matmul]") 
 TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from either storage", "[ops][matmul]") {
   // pack_a needs only AVX2, so the AVX-512 kernel's 12-row panels are checked here on any AVX2
   // CPU too: ap[(i / MR) * kc * MR + p * MR + i % MR] = A(i, p), for every i < mc and p < kc,
-  // and 0 past mc in a partial last panel.
+  // and 0 past mc in a partial last panel, in the rows its kernel reads.
   if (!cpu::gemm_kernel_supported(cpu::GemmKernel::avx2)) {
     WARN("this CPU has no AVX2: pack_a not tested");
     return;
@@ -247,10 +247,10 @@ TEST_CASE("pack_a lays A out in panels of MR rows for both kernels' MR, from eit
           for (int64_t i = 0; i < mc; ++i)
             for (int64_t p = 0; p < kc; ++p)
               wrong += ap[size_t((i / MR) * kc * MR + p * MR + i % MR)] != a[size_t(i * ra + p * ca)];
-          // a partial last panel is zero past mc: a kernel of more rows runs on it
+          // a partial last panel is zero past mc as far as its kernel reads (kernel_rows)
           const int64_t last = mc % MR;
           if (last > 0)
-            for (int64_t i = last; i < MR; ++i)
+            for (int64_t i = last; i < cpu::sgemm::kernel_rows<MR>(last); ++i)
               for (int64_t p = 0; p < kc; ++p) wrong += ap[size_t((panels - 1) * kc * MR + p * MR + i)] != 0.f;
           INFO("MR " << MR << ", mc " << mc << ", kc " << kc << ", A stored transposed " << transposed);
           CHECK(wrong == 0);

@@ -178,22 +178,22 @@ template <int64_t NR>
     const int64_t whole = nc / NR, w = nc % NR;
     for (int64_t p0 = 0; p0 < kc; p0 += kRows) {
       const int64_t rows = std::min(kRows, kc - p0);
-      for (int64_t q = 0; q <= whole; ++q) {
-        if (q == whole && w == 0) break;
+      for (int64_t q = 0; q < whole; ++q) {
         const float* src = b + p0 * rb + q * NR;
         float* dst = bp + q * kc * NR + p0 * NR;
-        for (int64_t p = 0; p < rows; ++p, src += rb, dst += NR) {
-          if (q < whole) {
-            GRADUS_UNROLL for (int64_t j = 0; j < NR; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
-            continue;
-          }
-          // the last panel: its w columns, then zeros (a product of 100 columns pads 28 of 128)
-          int64_t j = 0;
-          for (; j + 8 <= w; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
-          for (; j < w; ++j) dst[j] = src[j];
-          for (; j < NR; ++j) dst[j] = 0.f;
-        }
+        for (int64_t p = 0; p < rows; ++p, src += rb, dst += NR)
+          GRADUS_UNROLL for (int64_t j = 0; j < NR; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
       }
+    }
+    if (w > 0) {  // the last panel: its w columns, then zeros (a product of 100 columns pads 28 of 128)
+      __m256i mask[NR / 8];  // the lanes of each vector of the panel's row that are B's columns
+      GRADUS_UNROLL for (int64_t v = 0; v < NR / 8; ++v)
+        mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(w - 8 * v)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const float* src = b + whole * NR;
+      float* dst = bp + whole * kc * NR;
+      for (int64_t p = 0; p < kc; ++p, src += rb, dst += NR)
+        GRADUS_UNROLL for (int64_t v = 0; v < NR / 8; ++v)  // masked lanes are neither read nor faulted on
+          _mm256_store_ps(dst + 8 * v, _mm256_maskload_ps(src + 8 * v, mask[v]));
     }
     return;
   }
@@ -235,9 +235,19 @@ template <class Rows>
   }
 }
 
+/// The rows of the kernel that tile() runs a packed panel of `rows` (<= MR) rows on: the fewest
+/// of 1, 2, 4, 8, 10 and MR that cover them (8 and 10 where MR is 12).
+template <int64_t MR>
+constexpr int64_t kernel_rows(int64_t rows) {
+  if (rows <= 2) return rows <= 1 ? 1 : 2;
+  if (rows <= 4) return 4;
+  if (MR > 8 && rows <= 8) return 8;
+  return MR > 8 && rows == 10 ? 10 : MR;
+}
+
 /// Packs A(i, p) = a[i * ra + p * ca] (ca == 1 or ra == 1), i < mc, p < kc, into panels of MR
-/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. The rows past mc in a last, partial panel are
-/// zero: tile() runs it on a kernel of at least as many rows, in one pass over B.
+/// rows: ap[(i / MR) * kc * MR + p * MR + i % MR]. In a last, partial panel the rows past mc that
+/// its kernel reads (kernel_rows) are zero: tile() runs it in one pass over B.
 /// Row-major A (ca == 1) is transposed 8 rows by 8 depths at a time in registers, as pack_b
 /// does for a transposed B; the leftover depths element by element.
 template <int64_t MR>
@@ -245,8 +255,9 @@ template <int64_t MR>
                                                 float* ap) {
   for (int64_t i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
     const int64_t h = std::min(MR, mc - i0);
-    if (h < MR)
-      for (int64_t p = 0; p < kc; ++p) std::fill(ap + p * MR + h, ap + (p + 1) * MR, 0.f);
+    if (const int64_t read = kernel_rows<MR>(h); read > h)
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = h; i < read; ++i) ap[p * MR + i] = 0.f;
     if (ca == 1) {
       int64_t p0 = 0;
       for (; p0 + 8 <= kc; p0 += 8)
@@ -600,11 +611,12 @@ struct Avx512 {
 /// stride when read in place; with RowsA, A's rows are read in place, `as` apart, each
 /// contiguous along depth.
 ///
-/// A partial panel (rows < K::kMR) that is packed (`Padded`: pack_a zeroes its missing rows, so
-/// that the sums computed for them and not stored never meet a subnormal or a NaN) runs on one
-/// kernel of at least `rows` rows, in a single pass over B, storing only its `rows`. One
-/// read in place runs as the kernels of 8, 4, 2 and 1 rows that add up to it, each of which
-/// reads B again, but only a few panels of B: A is read in place against at most 8 (ABlock).
+/// A partial panel (rows < K::kMR) that is packed (`Padded`) runs on one kernel of
+/// kernel_rows(rows) rows, in a single pass over B, storing only its `rows`: pack_a zeroes the
+/// rows it reads past them, so that the sums computed for them never meet a subnormal or a NaN. One
+/// read in place runs on the 10-row kernel, or as the kernels of 8, 4, 2 and 1 rows that add up
+/// to it, each of which reads B again, but only a few panels of B: A is read in place against at
+/// most 8 (ABlock).
 /// Against many panels of B, the extra passes were what cost: with B read in place 4 KiB apart
 /// (n = 1024, one thread on a Zen 4) 27 and 31 rows took 2.2x and 2.4x the time of 24 as 24 +
 /// 2 + 1 and 24 + 4 + 2 + 1 rows, 1.3x and 1.4x as 24 + 3 (on the 4-row kernel) and 24 + 7 (on
@@ -616,14 +628,18 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float*
   static_assert(!(RowsA && Padded), "tile: A's rows read in place are not padded");
   if constexpr (Padded) {
     auto run = [&]<int R>(std::integral_constant<int, R>) {
-      K::template kernel<R>(kc, ap, as, bp, bs, c, ldc, load, n, rows);
+      if (rows == R)  // a call of its own, whose store the compiler specialises for R rows
+        K::template kernel<R>(kc, ap, as, bp, bs, c, ldc, load, n);
+      else
+        K::template kernel<R>(kc, ap, as, bp, bs, c, ldc, load, n, rows);
     };
-    if (rows <= 1) return run(std::integral_constant<int, 1>{});
-    if (rows <= 2) return run(std::integral_constant<int, 2>{});
-    if (rows <= 4) return run(std::integral_constant<int, 4>{});
+    const int64_t r = kernel_rows<MR>(rows);
+    if (r == 1) return run(std::integral_constant<int, 1>{});
+    if (r == 2) return run(std::integral_constant<int, 2>{});
+    if (r == 4) return run(std::integral_constant<int, 4>{});
     if constexpr (MR > 8) {
-      if (rows <= 8) return run(std::integral_constant<int, 8>{});
-      if (rows == 10) return run(std::integral_constant<int, 10>{});  // a layer's 10 logits, transposed
+      if (r == 8) return run(std::integral_constant<int, 8>{});
+      if (r == 10) return run(std::integral_constant<int, 10>{});  // a layer's 10 logits, transposed
     }
     return run(std::integral_constant<int, MR>{});
   } else {
@@ -632,6 +648,8 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float*
       K::template kernel<R, RowsA>(kc, ap + r0 * rs, as, bp, bs, c + r0 * ldc, ldc, load, n);
     };
     if (rows == MR) return run(std::integral_constant<int, MR>{}, 0);
+    if constexpr (MR > 8)
+      if (rows == 10) return run(std::integral_constant<int, 10>{}, 0);  // as above
     static_assert(MR < 16, "tile: a partial panel is split into 8 + 4 + 2 + 1 rows");
     int64_t r0 = 0;
     if constexpr (MR > 8)
