@@ -167,6 +167,35 @@ template <int R, bool Masked>
     }
 }
 
+/// rows_avx2 for one or two rows, R = 1 or 2, against a whole panel three times as wide: C rows
+/// [R x 48] in R x 6 accumulators, each vector of B loaded as it is used (one register) and R
+/// broadcasts. Each depth reads 192 contiguous bytes of B where rows_avx2 reads 64: with so few
+/// rows the pass over B is the whole cost, and against B's rows 4 KiB apart (1024 columns)
+/// fetching a single line from each row bound it (2 x 1024 x 1024: 275 us on rows_avx2, 98 us
+/// here, on a Zen 4). The columns past the last whole panel go to rows_avx2: a masked wide panel
+/// cost up to 2.6x on narrow products.
+template <int R>
+[[gnu::target("avx2,fma"), gnu::noinline]] inline void rows_avx2_wide(const float* a, int64_t lda, const float* b,
+                                                                      int64_t ldb, float* c, int64_t ldc, int64_t p0,
+                                                                      int64_t p1, bool load) {
+  constexpr int Q = 6;
+  __m256 acc[R][Q];
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = load ? _mm256_loadu_ps(c + r * ldc + 8 * q) : _mm256_setzero_ps();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* bp = b + p * ldb;
+    __m256 av[R];
+    GRADUS_UNROLL for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(a + r * lda + p);
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
+      __m256 bv = _mm256_loadu_ps(bp + 8 * q);
+      __asm__("" : "+x"(bv));  // one load of B for both rows (see rows_avx512)
+      GRADUS_UNROLL for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(av[r], bv, acc[r][q]);
+    }
+  }
+  GRADUS_UNROLL for (int r = 0; r < R; ++r)
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q) _mm256_storeu_ps(c + r * ldc + 8 * q, acc[r][q]);
+}
+
 /// The rows [0, m) of a panel of C (see rows_avx2): blocks of 6 rows, then the 1 to 5 rows left as
 /// one block.
 template <bool Masked>
@@ -178,14 +207,23 @@ inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, f
 }
 
 /// The AVX2 form of gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel of
-/// fewer columns masked to those that exist.
+/// fewer columns masked to those that exist; one or two rows run on whole panels of 48 columns
+/// first (rows_avx2_wide).
 [[gnu::target("avx2,fma")]] inline void gemm_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
                                                 int64_t n, int64_t ld, bool add) {
   constexpr int64_t kc = 128;
   for (int64_t p0 = 0; p0 < k; p0 += kc) {
     const int64_t p1 = std::min(k, p0 + kc);
     const bool load = add || p0 > 0;
-    for (int64_t j = 0; j < n; j += 16) {
+    int64_t j = 0;
+    if (m == 1 || m == 2)
+      for (; j + 48 <= n; j += 48) {
+        if (m == 2)
+          rows_avx2_wide<2>(a, k, b + j, ld, c + j, ld, p0, p1, load);
+        else
+          rows_avx2_wide<1>(a, k, b + j, ld, c + j, ld, p0, p1, load);
+      }
+    for (; j < n; j += 16) {
       const __m256i tail[2] = {first_lanes8(n - j), first_lanes8(n - j - 8)};
       if (n - j >= 16)
         panel_avx2<false>(a, k, b + j, ld, c + j, ld, m, p0, p1, load, tail);
