@@ -181,7 +181,8 @@ template <int R>
   constexpr int Q = 6;
   __m256 acc[R][Q];
   GRADUS_UNROLL for (int r = 0; r < R; ++r)
-    GRADUS_UNROLL for (int q = 0; q < Q; ++q) acc[r][q] = load ? _mm256_loadu_ps(c + r * ldc + 8 * q) : _mm256_setzero_ps();
+    GRADUS_UNROLL for (int q = 0; q < Q; ++q)
+      acc[r][q] = load ? _mm256_loadu_ps(c + r * ldc + 8 * q) : _mm256_setzero_ps();
   for (int64_t p = p0; p < p1; ++p) {
     const float* bp = b + p * ldb;
     __m256 av[R];
