@@ -187,8 +187,7 @@ template <int64_t NR>
     }
     if (w > 0) {  // the last panel: its w columns, then zeros (a product of 100 columns pads 28 of 128)
       __m256i mask[NR / 8];  // the lanes of each vector of the panel's row that are B's columns
-      GRADUS_UNROLL for (int64_t v = 0; v < NR / 8; ++v)
-        mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(w - 8 * v)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      GRADUS_UNROLL for (int64_t v = 0; v < NR / 8; ++v) mask[v] = inplace::first_lanes8(w - 8 * v);
       const float* src = b + whole * NR;
       float* dst = bp + whole * kc * NR;
       for (int64_t p = 0; p < kc; ++p, src += rb, dst += NR)
