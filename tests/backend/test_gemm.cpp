@@ -300,7 +300,7 @@ TEST_CASE("pack_b lays B out in panels of NR columns for both kernels' NR, from 
 // The kernels that read B in place for a few rows of A (backend/cpu/gemm_inplace.hpp), called
 // directly for each instruction set this CPU has, against the double triple loop: every row
 // count up to 7 and 9, 13, 15, 19 and 23 (the AVX-512 row-major kernel's blocks of 4 rows and its
-// last 1, 2, 3 or 5; the AVX2 one's 6 and 1-5, and 1 or 2 rows on whole 48-column panels first;
+// last 1, 2, 3 or 5; the AVX2 one's 6 and 1-5, and 1 to 3 rows on whole 48- or 32-column panels first;
 // the dot kernels' groups of up to 5 and pairs), column counts that end
 // in a full or partial block of B's rows (5, 6, 8 at a time) or vector of columns, depths with
 // and without a tail of fewer than 16 (8) depths and of several 128-deep blocks, and a stretch

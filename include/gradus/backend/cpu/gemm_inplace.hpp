@@ -167,18 +167,26 @@ template <int R, bool Masked>
     }
 }
 
-/// rows_avx2 for one or two rows, R = 1 or 2, against a whole panel three times as wide: C rows
-/// [R x 48] in R x 6 accumulators, each vector of B loaded as it is used (one register) and R
-/// broadcasts. Each depth reads 192 contiguous bytes of B where rows_avx2 reads 64: with so few
-/// rows the pass over B is the whole cost, and against B's rows 4 KiB apart (1024 columns)
-/// fetching a single line from each row bound it (2 x 1024 x 1024: 275 us on rows_avx2, 98 us
-/// here, on a Zen 4). The columns past the last whole panel go to rows_avx2: a masked wide panel
-/// cost up to 2.6x on narrow products.
+/// The vectors of C per row of rows_avx2_wide<R>: 6 (48 columns) for one or two rows, 4 (32
+/// columns) for three; R x Q accumulators, at most 12, with R broadcasts and one vector of B.
+template <int R>
+inline constexpr int kWideVectors = R == 3 ? 4 : 6;
+
+/// rows_avx2 for one to three rows against a whole panel two or three times as wide: C rows
+/// [R x 8Q] in R x Q accumulators (Q = kWideVectors<R>), each vector of B loaded as it is used (one
+/// register) and R broadcasts. Each depth reads 128 or 192 contiguous bytes of B where rows_avx2
+/// reads 64: with so few rows the pass over B is the whole cost, and against B's rows 4 KiB apart
+/// (1024 columns) fetching a single line from each row bound it. On a Zen 4, B's rows on cache
+/// lines: 2 x 1024 x 1024 129 us on rows_avx2, 74 here, 3 x 1024 x 1024 123 against 106; 16
+/// bytes past a line (two lines a row for rows_avx2): 275 against 98, 246 against 134. The
+/// columns past the last whole panel go to rows_avx2: a masked wide panel cost up to 2.6x on
+/// narrow products.
 template <int R>
 [[gnu::target("avx2,fma"), gnu::noinline]] inline void rows_avx2_wide(const float* a, int64_t lda, const float* b,
                                                                       int64_t ldb, float* c, int64_t ldc, int64_t p0,
                                                                       int64_t p1, bool load) {
-  constexpr int Q = 6;
+  constexpr int Q = kWideVectors<R>;
+  static_assert(R >= 1 && R <= 3, "rows_avx2_wide: one to three rows");
   __m256 acc[R][Q];
   GRADUS_UNROLL for (int r = 0; r < R; ++r)
     GRADUS_UNROLL for (int q = 0; q < Q; ++q)
@@ -189,7 +197,7 @@ template <int R>
     GRADUS_UNROLL for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(a + r * lda + p);
     GRADUS_UNROLL for (int q = 0; q < Q; ++q) {
       __m256 bv = _mm256_loadu_ps(bp + 8 * q);
-      __asm__("" : "+x"(bv));  // one load of B for both rows (see rows_avx512)
+      __asm__("" : "+x"(bv));  // one load of B for all the rows (see rows_avx512)
       GRADUS_UNROLL for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(av[r], bv, acc[r][q]);
     }
   }
@@ -208,8 +216,8 @@ inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, f
 }
 
 /// The AVX2 form of gemm_avx512: panels of kc rows x 16 columns of B (8 KiB), a last panel of
-/// fewer columns masked to those that exist; one or two rows run on whole panels of 48 columns
-/// first (rows_avx2_wide).
+/// fewer columns masked to those that exist; one to three rows run on whole panels of 48 or 32
+/// columns first (rows_avx2_wide).
 [[gnu::target("avx2,fma")]] inline void gemm_avx2(const float* a, const float* b, float* c, int64_t m, int64_t k,
                                                 int64_t n, int64_t ld, bool add) {
   constexpr int64_t kc = 128;
@@ -217,13 +225,13 @@ inline void panel_avx2(const float* a, int64_t k, const float* b, int64_t ldb, f
     const int64_t p1 = std::min(k, p0 + kc);
     const bool load = add || p0 > 0;
     int64_t j = 0;
-    if (m == 1 || m == 2)
-      for (; j + 48 <= n; j += 48) {
-        if (m == 2)
-          rows_avx2_wide<2>(a, k, b + j, ld, c + j, ld, p0, p1, load);
-        else
-          rows_avx2_wide<1>(a, k, b + j, ld, c + j, ld, p0, p1, load);
-      }
+    const auto wide = [&]<int R>(std::integral_constant<int, R>) {
+      constexpr int64_t w = 8 * kWideVectors<R>;
+      for (; j + w <= n; j += w) rows_avx2_wide<R>(a, k, b + j, ld, c + j, ld, p0, p1, load);
+    };
+    if (m == 3) wide(std::integral_constant<int, 3>{});
+    if (m == 2) wide(std::integral_constant<int, 2>{});
+    if (m == 1) wide(std::integral_constant<int, 1>{});
     for (; j < n; j += 16) {
       const __m256i tail[2] = {first_lanes8(n - j), first_lanes8(n - j - 8)};
       if (n - j >= 16)
