@@ -19,8 +19,9 @@
 // anywhere); products of 2 to 23 rows, which the automatic choice runs with B read in place
 // where it is faster ({7, 257, 17}, {13, 257, 33} and {17, 300, 70} with AVX-512, and with B
 // transposed {22, 256, 40}; threaded by columns in {2, 784, 500} and, with B transposed, in
-// {9, 300, 2100}). A guard band after c checks that partial blocks never
-// write past the matrix.
+// {9, 300, 2100}); a parallel product's shared operand packed in slices by the threads (B in
+// {200, 200, 600} and {250, 450, 290}, A in {64, 1100, 300}). A guard band after c checks that
+// partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -143,7 +144,10 @@ const std::vector<Case> cases = {
     // a packed A (more than 256 columns) whose last panel has each count of rows the kernels'
     // blocks leave (12 and 6 rows): 2-9 and 2-5, 0
     {26, 70, 300}, {27, 70, 300}, {28, 50, 300}, {29, 90, 300}, {30, 33, 260}, {31, 64, 300}, {32, 20, 270},
-    {33, 45, 290}};
+    {33, 45, 290},
+    // a shared operand packed by both threads, a slice of whole panels each: A (cols split, 70,400
+    // floats, its last panel partial, five k-blocks); B in {200, 200, 600} and {250, 450, 290}
+    {64, 1100, 300}};
 
 /// Runs every case with every transpose and accumulate flag through each of `kernels` (nullopt:
 /// the automatic choice) at 1 and 2 threads, against one reference per case and flags.
