@@ -25,8 +25,9 @@
 // on AMX tiles where the CPU has them (serial_amx), else on an AVX512-BF16 variant of the 12 x 32
 // kernel (Bf16Dot), else on the float kernels over rounded copies (bf16_kernel()).
 // Large products split their rows (or columns) into tasks for gradus' thread pool
-// (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, each task packs
-// its own rows of A (columns of B), and a thread that loses its core only runs fewer tasks.
+// (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, by all the threads
+// together, each task packs its own rows of A (columns of B), and a thread that loses its core
+// only runs fewer tasks.
 // Measured on a 2-vCPU AMD EPYC (Zen 5), one thread, on 1024^3 and the MLP's and LeNet CNN's
 // products (docs/performance.md; benchmarks/gemm-vs-openblas): 1.15-1.98x Debian's OpenBLAS
 // 0.3.21 (its Haswell kernels on this CPU), 0.66-1.31x OpenBLAS' AVX-512 kernels, the same with
