@@ -31,6 +31,7 @@
 #include <gradus/gradus.hpp>
 
 #include "gemm_shapes.hpp"
+#include "host_state.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -121,6 +122,7 @@ void register_gemm(const std::string& impl, Gemm gemm, double peak, std::functio
     gd::Rng rng(3);
     const Tensor a = Tensor::random_uniform({m, k}, rng, -1, 1), b = Tensor::random_uniform({k, n}, rng, -1, 1);
     Tensor c({m, n});
+    const bench::RoundTrips trips(state, state.range(5));
     for (auto _ : state) {
       gemm(a.data(), ta, b.data(), tb, c.data(), m, k, n);
       benchmark::DoNotOptimize(c.data());

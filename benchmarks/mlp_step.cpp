@@ -103,6 +103,7 @@ void BM_eigen(benchmark::State& state) {
   EigenMlp m;
   const auto& d = steps::image_batches();
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(m.step(d.x[i], d.y[i]));
     benchmark::ClobberMemory();

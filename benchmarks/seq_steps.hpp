@@ -73,6 +73,7 @@ inline void BM_gradus_word_lm(benchmark::State& state) {
   GradusWordLm g;
   for (size_t i = 0; i < 2; ++i) g.step(w.x[i], w.y[i]);  // warm up: the allocator's first touch of its pages
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(g.step(w.x[i], w.y[i]));
     i = (i + 1) % w.x.size();
@@ -148,6 +149,7 @@ inline void BM_gradus_translate(benchmark::State& state) {
   GradusTranslate g;
   for (size_t i = 0; i < 2; ++i) g.step(p.src[i], p.dec_in[i], p.dec_out[i]);  // warm up
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(g.step(p.src[i], p.dec_in[i], p.dec_out[i]));
     i = (i + 1) % p.src.size();

@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include "host_state.hpp"
 #include "step_models.hpp"
 
 namespace steps {
@@ -17,6 +18,7 @@ void run_steps(benchmark::State& state, const Batches& batches, int64_t examples
   const gd::autocast mixed(precision);  // bf16: every float product of the step in bfloat16
   Model m;
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(m.step(batches.x[i], batches.y[i]));
     i = (i + 1) % batches.x.size();

@@ -95,6 +95,7 @@ void BM_torch_word_lm(benchmark::State& state) {
   TorchWordLm t(g);
   for (size_t i = 0; i < 2; ++i) t.step(x[i], y[i]);  // warm up, as gradus' step
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(t.step(x[i], y[i]));
     i = (i + 1) % x.size();
@@ -191,6 +192,7 @@ void BM_torch_translate(benchmark::State& state) {
   TorchTranslate t(g);
   for (size_t i = 0; i < 2; ++i) t.step(s[i], di[i], d[i]);  // warm up, as gradus' step
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(t.step(s[i], di[i], d[i]));
     i = (i + 1) % s.size();

@@ -173,6 +173,7 @@ void run_torch(benchmark::State& state, const Batches& b, std::vector<int64_t> x
   G g;
   M m(g);
   size_t i = 0;
+  const bench::RoundTrips trips(state, state.range(0));
   for (auto _ : state) {
     benchmark::DoNotOptimize(m.step(tb.x[i], tb.y[i]));
     i = (i + 1) % tb.x.size();
