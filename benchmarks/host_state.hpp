@@ -3,7 +3,7 @@
 //
 // A guest's vCPUs can sit on cores that share a last-level cache or on different dies, and the
 // host may move them while a benchmark runs. On the 2-vCPU AMD EPYC Zen 4 guests of
-// docs/performance.md the round trip was 50-70 ns at some times and 300-600 ns at others, for
+// docs/performance.md the round trip was 50-110 ns at some times and 300-700 ns at others, for
 // seconds to minutes, and a parallel step whose threads pass data between them (every training
 // step) ran up to twice as slow in the second state. So the multi-thread rows of the step
 // benchmarks and bench_gemm carry two counters, `rt_before_ns` and `rt_after_ns`: the round trip
