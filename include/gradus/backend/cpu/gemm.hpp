@@ -1089,13 +1089,13 @@ void run(const ProductPlan& p, int64_t k, float* c, int64_t ldc, bool add) {
   if (p.serial()) return serial<K>(p.a, p.ra, p.ca, p.b, p.rb, p.cb, c, ldc, p.m, k, p.n, add);
   SharedPack<K> shared =
       p.rows ? SharedPack<K>::of_b(p.b, p.rb, p.cb, k, p.n) : SharedPack<K>::of_a(p.a, p.ra, p.ca, p.m, k);
-  // The threads pack the shared operand together, a slice of whole panels each task, before the
-  // product's tasks start. Packed by the calling thread alone, it was the serial part of every
-  // parallel product, and the other threads then read all of it from that thread's cache, a
-  // transfer between cores for every line; now each reads only the others' slices. Two threads
-  // on a Zen 4 guest: 128x1024x500 704 -> 655 us, 256x1024x500 1,470 -> 1,353, 1024^3 10.1 ->
-  // 9.9 ms, and products of 2^19 to 2^21 multiply-adds 10-40% faster when the host places the two
-  // vCPUs far apart (a cache line's round trip between them 300-500 ns instead of 60).
+  // The threads pack the shared operand together before the product's tasks start, each task of
+  // this job a slice of whole panels. Packed by the calling thread alone, it was the serial part
+  // of every parallel product, and the other threads then read all of it from that thread's
+  // cache, a transfer between cores for every line; now each reads only the others' slices. Two
+  // threads on a Zen 4 guest: 128x1024x500 706 -> 656 us, 256x1024x500 1,473 -> 1,356, 1024^3
+  // 10.19 -> 9.99 ms; products of 2^19 to 2^21 multiply-adds 4-22% faster, and 15-35% when the
+  // host places the two vCPUs far apart (a cache line's round trip 300-700 ns instead of 50-110).
   const int64_t slices = std::min<int64_t>(shared.panels(), int64_t(p.nt) * kGemmTasksPerThread);
   ThreadPool::instance().run(slices, p.nt, [&](int64_t s) { shared.pack(s, slices); });
   // every task's panels, allocated here: how many buffers exist at once must not depend on which
