@@ -148,6 +148,63 @@ TEST_CASE("direct convolution: forward and filter gradient match double loops wi
   if (kernels == 0) WARN("this CPU has neither AVX-512 nor AVX2: the direct convolution does not run on it");
 }
 
+TEST_CASE("direct forward pass of many channels on AVX-512: matches double loops, and when it applies",
+          "[ops][conv]") {
+  // direct_forward takes inputs of any number of channels to the direct kernel when the output
+  // rows cut into runs of 12 and 4 pixels (ow a multiple of 4) and the filter has 24 or more
+  // channels; conv2d_forward then runs it. Shapes: LeNet's second layer (runs of 4 + 4), SAME
+  // padding with runs of 12 + 4 and a partial 32-column panel, stride 2, dilation 2, 256-row
+  // tiles that end inside an output row, and one it does not take (ow 10); at 1 and 2 threads.
+  const std::vector<ConvPlan> many = {
+      plan(3, 12, 12, 32, 5, 5, 64, 1, 1, false),  // LeNet's second layer, 3 images
+      plan(2, 16, 16, 9, 3, 3, 40, 1, 1, true),    // SAME, runs of 12 + 4, panels of 32 + 8
+      plan(2, 15, 16, 16, 3, 3, 24, 2, 1, true),   // stride 2, SAME: 8 x 8 outputs, 24 of 32 columns
+      plan(2, 20, 20, 6, 3, 3, 32, 2, 1, true),    // stride 2, ow 10: not taken, im2col
+      plan(1, 13, 28, 5, 3, 3, 33, 1, 2, false),   // dilation 2: ow 24, oh 9, panels of 32 + 1
+      plan(5, 9, 28, 8, 3, 3, 24, 1, 1, true),     // ow 28 (12 + 12 + 4), 1260 rows: 256-row tiles end mid-row
+  };
+  gd::Rng rng(23);
+  const bool avx512 = cpu::gemm_kernel_supported(cpu::GemmKernel::avx512);
+  if (!avx512) WARN("this CPU has no AVX-512 kernel: the direct forward pass of many channels is not tested");
+  const int threads = omp_get_max_threads();
+  for (const ConvPlan& p : many) {
+    INFO("n " << p.n << " h " << p.h << " w " << p.w << " c " << p.c << " filter " << p.kh << "x" << p.kw << " f "
+              << p.f << " stride " << p.sh << " dilation " << p.dh << " ow " << p.ow);
+    const bool applies = p.ow % 4 == 0;
+    CHECK(cpu::direct_forward(p, cpu::GemmKernel::avx512) == applies);
+    CHECK_FALSE(cpu::direct_forward(p, cpu::GemmKernel::avx2));  // its runs of 6 leave pieces of 2 at ow 8
+    const int64_t M = p.rows(), K = p.depth(), F = p.f;
+    const auto x = normals(p.n * p.h * p.w * p.c, rng), w = normals(K * F, rng), bias = normals(F, rng);
+    std::vector<double> y(size_t(M * F)), y_mag(y.size());
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t f = 0; f < F; ++f) {
+        double s = bias[size_t(f)], m = std::abs(bias[size_t(f)]);
+        for (int64_t q = 0; q < K; ++q) {
+          const double t = patch(p, x, r, q) * w[size_t(q * F + f)];
+          s += t, m += std::abs(t);
+        }
+        y[size_t(r * F + f)] = std::max(s, 0.0), y_mag[size_t(r * F + f)] = m;
+      }
+    for (int t : {1, 2}) {
+      omp_set_num_threads(t);
+      INFO("threads " << t);
+      auto out = guarded(y.size());
+      cpu::conv2d_forward(p, x.data(), w.data(), bias.data(), out.data(), true);  // whichever path applies
+      CHECK(within(out, y, y_mag, K + 1));
+      if (avx512) {
+        out = guarded(y.size());
+        cpu::direct_conv_forward(p, x.data(), w.data(), bias.data(), out.data(), true, cpu::GemmKernel::avx512);
+        CHECK(within(out, y, y_mag, K + 1));
+      }
+    }
+  }
+  omp_set_num_threads(threads);
+  // fewer filters, or rows that leave pieces of 1-3 pixels, stay on im2col and the GEMM
+  CHECK_FALSE(cpu::direct_forward(plan(2, 16, 16, 32, 3, 3, 16, 1, 1, true), cpu::GemmKernel::avx512));
+  CHECK_FALSE(cpu::direct_forward(plan(2, 14, 14, 32, 3, 3, 64, 1, 1, true), cpu::GemmKernel::avx512));
+  CHECK(cpu::direct_forward(plan(2, 14, 14, 3, 3, 3, 16, 1, 1, true), cpu::GemmKernel::avx512));  // few channels
+}
+
 TEST_CASE("conv2d of few channels: forward and backward, threaded, with the fused ReLU, match double loops",
           "[ops][conv]") {
   // conv2d_forward and conv2d_backward choose the direct convolution themselves (on a CPU with

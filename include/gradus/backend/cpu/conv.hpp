@@ -205,7 +205,9 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
 /// much as the products; here the GEMM micro-kernels read the taps straight from the image
 /// instead: output pixels ox, ox + 1, ... of one output row are the kernel's rows, and tap p of
 /// row i is x[base + off[p] + i * sw * C]. The forward pass multiplies them by the filter's packed
-/// panels; the filter gradient multiplies R taps at a time by the rows of g.
+/// panels; the filter gradient multiplies R taps at a time by the rows of g. The forward pass
+/// runs this way for inputs of many channels too (direct_forward); their filter gradient ran no
+/// faster directly than through im2col and the GEMM (LeNet's second layer: 8.5 against 8.3 ms).
 inline constexpr int64_t kDirectConvChannels = 4;
 
 /// Whether a float convolution runs directly with kernel k: few input channels, a blocked float
@@ -213,6 +215,20 @@ inline constexpr int64_t kDirectConvChannels = 4;
 inline bool direct_conv(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
   return p.c <= kDirectConvChannels && !p.pointwise() && p.depth() > 0 && p.f > 0 &&
          (k == GemmKernel::avx512 || k == GemmKernel::avx2) && autocast_precision() != Precision::bf16;
+}
+
+/// Whether conv2d's forward pass runs directly with kernel k: always where direct_conv says so,
+/// and for inputs of any number of channels on the AVX-512 kernel when the output rows cut into
+/// runs of 12 and 4 pixels (ow a multiple of 4) against filters of at least 24 channels. There
+/// im2col's copy of the patches and their packing cost 6-22% of the forward pass (one thread,
+/// Zen 4: LeNet's second layer, 12x12x32 -> 8x8x64, 8.5 -> 7.4 ms; 3x3 layers of 16-256 channels
+/// on 4- to 32-pixel rows alike), and the kernel reads the taps from the image, which stays in L1
+/// and L2. Partial runs of 1-3 pixels (ow = 7, 14) run on the 1-row kernel, latency-bound over a
+/// deep patch: 1.05-1.4x im2col's time; fewer filters run as transposed GEMMs faster.
+inline bool direct_forward(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
+  if (direct_conv(p, k)) return true;
+  return k == GemmKernel::avx512 && p.ow > 0 && p.ow % 4 == 0 && p.f >= 24 && !p.pointwise() && p.depth() > 0 &&
+         autocast_precision() != Precision::bf16;
 }
 
 /// The image a direct convolution reads — the input itself, or a zero-padded copy of it when
@@ -274,6 +290,8 @@ void split_rows(int64_t rows, F&& f) {
 
 /// conv2d_forward of a direct convolution: runs of up to MR output pixels of one output row
 /// against each packed panel of the filter, then the bias and activation of 256 rows at a time.
+/// The threads' chunks start at multiples of 4 pixels, so that where ow is one they cut no run
+/// into pieces for the 1-row kernel.
 inline void direct_conv_forward(const ConvPlan& p, const float* x, const float* w, const float* bias, float* out,
                                 bool relu, GemmKernel k = gemm_kernel()) {
   with_direct_kernel(k, [&](auto kernel) {
@@ -283,7 +301,7 @@ inline void direct_conv_forward(const ConvPlan& p, const float* x, const float* 
     const DirectImage d(p, x);
     Tensor<float> wp(Shape{panels * NR * depth});
     sgemm::pack_b<NR>(w, F, 1, depth, F, wp.data());
-    parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
+    parallel_chunks(M, 4, [&](int, int64_t r0, int64_t r1) {
       for (int64_t t0 = r0; t0 < r1; t0 += 256) {
         const int64_t t1 = std::min(r1, t0 + 256);
         for (int64_t r = t0; r < t1;) {
@@ -332,9 +350,26 @@ inline void direct_filter_grad(const ConvPlan& p, const DirectImage& d, int64_t 
 }
 #endif
 
-/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`:
-/// bias and activation are applied tile by tile right after the tile's GEMM, while it is in
-/// cache. The filter is packed for the GEMM once, not once per tile.
+/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`,
+/// through im2col: tiles of patches multiplied by the filter, packed once for all of them; bias
+/// and activation are applied tile by tile right after the tile's GEMM, while it is in cache.
+template <class T>
+void im2col_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, bool relu) {
+  const int64_t M = p.rows(), K = p.depth(), F = p.f, R = conv_tile_rows<T>(p);
+  const GemmB<T> wb(w, false, K, F);
+  parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
+    Tensor<T> patches(Shape{std::min(R, r1 - r0) * K});
+    for (int64_t t0 = r0; t0 < r1; t0 += R) {
+      const int64_t t1 = std::min(r1, t0 + R);
+      im2col(p, x, t0, t1, patches.data());
+      wb.multiply(patches.data(), false, out + t0 * F, t1 - t0, false);
+      conv_epilogue(out + t0 * F, t1 - t0, F, bias, relu);
+    }
+  }, parallel_threshold(M, double(K * F)));
+}
+
+/// out [rows, F] = patches(x) · w [K, F] (+ bias [F] when given), then max(·, 0) with `relu`: a
+/// pointwise convolution as one GEMM, a direct one where direct_forward says so, else im2col.
 template <class T>
 void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T* out, bool relu) {
   const int64_t M = p.rows(), K = p.depth(), F = p.f;
@@ -347,19 +382,9 @@ void conv2d_forward(const ConvPlan& p, const T* x, const T* w, const T* bias, T*
   }
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>)
-    if (direct_conv(p)) return direct_conv_forward(p, x, w, bias, out, relu);
+    if (direct_forward(p)) return direct_conv_forward(p, x, w, bias, out, relu);
 #endif
-  const int64_t R = conv_tile_rows<T>(p);
-  const GemmB<T> wb(w, false, K, F);
-  parallel_chunks(M, 1, [&](int, int64_t r0, int64_t r1) {
-    Tensor<T> patches(Shape{std::min(R, r1 - r0) * K});
-    for (int64_t t0 = r0; t0 < r1; t0 += R) {
-      const int64_t t1 = std::min(r1, t0 + R);
-      im2col(p, x, t0, t1, patches.data());
-      wb.multiply(patches.data(), false, out + t0 * F, t1 - t0, false);
-      conv_epilogue(out + t0 * F, t1 - t0, F, bias, relu);
-    }
-  }, parallel_threshold(M, double(K * F)));
+  im2col_forward(p, x, w, bias, out, relu);
 }
 
 /// Gradients of conv2d given the output adjoint g [rows, F]; a null destination is skipped,
