@@ -125,6 +125,13 @@ namespace sgemm {
 /// kKC x kNL2 stretch of packed B, 256 KiB, stays in L2; see sweep_block).
 inline constexpr int64_t kKC = 256, kMC = 96, kNC = 2048, kNL2 = 256;
 
+/// Keeps vectors v and w in registers from here on. The micro-kernels load each depth's vectors of B
+/// once and multiply them by R rows; g++ 12 tuning for Zen 4 (-march=native there) instead folded
+/// those loads into every multiply-add of kernels of up to 4 rows, 8 loads of 64 bytes a step
+/// instead of 2: more than the core's load ports feed, and LeNet's second layer (direct, on 4-row
+/// kernels) took 10.3 ms instead of 7.4. An empty asm that may change them rules the folding out.
+#define GRADUS_IN_REGISTERS(v, w) asm("" : "+v"(v), "+v"(w))
+
 /// The mask of a 16-lane vector's first `count` lanes (none for count <= 0, all for count >= 16):
 /// a row's tail in masked loads and stores.
 inline constexpr __mmask16 first_lanes(int64_t count) {
@@ -326,7 +333,8 @@ struct Avx2 {
     int64_t p = 0;
     for (; p + S <= kc; p += S, a += S * ps, b += S * bs)
       GRADUS_UNROLL for (int s = 0; s < S; ++s) {
-        const __m256 b0 = _mm256_loadu_ps(b + s * bs), b1 = _mm256_loadu_ps(b + s * bs + 8);
+        __m256 b0 = _mm256_loadu_ps(b + s * bs), b1 = _mm256_loadu_ps(b + s * bs + 8);
+        GRADUS_IN_REGISTERS(b0, b1);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
           const __m256 x = _mm256_broadcast_ss(a + s * ps + i * rs);
           acc[s][i][0] = _mm256_fmadd_ps(x, b0, acc[s][i][0]);
@@ -335,7 +343,8 @@ struct Avx2 {
       }
     if constexpr (S > 1) {
       for (; p < kc; ++p, a += ps, b += bs) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        GRADUS_IN_REGISTERS(b0, b1);
         GRADUS_UNROLL for (int i = 0; i < R; ++i) {
           const __m256 x = _mm256_broadcast_ss(a + i * rs);
           acc[0][i][0] = _mm256_fmadd_ps(x, b0, acc[0][i][0]);
@@ -387,7 +396,8 @@ struct Avx2 {
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t p = 0; p < kc; ++p, b += kNR) {
       const float* ap = a + off[p];
-      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+      GRADUS_IN_REGISTERS(b0, b1);
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m256 x = _mm256_broadcast_ss(ap + i * rs);
         acc[i][0] = _mm256_fmadd_ps(x, b0, acc[i][0]);
@@ -440,7 +450,8 @@ struct Avx512 {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; ++p, a += RowsA ? 1 : as, b += bs) {
-      const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+      __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+      GRADUS_IN_REGISTERS(b0, b1);
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512 x = _mm512_set1_ps(RowsA ? a[i * as] : a[i]);
         acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
@@ -460,7 +471,8 @@ struct Avx512 {
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; ++p, b += kNR) {
       const float* ap = a + off[p];
-      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      GRADUS_IN_REGISTERS(b0, b1);
       // The row pointer is stepped by rs: written as ap[i * rs], clang++ 14 spilled accumulators
       // and offsets to the stack in every step (5.1% of the CNN step instead of g++'s 2.8%)
       GRADUS_UNROLL for (int i = 0; i < R; ++i, ap += rs) {
