@@ -1187,7 +1187,8 @@ struct Bf16Dot {
     __m512 acc[R][2];
     GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t q = 0; q < kq; ++q, a += as, b += bs) {
-      const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+      __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+      GRADUS_IN_REGISTERS(b0, b1);
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[i]));
         acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
