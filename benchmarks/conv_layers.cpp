@@ -84,7 +84,8 @@ void BM_conv(benchmark::State& state, const ConvPlan& p, Pass pass) {
   state.counters["FLOPS"] =
       benchmark::Counter(2.0 * double(M * K * F) * products, benchmark::Counter::kIsIterationInvariantRate);
 #if defined(GRADUS_SGEMM_X86)
-  const bool direct = pass == Pass::forward ? cpu::direct_forward(p) : pass != Pass::forward_im2col && cpu::direct_conv(p);
+  const bool direct =
+      pass == Pass::forward ? cpu::direct_forward(p) : pass != Pass::forward_im2col && cpu::direct_conv(p);
   state.SetLabel(direct ? "direct" : "im2col");
 #else
   state.SetLabel("im2col");
