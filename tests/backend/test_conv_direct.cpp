@@ -4,7 +4,9 @@
 // one at a time), against double-precision loops over the patches, on shapes that cover its edges:
 // 1 to 4 channels, strides, dilations, TensorFlow's SAME padding (the padded copy of the input),
 // output rows that end in partial runs of 4 and 1 pixels, filters of 1 to 70 channels
-// (partial 16- and 32-column panels, several panels), and guard bands after every output.
+// (partial 16- and 32-column panels, several panels), and guard bands after every output. Then
+// the forward pass of inputs of many channels, which runs directly on AVX-512 where the output
+// rows cut into runs of 12 and 4 pixels (direct_forward), and conv2d's forward and backward.
 #include <catch2/catch.hpp>
 
 #include <cmath>
