@@ -52,6 +52,22 @@ double patch(const ConvPlan& p, const std::vector<float>& x, int64_t r, int64_t 
   return x[size_t(((n * p.h + iy) * p.w + ix) * p.c + ch)];
 }
 
+/// y = patches · w + bias in double, [rows, F], and the sum of the terms' magnitudes of each.
+void forward_reference(const ConvPlan& p, const std::vector<float>& x, const std::vector<float>& w,
+                       const std::vector<float>& bias, std::vector<double>& y, std::vector<double>& magnitude) {
+  const int64_t M = p.rows(), K = p.depth(), F = p.f;
+  y.assign(size_t(M * F), 0.0), magnitude.assign(y.size(), 0.0);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t f = 0; f < F; ++f) {
+      double s = bias[size_t(f)], m = std::abs(bias[size_t(f)]);
+      for (int64_t q = 0; q < K; ++q) {
+        const double t = patch(p, x, r, q) * w[size_t(q * F + f)];
+        s += t, m += std::abs(t);
+      }
+      y[size_t(r * F + f)] = s, magnitude[size_t(r * F + f)] = m;
+    }
+}
+
 /// |got - want| <= gamma_d * magnitude for every element (d terms summed in float in any order,
 /// fused or not; see test_gemm.cpp), and the `guard` floats after the first want.size() untouched.
 constexpr int64_t guard = 40;
@@ -104,16 +120,8 @@ TEST_CASE("direct convolution: forward and filter gradient match double loops wi
       const auto x = normals(p.n * p.h * p.w * p.c, rng), w = normals(K * F, rng), bias = normals(F, rng);
       const auto g = normals(M * F, rng);
       // forward: y = patches · w + bias, and max(., 0) of it
-      std::vector<double> y(size_t(M * F)), y_mag(y.size());
-      for (int64_t r = 0; r < M; ++r)
-        for (int64_t f = 0; f < F; ++f) {
-          double s = bias[size_t(f)], m = std::abs(bias[size_t(f)]);
-          for (int64_t q = 0; q < K; ++q) {
-            const double t = patch(p, x, r, q) * w[size_t(q * F + f)];
-            s += t, m += std::abs(t);
-          }
-          y[size_t(r * F + f)] = s, y_mag[size_t(r * F + f)] = m;
-        }
+      std::vector<double> y, y_mag;
+      forward_reference(p, x, w, bias, y, y_mag);
       auto out = guarded(y.size());
       cpu::direct_conv_forward(p, x.data(), w.data(), bias.data(), out.data(), false, k);
       CHECK(within(out, y, y_mag, K + 1));
@@ -175,18 +183,11 @@ TEST_CASE("direct forward pass of many channels on AVX-512: matches double loops
     const bool applies = p.ow % 4 == 0;
     CHECK(cpu::direct_forward(p, cpu::GemmKernel::avx512) == applies);
     CHECK_FALSE(cpu::direct_forward(p, cpu::GemmKernel::avx2));  // its runs of 6 leave pieces of 2 at ow 8
-    const int64_t M = p.rows(), K = p.depth(), F = p.f;
+    const int64_t K = p.depth(), F = p.f;
     const auto x = normals(p.n * p.h * p.w * p.c, rng), w = normals(K * F, rng), bias = normals(F, rng);
-    std::vector<double> y(size_t(M * F)), y_mag(y.size());
-    for (int64_t r = 0; r < M; ++r)
-      for (int64_t f = 0; f < F; ++f) {
-        double s = bias[size_t(f)], m = std::abs(bias[size_t(f)]);
-        for (int64_t q = 0; q < K; ++q) {
-          const double t = patch(p, x, r, q) * w[size_t(q * F + f)];
-          s += t, m += std::abs(t);
-        }
-        y[size_t(r * F + f)] = std::max(s, 0.0), y_mag[size_t(r * F + f)] = m;
-      }
+    std::vector<double> y, y_mag;
+    forward_reference(p, x, w, bias, y, y_mag);
+    for (double& v : y) v = std::max(v, 0.0);  // the fused ReLU
     for (int t : {1, 2}) {
       omp_set_num_threads(t);
       INFO("threads " << t);
