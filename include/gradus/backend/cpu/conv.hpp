@@ -210,11 +210,18 @@ void conv_epilogue(T* __restrict o, int64_t rows, int64_t F, const T* __restrict
 /// faster directly than through im2col and the GEMM (LeNet's second layer: 8.5 against 8.3 ms).
 inline constexpr int64_t kDirectConvChannels = 4;
 
-/// Whether a float convolution runs directly with kernel k: few input channels, a blocked float
-/// kernel (AVX-512 or AVX2), no bfloat16 autocast (whose products round their operands first).
+/// Whether the direct kernels can run a float convolution with kernel k at all: a convolution
+/// that is neither pointwise nor empty, a blocked float kernel (AVX-512 or AVX2), no bfloat16
+/// autocast (whose products round their operands first).
+inline bool direct_kernels_run(const ConvPlan& p, GemmKernel k) {
+  return !p.pointwise() && p.depth() > 0 && p.f > 0 && (k == GemmKernel::avx512 || k == GemmKernel::avx2) &&
+         autocast_precision() != Precision::bf16;
+}
+
+/// Whether a float convolution runs directly with kernel k, forward and backward: few input
+/// channels, where the direct kernels run.
 inline bool direct_conv(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
-  return p.c <= kDirectConvChannels && !p.pointwise() && p.depth() > 0 && p.f > 0 &&
-         (k == GemmKernel::avx512 || k == GemmKernel::avx2) && autocast_precision() != Precision::bf16;
+  return p.c <= kDirectConvChannels && direct_kernels_run(p, k);
 }
 
 /// Whether conv2d's forward pass runs directly with kernel k: always where direct_conv says so,
@@ -226,9 +233,8 @@ inline bool direct_conv(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
 /// and L2. Partial runs of 1-3 pixels (ow = 7, 14) run on the 1-row kernel, latency-bound over a
 /// deep patch: 1.05-1.4x im2col's time; fewer filters run as transposed GEMMs faster.
 inline bool direct_forward(const ConvPlan& p, GemmKernel k = gemm_kernel()) {
-  if (direct_conv(p, k)) return true;
-  return k == GemmKernel::avx512 && p.ow > 0 && p.ow % 4 == 0 && p.f >= 24 && !p.pointwise() && p.depth() > 0 &&
-         autocast_precision() != Precision::bf16;
+  return direct_kernels_run(p, k) &&
+         (p.c <= kDirectConvChannels || (k == GemmKernel::avx512 && p.ow > 0 && p.ow % 4 == 0 && p.f >= 24));
 }
 
 /// The image a direct convolution reads — the input itself, or a zero-padded copy of it when
