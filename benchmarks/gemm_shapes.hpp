@@ -1,6 +1,7 @@
 // benchmarks/gemm_shapes.hpp — the float GEMMs bench_gemm and bench_gemm_interleaved time:
 // 1024^3, those of one training step of the MLP 784-500-10 and of the LeNet CNN at batch 128, as
-// backend::gemm receives them, one of the translation model's decoder cell, and thin products of
+// backend::gemm receives them, one of the translation model's decoder cell, the word-LM's widest
+// input gradient, and thin products of
 // few rows (inference on one example, a beam of 4; gemm_inplace.hpp, loop_gemm).
 #pragma once
 #include <array>
@@ -22,6 +23,9 @@ inline const std::vector<std::array<int64_t, 5>> gemm_shapes = {
     // the translation step's decoder LSTM cell at batch 64, forward: its input [embedding;
     // attentional vector] (48 + 192) against the kernel's 4 x 192 gate columns
     {64, 240, 768, 0, 0},
+    // the word-LM step's input gradient of its logits layer (20 x 35 positions, 10,000 words, 200
+    // units): its 200 columns leave a last panel of 8 (AVX-512) on every 12 rows
+    {700, 10000, 200, 0, 1},
     // thin: one, two and four examples through the MLP's first layer, forward and with W stored
     // transposed (one row against a row-major B runs as loops; the others read B in place)
     {1, 784, 500, 0, 0}, {1, 784, 500, 0, 1}, {2, 784, 500, 0, 0}, {2, 784, 500, 0, 1}, {4, 784, 500, 0, 0},

@@ -20,9 +20,10 @@
 // where it is faster ({7, 257, 17}, {13, 257, 33} and {17, 300, 70} with AVX-512, and with B
 // transposed {22, 256, 40}; threaded by columns in {2, 784, 500} and, with B transposed, in
 // {9, 300, 2100}); a parallel product's shared operand packed in slices by the threads (B in
-// {200, 200, 600} and {250, 450, 290}, A in {64, 1100, 300}); the AVX-512 kernel's last panel of
-// 17-24 columns on a ymm register ({60, 300, 88}: A read in place, both ways; {130, 300, 500}: A
-// packed). A guard band after c checks that partial blocks never write past the matrix.
+// {200, 200, 600} and {250, 450, 290}, A in {64, 1100, 300}); the AVX-512 kernel's last panels of
+// at most 24 columns on fewer registers (8 and 24 columns in {60, 300, 72 | 88}: A read in place,
+// both ways; 20 and 8 in {130, 300, 500 | 264}: A packed; 12 in the cases of 300). A guard band
+// after c checks that partial blocks never write past the matrix.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -146,9 +147,10 @@ const std::vector<Case> cases = {
     // blocks leave (12 and 6 rows): 2-9 and 2-5, 0
     {26, 70, 300}, {27, 70, 300}, {28, 50, 300}, {29, 90, 300}, {30, 33, 260}, {31, 64, 300}, {32, 20, 270},
     {33, 45, 290},
-    // a last panel of 17-24 columns on full panels of rows (the AVX-512 narrow kernel): A read in
-    // place by rows and transposed, 24 columns, two k-blocks; A packed, 20 columns, 10 rows left
-    {60, 300, 88}, {130, 300, 500},
+    // a last panel of at most 24 columns on full panels of rows (the AVX-512 narrow kernels; 9-16
+    // columns in the cases of 300 above): A read in place by rows and transposed, 24 and 8
+    // columns, two k-blocks; A packed, 20 and 8 columns, 10 rows left
+    {60, 300, 88}, {60, 300, 72}, {130, 300, 500}, {130, 300, 264},
     // a shared operand packed by both threads, a slice of whole panels each: A (cols split, 70,400
     // floats, its last panel partial, five k-blocks); B in {200, 200, 600} and {250, 450, 290}
     {64, 1100, 300}};

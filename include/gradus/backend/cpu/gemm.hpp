@@ -5,8 +5,8 @@
 // transposed), A into panels of MR rows, and an MR x NR block of C lives in vector registers
 // over a whole k-block. Two micro-kernels exist, each compiled for its instruction set with a
 // function-level target attribute, so a build without -march still has both:
-//   avx512  12 x 32, 24 zmm accumulators (AVX-512F); a last panel of 17-24 columns on 12 zmm
-//           and 12 ymm ones (narrow_kernel)
+//   avx512  12 x 32, 24 zmm accumulators (AVX-512F); a last panel of at most 24 columns on
+//           12 ymm, 12 zmm, or 12 of each (narrow_kernel)
 //   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA)
 // A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes,
 // into a transposed copy of C written with whole vectors; on AVX-512 one of at most 10 columns
@@ -465,31 +465,48 @@ struct Avx512 {
   /// Columns up to which a panel runs on narrow_kernel.
   static constexpr int64_t kNarrowCols = 24;
 
-  /// kernel<R, RowsA> for a last panel of n <= kNarrowCols columns: its columns past 16 sum in a
-  /// ymm register instead of a zmm one. Zen 4 runs a 512-bit multiply-add as two 256-bit halves,
-  /// so the 20 columns left of a layer of 500 units cost 3/4 of a whole panel instead of all of
-  /// it; on cores with 512-bit units it costs what kernel does. Without AVX512VL only the first
-  /// 16 registers hold ymm values: the R ymm sums, B's ymm vector and the broadcast fit in them.
-  template <int R, bool RowsA = false>
+  /// kernel<R, RowsA> for a last panel of n <= W columns, W = 8, 16 or 24: its sums in W / 8 ymm
+  /// halves' worth of registers, one ymm, one zmm, or a zmm and a ymm, instead of two zmm. Zen 4
+  /// runs a 512-bit multiply-add as two 256-bit halves, so such a panel costs W / 32 of a whole
+  /// one: the 8 columns left of a product of 200 (a word-LM's input gradients), the 16 of 10,000
+  /// or the 20 of 500 (an MLP's layer). On cores with 512-bit units a ymm multiply-add costs what
+  /// a zmm one does: W = 8 and 16 cost half a panel there, 24 a whole one, as before. Without
+  /// AVX512VL only the first 16 registers hold ymm values: R ymm sums, B's ymm vector and the
+  /// broadcast fit in them.
+  template <int R, int W, bool RowsA = false>
   [[gnu::target("avx512f,avx2,fma"), GRADUS_ALIGN_LOOPS]] static void narrow_kernel(int64_t kc, const float* a,
                                                                                      int64_t as, const float* b,
                                                                                      int64_t bs, float* c, int64_t ldc,
                                                                                      bool load, int64_t n,
                                                                                      int64_t rows = R) {
+    static_assert(W == 8 || W == 16 || W == 24, "narrow_kernel: 8, 16 or 24 columns");
+    constexpr bool kZmm = W >= 16, kYmm = W != 16;  // the registers a row's sums take
     __m512 acc[R][2];
     __m256 half[R];
-    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][0] = _mm512_setzero_ps(), half[i] = _mm256_setzero_ps();
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+      half[i] = _mm256_setzero_ps();
+    }
     for (int64_t p = 0; p < kc; ++p, a += RowsA ? 1 : as, b += bs) {
-      __m512 b0 = _mm512_loadu_ps(b);
-      __m256 b1 = _mm256_loadu_ps(b + 16);
-      asm("" : "+v"(b0), "+x"(b1));  // GRADUS_IN_REGISTERS, b1 in a register VEX code reaches
+      // GRADUS_IN_REGISTERS, the ymm vector in a register VEX code reaches
+      __m512 b0;
+      __m256 b1;
+      if constexpr (kZmm) {
+        b0 = _mm512_loadu_ps(b);
+        asm("" : "+v"(b0));
+      }
+      if constexpr (kYmm) {
+        b1 = _mm256_loadu_ps(b + (kZmm ? 16 : 0));
+        asm("" : "+x"(b1));
+      }
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
         const __m512 x = _mm512_set1_ps(RowsA ? a[i * as] : a[i]);
-        acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
-        half[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(x), b1, half[i]);
+        if constexpr (kZmm) acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
+        if constexpr (kYmm) half[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(x), b1, half[i]);
       }
     }
-    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][1] = _mm512_zextps256_ps512(half[i]);
+    if constexpr (kYmm)
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][kZmm ? 1 : 0] = _mm512_zextps256_ps512(half[i]);
     store<R>(acc, c, ldc, load, n, rows);
   }
 
@@ -672,7 +689,11 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float*
   static_assert(!(RowsA && Padded), "tile: A's rows read in place are not padded");
   // a last panel of few columns on a full panel of rows: the narrow kernel, where K has one
   if constexpr (requires { K::kNarrowCols; })
-    if (rows == MR && n <= K::kNarrowCols) return K::template narrow_kernel<MR, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+    if (rows == MR && n <= K::kNarrowCols) {
+      if (n <= 8) return K::template narrow_kernel<MR, 8, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+      if (n <= 16) return K::template narrow_kernel<MR, 16, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+      return K::template narrow_kernel<MR, 24, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+    }
   if constexpr (Padded) {
     auto run = [&]<int R>(std::integral_constant<int, R>) {
       if (rows == R)  // a call of its own, whose store the compiler specialises for R rows
