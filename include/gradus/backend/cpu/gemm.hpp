@@ -500,13 +500,17 @@ struct Avx512 {
         asm("" : "+x"(b1));
       }
       GRADUS_UNROLL for (int i = 0; i < R; ++i) {
-        const __m512 x = _mm512_set1_ps(RowsA ? a[i * as] : a[i]);
-        if constexpr (kZmm) acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
-        if constexpr (kYmm) half[i] = _mm256_fmadd_ps(_mm512_castps512_ps256(x), b1, half[i]);
+        // one value, broadcast to each width (GCC 12's _mm512_castps512_ps256 reads an undefined
+        // vector, and -Wuninitialized warns about it)
+        const float x = RowsA ? a[i * as] : a[i];
+        if constexpr (kZmm) acc[i][0] = _mm512_fmadd_ps(_mm512_set1_ps(x), b0, acc[i][0]);
+        if constexpr (kYmm) half[i] = _mm256_fmadd_ps(_mm256_set1_ps(x), b1, half[i]);
       }
     }
+    // the ymm sums as the low lanes of zmm ones; the others, whatever they hold, are masked off
+    // (n <= W), and a VEX-encoded ymm instruction zeroes them in any case
     if constexpr (kYmm)
-      GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][kZmm ? 1 : 0] = _mm512_zextps256_ps512(half[i]);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[i][kZmm ? 1 : 0] = _mm512_castps256_ps512(half[i]);
     store<R>(acc, c, ldc, load, n, rows);
   }
 
