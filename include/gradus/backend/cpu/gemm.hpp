@@ -465,14 +465,14 @@ struct Avx512 {
   /// Columns up to which a panel runs on narrow_kernel.
   static constexpr int64_t kNarrowCols = 24;
 
-  /// kernel<R, RowsA> for a last panel of n <= W columns, W = 8, 16 or 24: its sums in W / 8 ymm
-  /// halves' worth of registers, one ymm, one zmm, or a zmm and a ymm, instead of two zmm. Zen 4
-  /// runs a 512-bit multiply-add as two 256-bit halves, so such a panel costs W / 32 of a whole
-  /// one: the 8 columns left of a product of 200 (a word-LM's input gradients), the 16 of 10,000
-  /// or the 20 of 500 (an MLP's layer). On cores with 512-bit units a ymm multiply-add costs what
-  /// a zmm one does: W = 8 and 16 cost half a panel there, 24 a whole one, as before. Without
-  /// AVX512VL only the first 16 registers hold ymm values: R ymm sums, B's ymm vector and the
-  /// broadcast fit in them.
+  /// kernel<R, RowsA> for a last panel of n <= W columns, W = 8, 16 or 24: a row's sums take one
+  /// ymm register (W = 8), one zmm (16), or one of each (24), instead of two zmm. Zen 4 runs a
+  /// 512-bit multiply-add as two 256-bit halves, so such a panel costs W / 32 of a whole one: the
+  /// 8 columns left of a product of 200 (a word-LM's input gradients), the 16 of 10,000 or the 20
+  /// of 500 (an MLP's layer). On cores with 512-bit units a ymm multiply-add costs what a zmm one
+  /// does: W = 8 and 16 cost half a panel there, 24 a whole one, as before. Without AVX512VL only
+  /// the first 16 registers hold ymm values: R ymm sums, B's ymm vector and the broadcast fit in
+  /// them.
   template <int R, int W, bool RowsA = false>
   [[gnu::target("avx512f,avx2,fma"), GRADUS_ALIGN_LOOPS]] static void narrow_kernel(int64_t kc, const float* a,
                                                                                      int64_t as, const float* b,
