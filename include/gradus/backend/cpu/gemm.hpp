@@ -7,7 +7,8 @@
 // function-level target attribute, so a build without -march still has both:
 //   avx512  12 x 32, 24 zmm accumulators (AVX-512F); a last panel of at most 24 columns on
 //           12 ymm, 12 zmm, or 12 of each (narrow_kernel)
-//   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA)
+//   avx2     6 x 16, 12 ymm accumulators (AVX2 + FMA); a last panel of at most 8 columns on 12
+//           ymm sums over alternate depths (narrow_kernel)
 // A product with few columns (a layer's 10 logits) runs as its transpose, its rows in the lanes,
 // into a transposed copy of C written with whole vectors; on AVX-512 one of at most 10 columns
 // whose A has contiguous rows runs as dot products instead (no operand packed but Bᵀ's 10 rows).
@@ -361,6 +362,44 @@ struct Avx2 {
     store<R>(acc[0], c, ldc, load, n, rows);
   }
 
+  /// Columns up to which a panel runs on narrow_kernel.
+  static constexpr int64_t kNarrowCols = 8;
+
+  /// kernel<R, RowsA> for a last panel of n <= W = 8 columns: a row's sums take one register
+  /// instead of two, over even and odd depths apart (2R chains hide the FMA's latency, as the 1-
+  /// and 2-row kernels' sums do), so the panel costs half a whole one: the 8 columns left of a
+  /// product of 200 (a word-LM's input gradients), the 4 of 500 (an MLP's layer).
+  template <int R, int W, bool RowsA = false>
+  [[gnu::target("avx2,fma"), GRADUS_ALIGN_LOOPS]] static void narrow_kernel(int64_t kc, const float* a, int64_t as,
+                                                                             const float* b, int64_t bs, float* c,
+                                                                             int64_t ldc, bool load, int64_t n,
+                                                                             int64_t rows = R) {
+    static_assert(W == 8, "Avx2::narrow_kernel: 8 columns");
+    const int64_t ps = RowsA ? 1 : as, rs = RowsA ? as : 1;  // A's steps along depth and rows
+    __m256 acc[2][R];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) acc[0][i] = acc[1][i] = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 2 <= kc; p += 2, a += 2 * ps, b += 2 * bs) {
+      __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + bs);
+      GRADUS_IN_REGISTERS(b0, b1);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+        acc[0][i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * rs), b0, acc[0][i]);
+        acc[1][i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + ps + i * rs), b1, acc[1][i]);
+      }
+    }
+    if (p < kc) {
+      const __m256 b0 = _mm256_loadu_ps(b);
+      GRADUS_UNROLL for (int i = 0; i < R; ++i)
+        acc[0][i] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + i * rs), b0, acc[0][i]);
+    }
+    __m256 out[R][2];
+    GRADUS_UNROLL for (int i = 0; i < R; ++i) {
+      out[i][0] = _mm256_add_ps(acc[0][i], acc[1][i]);
+      out[i][1] = _mm256_setzero_ps();
+    }
+    store<R>(out, c, ldc, load, n, rows);
+  }
+
   /// C[rows x n] = or (`load`) += the accumulators acc[i] = row i's 16 columns, rows <= R.
   template <int R>
   [[gnu::target("avx2,fma")]] static void store(__m256 (&acc)[R][2], float* c, int64_t ldc, bool load, int64_t n,
@@ -695,8 +734,10 @@ void tile(int64_t rows, int64_t kc, const P* ap, const P* bp, int64_t bs, float*
   if constexpr (requires { K::kNarrowCols; })
     if (rows == MR && n <= K::kNarrowCols) {
       if (n <= 8) return K::template narrow_kernel<MR, 8, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
-      if (n <= 16) return K::template narrow_kernel<MR, 16, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
-      return K::template narrow_kernel<MR, 24, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+      if constexpr (K::kNarrowCols > 8) {
+        if (n <= 16) return K::template narrow_kernel<MR, 16, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+        return K::template narrow_kernel<MR, 24, RowsA>(kc, ap, as, bp, bs, c, ldc, load, n);
+      }
     }
   if constexpr (Padded) {
     auto run = [&]<int R>(std::integral_constant<int, R>) {
