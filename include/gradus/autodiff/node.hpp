@@ -240,6 +240,11 @@ T* Node<T>::adjoint_buffer(bool* add) {
 /// product over all its steps' rows, which reads and writes the [k, n] gradient once, instead of
 /// one product per step of depth `rows`, each of which brings the whole gradient back into cache
 /// (the translation model's cell kernel: 12 products of 240 x 64 x 768).
+///
+/// flush_deferred reaches those products through `flush_`, which defer_xt_g sets: a program
+/// whose matmul never defers a term for T (one that never multiplies matrices of T, as a
+/// gradient check in double) does not instantiate T's GEMM for its leaves (in a header-only
+/// program Eigen's double GEMM and its GPU launcher alone were about 3 s of compile time).
 template <Real T>
 struct LeafNode final : Node<T> {
   LeafNode(Tensor<T> v, bool requires_grad) : Node<T>(std::move(v)) {
@@ -260,28 +265,33 @@ struct LeafNode final : Node<T> {
   /// contiguous, on the leaf's device.
   void defer_xt_g(Tensor<T> x, Tensor<T> g) {
     deferred_.push_back({std::move(x), std::move(g), TapeState::local().backward_node});
+    flush_ = &LeafNode::flush_products;
   }
-  void flush_deferred() override;
+  void flush_deferred() override {
+    if (!deferred_.empty()) flush_(*this);
+  }
 
  private:
+  static void flush_products(LeafNode& leaf);
   struct Term {
     Tensor<T> x, g;
     uint64_t node;  // the product's node, whose module the profiler files the flush under
   };
   std::vector<Term> deferred_;
-  std::vector<const T*> parts_;  // flush_deferred's lists for join_rows, kept for their capacity
+  std::vector<const T*> parts_;  // flush_products' lists for join_rows, kept for their capacity
   std::vector<int64_t> sizes_;
+  void (*flush_)(LeafNode&) = nullptr;  // flush_products, set with the first deferred term
 };
 
+/// Adds every deferred term of `leaf` to its adjoint, as one product (deferred_ is not empty).
 template <Real T>
-void LeafNode<T>::flush_deferred() {
-  if (deferred_.empty()) return;
+void LeafNode<T>::flush_products(LeafNode& leaf) {
   struct Clear {  // the list keeps its capacity: a warm step allocates nothing here
     std::vector<Term>& terms;
     ~Clear() { terms.clear(); }
-  } clear{deferred_};
-  const std::vector<Term>& terms = deferred_;
-  const int64_t k = this->value.shape()[0], n = this->value.shape()[1];
+  } clear{leaf.deferred_};
+  const std::vector<Term>& terms = leaf.deferred_;
+  const int64_t k = leaf.value.shape()[0], n = leaf.value.shape()[1];
   int64_t rows = 0;
   for (const Term& t : terms) rows += t.x.size() / k;
   const PrecisionScope fp32_products(Precision::fp32);  // as the nodes that deferred them
@@ -289,16 +299,16 @@ void LeafNode<T>::flush_deferred() {
   if (prof) [[unlikely]] {
     OpDescription d;
     d.op = "matmul";
-    d.dtype = this->dtype_name();
-    d.element_bytes = this->element_bytes();
-    d.output = this->value.shape();
+    d.dtype = leaf.dtype_name();
+    d.element_bytes = leaf.element_bytes();
+    d.output = leaf.value.shape();
     d.node = terms.front().node;
     prof.observer()->describe(d);
     prof.flops(2.0 * double(k) * double(rows) * double(n));
   }
   bool add = false;
-  T* d = this->adjoint_buffer(&add);
-  const Device dev = this->value.device();
+  T* d = leaf.adjoint_buffer(&add);
+  const Device dev = leaf.value.device();
   if (terms.size() == 1) {
     backend::gemm(terms[0].x.device_data(), true, terms[0].g.device_data(), false, d, k, rows, n, add, dev);
     return;
@@ -306,10 +316,13 @@ void LeafNode<T>::flush_deferred() {
   // every x's rows one after the other, and every g's: one product of depth `rows`
   Tensor<T> xs = Tensor<T>::empty({rows, k}, dev), gs = Tensor<T>::empty({rows, n}, dev);
   const auto join = [&](Tensor<T> Term::*part, Tensor<T>& out) {
-    parts_.clear();
-    sizes_.clear();
-    for (const Term& t : terms) parts_.push_back((t.*part).device_data()), sizes_.push_back((t.*part).size());
-    backend::join_rows(parts_, sizes_, out.device_data(), 1, dev);  // one row of all the parts
+    leaf.parts_.clear();
+    leaf.sizes_.clear();
+    for (const Term& t : terms) {
+      leaf.parts_.push_back((t.*part).device_data());
+      leaf.sizes_.push_back((t.*part).size());
+    }
+    backend::join_rows(leaf.parts_, leaf.sizes_, out.device_data(), 1, dev);  // one row of all the parts
   };
   join(&Term::x, xs);
   join(&Term::g, gs);
