@@ -193,6 +193,33 @@ TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][mo
   CHECK_FALSE(plain.regularization_loss().requires_grad());
 }
 
+TEST_CASE("nn: a Regularizer's penalty, and none from the default one", "[nn][module]") {
+  const nn::Regularizer none;
+  CHECK_FALSE(none);
+  CHECK(none.l1() == 0.0);
+  CHECK(none.l2() == 0.0);
+  gd::Var<float> w(gd::Tensor<float>::from({1.f, -2.f, 0.5f}, {3}));
+  const gd::Var<float> zero = none(w);
+  CHECK(zero.item() == 0.f);
+  CHECK_FALSE(zero.requires_grad());
+
+  // 0.25 * (1 + 2 + 0.5) + 0.5 * (1 + 4 + 0.25), and its gradient 0.25 sign(w) + 2 * 0.5 w, by hand
+  const nn::Regularizer both(0.25, 0.5);
+  CHECK(both);
+  CHECK(both.l1() == 0.25);
+  CHECK(both.l2() == 0.5);
+  const gd::Var<float> p = both(w);
+  CHECK(p.item() == Approx(0.875 + 2.625).epsilon(1e-6));
+  gd::backward(p);
+  CHECK(w.grad()(0) == Approx(0.25 + 1.0));
+  CHECK(w.grad()(1) == Approx(-0.25 - 2.0));
+  CHECK(w.grad()(2) == Approx(0.25 + 0.5));
+  CHECK(nn::l1_l2(0.25, 0.5)(w).item() == p.item());
+  std::ostringstream text;
+  text << both;
+  CHECK(text.str() == "Regularizer(l1=0.25, l2=0.5)");
+}
+
 namespace {
 // Two modules registering one weight: the first registration carries an l2 penalty, the second
 // an l1 penalty on the same Var.

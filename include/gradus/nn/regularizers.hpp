@@ -7,6 +7,7 @@
 //   gd::Var<float> loss = data_loss + net.regularization_loss();
 #pragma once
 #include <ostream>
+#include <type_traits>
 
 #include "gradus/autodiff/var.hpp"
 #include "gradus/core/compiled.hpp"
@@ -17,26 +18,53 @@ namespace gradus::nn {
 
 /// The penalty l1 * sum(|w|) + l2 * sum(w²) (Keras' L1L2: no factor 1/2 on the l2 term).
 /// Both factors zero (the default) means "no regularizer".
+///
+/// The penalty's expressions are compiled where a regularizer with factors is made (the
+/// constructor below, which l1(), l2() and l1_l2() call), and reached through pointers from
+/// there: a layer holds a Regularizer whether or not it has one, and a header-only program
+/// whose layers have none does not compile the penalty's CPU loops, GPU launchers and backward
+/// pass (about 18 KB of code) for every Module it makes.
 struct Regularizer {
-  double l1 = 0;
-  double l2 = 0;
+  /// No penalty.
+  constexpr Regularizer() = default;
+  /// l1 * sum(|w|) + l2 * sum(w²).
+  Regularizer(double l1, double l2) : l1_(l1), l2_(l2), float_(&penalty<float>), double_(&penalty<double>) {}
 
+  double l1() const { return l1_; }
+  double l2() const { return l2_; }
   /// True when the penalty is not identically zero.
-  explicit operator bool() const { return l1 != 0 || l2 != 0; }
+  explicit operator bool() const { return l1_ != 0 || l2_ != 0; }
 
-  /// The penalty of `w`, a rank-0 Var (differentiable in w), computed in one fused pass.
+  /// The penalty of `w`, a rank-0 Var (differentiable in w), computed in one fused pass; a
+  /// constant zero for no penalty.
   template <Real T>
   Var<T> operator()(const Var<T>& w) const;
 
   friend std::ostream& operator<<(std::ostream& os, const Regularizer& r) {
-    return os << "Regularizer(l1=" << r.l1 << ", l2=" << r.l2 << ')';
+    return os << "Regularizer(l1=" << r.l1_ << ", l2=" << r.l2_ << ')';
   }
+
+ private:
+  template <Real T>
+  static Var<T> penalty(double l1, double l2, const Var<T>& w) {
+    return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+  }
+
+  double l1_ = 0, l2_ = 0;
+  // penalty<float> and penalty<double>; null exactly when both factors are zero
+  Var<float> (*float_)(double, double, const Var<float>&) = nullptr;
+  Var<double> (*double_)(double, double, const Var<double>&) = nullptr;
 };
 
 // Out of the class, so that a program linking libgradus uses the float and double copies there.
 template <Real T>
 Var<T> Regularizer::operator()(const Var<T>& w) const {
-  return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+  const auto penalty_of = [&] {
+    if constexpr (std::is_same_v<T, float>) return float_;
+    else return double_;
+  }();
+  if (!penalty_of) return Var<T>::constant(Tensor<T>::empty({}, w.value().device()).fill_(T(0)));
+  return penalty_of(l1_, l2_, w);
 }
 
 /// l * sum(|w|) (tf.keras.regularizers.l1; Keras' default l = 0.01).
