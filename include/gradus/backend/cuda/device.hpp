@@ -68,6 +68,9 @@ namespace gradus::backend::cuda {
 /// DeviceHooks::fill for GPU memory (Tensor::fill_), registered with the memory hooks; a library
 /// kernel, defined in library.hpp.
 void fill_bytes(void* dst, Device device, const void* value, size_t element_size, size_t count);
+/// Lets kernels be compiled and loaded on their first launch (FirstLaunch, elementwise.hpp);
+/// defined in library.hpp.
+void install_first_launch();
 }  // namespace gradus::backend::cuda
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
@@ -83,6 +86,7 @@ GRADUS_INLINE cuda::cuda(int i) : index(i) {
     device_hooks(DeviceType::cuda).fill = backend::cuda::fill_bytes;
     backend::collective_hooks(DeviceType::cuda) = backend::cuda::nccl_hooks();
     backend::stager_factory(DeviceType::cuda) = backend::cuda::make_cuda_stager;
+    backend::cuda::install_first_launch();
     return true;
   }();
   (void)once;

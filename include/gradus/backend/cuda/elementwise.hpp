@@ -91,6 +91,28 @@ inline constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPRO
 /// `compute_90` for a compute-capability-9.0 GPU: the architecture its kernels are compiled for.
 std::string arch_of(int ordinal);
 
+/// A kernel's first launch on a GPU: its source generated (codegen.hpp), compiled by NVRTC or
+/// read from the kernel cache (kernel_cache.hpp), and loaded. launch() and library_function()
+/// reach it through these pointers, which gd::cuda(i) sets with the memory hooks
+/// (install_first_launch, library.hpp): a tensor on a GPU needs those hooks, so every launch comes
+/// after one; and a program that never makes a GPU does not compile the code generator, NVRTC's
+/// loader or the kernel cache (about 58 KB of code in a header-only program that trains).
+struct FirstLaunch {
+  /// The generated kernel of `pass` of expression `type`, loaded on GPU `ordinal`.
+  void* (*elementwise)(const ExprType& type, Pass pass, int ordinal) = nullptr;
+  /// That kernel's name and architecture (kernel_id), for an error message.
+  std::string (*elementwise_id)(const ExprType& type, Pass pass, int ordinal) = nullptr;
+  /// The library kernel `entry` (`gradus_fill_f`), loaded on GPU `ordinal`.
+  void* (*library)(const std::string& entry, int ordinal) = nullptr;
+};
+/// The process's FirstLaunch (null pointers until the first gd::cuda(i)).
+FirstLaunch& first_launch_slot();
+/// The process's FirstLaunch; device_error when no GPU has been made with gd::cuda(i).
+const FirstLaunch& first_launch();
+/// FirstLaunch::elementwise and ::elementwise_id.
+void* load_elementwise(const ExprType& type, Pass pass, int ordinal);
+std::string elementwise_id(const ExprType& type, Pass pass, int ordinal);
+
 /// How many blocks of 256 threads of kernel `fn` one multiprocessor holds at once (the driver's
 /// occupancy calculator: registers and shared memory per block), asked once per kernel and thread.
 inline int resident_blocks(void* fn) {
@@ -142,10 +164,7 @@ inline long launch(const ExprType& type, KernelSlots& slots, Pass pass, void* ar
   std::atomic<void*>& slot = slots[size_t(pass)][size_t(device.index)];
   void* fn = slot.load(std::memory_order_acquire);
   if (!fn) {
-    const std::string arch = arch_of(device.index);
-    const std::string& ptx = kernel_ptx(type, pass, arch);
-    fn = load_function(kernel_id(type, pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
-                       device.index);
+    fn = first_launch().elementwise(type, pass, device.index);
     slot.store(fn, std::memory_order_release);
   }
   void* params[] = {args};
@@ -153,7 +172,7 @@ inline long launch(const ExprType& type, KernelSlots& slots, Pass pass, void* ar
   const Driver& d = Driver::get();
   const long blocks = grid_blocks(n, device.index, resident_blocks(fn));
   d.launch(fn, unsigned(blocks), 256, params, "cuLaunchKernel (elementwise)",
-           [&] { return kernel_id(type, pass, arch_of(device.index)); });
+           [&] { return first_launch().elementwise_id(type, pass, device.index); });
   return blocks;
 }
 
@@ -231,6 +250,25 @@ long fused_backward(const E& e, const Shape& shape, const Tensor<T>& g, T scale,
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE FirstLaunch& first_launch_slot() {
+  static FirstLaunch f;
+  return f;
+}
+GRADUS_INLINE const FirstLaunch& first_launch() {
+  const FirstLaunch& f = first_launch_slot();
+  GRADUS_CHECK(device_error, f.elementwise && f.elementwise_id && f.library,
+               "cuda: a GPU kernel was launched before any GPU was made with gd::cuda(i)");
+  return f;
+}
+GRADUS_INLINE void* load_elementwise(const ExprType& type, Pass pass, int ordinal) {
+  const std::string arch = arch_of(ordinal);
+  const std::string& ptx = kernel_ptx(type, pass, arch);
+  return load_function(kernel_id(type, pass, arch), ptx, (std::string("gradus_elementwise_") + pass_name(pass)).c_str(),
+                       ordinal);
+}
+GRADUS_INLINE std::string elementwise_id(const ExprType& type, Pass pass, int ordinal) {
+  return kernel_id(type, pass, arch_of(ordinal));
+}
 GRADUS_INLINE std::string arch_of(int ordinal) {
   static std::mutex mu;
   static std::array<std::string, 64> archs;

@@ -57,19 +57,15 @@ constexpr const char* library_suffix() {
   return std::is_same_v<T, float> ? "_f" : std::is_same_v<T, double> ? "_d" : "_l";
 }
 
+/// The library kernel `entry` (name and type suffix, `gradus_fill_f`) on GPU `ordinal`: the library
+/// compiled for the GPU's architecture (or read from the kernel cache) and loaded, once per GPU
+/// (FirstLaunch::library, elementwise.hpp).
+void* load_library_function(const std::string& entry, int ordinal);
+
 /// The library kernel `name` (without its type suffix) for element type T on GPU `ordinal`.
 template <class T>
 void* library_function(const std::string& name, int ordinal) {
-  const std::string arch = arch_of(ordinal);
-  const Nvrtc& n = Nvrtc::get();
-  static const std::string src = source_tag(library_source());  // the library's sources, as NVRTC reads them
-  const std::string key =
-      "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." + std::to_string(n.minor) + src;
-  const std::string& ptx = KernelCache::get().ptx(key, [&] {
-    return compile_ptx(library_source(), "gradus_library.cu", arch, library_options());
-  });
-  const std::string entry = "gradus_" + name + library_suffix<T>();
-  return load_function(key + "/" + entry, ptx, entry.c_str(), ordinal);
+  return first_launch().library("gradus_" + name + library_suffix<T>(), ordinal);
 }
 
 /// Launches library kernel `fn` over n elements with the given arguments (pointers to each).
@@ -151,6 +147,21 @@ void finish_sum(T* d, const double* partials, long count, double scale, Device d
 }
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
+GRADUS_INLINE void* load_library_function(const std::string& entry, int ordinal) {
+  const std::string arch = arch_of(ordinal);
+  const Nvrtc& n = Nvrtc::get();
+  static const std::string src = source_tag(library_source());  // the library's sources, as NVRTC reads them
+  const std::string key =
+      "gradus-library/" + arch + "/nvrtc-" + std::to_string(n.major) + "." + std::to_string(n.minor) + src;
+  const std::string& ptx = KernelCache::get().ptx(key, [&] {
+    return compile_ptx(library_source(), "gradus_library.cu", arch, library_options());
+  });
+  return load_function(key + "/" + entry, ptx, entry.c_str(), ordinal);
+}
+// (declared in device.hpp) the first launch's functions, for gd::cuda(i) to set
+GRADUS_INLINE void install_first_launch() {
+  first_launch_slot() = {&load_elementwise, &elementwise_id, &load_library_function};
+}
 // (declared in device.hpp) `count` elements of 4 or 8 bytes set to the bytes at `value`, bit for bit
 GRADUS_INLINE void fill_bytes(void* dst, Device device, const void* value, size_t element_size, size_t count) {
   if (element_size == 4) {
