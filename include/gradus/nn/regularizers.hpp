@@ -27,8 +27,10 @@ namespace gradus::nn {
 struct Regularizer {
   /// No penalty.
   constexpr Regularizer() = default;
-  /// l1 * sum(|w|) + l2 * sum(w²).
-  Regularizer(double l1, double l2) : l1_(l1), l2_(l2), float_(&penalty<float>), double_(&penalty<double>) {}
+  /// l1 * sum(|w|) + l2 * sum(w²). A template (F and D are always float and double) so that the
+  /// penalties are instantiated where it is called, not in every file that includes this header.
+  template <class F = float, class D = double>
+  Regularizer(double l1, double l2) : l1_(l1), l2_(l2), float_(&penalty<F>), double_(&penalty<D>) {}
 
   double l1() const { return l1_; }
   double l2() const { return l2_; }
@@ -68,19 +70,22 @@ Var<T> Regularizer::operator()(const Var<T>& w) const {
 }
 
 /// l * sum(|w|) (tf.keras.regularizers.l1; Keras' default l = 0.01).
-inline Regularizer l1(double l = 0.01) {
+template <class = void>  // instantiated where called (the constructor)
+Regularizer l1(double l = 0.01) {
   GRADUS_CHECK(value_error, l >= 0, "l1: the factor must be >= 0, got ", l);
   return {l, 0};
 }
 /// l * sum(w²) (tf.keras.regularizers.l2; Keras' default l = 0.01). TF 1's
 /// `tf.contrib.layers.l2_regularizer(scale)` is scale * sum(w²) / 2 (scale * tf.nn.l2_loss(w)):
 /// the same penalty is `gd::nn::l2(scale / 2)`.
-inline Regularizer l2(double l = 0.01) {
+template <class = void>
+Regularizer l2(double l = 0.01) {
   GRADUS_CHECK(value_error, l >= 0, "l2: the factor must be >= 0, got ", l);
   return {0, l};
 }
 /// l1 * sum(|w|) + l2 * sum(w²) (tf.keras.regularizers.l1_l2).
-inline Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
+template <class = void>
+Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
   GRADUS_CHECK(value_error, l1 >= 0 && l2 >= 0, "l1_l2: the factors must be >= 0, got l1 ", l1, ", l2 ", l2);
   return {l1, l2};
 }
@@ -91,5 +96,7 @@ inline Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
 namespace gradus::nn {
 GRADUS_INSTANCE Var<float> Regularizer::operator()(const Var<float>&) const;
 GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::operator()(const Var<double>&) const;
+GRADUS_INSTANCE Var<float> Regularizer::penalty(double, double, const Var<float>&);
+GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::penalty(double, double, const Var<double>&);
 }  // namespace gradus::nn
 #endif
