@@ -243,8 +243,8 @@ T* Node<T>::adjoint_buffer(bool* add) {
 ///
 /// flush_deferred reaches those products through `flush_`, which defer_xt_g sets: a program
 /// whose matmul never defers a term for T (one that never multiplies matrices of T, as a
-/// gradient check in double) does not instantiate T's GEMM for its leaves (in a header-only
-/// program Eigen's double GEMM and its GPU launcher alone were about 3 s of compile time).
+/// gradient check in double) does not instantiate T's GEMM for its leaves (Eigen's double GEMM
+/// and its GPU launcher were 74 KB of code and about 2.6 s of the header-only custom-op example).
 template <Real T>
 struct LeafNode final : Node<T> {
   LeafNode(Tensor<T> v, bool requires_grad) : Node<T>(std::move(v)) {
