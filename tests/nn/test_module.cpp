@@ -1,6 +1,6 @@
 // Module mechanics: registration and dotted names, counts, buffers, train/eval propagation,
-// moves, owned children, shared parameters, regularization_loss, Sequential naming, and a
-// two-input / two-output model trained with loss weights [1, 0.1].
+// moves, owned children, shared parameters, regularization_loss and add_regularization, Sequential
+// naming, and a two-input / two-output model trained with loss weights [1, 0.1].
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -191,6 +191,40 @@ TEST_CASE("nn: regularization_loss sums every penalty, differentiably", "[nn][mo
   nn::Dense<double> plain({.in = 2, .out = 2}, rng);
   CHECK(plain.regularization_loss().item() == 0.0);
   CHECK_FALSE(plain.regularization_loss().requires_grad());
+}
+
+TEST_CASE("nn: add_regularization adds the penalties to a loss, and is the loss itself without any",
+          "[nn][module]") {
+  gd::Rng rng(5);
+  nn::Dense<double> plain({.in = 2, .out = 2}, rng);
+  V loss(Td::from({1.5}, {}));
+  const V same = plain.add_regularization(loss);
+  CHECK(same.node() == loss.node());  // no zero made and added
+
+  // 3 + 0.5 * sum(k²) + 0.1 * sum(|b|), with b = -2 everywhere; the gradient reaches the loss too
+  nn::Dense<double> reg({.in = 2, .out = 2, .bias_initializer = gd::init::constant{.value = -2.0},
+                         .kernel_regularizer = nn::l2(0.5), .bias_regularizer = nn::l1(0.1)},
+                        rng);
+  const Td k = reg.kernel().value();
+  double expected = 3;
+  for (double v : k) expected += 0.5 * v * v;
+  expected += 0.1 * 2 * 2;
+  V x(Td::from({3.0}, {}));
+  const V total = reg.add_regularization(x);
+  CHECK(total.item() == Approx(expected).epsilon(1e-12));
+  CHECK(total.item() == Approx(3 + reg.regularization_loss().item()).epsilon(1e-12));
+  gd::backward(total);
+  CHECK(x.grad().item() == 1.0);
+  CHECK(reg.kernel().grad()(1, 0) == Approx(k(1, 0)));
+  CHECK(reg.bias().grad()(1) == Approx(-0.1));
+
+  // Regularizer::add_to: total + penalty, and nothing from the default one
+  V t(Td::from({1.0}, {}));
+  const void* before = t.node();
+  nn::Regularizer{}.add_to(t, reg.kernel());
+  CHECK(t.node() == before);
+  nn::l1(0.5).add_to(t, V(Td::from({-1.0, 4.0}, {2})));
+  CHECK(t.item() == Approx(1 + 0.5 * 5).epsilon(1e-15));
 }
 
 TEST_CASE("nn: a Regularizer's penalty, and none from the default one", "[nn][module]") {

@@ -221,6 +221,9 @@ class Module<T, void> {
   /// Sum of the penalties of every regularized parameter of the tree (a rank-0 Var, zero when
   /// there are none); add it to the data loss.
   Var<T> regularization_loss() const;
+  /// `loss + regularization_loss()`, the penalties added one by one; `loss` itself when the tree
+  /// has none (no zero is made and added). What the training loops use.
+  Var<T> add_regularization(const Var<T>& loss) const;
   /// Resets the gradient of every parameter (see Var::zero_grad).
   void zero_grad() {
     for (auto& v : parameters()) v.zero_grad();
@@ -430,8 +433,9 @@ class Module<T, void> {
   Shape output_shape_;
 };
 
-// Defined out of the class, so that a program linking libgradus compiles neither (the penalty
-// expressions they instantiate are the heaviest code of Module<T>).
+// Defined out of the class, so that a program linking libgradus compiles none of them. Each
+// penalty is added by its Regularizer (Regularizer::add_to), so that the sum's expression, too, is
+// compiled only where a regularizer is made.
 template <Real T>
 Var<T> Module<T, void>::regularization_loss() const {
   // zero where the penalties are, filled there (a copy from the host would wait for a GPU's queue)
@@ -441,9 +445,16 @@ Var<T> Module<T, void>::regularization_loss() const {
 }
 
 template <Real T>
+Var<T> Module<T, void>::add_regularization(const Var<T>& loss) const {
+  Var<T> total = loss;
+  add_penalties(*this, total);
+  return total;
+}
+
+template <Real T>
 void Module<T, void>::add_penalties(const Module& root, Var<T>& total) const {
   for (const Param& p : params_)
-    if (p.reg && root.first_registration(p.var.node()) == &p) total = total + p.reg(p.var);
+    if (p.reg && root.first_registration(p.var.node()) == &p) p.reg.add_to(total, p.var);
   for (const Child& c : children_) child(c)->add_penalties(root, total);
 }
 

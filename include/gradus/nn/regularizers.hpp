@@ -19,11 +19,12 @@ namespace gradus::nn {
 /// The penalty l1 * sum(|w|) + l2 * sum(w²) (Keras' L1L2: no factor 1/2 on the l2 term).
 /// Both factors zero (the default) means "no regularizer".
 ///
-/// The penalty's expressions are compiled where a regularizer with factors is made (the
-/// constructor below, which l1(), l2() and l1_l2() call), and reached through pointers from
-/// there: a layer holds a Regularizer whether or not it has one, and a header-only program
-/// whose layers have none does not compile the penalty's CPU loops, GPU launchers and backward
-/// pass (about 18 KB of code) for every Module it makes.
+/// The penalty's expressions, and the sum that adds it to a loss, are compiled where a
+/// regularizer with factors is made (the constructor below, which l1(), l2() and l1_l2() call),
+/// and reached through pointers from there: a layer holds a Regularizer whether or not it has
+/// one, and a header-only program whose layers have none does not compile the penalty's CPU
+/// loops, GPU launchers and backward pass (about 18 KB of code) for every Module it makes, nor
+/// the sum's (12 KB).
 struct Regularizer {
   /// No penalty.
   constexpr Regularizer() = default;
@@ -41,32 +42,44 @@ struct Regularizer {
   /// constant zero for no penalty.
   template <Real T>
   Var<T> operator()(const Var<T>& w) const;
+  /// `total = total + (the penalty of w)`; nothing for no penalty.
+  template <Real T>
+  void add_to(Var<T>& total, const Var<T>& w) const;
 
   friend std::ostream& operator<<(std::ostream& os, const Regularizer& r) {
     return os << "Regularizer(l1=" << r.l1_ << ", l2=" << r.l2_ << ')';
   }
 
  private:
+  /// The penalty of w, or with `total`, total + the penalty.
   template <Real T>
-  static Var<T> penalty(double l1, double l2, const Var<T>& w) {
-    return gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+  static Var<T> penalty(double l1, double l2, const Var<T>& w, const Var<T>* total) {
+    Var<T> p = gradus::sum(T(l1) * gradus::abs(w) + T(l2) * gradus::square(w));
+    if (!total) return p;
+    return *total + p;
+  }
+  template <Real T>
+  auto penalty_of() const {
+    if constexpr (std::is_same_v<T, float>) return float_;
+    else return double_;
   }
 
   double l1_ = 0, l2_ = 0;
   // penalty<float> and penalty<double>; null exactly when both factors are zero
-  Var<float> (*float_)(double, double, const Var<float>&) = nullptr;
-  Var<double> (*double_)(double, double, const Var<double>&) = nullptr;
+  Var<float> (*float_)(double, double, const Var<float>&, const Var<float>*) = nullptr;
+  Var<double> (*double_)(double, double, const Var<double>&, const Var<double>*) = nullptr;
 };
 
 // Out of the class, so that a program linking libgradus uses the float and double copies there.
 template <Real T>
 Var<T> Regularizer::operator()(const Var<T>& w) const {
-  const auto penalty_of = [&] {
-    if constexpr (std::is_same_v<T, float>) return float_;
-    else return double_;
-  }();
-  if (!penalty_of) return Var<T>::constant(Tensor<T>::empty({}, w.value().device()).fill_(T(0)));
-  return penalty_of(l1_, l2_, w);
+  if (const auto penalty = penalty_of<T>()) return penalty(l1_, l2_, w, nullptr);
+  return Var<T>::constant(Tensor<T>::empty({}, w.value().device()).fill_(T(0)));
+}
+
+template <Real T>
+void Regularizer::add_to(Var<T>& total, const Var<T>& w) const {
+  if (const auto penalty = penalty_of<T>()) total = penalty(l1_, l2_, w, &total);
 }
 
 /// l * sum(|w|) (tf.keras.regularizers.l1; Keras' default l = 0.01).
@@ -96,7 +109,9 @@ Regularizer l1_l2(double l1 = 0.01, double l2 = 0.01) {
 namespace gradus::nn {
 GRADUS_INSTANCE Var<float> Regularizer::operator()(const Var<float>&) const;
 GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::operator()(const Var<double>&) const;
-GRADUS_INSTANCE Var<float> Regularizer::penalty(double, double, const Var<float>&);
-GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::penalty(double, double, const Var<double>&);
+GRADUS_INSTANCE void Regularizer::add_to(Var<float>&, const Var<float>&) const;
+GRADUS_INSTANCE_DOUBLE void Regularizer::add_to(Var<double>&, const Var<double>&) const;
+GRADUS_INSTANCE Var<float> Regularizer::penalty(double, double, const Var<float>&, const Var<float>*);
+GRADUS_INSTANCE_DOUBLE Var<double> Regularizer::penalty(double, double, const Var<double>&, const Var<double>*);
 }  // namespace gradus::nn
 #endif

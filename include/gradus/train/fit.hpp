@@ -582,7 +582,7 @@ Tensor<T> detail::predict_rows(nn::Module<T>& model, const BatchForward<T, X>& f
 
 template <Real T>
 Var<T> detail::with_regularization(const Var<T>& data_loss, const nn::Module<T>& model) {
-  return Var<T>(data_loss + model.regularization_loss());
+  return model.add_regularization(data_loss);
 }
 
 }  // namespace gradus::train
