@@ -1,5 +1,6 @@
 // Tests of a user-driven gd::train::Session: the user's own step loop gets hooks, restore-or-init
-// and checkpoints exactly as fit does.
+// and checkpoints exactly as fit does; RunDir and CollectiveBroadcast, the values that bring the
+// checkpoint code, and a Collective made by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -423,4 +424,75 @@ TEST_CASE("CheckpointSaver: a diverged run never rotates its finite checkpoints 
   // skip_non_finite = false writes them all: the three kept hold NaN weights
   CHECK(run(all, false) == std::vector<std::string>{"model.ckpt-7.safetensors", "model.ckpt-8.safetensors",
                                                     "model.ckpt-9.safetensors"});
+}
+
+TEST_CASE("RunDir: a path made from what makes a path; with a value it sets the checkpoint code",
+          "[train][session]") {
+  const gd::train::RunDir none;
+  CHECK(none.empty());
+  CHECK(none.path().empty());
+
+  const gd::train::RunDir from_chars = "runs/a";
+  const gd::train::RunDir from_string = std::string("runs/b");
+  const gd::train::RunDir from_path = fs::path("runs") / "c";
+  CHECK(from_chars.path() == fs::path("runs/a"));
+  CHECK(from_string.string() == "runs/b");
+  const fs::path& as_path = from_path;  // where a path is expected
+  CHECK(as_path == fs::path("runs/c"));
+  CHECK_FALSE(from_path.empty());
+  const gd::train::RunDir copy = from_chars;
+  CHECK(copy.path() == from_chars.path());
+
+  const auto* code = gd::train::detail::checkpoint_code_slot().load();
+  REQUIRE(code != nullptr);
+  CHECK(code->restore_latest != nullptr);
+  CHECK(code->sync_state != nullptr);
+  CHECK(code->default_saver != nullptr);
+}
+
+TEST_CASE("CollectiveBroadcast: a std::function made from any callable", "[train][session]") {
+  gd::train::CollectiveBroadcast none;
+  CHECK_FALSE(none);
+  gd::train::CollectiveBroadcast null = nullptr;
+  CHECK_FALSE(null);
+  gd::train::Collective c;
+  c.broadcast = [](std::string& bytes) { bytes += "!"; };
+  REQUIRE(c.broadcast);
+  std::string s = "state";
+  c.broadcast(s);
+  CHECK(s == "state!");
+  CHECK(gd::train::detail::checkpoint_code_slot().load() != nullptr);
+}
+
+TEST_CASE("Session: a Collective made by hand, of one rank, trains as no collective does", "[train][session]") {
+  const Problem p;
+  const auto train = [&](const gd::train::Collective& c) {
+    gd::Rng drop(1), data(2);
+    Net net(3, drop);
+    gd::optim::Adam<double> opt(net.parameters(), {.lr = 0.01});
+    gd::train::StopAtStep stop({.num_steps = 6});
+    gd::train::Session session(net, opt, {.hooks = {&stop}, .collective = c});
+    std::vector<double> losses;
+    while (!session.should_stop()) {
+      session.run([&] { return batch_loss(net, p.batch(data)); });
+      losses.push_back(session.last_loss());
+    }
+    session.close();
+    return std::pair{std::move(losses), net.named_parameters()};
+  };
+  int broadcasts = 0, averages = 0;
+  gd::train::Collective one;  // rank 0 of 1: every collective leaves its argument as it is
+  one.sum = [](std::vector<double>&) {};
+  one.max = [](std::vector<double>&) {};
+  one.broadcast = [&](std::string&) { ++broadcasts; };
+  one.average = [&](std::vector<gd::train::AnyTensor>&) { ++averages; };
+  const auto [with_losses, with_params] = train(one);
+  const auto [plain_losses, plain_params] = train({});
+  CHECK(broadcasts == 1);  // the chief's state at the start (a checkpoint in memory)
+  CHECK(averages == 6);    // the gradients of every step
+  REQUIRE(with_losses.size() == 6);
+  CHECK(with_losses == plain_losses);
+  REQUIRE(with_params.size() == plain_params.size());
+  for (size_t i = 0; i < with_params.size(); ++i)
+    CHECK(same_bits(with_params[i].second.value(), plain_params[i].second.value()));
 }

@@ -53,7 +53,7 @@ struct FitOptions {
   /// train_and_evaluate pattern; EarlyStopping can watch them); 0: after each epoch only.
   int64_t validation_every_steps = 0;
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
-  std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
+  RunDir run_dir = {};                         ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};  ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
   /// A generator saved and restored with checkpoints as "rng". The generators the model's layers
   /// registered (Dropout's, Module::named_generators) are saved as "rng/<path>" without it.

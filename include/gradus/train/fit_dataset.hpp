@@ -84,7 +84,7 @@ struct DatasetFitOptions {
   ValidationSet validation = {};               ///< evaluated after every epoch: a Dataset* or a Data* (above)
   std::vector<metrics::Metric*> metrics = {};  ///< computed on the validation data: "val_<name>"
   std::vector<Hook*> hooks = {};               ///< not owned; must outlive fit
-  std::filesystem::path run_dir = {};          ///< restore from / checkpoint into; empty: neither
+  RunDir run_dir = {};                         ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};      ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
   Rng* rng = nullptr;                          ///< saved and restored with checkpoints as "rng" (see FitOptions)
   bool verbose = false;                        ///< adds a ProgressBar on std::cout

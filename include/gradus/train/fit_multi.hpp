@@ -65,7 +65,7 @@ struct MultiFitOptions {
   int64_t validation_batch_size = 0;         ///< 0: batch_size
   int64_t validation_every_steps = 0;        ///< see FitOptions
   std::vector<Hook*> hooks = {};             ///< not owned; must outlive fit
-  std::filesystem::path run_dir = {};        ///< restore from / checkpoint into; empty: neither
+  RunDir run_dir = {};                       ///< restore from / checkpoint into; empty: neither
   CheckpointSaverOptions checkpoint = {};    ///< of the CheckpointSaver fit adds (run_dir set, none in hooks)
   Rng* rng = nullptr;                        ///< saved and restored with checkpoints as "rng"
   bool verbose = false;                      ///< adds a ProgressBar on std::cout

@@ -12,6 +12,7 @@
 //   the loop ends (no further epoch-end) and calls end. An exception from a hook or a step ends
 //   fit at once; end is not called and nothing more is saved.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +58,36 @@ struct NamedTensor {
 /// True when every element of `t` is finite (integers always are).
 bool all_finite(const AnyTensor& t);
 
+class Session;
+
+namespace detail {
+struct CheckpointCode;
+/// The checkpoint code a Session reaches (detail::CheckpointCode below), or null: set where a
+/// RunDir or a CollectiveBroadcast is made.
+inline std::atomic<const CheckpointCode*>& checkpoint_code_slot() {
+  static std::atomic<const CheckpointCode*> code{nullptr};
+  return code;
+}
+/// The checkpoint code (train/session_run.hpp). A template, so that it is instantiated where a
+/// RunDir or a CollectiveBroadcast with a value is made, not in every file that includes this header.
+template <class Tag>
+const CheckpointCode* checkpoint_code();
+}  // namespace detail
+
+/// Collective::broadcast: a `std::function<void(std::string&)>`, set from any callable. Setting
+/// one is what makes a program compile the code that starts every rank from the chief's state
+/// (a checkpoint sent in memory: the checkpoint writer and reader, detail::CheckpointCode).
+class CollectiveBroadcast : public std::function<void(std::string&)> {
+ public:
+  CollectiveBroadcast() = default;
+  template <class F>
+    requires(std::constructible_from<std::function<void(std::string&)>, F> &&
+             !std::same_as<std::remove_cvref_t<F>, CollectiveBroadcast>)
+  CollectiveBroadcast(F&& f) : std::function<void(std::string&)>(std::forward<F>(f)) {
+    if (*this) detail::checkpoint_code_slot().store(detail::checkpoint_code<F>(), std::memory_order_relaxed);
+  }
+};
+
 /// How the training processes of a data-parallel job talk to each other, for fit and a Session
 /// (train/ does not depend on MPI: gd::dist::collective() fills one from the live gd::dist::Context,
 /// <gradus/dist/collective.hpp>). Default-constructed (`sum` empty): a single process, nothing
@@ -81,7 +112,7 @@ struct Collective {
   int size = 1;  ///< processes in the job
   std::function<void(std::vector<double>&)> sum;  ///< in place: elementwise sum over the ranks
   std::function<void(std::vector<double>&)> max;  ///< in place: elementwise maximum over the ranks
-  std::function<void(std::string&)> broadcast;    ///< in place: rank 0's bytes on every rank
+  CollectiveBroadcast broadcast;                  ///< in place: rank 0's bytes on every rank
   /// In place: each tensor (float or double, on the cpu, the same shapes on every rank) replaced by
   /// a tensor holding its elementwise mean over the ranks.
   std::function<void(std::vector<AnyTensor>&)> average;
@@ -277,11 +308,35 @@ struct CheckpointSaverOptions {
   bool skip_non_finite = true;
 };
 
+/// A run directory (SessionOptions::run_dir, FitOptions::run_dir): a path, made from anything a
+/// std::filesystem::path is made from ("runs/mlp", a std::string, a path). A run restores the
+/// latest checkpoint there and checkpoints into it; the default, empty, does neither. Making one
+/// with a value is what makes a program compile the checkpoint code (detail::CheckpointCode): a
+/// program that names no run directory and no collective compiles no checkpoint reader or writer
+/// for its training loop.
+class RunDir {
+ public:
+  RunDir() = default;
+  template <class P>
+    requires(std::constructible_from<std::filesystem::path, P> && !std::same_as<std::remove_cvref_t<P>, RunDir>)
+  RunDir(P&& path) : path_(std::forward<P>(path)) {
+    if (!path_.empty()) detail::checkpoint_code_slot().store(detail::checkpoint_code<P>(), std::memory_order_relaxed);
+  }
+
+  const std::filesystem::path& path() const { return path_; }
+  operator const std::filesystem::path&() const { return path_; }
+  bool empty() const { return path_.empty(); }
+  std::string string() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
 /// Options of a Session a user drives. Designated initializers must follow this order:
 ///   {.run_dir = "runs/lm", .hooks = {&stop, &bar}, .rng = &rng, .checkpoint = {.every_steps = 500}}
 struct SessionOptions {
-  std::filesystem::path run_dir = {};  ///< restore from / checkpoint into; empty: neither
-  std::vector<Hook*> hooks = {};       ///< not owned; must outlive the Session
+  RunDir run_dir = {};            ///< restore from / checkpoint into; empty: neither
+  std::vector<Hook*> hooks = {};  ///< not owned; must outlive the Session
   /// A generator saved and restored with checkpoints as "rng" (the model's registered generators,
   /// Dropout's, are saved as "rng/<path>" without it).
   Rng* rng = nullptr;
@@ -310,6 +365,19 @@ namespace detail {
 
 /// Tag of the Session constructor that fit's loops use (train/fit.hpp).
 struct ForFit {};
+
+/// What a Session reaches only when checkpoints are asked for, through checkpoint_code_slot():
+/// restoring the latest checkpoint of run_dir, the CheckpointSaver fit adds for it, and a
+/// Collective's start (the chief's state to every rank, a checkpoint in memory). With these, the
+/// checkpoint writer and reader (safetensors, the Saver, the History's and the loop's entries:
+/// about 120 KB of code header-only) are compiled where a RunDir or a CollectiveBroadcast is
+/// made, not in every program that trains. A CheckpointSaver hook the program makes, and
+/// Session::save_checkpoint, reach it directly.
+struct CheckpointCode {
+  void (*restore_latest)(Session&);
+  void (*sync_state)(Session&);
+  std::unique_ptr<Hook> (*default_saver)(const CheckpointSaverOptions&);
+};
 
 /// The model and optimizer a Session trains behind one interface, so Session is not a template.
 /// TypedTrainee<T> implements it over nn::Module<T> and optim::Optimizer<T>.
@@ -637,6 +705,15 @@ class Session {
   void restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path);
   /// With a Collective: the chief's whole state (checkpoint()) to every other rank.
   void sync_state();
+  // The checkpoint code (detail::CheckpointCode): the latest checkpoint of run_dir_, if any,
+  // restored; sync_state(); the CheckpointSaver fit adds for run_dir.
+  static void restore_latest(Session& s);
+  static void sync_state_of(Session& s) { s.sync_state(); }
+  static std::unique_ptr<Hook> default_saver(const CheckpointSaverOptions& options);
+  template <class Tag>
+  friend const detail::CheckpointCode* detail::checkpoint_code();
+  /// The checkpoint code, set by then: a run_dir is a RunDir, a Collective has a broadcast.
+  const detail::CheckpointCode& checkpoint_code() const;
   /// With a Collective: a stop requested on any rank is requested on every rank.
   void sync_stop();
   void check_resumable(const detail::LoopState& st, const std::filesystem::path& path) const;

@@ -89,7 +89,7 @@ GRADUS_INLINE Session::~Session() {
 GRADUS_INLINE void Session::configure(const SessionOptions& o) {
   for (const Hook* h : o.hooks) GRADUS_CHECK(value_error, h != nullptr, who_, ": a hook pointer is null");
   verbose_ = o.verbose;
-  run_dir_ = o.run_dir;
+  run_dir_ = o.run_dir.path();
   unregistered_ = o.unregistered;
   GRADUS_CHECK(value_error, o.clip_global_norm >= 0, "Session: clip_global_norm must be >= 0 (0: off), got ",
                o.clip_global_norm);
@@ -112,7 +112,19 @@ GRADUS_INLINE void Session::configure(const SessionOptions& o) {
   for (Hook* h : o.hooks) has_saver = has_saver || dynamic_cast<CheckpointSaver*>(h) != nullptr;
   if (o.verbose) owned_hooks_.push_back(std::make_unique<ProgressBar>());
   if (!o.run_dir.empty() && !has_saver && collective_.is_chief())
-    owned_hooks_.push_back(std::make_unique<CheckpointSaver>(o.checkpoint));
+    owned_hooks_.push_back(checkpoint_code().default_saver(o.checkpoint));
+}
+
+GRADUS_INLINE const detail::CheckpointCode& Session::checkpoint_code() const {
+  const detail::CheckpointCode* code = detail::checkpoint_code_slot().load(std::memory_order_relaxed);
+  if (!code) [[unlikely]]  // a RunDir or a CollectiveBroadcast made with a value sets it
+    throw value_error(::gradus::detail::str(who_, ": a run_dir or a collective was set that was not made through ",
+                                            "RunDir or CollectiveBroadcast"));
+  return *code;
+}
+
+GRADUS_INLINE std::unique_ptr<Hook> Session::default_saver(const CheckpointSaverOptions& options) {
+  return std::make_unique<CheckpointSaver>(options);
 }
 
 // ----------------------------------------------------------------------- checkpoints, restore
@@ -311,6 +323,10 @@ GRADUS_INLINE void Session::restore_hook_states(const io::Safetensors& ckpt) {
 // Rng, hook states; the loop counters last.
 GRADUS_INLINE void Session::restore(const std::filesystem::path& path) { restore_from(io::load_safetensors(path), path); }
 
+GRADUS_INLINE void Session::restore_latest(Session& s) {
+  if (const auto latest = io::latest_checkpoint(s.run_dir_)) s.restore(*latest);
+}
+
 GRADUS_INLINE void Session::restore_from(const io::Safetensors& ckpt, const std::filesystem::path& path) {
   const detail::LoopState st = detail::read_loop_state(ckpt, path, who_);
   if (!user_driven_) check_resumable(st, path);  // a user's own steps have no batching to check
@@ -395,8 +411,8 @@ GRADUS_INLINE void Session::open() {
 
   for (Hook* h : hooks_) h->begin(*this);
   if (!run_dir_.empty() && collective_.is_chief())  // with a Collective, the chief restores for all
-    if (const auto latest = io::latest_checkpoint(run_dir_)) restore(*latest);
-  sync_state();
+    checkpoint_code().restore_latest(*this);
+  if (collective_) checkpoint_code().sync_state(*this);
   for (Hook* h : hooks_) h->after_create_session(*this);
   sync_stop();
 }
@@ -594,5 +610,13 @@ GRADUS_INLINE const History& Session::close() {
   return history_;
 }
 #endif  // GRADUS_DEFINE_COMPILED
+
+// Instantiated where a RunDir or a CollectiveBroadcast with a value is made (train/session.hpp):
+// the one place that names the checkpoint code a Session reaches through checkpoint_code_slot().
+template <class Tag>
+const detail::CheckpointCode* detail::checkpoint_code() {
+  static constexpr CheckpointCode code{&Session::restore_latest, &Session::sync_state_of, &Session::default_saver};
+  return &code;
+}
 
 }  // namespace gradus::train
