@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -442,6 +443,11 @@ TEST_CASE("RunDir: a path made from what makes a path; with a value it sets the 
   CHECK_FALSE(from_path.empty());
   const gd::train::RunDir copy = from_chars;
   CHECK(copy.path() == from_chars.path());
+  CHECK(copy == from_chars);
+  CHECK_FALSE(copy == from_string);
+  std::ostringstream text;
+  text << from_chars;
+  CHECK(text.str() == "\"runs/a\"");
 
   const auto* code = gd::train::detail::checkpoint_code_slot().load();
   REQUIRE(code != nullptr);

@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -327,6 +328,9 @@ class RunDir {
   operator const std::filesystem::path&() const { return path_; }
   bool empty() const { return path_.empty(); }
   std::string string() const { return path_.string(); }
+  bool operator==(const RunDir&) const = default;
+  /// As the path prints (quoted).
+  friend std::ostream& operator<<(std::ostream& os, const RunDir& d) { return os << d.path_; }
 
  private:
   std::filesystem::path path_;
