@@ -13,6 +13,8 @@
 // absent: gradus::nn::Regularizer::penalty<
 // a kernel's first launch on a GPU (gd::cuda(i): backend/cuda/elementwise.hpp)
 // absent: gradus::backend::cuda::load_elementwise(
+// the GPU's copy stager, which gd::cuda(i) makes (backend/cuda/staging.hpp)
+// absent: gradus::backend::cuda::CudaStager::
 // the deferred weight-gradient products of a leaf in double (matmul's backward: autodiff/node.hpp)
 // absent: gradus::detail::LeafNode<double>::flush_products(
 // and what the program does use, so that the absences above say something

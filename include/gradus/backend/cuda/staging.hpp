@@ -25,9 +25,11 @@ namespace gradus::backend::cuda {
 class CudaStager final : public Stager {
  public:
   CudaStager(Device device, int depth);
-  ~CudaStager() override;
-  uint64_t start(std::span<const StagedPiece> pieces) override;
-  void ready(uint64_t ticket) override;
+  // GRADUS_INLINE_DECL (core/compiled.hpp): header-only, no key function, so the vtable — and
+  // with it these functions and the driver's loader — is compiled only where a CudaStager is made
+  GRADUS_INLINE_DECL ~CudaStager() override;
+  GRADUS_INLINE_DECL uint64_t start(std::span<const StagedPiece> pieces) override;
+  GRADUS_INLINE_DECL void ready(uint64_t ticket) override;
 
  private:
   struct Slot {
