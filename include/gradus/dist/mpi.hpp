@@ -12,6 +12,15 @@
 // Every MPI call is checked: a failure throws gd::dist_error naming the call and carrying
 // MPI_Error_string's message.
 #pragma once
+// MPI's C API only: without these, Open MPI's and MPICH's <mpi.h> bring the C++ bindings (MPI::,
+// deprecated since MPI 2.2 and removed in MPI 3.0), 15 KB of code in every file that includes this
+// header. A program that uses those bindings includes <mpi.h> before gradus.
+#if !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
+#if !defined(MPICH_SKIP_MPICXX)
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <algorithm>
