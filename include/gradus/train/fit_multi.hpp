@@ -223,7 +223,7 @@ class MultiLoop final : public ModelLoop<M, Losses> {
       const auto ys = map_tuple(data_.y, rows);
       auto [sum, parts] = weighted_losses<T>(this->loss_, forward_multi(this->model_, xs), ys, weights_, "fit",
                                              std::make_index_sequence<outputs>{});
-      return std::pair{static_cast<const nn::Module<T>&>(this->model_).add_regularization(Var<T>(sum)), n};
+      return std::pair{with_regularization(Var<T>(sum), this->model_), n};
     });
   }
   void validate(EpochLogs& logs) override {
