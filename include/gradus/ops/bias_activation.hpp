@@ -37,7 +37,9 @@ constexpr bool relu_like(ActivationKind kind) {
 /// kernels of the activations it names (gd::nn::relu, ...), not those of all ten.
 /// `forward(alpha, h, b, rows, n, y, device)`: y = act(h + b) row by row;
 /// `backward(alpha, h, b, y, g, rows, n, dz, device)`: dz = act'(h + b) g. Null for softmax,
-/// which `bias_activation` composes from the linear passes and gd::softmax. Double layers reach
+/// which `bias_activation` composes from the linear passes and `softmax(z)`, gd::softmax over the
+/// last axis (null for the others: a float program compiles softmax's node and kernels where
+/// it names gd::nn::softmax, or picks the activation at run time). Double layers reach
 /// every activation through visit_elementwise() instead: a table of both types would compile the
 /// double kernels into every float program.
 template <ActivationKind K>
@@ -51,18 +53,27 @@ void bias_activation_backward_pass(double alpha, const float* h, const float* b,
   backend::bias_activation_backward(ActivationRow<K>::make(alpha), h, b, y, g, rows, n, dz, device);
 }
 
+template <class T>
+Var<T> softmax_last_axis(const Var<T>& z) {
+  return gradus::softmax(z, -1);
+}
+
 struct ActivationPasses {
   ActivationKind kind;
   void (*forward)(double, const float*, const float*, int64_t, int64_t, float*, Device);
   void (*backward)(double, const float*, const float*, const float*, const float*, int64_t, int64_t, float*, Device);
+  Var<float> (*softmax)(const Var<float>&) = nullptr;
 };
 
 template <ActivationKind K>
-inline constexpr ActivationPasses activation_passes{K, &bias_activation_forward_pass<K>,
-                                                    &bias_activation_backward_pass<K>};
-template <>
-inline constexpr ActivationPasses activation_passes<ActivationKind::softmax>{ActivationKind::softmax, nullptr,
-                                                                            nullptr};
+constexpr ActivationPasses passes_of() {
+  if constexpr (K == ActivationKind::softmax)
+    return {K, nullptr, nullptr, &softmax_last_axis<float>};
+  else
+    return {K, &bias_activation_forward_pass<K>, &bias_activation_backward_pass<K>};
+}
+template <ActivationKind K>
+inline constexpr ActivationPasses activation_passes = passes_of<K>();
 
 }  // namespace detail
 
@@ -147,7 +158,10 @@ void visit_elementwise(const Activation& a, F&& f) {
 /// fused expression per activation kind. Kernels: backend::bias_activation_forward/_backward.
 template <Real T>
 Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
-  if (a.kind == ActivationKind::softmax) return gradus::softmax(bias_activation(h, b, Activation{}), -1);
+  if (a.kind == ActivationKind::softmax) {
+    if constexpr (std::is_same_v<T, float>) return a.passes().softmax(bias_activation(h, b, Activation{}));
+    else return gradus::softmax(bias_activation(h, b, Activation{}), -1);
+  }
   gradus::detail::OpScope prof;
   const int64_t n = b.size();
   GRADUS_CHECK(shape_error, b.rank() == 1 && h.rank() >= 1 && h.shape().back() == n, "bias_activation: bias ",
