@@ -1,6 +1,7 @@
 // gradus/core/error.hpp — the exceptions every gradus API throws on bad input.
 #pragma once
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -34,40 +35,58 @@ struct io_error : error {
 };
 
 namespace detail {
-// The pieces of a message, each appended as `std::ostream <<` would print it by default (text,
-// integers, floating point as %g with 6 significant digits), by functions compiled once; a type
-// of its own goes through its operator<<.
-void append_text(std::string& out, std::string_view text);
-void append_signed(std::string& out, long long v);
-void append_unsigned(std::string& out, unsigned long long v);
-void append_floating(std::string& out, double v);
-void append_streamed(std::string& out, void (*print)(std::ostream&, const void*), const void* v);
+/// One argument of a message, as `std::ostream <<` would print it by default (text, integers,
+/// floating point as %g with 6 significant digits, a char, a bool as 0 or 1); a type of its own
+/// goes through its operator<<. `str` gathers its arguments as pieces and joins them in one
+/// function compiled once, so a message costs its call site a few stores, not a function of its
+/// own per list of argument types.
+struct MessagePiece {
+  enum class Kind : unsigned char { text, signed_integer, unsigned_integer, floating, character, streamed };
+  using Print = void (*)(std::ostream&, const void*);
 
-template <class T>
-void append(std::string& out, const T& v) {
-  if constexpr (std::is_convertible_v<const T&, std::string_view>)
-    append_text(out, std::string_view(v));
-  else if constexpr (std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>)
-    out += char(v);
-  else if constexpr (std::is_same_v<T, bool>)
-    out += v ? '1' : '0';
-  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>)
-    append_signed(out, static_cast<long long>(v));
-  else if constexpr (std::is_integral_v<T>)
-    append_unsigned(out, static_cast<unsigned long long>(v));
-  else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    append_floating(out, double(v));
-  else
-    append_streamed(out, [](std::ostream& os, const void* p) { os << *static_cast<const T*>(p); }, &v);
-}
+  template <class T>
+  MessagePiece(const T& v) {  // NOLINT: implicit, from each argument of str()
+    if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+      kind = Kind::text, text = std::string_view(v);
+    } else if constexpr (std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>) {
+      kind = Kind::character, character = char(v);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      kind = Kind::character, character = v ? '1' : '0';
+    } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      kind = Kind::signed_integer, signed_integer = static_cast<long long>(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      kind = Kind::unsigned_integer, unsigned_integer = static_cast<unsigned long long>(v);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      kind = Kind::floating, floating = double(v);
+    } else {
+      kind = Kind::streamed, streamed = {[](std::ostream& os, const void* p) { os << *static_cast<const T*>(p); }, &v};
+    }
+  }
+
+  Kind kind;
+  union {
+    std::string_view text;
+    long long signed_integer;
+    unsigned long long unsigned_integer;
+    double floating;
+    char character;
+    struct {
+      Print print;
+      const void* value;
+    } streamed;
+  };
+};
+
+/// The pieces printed one after another.
+std::string join_message(const MessagePiece* pieces, size_t count);
 
 /// The arguments printed one after another, as `(os << ... << args)` would print them.
 template <class... Args>
 std::string str(const Args&... args) {
-  std::string out;
-  (append(out, args), ...);
-  return out;
+  const MessagePiece pieces[] = {MessagePiece(args)...};
+  return join_message(pieces, sizeof...(Args));
 }
+inline std::string str() { return {}; }
 }  // namespace detail
 
 /// Runs a program's body and turns a gd::error that escapes it into one clean line on `err`,
@@ -103,18 +122,29 @@ int guard_main(F&& body, std::ostream& err = std::cerr) {
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 #include <cstdio>
 namespace gradus::detail {
-GRADUS_INLINE void append_text(std::string& out, std::string_view text) { out += text; }
-GRADUS_INLINE void append_signed(std::string& out, long long v) { out += std::to_string(v); }
-GRADUS_INLINE void append_unsigned(std::string& out, unsigned long long v) { out += std::to_string(v); }
-GRADUS_INLINE void append_floating(std::string& out, double v) {
-  char buf[32];
-  const int n = std::snprintf(buf, sizeof buf, "%g", v);  // what std::ostream prints by default
-  out.append(buf, size_t(n));
-}
-GRADUS_INLINE void append_streamed(std::string& out, void (*print)(std::ostream&, const void*), const void* v) {
-  std::ostringstream os;
-  print(os, v);
-  out += os.str();
+GRADUS_INLINE std::string join_message(const MessagePiece* pieces, size_t count) {
+  std::string out;
+  for (const MessagePiece& p : std::span(pieces, count)) {
+    switch (p.kind) {
+      case MessagePiece::Kind::text: out += p.text; break;
+      case MessagePiece::Kind::signed_integer: out += std::to_string(p.signed_integer); break;
+      case MessagePiece::Kind::unsigned_integer: out += std::to_string(p.unsigned_integer); break;
+      case MessagePiece::Kind::character: out += p.character; break;
+      case MessagePiece::Kind::floating: {
+        char buf[32];
+        const int n = std::snprintf(buf, sizeof buf, "%g", p.floating);  // what std::ostream prints by default
+        out.append(buf, size_t(n));
+        break;
+      }
+      case MessagePiece::Kind::streamed: {
+        std::ostringstream os;
+        p.streamed.print(os, p.streamed.value);
+        out += os.str();
+        break;
+      }
+    }
+  }
+  return out;
 }
 }  // namespace gradus::detail
 #endif  // GRADUS_DEFINE_COMPILED
