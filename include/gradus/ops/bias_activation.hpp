@@ -159,8 +159,9 @@ void visit_elementwise(const Activation& a, F&& f) {
 template <Real T>
 Var<T> bias_activation(const Var<T>& h, const Var<T>& b, const Activation& a) {
   if (a.kind == ActivationKind::softmax) {
-    if constexpr (std::is_same_v<T, float>) return a.passes().softmax(bias_activation(h, b, Activation{}));
-    else return gradus::softmax(bias_activation(h, b, Activation{}), -1);
+    const Var<T> z = bias_activation(h, b, Activation{});
+    if constexpr (std::is_same_v<T, float>) return a.passes().softmax(z);
+    else return softmax_last_axis(z);
   }
   gradus::detail::OpScope prof;
   const int64_t n = b.size();
