@@ -1,5 +1,6 @@
 // gradus/core/error.hpp — the exceptions every gradus API throws on bad input.
 #pragma once
+#include <initializer_list>
 #include <iostream>
 #include <span>
 #include <sstream>
@@ -37,15 +38,15 @@ struct io_error : error {
 namespace detail {
 /// One argument of a message, as `std::ostream <<` would print it by default (text, integers,
 /// floating point as %g with 6 significant digits, a char, a bool as 0 or 1); a type of its own
-/// goes through its operator<<. `str` gathers its arguments as pieces and joins them in one
-/// function compiled once, so a message costs its call site a few stores, not a function of its
-/// own per list of argument types.
+/// goes through its operator<<. `str` and GRADUS_CHECK gather their arguments as pieces and join
+/// them in one function compiled once, so a message costs its call site a few stores, not a
+/// function of its own per list of argument types.
 struct MessagePiece {
   enum class Kind : unsigned char { text, signed_integer, unsigned_integer, floating, character, streamed };
   using Print = void (*)(std::ostream&, const void*);
 
   template <class T>
-  MessagePiece(const T& v) {  // NOLINT: implicit, from each argument of str()
+  MessagePiece(const T& v) {  // NOLINT: implicit, from each argument of str() or GRADUS_CHECK
     if constexpr (std::is_convertible_v<const T&, std::string_view>) {
       kind = Kind::text, text = std::string_view(v);
     } else if constexpr (std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>) {
@@ -111,12 +112,23 @@ int guard_main(F&& body, std::ostream& err = std::cerr) {
 
 }  // namespace gradus
 
+namespace gradus::detail {
+/// Throws `Exc` with the pieces joined: a failed GRADUS_CHECK's one call, compiled once per
+/// exception type, so a check costs its site the pieces' stores and a call, not an exception's
+/// allocation, construction and cleanup of its own. The pieces (and the temporaries they refer to)
+/// live until the end of the call's full-expression, past the join.
+template <class Exc>
+[[noreturn, gnu::cold, gnu::noinline]] void throw_error(std::initializer_list<MessagePiece> pieces) {
+  throw Exc(join_message(pieces.begin(), pieces.size()));
+}
+}  // namespace gradus::detail
+
 /// Throws `Exc` with the streamed message when `cond` is false:
 /// GRADUS_CHECK(shape_error, a == b, "add: shapes differ: ", a, " vs ", b).
 #define GRADUS_CHECK(Exc, cond, ...) \
   do {                               \
     if (!(cond)) [[unlikely]]        \
-      throw ::gradus::Exc(::gradus::detail::str(__VA_ARGS__)); \
+      ::gradus::detail::throw_error<::gradus::Exc>({__VA_ARGS__}); \
   } while (0)
 
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
