@@ -32,7 +32,7 @@
 #include <gradus/data.hpp>
 #include <gradus/gradus.hpp>
 #include <gradus/train/fit_dataset.hpp>    // fit and evaluate on a Dataset
-#include <gradus/train/summary_saver.hpp>  // SummarySaver, with gd::summary
+#include <gradus/train/summary_saver.hpp>  // SummarySaver, with gd::summary::FileWriter
 
 #include "flags.hpp"
 

@@ -39,7 +39,7 @@
 #include <gradus/data/fashion_mnist.hpp>
 #include <gradus/gradus.hpp>
 #include <gradus/train/fit.hpp>            // fit, evaluate, predict, checkpoints
-#include <gradus/train/summary_saver.hpp>  // SummarySaver, with gd::summary
+#include <gradus/train/summary_saver.hpp>  // SummarySaver, with gd::summary::FileWriter
 
 #ifdef GRADUS_HAVE_DIST
 #include <gradus/dist.hpp>

@@ -7,7 +7,7 @@
 #include <variant>
 
 #include "gradus/core/compiled.hpp"
-#include "gradus/summary.hpp"
+#include "gradus/summary/writer.hpp"
 #include "gradus/train/hooks.hpp"
 
 namespace gradus::train {
