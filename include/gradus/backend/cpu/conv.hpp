@@ -279,7 +279,10 @@ struct DirectImage {
 /// f(kernel) with the micro-kernel struct k names (AVX-512, else AVX2).
 template <class F>
 void with_direct_kernel(GemmKernel k, F&& f) {
+#if GRADUS_AVX512_KERNELS
   if (k == GemmKernel::avx512) return f(sgemm::Avx512{});
+#endif
+  (void)k;
   f(sgemm::Avx2{});
 }
 

@@ -98,7 +98,7 @@ inline constexpr std::string_view gemm_kernel_name(GemmKernel k) {
 inline bool gemm_kernel_supported(GemmKernel k) {
 #if defined(GRADUS_SGEMM_X86)
   if (k == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (k == GemmKernel::avx512) return __builtin_cpu_supports("avx512f");
+  if (k == GemmKernel::avx512) return GRADUS_AVX512_KERNELS && __builtin_cpu_supports("avx512f");
   if (k == GemmKernel::loops) return true;
 #endif
   return k == GemmKernel::eigen;
@@ -1714,16 +1714,20 @@ inline void thin_gemm(GemmKernel kernel, const float* a, const float* b, bool tb
     if (!add) std::fill_n(c, m * n, 0.f);
     return;
   }
-  const bool wide = kernel == GemmKernel::avx512;
+  const bool wide = GRADUS_AVX512_KERNELS && kernel == GemmKernel::avx512;
   const bool parallel = m * n * k >= kGemmParallelWork;
   // chunks of whole blocks of columns: a row-major panel of 64 (16) columns, 8 (6 with AVX2) of
   // a transposed B's rows (AVX-512 takes 5 or 6 of them for 4 or 5 rows of A)
   const int64_t align = tb ? (wide ? 8 : 6) : (wide ? 64 : 16);
   parallel_chunks(n, align, [&](int, int64_t j0, int64_t j1) {
-    if (tb)
-      (wide ? inplace::gemm_bt_avx512 : inplace::gemm_bt_avx2)(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);
-    else
-      (wide ? inplace::gemm_avx512 : inplace::gemm_avx2)(a, b + j0, c + j0, m, k, j1 - j0, n, add);
+#if GRADUS_AVX512_KERNELS
+    if (wide) {
+      if (tb) return inplace::gemm_bt_avx512(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);
+      return inplace::gemm_avx512(a, b + j0, c + j0, m, k, j1 - j0, n, add);
+    }
+#endif
+    if (tb) return inplace::gemm_bt_avx2(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);
+    inplace::gemm_avx2(a, b + j0, c + j0, m, k, j1 - j0, n, add);
   }, parallel ? 1 : n + 1);
 }
 #endif  // GRADUS_SGEMM_X86
@@ -1846,7 +1850,7 @@ inline constexpr std::string_view bf16_kernel_name(Bf16Kernel k) {
 /// product on a 2-vCPU Xeon guest when every product asked).
 inline bool bf16_kernel_supported(Bf16Kernel k) {
   if (k == Bf16Kernel::convert) return true;
-#if defined(GRADUS_SGEMM_X86)
+#if defined(GRADUS_SGEMM_X86) && GRADUS_AVX512_KERNELS
   static const unsigned has = [] {  // bit 0: dot, bit 1: amx
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16
     if (!__builtin_cpu_supports("avx512bw") || __get_cpuid_max(0, nullptr) < 7) return 0u;
@@ -1896,7 +1900,7 @@ inline void gemm_bf16(const float* a, bool ta, const float* b, bool tb, float* c
                       bool add, Bf16Kernel kernel) {
   GRADUS_CHECK(value_error, bf16_kernel_supported(kernel), "gemm: this CPU or build has no bfloat16 ",
                bf16_kernel_name(kernel), " kernel");
-#if defined(GRADUS_SGEMM_X86)
+#if defined(GRADUS_SGEMM_X86) && GRADUS_AVX512_KERNELS
   // AMX runs thin products too: padded to whole tiles, 128x500x10 takes 8 us against the dot
   // kernel's 26 (and the float kernel's 10), 4x784x500 73 us against the conversion's 193
   if (kernel == Bf16Kernel::amx) return sgemm::gemm_bf16_amx(a, ta, b, tb, c, m, k, n, add);
@@ -1919,7 +1923,9 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
                gemm_kernel_name(kernel), " kernel");
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>) {
+#if GRADUS_AVX512_KERNELS
     if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
+#endif
     if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
   }
   if (kernel == GemmKernel::loops) return loop_gemm(a, ta, b, tb, c, m, k, n, add);
@@ -1952,7 +1958,9 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     const GemmKernel kernel = gemm_kernel();
     if (!ta && inplace_is_faster(kernel, m, k, n, tb)) return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
     if (m >= 6 && (n >= 12 || m >= 16)) {
+#if GRADUS_AVX512_KERNELS
       if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
+#endif
       if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
     }
 #if defined(__AVX2__)
@@ -1988,6 +1996,7 @@ class GemmB {
       kernel_ = gemm_kernel();
       if (autocast_precision() == Precision::bf16) {
         bf16_ = true, bf16_kernel_ = bf16_kernel();
+#if GRADUS_AVX512_KERNELS
         if (bf16_kernel_ == Bf16Kernel::amx) {
           if (k <= 0) return;  // gemm_bf16() runs these
           packed_ = Tensor<float>(Shape{sgemm::amx_b_words(k, n)}), is_packed_ = true;
@@ -2003,6 +2012,7 @@ class GemmB {
                                   scratch.data());
           return;
         }
+#endif
         rounded_ = Tensor<float>(Shape{k * n});
         round_to_bfloat16_n(b, k * n, rounded_.data());
         b = b_ = rounded_.data();
@@ -2013,7 +2023,9 @@ class GemmB {
         packed_ = Tensor<float>(Shape{sgemm::packed_b_size<K>(k, n)}), is_packed_ = true;
         sgemm::pack_b_all<K>(b, tb ? 1 : n, tb ? k : 1, k, n, packed_.data());
       };
+#if GRADUS_AVX512_KERNELS
       if (kernel_ == GemmKernel::avx512) pack(sgemm::Avx512{});
+#endif
       if (kernel_ == GemmKernel::avx2) pack(sgemm::Avx2{});
     }
 #endif
@@ -2028,17 +2040,23 @@ class GemmB {
 #if defined(GRADUS_SGEMM_X86)
     if constexpr (std::is_same_v<T, float>) {
       const int64_t ra = ta ? 1 : k_, ca = ta ? m : 1, rb = tb_ ? 1 : n_, cb = tb_ ? k_ : 1;
+#if GRADUS_AVX512_KERNELS
       if (packed() && bf16_ && bf16_kernel_ == Bf16Kernel::amx)  // any m: the tiles pad it
         return sgemm::serial_amx(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, nullptr,
                                  reinterpret_cast<const uint32_t*>(packed_.data()));
+#endif
       if (packed() && m >= 6) {
+#if GRADUS_AVX512_KERNELS
         if (bf16_ && bf16_kernel_ == Bf16Kernel::dot)
           return sgemm::serial_bf16(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add,
                                     reinterpret_cast<const uint32_t*>(packed_.data()));
+#endif
         Tensor<float> rounded(Shape{bf16_ ? m * k_ : 0});  // the convert kernel: A rounded too
         if (bf16_) round_to_bfloat16_n(a, m * k_, rounded.data()), a = rounded.data();
+#if GRADUS_AVX512_KERNELS
         if (kernel_ == GemmKernel::avx512)
           return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
+#endif
         return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
       }
       if (bf16_) return gemm_bf16(a, ta, b_, tb_, c, m, k_, n_, add, bf16_kernel_);

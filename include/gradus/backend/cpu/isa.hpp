@@ -17,6 +17,15 @@
 //
 // GRADUS_ISA=base|avx2|avx512 in the environment caps the choice (for benchmarks and tests of
 // each path); the GEMM's micro-kernel has its own switch, GRADUS_GEMM_KERNEL.
+//
+// GRADUS_AVX512_KERNELS says whether the AVX-512 copies, and the GEMM's AVX-512, AVX512-BF16 and
+// AMX kernels, are compiled at all. They are in libgradus, in every program that links it
+// (GRADUS_COMPILED) and in every build that targets AVX-512; a header-only program built without
+// such a -march compiles the baseline and AVX2 copies only, unless it defines
+// GRADUS_AVX512_KERNELS=1 (for the whole program: every translation unit the same). The AVX-512
+// copies were the sixth of such a program's code and of its compile time (the CNN example:
+// 144 of 1,017 KB; docs/performance.md, "What header-only mode compiles"); an AVX-512 CPU then
+// runs the AVX2 ones.
 #pragma once
 #include <cstdlib>
 #include <string_view>
@@ -26,6 +35,14 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDACC__) && !defined(__AVX512F__)
 #define GRADUS_ISA_DISPATCH 1
+#endif
+
+#if defined(GRADUS_COMPILED) || defined(GRADUS_COMPILED_KERNELS) || defined(GRADUS_BUILDING_LIBRARY) || \
+    defined(__AVX512F__)
+#undef GRADUS_AVX512_KERNELS  // libgradus has them: every program that links it must see them
+#define GRADUS_AVX512_KERNELS 1
+#elif !defined(GRADUS_AVX512_KERNELS)
+#define GRADUS_AVX512_KERNELS 0
 #endif
 
 GRADUS_SIMD_HINTS_BEGIN
@@ -49,14 +66,14 @@ inline bool isa_supported(Isa i) {
   return i == Isa::base;
 }
 
-/// The copy `with_isa` runs, chosen on first use: the widest the CPU supports, capped by
-/// GRADUS_ISA when it names one.
+/// The copy `with_isa` runs, chosen on first use: the widest the CPU supports and the program
+/// has (AVX2 where GRADUS_AVX512_KERNELS is 0), capped by GRADUS_ISA when it names one.
 inline Isa cpu_isa() {
   static const Isa chosen = [] {
-    Isa cap = Isa::avx512;
+    Isa cap = GRADUS_AVX512_KERNELS ? Isa::avx512 : Isa::avx2;
     if (const char* env = std::getenv("GRADUS_ISA"))
       for (Isa i : {Isa::base, Isa::avx2, Isa::avx512})
-        if (isa_name(i) == env) cap = i;
+        if (isa_name(i) == env && i < cap) cap = i;
     for (Isa i : {Isa::avx512, Isa::avx2})
       if (i <= cap && isa_supported(i)) return i;
     return Isa::base;
@@ -70,10 +87,12 @@ template <class F>
 [[gnu::target("avx2,fma"), gnu::flatten]] void run_avx2(F& f) {
   f();
 }
+#if GRADUS_AVX512_KERNELS
 template <class F>
 [[gnu::target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma"), gnu::flatten]] void run_avx512(F& f) {
   f();
 }
+#endif
 }  // namespace isa_detail
 #endif
 
@@ -82,7 +101,9 @@ template <class F>
 inline void with_isa(F&& f) {
 #if defined(GRADUS_ISA_DISPATCH)
   switch (cpu_isa()) {
+#if GRADUS_AVX512_KERNELS
     case Isa::avx512: return isa_detail::run_avx512(f);
+#endif
 #if !defined(__AVX2__)
     case Isa::avx2: return isa_detail::run_avx2(f);
 #endif
