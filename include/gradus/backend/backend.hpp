@@ -53,8 +53,8 @@ Device device_of(const E& e) {
       } else if (d != dev) [[unlikely]] {
         std::string op = "where";
         if constexpr (requires { E::op_type::name; }) op = std::string(E::op_type::name);
-        throw device_error(::gradus::detail::str(op, ": operands on ", dev, " and ", d,
-                                                 "; move them to one device with .to(device)"));
+        ::gradus::detail::throw_error<device_error>({op, ": operands on ", dev, " and ", d,
+                                                     "; move them to one device with .to(device)"});
       }
     }
   });

@@ -59,9 +59,9 @@ constexpr const char* element_label() {
 
 /// The error of a lookup that found no kernel: it names the op, the element type and the device.
 [[noreturn]] inline void no_kernel(const char* op, const char* element, Device device) {
-  throw device_error(str(op, ": the ", device_type_name(device.type), " backend has no ", element,
-                                           " kernel for it (operands on ", device,
-                                           "); compute it on the CPU (.to(gd::cpu)) or use another op"));
+  throw_error<device_error>({op, ": the ", device_type_name(device.type), " backend has no ", element,
+                             " kernel for it (operands on ", device,
+                             "); compute it on the CPU (.to(gd::cpu)) or use another op"});
 }
 
 }  // namespace gradus::detail

@@ -142,7 +142,7 @@ GRADUS_INLINE std::ostream& Shape::print(std::ostream& os) const {
   return os << ']';
 }
 GRADUS_INLINE void detail::axis_error(int64_t axis, int rank, const char* op) {
-  throw value_error(str(op, ": axis ", axis, " out of range for rank ", rank));
+  throw_error<value_error>({op, ": axis ", axis, " out of range for rank ", rank});
 }
 GRADUS_INLINE Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const int r = std::max(a.rank(), b.rank());

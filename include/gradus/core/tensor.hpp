@@ -232,8 +232,8 @@ class Tensor {
     try {
       block_ = detail::CachingAllocator::instance().allocate(bytes);
     } catch (const std::bad_alloc&) {
-      throw value_error(::gradus::detail::str("Tensor: cannot allocate ", bytes, " bytes for shape ", shape_,
-                                              ": out of memory"));
+      ::gradus::detail::throw_error<value_error>({"Tensor: cannot allocate ", bytes, " bytes for shape ", shape_,
+                                                  ": out of memory"});
     }
     data_ = reinterpret_cast<T*>(block_->data());
   }
@@ -389,8 +389,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& t) {
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::detail {
 GRADUS_INLINE void host_access_error(Device d) {
-  throw device_error(str("Tensor::data(): the elements are in the memory of ", d,
-                         ", not the host's; copy them with .to(gd::cpu) first"));
+  throw_error<device_error>({"Tensor::data(): the elements are in the memory of ", d,
+                             ", not the host's; copy them with .to(gd::cpu) first"});
 }
 GRADUS_INLINE const DeviceHooks& hooks_for(Device d, const char* what) {
   const DeviceHooks& h = device_hooks(d.type);
@@ -435,8 +435,8 @@ GRADUS_INLINE Shape resolve_reshape(std::span<const int64_t> dims, int64_t numel
   if (known < 0) {
     std::ostringstream os;
     for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
-    throw shape_error(detail::str("reshape: cannot reshape ", from, " (", numel, " elements) into [", os.str(),
-                                  "] (more than ", INT64_MAX, " elements)"));
+    detail::throw_error<shape_error>({"reshape: cannot reshape ", from, " (", numel, " elements) into [", os.str(),
+                                      "] (more than ", INT64_MAX, " elements)"});
   }
   if (infer >= 0) {
     GRADUS_CHECK(shape_error, known != 0 && numel % known == 0, "reshape: cannot reshape ", from, " (", numel,

@@ -236,13 +236,13 @@ GRADUS_INLINE void CacheWriter::commit() {
   f_ = nullptr;
   if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     std::remove(tmp_.c_str());
-    throw io_error(gradus::detail::str("cache: cannot write '", path_, "': ", std::strerror(ok ? errno : err)));
+    gradus::detail::throw_error<io_error>({"cache: cannot write '", path_, "': ", std::strerror(ok ? errno : err)});
   }
 }
 
 GRADUS_INLINE void CacheWriter::put(const void* p, size_t n) {
   if (n && std::fwrite(p, 1, n, f_) != n)
-    throw io_error(gradus::detail::str("cache: cannot write '", tmp_, "': ", std::strerror(errno)));
+    gradus::detail::throw_error<io_error>({"cache: cannot write '", tmp_, "': ", std::strerror(errno)});
 }
 
 GRADUS_INLINE void CacheWriter::put_str(const std::string& s) {
@@ -292,7 +292,7 @@ GRADUS_INLINE std::optional<Example> CacheReaderStream::next() {
         v = std::move(s);
         break;
       }
-      default: throw io_error(gradus::detail::str("cache: corrupt file '", path_, "': field kind ", int(kind)));
+      default: gradus::detail::throw_error<io_error>({"cache: corrupt file '", path_, "': field kind ", int(kind)});
     }
     e.fields().push_back({std::move(name), std::move(v)});
   }
@@ -307,7 +307,8 @@ GRADUS_INLINE void CacheReaderStream::need(uint64_t n, const char* what) {
 
 GRADUS_INLINE void CacheReaderStream::get(void* p, uint64_t n) {
   need(n, "the next field");
-  if (n && std::fread(p, 1, size_t(n), f_) != n) throw io_error(gradus::detail::str("cache: read error in '", path_, "'"));
+  if (n && std::fread(p, 1, size_t(n), f_) != n)
+    gradus::detail::throw_error<io_error>({"cache: read error in '", path_, "'"});
   left_ -= n;
 }
 

@@ -148,8 +148,8 @@ GRADUS_INLINE bool CsvReader::next(std::vector<std::string>& fields) {
     for (;; c = get()) {
       if (st == quoted) {
         if (c == EOF)
-          throw io_error(gradus::detail::str("csv: '", name_, "' line ", start_, ": a quoted field opened on line ",
-                                             quote_line_, " is not closed before the end of the file"));
+          gradus::detail::throw_error<io_error>({"csv: '", name_, "' line ", start_, ": a quoted field opened on line ",
+                                                 quote_line_, " is not closed before the end of the file"});
         if (c == '"')
           st = after_quote;
         else
@@ -175,9 +175,9 @@ GRADUS_INLINE bool CsvReader::next(std::vector<std::string>& fields) {
           st = quoted;
           continue;
         }
-        throw io_error(gradus::detail::str("csv: '", name_, "' line ", line_, ": unexpected ", printable(c),
-                                           " after the closing quote of field ", fields.size() + 1,
-                                           " (a quote inside a quoted field is written \"\")"));
+        gradus::detail::throw_error<io_error>({"csv: '", name_, "' line ", line_, ": unexpected ", printable(c),
+                                               " after the closing quote of field ", fields.size() + 1,
+                                               " (a quote inside a quoted field is written \"\")"});
       }
       if (c == '"') {
         GRADUS_CHECK(io_error, st == start, "csv: '", name_, "' line ", line_, ": a quote inside unquoted field ",

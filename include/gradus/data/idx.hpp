@@ -101,8 +101,8 @@ Tensor<T> idx_tensor(const Shape& shape, const std::string& path, const char* wh
   try {
     return Tensor<T>(shape);
   } catch (const value_error&) {  // out of memory (Tensor's allocation names only the shape)
-    throw io_error(::gradus::detail::str(who, ": '", path, "' declares shape ", shape, ": cannot allocate ",
-                                         shape.numel(), " elements of ", sizeof(T), " bytes"));
+    ::gradus::detail::throw_error<io_error>({who, ": '", path, "' declares shape ", shape, ": cannot allocate ",
+                                             shape.numel(), " elements of ", sizeof(T), " bytes"});
   }
 }
 }  // namespace detail
@@ -161,9 +161,8 @@ GRADUS_INLINE IdxArray read_idx(const std::string& path) {
     try {
       out.bytes.resize(bytes);
     } catch (const std::bad_alloc&) {
-      throw io_error(
-          ::gradus::detail::str("read_idx: '", path, "' declares shape ", out.shape, ": cannot allocate ", bytes,
-                                " bytes"));
+      ::gradus::detail::throw_error<io_error>({"read_idx: '", path, "' declares shape ", out.shape,
+                                               ": cannot allocate ", bytes, " bytes"});
     }
   };
   if (in.direct()) {
@@ -262,7 +261,7 @@ GRADUS_INLINE void IdxStream::check_gz(const char* when) {
   GRADUS_CHECK(io_error, err != Z_ERRNO, "read_idx: I/O error ", when, " '", path_, "': ", std::strerror(errno));
   GRADUS_CHECK(io_error, err != Z_BUF_ERROR, "read_idx: corrupt gzip file '", path_,
                "': the compressed stream ends early (", zlib_message(msg), ")");
-  throw io_error(str("read_idx: corrupt gzip file '", path_, "': ", zlib_message(msg)));
+  throw_error<io_error>({"read_idx: corrupt gzip file '", path_, "': ", zlib_message(msg)});
 }
 
 GRADUS_INLINE std::string IdxStream::zlib_message(const char* msg) const {

@@ -439,7 +439,8 @@ GRADUS_INLINE Example stack_examples(std::vector<Example>& items, const PaddedBa
         break;
       }
       default:
-        throw value_error(gradus::detail::str(who, ": field ", f, " holds ", describe(e0[f]), "; a batch of string lists is not supported"));
+        gradus::detail::throw_error<value_error>(
+            {who, ": field ", f, " holds ", describe(e0[f]), "; a batch of string lists is not supported"});
     }
     out.fields().push_back({e0.name(f), std::move(v)});
   }

@@ -96,7 +96,7 @@ class ProtoReader {
       v |= uint64_t(b & 0x7F) << shift;
       if (!(b & 0x80)) return v;
     }
-    throw io_error(str(who_, ": ", what_, ": varint longer than 10 bytes"));
+    throw_error<io_error>({who_, ": ", what_, ": varint longer than 10 bytes"});
   }
   int64_t int_value() {
     expect(wire_varint);
@@ -200,7 +200,7 @@ GRADUS_INLINE void ProtoReader::skip() {
     case wire_bytes: take(varint()); break;
     case wire_fixed32: take(4); break;
     default:
-      throw io_error(str(who_, ": ", what_, ": field ", field_, " has unsupported wire type ", wire_));
+      throw_error<io_error>({who_, ": ", what_, ": field ", field_, " has unsupported wire type ", wire_});
   }
 }
 

@@ -52,7 +52,7 @@ inline void check_mpi(int rc, const char* call) {
   char msg[MPI_MAX_ERROR_STRING + 1] = {};
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) std::snprintf(msg, sizeof msg, "MPI error code %d", rc);
-  throw dist_error(::gradus::detail::str(call, ": ", msg));
+  ::gradus::detail::throw_error<dist_error>({call, ": ", msg});
 }
 
 /// The MPI datatype of T.
@@ -292,8 +292,8 @@ class Context {
     detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
     if (provided < MPI_THREAD_FUNNELED) {
       MPI_Finalize();
-      throw dist_error(::gradus::detail::str("MPI_Init_thread: expected thread support MPI_THREAD_FUNNELED (",
-                                             int(MPI_THREAD_FUNNELED), ") or better, got ", provided));
+      ::gradus::detail::throw_error<dist_error>({"MPI_Init_thread: expected thread support MPI_THREAD_FUNNELED (",
+                                                 int(MPI_THREAD_FUNNELED), ") or better, got ", provided});
     }
     try {
       detail::check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

@@ -208,15 +208,17 @@ class PsJob {
       GRADUS_CHECK(value_error, !role_bad, who, ": rank ", rank_, " is a ", as_server ? "worker" : "server",
                    " of this job (ranks [0, ", o.num_servers, ") serve the parameters): ",
                    as_server ? "make a gd::dist::AsyncOptimizer there" : "call gd::dist::run_parameter_server there");
-      throw value_error(::gradus::detail::str(who, ": rank ", r[4], " took the wrong role (ranks [0, ", o.num_servers,
-                                              ") call run_parameter_server, the others make an AsyncOptimizer)"));
+      ::gradus::detail::throw_error<value_error>(
+          {who, ": rank ", r[4], " took the wrong role (ranks [0, ", o.num_servers,
+           ") call run_parameter_server, the others make an AsyncOptimizer)"});
     }
     if (r[5] < size_) {
       if (!problem.empty()) {
         if (on_device) throw device_error(problem);
         throw value_error(problem);
       }
-      throw value_error(::gradus::detail::str(who, ": rank ", r[5], " cannot take part: its parameters are not ready (see its error)"));
+      ::gradus::detail::throw_error<value_error>(
+          {who, ": rank ", r[5], " cannot take part: its parameters are not ready (see its error)"});
     }
   }
 

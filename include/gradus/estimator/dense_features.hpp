@@ -135,7 +135,7 @@ class DenseFeatures : public nn::Module<T, DenseFeatures<T>> {
     const auto& slots = features_.slots();
     for (size_t k = 0; k < slots.size(); ++k)
       if (tables_[k] && slots[k].column.name() == name) return tables_[k]->weights();
-    throw value_error(gradus::detail::str("DenseFeatures: no embedding column '", name, "'"));
+    gradus::detail::throw_error<value_error>({"DenseFeatures: no embedding column '", name, "'"});
   }
 
  private:
@@ -190,7 +190,7 @@ class LinearModel : public nn::Module<T, LinearModel<T>> {
     const auto& slots = features_.slots();
     for (size_t k = 0; k < slots.size(); ++k)
       if (slots[k].column.name() == name) return tables_[k]->weights();
-    throw value_error(gradus::detail::str("LinearModel: no column '", name, "'"));
+    gradus::detail::throw_error<value_error>({"LinearModel: no column '", name, "'"});
   }
   Var<T> bias() const { return bias_; }
 

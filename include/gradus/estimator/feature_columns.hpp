@@ -211,8 +211,6 @@ namespace gradus::feature_column {
 
 namespace detail {
 
-using ::gradus::detail::str;
-
 /// The largest id a packed float slot holds exactly.
 inline constexpr int64_t kMaxPackedId = int64_t(1) << 24;
 
@@ -242,8 +240,9 @@ inline std::vector<double> numbers(const data::Value& v, const ColumnSpec& c, in
       [&](const auto& t) {
         using V = std::decay_t<decltype(t)>;
         if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, data::Strings>) {
-          throw value_error(str("feature column '", c.name, "': field '", c.key,
-                                "' holds strings; a numeric column reads float, double or int64 tensors"));
+          ::gradus::detail::throw_error<value_error>(
+              {"feature column '", c.name, "': field '", c.key,
+               "' holds strings; a numeric column reads float, double or int64 tensors"});
         } else {
           const auto host = t.device() == gradus::cpu ? t : t.to(gradus::cpu);
           GRADUS_CHECK(value_error, host.rank() >= 1, "feature column '", c.name, "': field '", c.key,
@@ -302,8 +301,9 @@ inline int64_t string_id(const ColumnSpec& c, const std::string& s) {
       return c.default_id;
     }
     default:
-      throw value_error(str("feature column '", c.name, "': field '", c.key, "' holds strings; ",
-                            c.kind == Kind::identity ? "an identity column reads int64 ids" : "it reads numbers"));
+      ::gradus::detail::throw_error<value_error>(
+          {"feature column '", c.name, "': field '", c.key, "' holds strings; ",
+           c.kind == Kind::identity ? "an identity column reads int64 ids" : "it reads numbers"});
   }
 }
 
@@ -374,8 +374,9 @@ inline std::vector<int64_t> category_ids(const data::Example& b, const ColumnSpe
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < k; ++j) ids[size_t(r * per_row + j)] = int_id(c, host.data()[r * k + j]);
   } else {
-    throw value_error(str("feature column '", c.name, "': field '", c.key, "' is ", data::describe(*f),
-                          "; a categorical column reads a list of strings or an int64 tensor [B] or [B, k]"));
+    ::gradus::detail::throw_error<value_error>(
+        {"feature column '", c.name, "': field '", c.key, "' is ", data::describe(*f),
+         "; a categorical column reads a list of strings or an int64 tensor [B] or [B, k]"});
   }
   return ids;
 }
@@ -410,7 +411,9 @@ GRADUS_INLINE int64_t Column::num_buckets() const {
     case Kind::hashed:
     case Kind::identity: return s.buckets;
     case Kind::bucketized: return (int64_t(s.boundaries.size()) + 1) * detail::numeric_values(*s.source);
-    default: throw value_error(detail::str("feature column '", s.name, "' is not categorical: it has no buckets"));
+    default:
+      ::gradus::detail::throw_error<value_error>(
+          {"feature column '", s.name, "' is not categorical: it has no buckets"});
   }
 }
 

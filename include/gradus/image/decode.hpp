@@ -24,8 +24,8 @@ Tensor<T> decode_image(std::string_view bytes, const DecodeImageOptions& opts = 
     return decode_png<T>(bytes, {.channels = opts.channels, .bits = opts.bits});
   if (bytes.substr(0, 3) == std::string_view("\xFF\xD8\xFF", 3))
     return decode_jpeg<T>(bytes, {.channels = opts.channels, .bits = opts.bits});
-  throw io_error(gradus::detail::str("decode_image: neither a PNG nor a JPEG (", bytes.size(),
-                                     " bytes; GIF and BMP are not supported)"));
+  gradus::detail::throw_error<io_error>({"decode_image: neither a PNG nor a JPEG (", bytes.size(),
+                                         " bytes; GIF and BMP are not supported)"});
 }
 
 }  // namespace gradus::image

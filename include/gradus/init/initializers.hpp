@@ -158,7 +158,7 @@ struct variance_scaling {
       case FanMode::fan_in: n = double(fan_in); break;
       case FanMode::fan_out: n = double(fan_out); break;
       case FanMode::fan_avg: n = (double(fan_in) + double(fan_out)) / 2; break;
-      default: throw value_error(gradus::detail::str("variance_scaling: unknown mode ", int(mode)));
+      default: gradus::detail::throw_error<value_error>({"variance_scaling: unknown mode ", int(mode)});
     }
     const double variance = scale / std::max(1.0, n);
     switch (distribution) {
@@ -175,7 +175,7 @@ struct variance_scaling {
         return detail::generate<T>(shape, [&] { return rng.uniform(-limit, limit); });
       }
     }
-    throw value_error(gradus::detail::str("variance_scaling: unknown distribution ", int(distribution)));
+    gradus::detail::throw_error<value_error>({"variance_scaling: unknown distribution ", int(distribution)});
   }
 };
 

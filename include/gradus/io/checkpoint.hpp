@@ -178,8 +178,8 @@ void restore_optimizer(const Safetensors& ckpt, optim::Optimizer<T>& opt, const 
   try {
     opt.load_state_dict(state);
   } catch (const error& e) {
-    throw io_error(::gradus::detail::str("restore_optimizer: '", ckpt.source, "' does not fit the optimizer (prefix '",
-                                         prefix, "'): ", e.what()));
+    ::gradus::detail::throw_error<io_error>(
+        {"restore_optimizer: '", ckpt.source, "' does not fit the optimizer (prefix '", prefix, "'): ", e.what()});
   }
 }
 
@@ -261,8 +261,8 @@ void restore_optimizer(const Safetensors& ckpt, optim::Optimizer<T>& opt, const 
   try {
     opt.load_state_dict(state);
   } catch (const error& e) {
-    throw io_error(::gradus::detail::str("restore_optimizer: '", ckpt.source, "' does not fit the optimizer (prefix '",
-                                         prefix, "'): ", e.what()));
+    ::gradus::detail::throw_error<io_error>(
+        {"restore_optimizer: '", ckpt.source, "' does not fit the optimizer (prefix '", prefix, "'): ", e.what()});
   }
 }
 

@@ -675,7 +675,7 @@ GRADUS_INLINE ParsedBatch parse_example(std::span<const std::string> serialized,
     try {
       ex = decode_example(serialized[size_t(r)]);
     } catch (const io_error& e) {
-      throw io_error(::gradus::detail::str(who, ": ", e.what()));
+      ::gradus::detail::throw_error<io_error>({who, ": ", e.what()});
     }
     parsed.push_back(detail::parse_features(who, ex.features, spec));
   }

@@ -206,8 +206,8 @@ GRADUS_INLINE void write_file_atomic(const std::filesystem::path& path, std::str
   } cleanup{temp};
   auto fail = [&](const char* what) {
     const int e = errno;
-    throw io_error(::gradus::detail::str("write_file_atomic: ", what, " '", target, "' failed: ", detail::errno_text(e),
-                                         "; the previous file is unchanged"));
+    ::gradus::detail::throw_error<io_error>({"write_file_atomic: ", what, " '", target,
+                                             "' failed: ", detail::errno_text(e), "; the previous file is unchanged"});
   };
 
   const char* p = bytes.data();
@@ -234,8 +234,8 @@ GRADUS_INLINE void write_file_atomic(const std::filesystem::path& path, std::str
   GRADUS_CHECK(io_error, d.fd >= 0, "write_file_atomic: wrote '", target, "' but cannot open its directory to sync it: ",
                detail::errno_text(errno));
   if (::fsync(d.fd) != 0 && errno != EINVAL && errno != ENOTSUP)
-    throw io_error(::gradus::detail::str("write_file_atomic: wrote '", target,
-                                         "' but syncing its directory failed: ", detail::errno_text(errno)));
+    ::gradus::detail::throw_error<io_error>({"write_file_atomic: wrote '", target,
+                                             "' but syncing its directory failed: ", detail::errno_text(errno)});
 }
 }  // namespace gradus::io
 #endif  // GRADUS_DEFINE_COMPILED

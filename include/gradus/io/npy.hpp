@@ -52,7 +52,7 @@ class NpyHeaderParser {
 
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    throw io_error(::gradus::detail::str("npy: '", source_, "': ", parts...));
+    ::gradus::detail::throw_error<io_error>({"npy: '", source_, "': ", parts...});
   }
 
  private:
@@ -122,7 +122,7 @@ class NpzReader {
 
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    throw io_error(::gradus::detail::str("npz: '", source_, "': ", parts...));
+    ::gradus::detail::throw_error<io_error>({"npz: '", source_, "': ", parts...});
   }
 
   /// The end-of-central-directory record (the last signature whose comment runs exactly to the
@@ -395,7 +395,7 @@ GRADUS_INLINE std::string encode_npy(const AnyTensor& t) {
 
 GRADUS_INLINE AnyTensor decode_npy(std::string_view bytes, std::string_view source) {
   auto fail = [&](const auto&... parts) {
-    throw io_error(::gradus::detail::str("npy: '", source, "': ", parts...));
+    ::gradus::detail::throw_error<io_error>({"npy: '", source, "': ", parts...});
   };
   if (bytes.size() < 10 || bytes.substr(0, 6) != "\x93NUMPY")
     fail(bytes.size() < 6 ? "too short for an .npy file" : "not an .npy file (bad magic)");

@@ -312,7 +312,7 @@ class StHeaderParser {
 
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    throw io_error(::gradus::detail::str("safetensors: '", source_, "': ", parts...));
+    ::gradus::detail::throw_error<io_error>({"safetensors: '", source_, "': ", parts...});
   }
 
  private:
@@ -480,7 +480,7 @@ GRADUS_INLINE std::string encode_safetensors(const TensorList& tensors, const Me
 GRADUS_INLINE Safetensors decode_safetensors(std::string_view bytes, std::string_view source) {
   constexpr uint64_t kMaxHeader = 100'000'000;
   auto fail = [&](const auto&... parts) {
-    throw io_error(::gradus::detail::str("safetensors: '", source, "': ", parts...));
+    ::gradus::detail::throw_error<io_error>({"safetensors: '", source, "': ", parts...});
   };
   if (bytes.size() < 8)
     fail("the file is ", bytes.size(), " bytes, shorter than the 8-byte header length (truncated or empty file)");

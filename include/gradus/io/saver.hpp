@@ -173,7 +173,7 @@ GRADUS_INLINE CheckpointState decode_checkpoint_state(std::string_view text, std
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     ++line_no;
     auto fail = [&](const auto&... parts) {
-      throw io_error(::gradus::detail::str("checkpoint state file '", source, "', line ", line_no, ": ", parts...));
+      ::gradus::detail::throw_error<io_error>({"checkpoint state file '", source, "', line ", line_no, ": ", parts...});
     };
     const auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
     while (!line.empty() && ws(line.front())) line.remove_prefix(1);

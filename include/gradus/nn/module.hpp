@@ -292,7 +292,7 @@ class Module<T, void> {
   Tensor<T>& buffer(const std::string& name) {
     for (Buffer& b : buffers_)
       if (b.name == name) return b.value;
-    throw value_error(::gradus::detail::str("buffer: no buffer '", name, "' is registered in this module"));
+    ::gradus::detail::throw_error<value_error>({"buffer: no buffer '", name, "' is registered in this module"});
   }
   /// Called after `to(device)` replaced this module's buffers: a layer that keeps handles to its
   /// buffers takes the new ones from `buffer(name)`.

@@ -149,7 +149,7 @@ void visit_elementwise(const Activation& a, F&& f) {
     case ActivationKind::softmax:
       break;
   }
-  throw value_error(str("Activation: ", a.name(), " is not elementwise"));
+  throw_error<value_error>({"Activation: ", a.name(), " is not elementwise"});
 }
 
 /// activation(h + b): h [..., n], bias b [n] -> [..., n] (softmax over the last axis). One kernel

@@ -48,7 +48,7 @@ const Tensor<T>& state_entry(const StateDict<T>& state, const std::string& name,
       GRADUS_CHECK(value_error, t.defined(), who, ": load_state_dict: entry '", name, "' is an undefined tensor");
       return t;
     }
-  throw value_error(::gradus::detail::str(who, ": load_state_dict: missing entry '", name, "'"));
+  ::gradus::detail::throw_error<value_error>({who, ": load_state_dict: missing entry '", name, "'"});
 }
 
 /// Checks that a list of Vars holds distinct, defined, trainable (or frozen) leaves.

@@ -391,7 +391,8 @@ GRADUS_INLINE std::vector<Event> read_events(const std::filesystem::path& path, 
     try {
       out.push_back(decode_event(rec));
     } catch (const io_error& e) {
-      throw io_error(gradus::detail::str("read_events: '", path.string(), "': record ", out.size(), ": ", e.what()));
+      gradus::detail::throw_error<io_error>(
+          {"read_events: '", path.string(), "': record ", out.size(), ": ", e.what()});
     }
   }
   if (torn_tail)

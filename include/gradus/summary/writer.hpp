@@ -241,7 +241,7 @@ GRADUS_INLINE FileWriter::FileWriter(std::filesystem::path logdir, WriterOptions
   if (std::fwrite(first.data(), 1, first.size(), file_) != first.size() || std::fflush(file_) != 0) {
     const int err = errno;
     std::fclose(file_);
-    throw io_error(gradus::detail::str("FileWriter: cannot write '", path_.string(), "': ", std::strerror(err)));
+    gradus::detail::throw_error<io_error>({"FileWriter: cannot write '", path_.string(), "': ", std::strerror(err)});
   }
   try {
     worker_ = std::thread([this] { run(); });
@@ -396,7 +396,7 @@ GRADUS_INLINE void FileWriter::queue_values(int64_t step, const std::vector<std:
 GRADUS_INLINE void FileWriter::throw_if_failed(const char* who) {
   if (error_.empty()) return;
   error_reported_ = true;
-  throw io_error(gradus::detail::str("FileWriter::", who, ": ", error_));
+  gradus::detail::throw_error<io_error>({"FileWriter::", who, ": ", error_});
 }
 
 GRADUS_INLINE void FileWriter::enqueue(std::string record, const char* who) {

@@ -593,7 +593,7 @@ GRADUS_INLINE double Evaluation::get(std::string_view key) const {
   if (key == "loss") return loss;
   for (const auto& [k, v] : metrics)
     if (k == key) return v;
-  throw value_error(::gradus::detail::str("Evaluation: no value '", key, "'"));
+  ::gradus::detail::throw_error<value_error>({"Evaluation: no value '", key, "'"});
 }
 
 GRADUS_INLINE std::ostream& operator<<(std::ostream& os, const History& h) {

@@ -110,8 +110,8 @@ Tensor<T> batch_field(const data::Example& b, int i, const char* who) {
         if constexpr (std::is_same_v<V, Tensor<T>>) {
           return v;
         } else if constexpr (std::is_same_v<V, std::string> || std::is_same_v<V, data::Strings>) {
-          throw value_error(::gradus::detail::str(who, ": field ", i, " of the batch ", b,
-                                                  " holds strings; parse or decode them in the pipeline"));
+          ::gradus::detail::throw_error<value_error>({who, ": field ", i, " of the batch ", b,
+                                                      " holds strings; parse or decode them in the pipeline"});
         } else {
           Tensor<T> out = Tensor<T>::empty(v.shape(), v.device());  // on the field's device (prefetch_to)
           backend::cast(v.device_data(), v.size(), out.device_data(), false, v.device());

@@ -163,8 +163,8 @@ GRADUS_INLINE void ExponentialMovingAverage::restore_state(const io::Safetensors
 GRADUS_INLINE const AnyTensor& ExponentialMovingAverage::average(const std::string& name) const {
   for (const auto& [n, t] : shadows_)
     if (n == name) return t;
-  throw value_error(gradus::detail::str("ExponentialMovingAverage: no average of '", name, "'",
-                                        shadows_.empty() ? " (no session has run with this hook yet)" : ""));
+  gradus::detail::throw_error<value_error>({"ExponentialMovingAverage: no average of '", name, "'",
+                                            shadows_.empty() ? " (no session has run with this hook yet)" : ""});
 }
 
 GRADUS_INLINE ExponentialMovingAverage::Swap::Swap(ExponentialMovingAverage& ema) : ema_(ema) {

@@ -450,7 +450,7 @@ class TypedTrainee final : public Trainee {
     try {
       scaler_->load_state_dict(state);
     } catch (const error& e) {
-      throw io_error(::gradus::detail::str("restore: '", ckpt.source, "': loss_scale/: ", e.what()));
+      ::gradus::detail::throw_error<io_error>({"restore: '", ckpt.source, "': loss_scale/: ", e.what()});
     }
   }
   void set_training(bool on) override { model_.train(on); }
@@ -863,7 +863,7 @@ GRADUS_INLINE double EpochLogs::get(std::string_view key) const {
   std::string keys = "loss";
   if (val_loss) keys += ", val_loss";
   for (const auto& [k, v] : val_metrics) keys += ", " + k;
-  throw value_error(::gradus::detail::str("EpochLogs: no value '", key, "' (has: ", keys, ")"));
+  ::gradus::detail::throw_error<value_error>({"EpochLogs: no value '", key, "' (has: ", keys, ")"});
 }
 
 GRADUS_INLINE std::vector<double> History::values(std::string_view key) const {

@@ -118,8 +118,8 @@ GRADUS_INLINE void Session::configure(const SessionOptions& o) {
 GRADUS_INLINE const detail::CheckpointCode& Session::checkpoint_code() const {
   const detail::CheckpointCode* code = detail::checkpoint_code_slot().load(std::memory_order_relaxed);
   if (!code) [[unlikely]]  // a RunDir or a CollectiveBroadcast made with a value sets it
-    throw value_error(::gradus::detail::str(who_, ": a run_dir or a collective was set that was not made through ",
-                                            "RunDir or CollectiveBroadcast"));
+    ::gradus::detail::throw_error<value_error>({who_, ": a run_dir or a collective was set that was not made through ",
+                                                "RunDir or CollectiveBroadcast"});
   return *code;
 }
 
@@ -188,8 +188,8 @@ GRADUS_INLINE std::filesystem::path Session::save_checkpoint() {
   for (Hook* h : hooks_)
     if (const auto* c = dynamic_cast<const CheckpointSaver*>(h); c && c->saver()) return save_checkpoint(*c->saver());
   if (!collective_.is_chief())
-    throw value_error(::gradus::detail::str("Session::save_checkpoint: rank ", collective_.rank, " has no ",
-                                            "CheckpointSaver: with a Collective only the chief (rank 0) saves"));
+    ::gradus::detail::throw_error<value_error>({"Session::save_checkpoint: rank ", collective_.rank, " has no ",
+                                                "CheckpointSaver: with a Collective only the chief (rank 0) saves"});
   throw value_error("Session::save_checkpoint: this run has no CheckpointSaver (set run_dir or add one)");
 }
 #endif  // GRADUS_DEFINE_COMPILED

@@ -169,7 +169,7 @@ GRADUS_INLINE BlasHandle blas_handle(int ordinal) {
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::backend::cuda {
 GRADUS_INLINE void Cublas::fail(int rc, const char* what) const {
-  throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc)));
+  ::gradus::detail::throw_error<device_error>({"cuda: ", what, ": ", error_string(rc)});
 }
 }  // namespace gradus::backend::cuda
 #endif  // GRADUS_DEFINE_COMPILED

@@ -109,10 +109,10 @@ GRADUS_INLINE void DeferredChecks::report(int ordinal) {
           "cuMemcpyDtoH (deferred checks)");
   for (size_t i = 0; i < checks.size(); ++i)
     if (slots[2 * i] != ~0ull)
-      throw value_error(::gradus::detail::str(checks[i].op, ": ", checks[i].what, " ",
-                                              static_cast<long long>(slots[2 * i + 1]), " at position ", slots[2 * i],
-                                              " out of range [0, ", checks[i].end, ")", checks[i].context,
-                                              " (checked on cuda:", ordinal, "; reported at the next synchronisation)"));
+      ::gradus::detail::throw_error<value_error>(
+          {checks[i].op, ": ", checks[i].what, " ", static_cast<long long>(slots[2 * i + 1]), " at position ",
+           slots[2 * i], " out of range [0, ", checks[i].end, ")", checks[i].context, " (checked on cuda:", ordinal,
+           "; reported at the next synchronisation)"});
 }
 #endif  // GRADUS_DEFINE_COMPILED
 

@@ -96,9 +96,9 @@ GRADUS_INLINE std::string cuda::name() const {
   int dev = 0;
   char buf[256] = {};
   if (const int rc = d.device_get(&dev, index); rc != 0)
-    throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+    ::gradus::detail::throw_error<device_error>({"cuda(", index, ").name(): ", d.error_string(rc)});
   if (const int rc = d.device_get_name(buf, int(sizeof buf), dev); rc != 0)
-    throw device_error(::gradus::detail::str("cuda(", index, ").name(): ", d.error_string(rc)));
+    ::gradus::detail::throw_error<device_error>({"cuda(", index, ").name(): ", d.error_string(rc)});
   return buf;
 }
 }  // namespace gradus

@@ -173,8 +173,8 @@ GRADUS_INLINE void fill_bytes(void* dst, Device device, const void* value, size_
     std::memcpy(&v, value, 8);
     fill(static_cast<int64_t*>(dst), long(count), v, device);
   } else {
-    throw device_error(::gradus::detail::str("Tensor::fill_(", device, "): elements of ", element_size,
-                                             " bytes; the GPU fills 4- and 8-byte elements"));
+    ::gradus::detail::throw_error<device_error>({"Tensor::fill_(", device, "): elements of ", element_size,
+                                                 " bytes; the GPU fills 4- and 8-byte elements"});
   }
 }
 

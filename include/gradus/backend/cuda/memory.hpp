@@ -71,9 +71,9 @@ class BlockCache {
       p = raw_.allocate(cap);
       if (!p) {
         const DeviceMemoryStats s = stats();
-        throw device_error(::gradus::detail::str("out of memory on ", device_, ": a tensor of ", bytes,
-                                                 " bytes does not fit (", s.bytes_in_use,
-                                                 " bytes held by live tensors)"));
+        ::gradus::detail::throw_error<device_error>({"out of memory on ", device_, ": a tensor of ", bytes,
+                                                     " bytes does not fit (", s.bytes_in_use,
+                                                     " bytes held by live tensors)"});
       }
     }
     auto* b = new detail::Block;

@@ -110,7 +110,7 @@ GRADUS_INLINE Nccl Nccl::load() {
 }
 
 GRADUS_INLINE void Nccl::fail(int rc, const char* what) const {
-  throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (NCCL error ", rc, ")"));
+  ::gradus::detail::throw_error<device_error>({"cuda: ", what, ": ", error_string(rc), " (NCCL error ", rc, ")"});
 }
 
 GRADUS_INLINE CollectiveHooks nccl_hooks() {

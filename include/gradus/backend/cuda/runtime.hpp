@@ -346,7 +346,7 @@ GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::stri
   GRADUS_CHECK(device_error, n.problem.empty(), "cuda: cannot compile ", name, ": ", n.problem);
   Nvrtc::Program prog = nullptr;
   if (const int rc = n.create_program(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr); rc != 0)
-    throw device_error(::gradus::detail::str("cuda: nvrtcCreateProgram(", name, "): ", n.error_string(rc)));
+    ::gradus::detail::throw_error<device_error>({"cuda: nvrtcCreateProgram(", name, "): ", n.error_string(rc)});
   struct Destroy {
     const Nvrtc& n;
     Nvrtc::Program& p;
@@ -363,8 +363,8 @@ GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::stri
   if (log_size > 1) n.get_log(prog, log.data());
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (rc != 0)
-    throw device_error(::gradus::detail::str("cuda: NVRTC could not compile ", name, " for ", arch, " (",
-                                             n.error_string(rc), "):\n", log));
+    ::gradus::detail::throw_error<device_error>({"cuda: NVRTC could not compile ", name, " for ", arch, " (",
+                                                 n.error_string(rc), "):\n", log});
   size_t ptx_size = 0;
   n.get_ptx_size(prog, &ptx_size);
   std::string ptx(ptx_size, '\0');
@@ -378,11 +378,12 @@ GRADUS_INLINE std::string compile_ptx(const std::string& source, const std::stri
 #if GRADUS_DEFINE_COMPILED  // libgradus holds these with GRADUS_COMPILED (core/compiled.hpp)
 namespace gradus::backend::cuda {
 GRADUS_INLINE void Driver::fail(int rc, const char* what) const {
-  throw device_error(::gradus::detail::str("cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"));
+  ::gradus::detail::throw_error<device_error>({"cuda: ", what, ": ", error_string(rc), " (CUDA error ", rc, ")"});
 }
 GRADUS_INLINE void Driver::fail_after_launch(int rc, const char* what, const std::string& kernel) const {
-  throw device_error(::gradus::detail::str("cuda: ", what, ": kernel ", kernel, " failed: ", error_string(rc),
-                                           " (CUDA error ", rc, "; found by GRADUS_CUDA_SYNC=1 right after its launch)"));
+  ::gradus::detail::throw_error<device_error>({"cuda: ", what, ": kernel ", kernel, " failed: ", error_string(rc),
+                                               " (CUDA error ", rc,
+                                               "; found by GRADUS_CUDA_SYNC=1 right after its launch)"});
 }
 }  // namespace gradus::backend::cuda
 #endif  // GRADUS_DEFINE_COMPILED
