@@ -279,11 +279,7 @@ struct DirectImage {
 /// f(kernel) with the micro-kernel struct k names (AVX-512, else AVX2).
 template <class F>
 void with_direct_kernel(GemmKernel k, F&& f) {
-#if GRADUS_AVX512_KERNELS
-  if (k == GemmKernel::avx512) return f(sgemm::Avx512{});
-#endif
-  (void)k;
-  f(sgemm::Avx2{});
+  if (!with_blocked_kernel(k, f)) f(sgemm::Avx2{});
 }
 
 /// f(R, i0) for the parts of a block of `rows` <= MR rows that the direct kernels are compiled

@@ -1681,6 +1681,18 @@ inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, floa
 
 }  // namespace sgemm
 
+/// Runs f(K{}) with the blocked micro-kernel struct `kernel` names — sgemm::Avx512 for avx512
+/// (where the program has it: GRADUS_AVX512_KERNELS), sgemm::Avx2 for avx2 — and returns true;
+/// returns false, calling nothing, for the other kernels.
+template <class F>
+bool with_blocked_kernel(GemmKernel kernel, F&& f) {
+#if GRADUS_AVX512_KERNELS
+  if (kernel == GemmKernel::avx512) return f(sgemm::Avx512{}), true;
+#endif
+  if (kernel == GemmKernel::avx2) return f(sgemm::Avx2{}), true;
+  return false;
+}
+
 /// Whether `kernel` runs a float product of m rows of a row-major A (k deep, n columns, B stored
 /// transposed when `tb`) faster on the in-place kernels (thin_gemm) than on the blocked kernels,
 /// the loops or Eigen: where they measured faster on Zen 4 at one thread (docs/performance.md,
@@ -1922,12 +1934,9 @@ void gemm(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int64_t k, 
   GRADUS_CHECK(value_error, gemm_kernel_supported(kernel), "gemm: this CPU or build has no ",
                gemm_kernel_name(kernel), " kernel");
 #if defined(GRADUS_SGEMM_X86)
-  if constexpr (std::is_same_v<T, float>) {
-#if GRADUS_AVX512_KERNELS
-    if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
-#endif
-    if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
-  }
+  if constexpr (std::is_same_v<T, float>)
+    if (with_blocked_kernel(kernel, [&](auto kern) { sgemm::gemm<decltype(kern)>(a, ta, b, tb, c, m, k, n, add); }))
+      return;
   if (kernel == GemmKernel::loops) return loop_gemm(a, ta, b, tb, c, m, k, n, add);
 #endif
   eigen_gemm(a, ta, b, tb, c, m, k, n, add);
@@ -1957,12 +1966,9 @@ void gemm_native(const T* a, bool ta, const T* b, bool tb, T* c, int64_t m, int6
     // loops (one row against a transposed B: 0.87x, on an AVX-512 EPYC).
     const GemmKernel kernel = gemm_kernel();
     if (!ta && inplace_is_faster(kernel, m, k, n, tb)) return thin_gemm(kernel, a, b, tb, c, m, k, n, add);
-    if (m >= 6 && (n >= 12 || m >= 16)) {
-#if GRADUS_AVX512_KERNELS
-      if (kernel == GemmKernel::avx512) return sgemm::gemm<sgemm::Avx512>(a, ta, b, tb, c, m, k, n, add);
-#endif
-      if (kernel == GemmKernel::avx2) return sgemm::gemm<sgemm::Avx2>(a, ta, b, tb, c, m, k, n, add);
-    }
+    if (m >= 6 && (n >= 12 || m >= 16) &&
+        with_blocked_kernel(kernel, [&](auto kern) { sgemm::gemm<decltype(kern)>(a, ta, b, tb, c, m, k, n, add); }))
+      return;
 #if defined(__AVX2__)
     // A build for AVX2 or wider (-march=native): Eigen's packets are as wide as the CPU's, and
     // its GEMM, which reads B once for all the rows, beats the loops from two rows on (4 x 784 x
@@ -2023,10 +2029,7 @@ class GemmB {
         packed_ = Tensor<float>(Shape{sgemm::packed_b_size<K>(k, n)}), is_packed_ = true;
         sgemm::pack_b_all<K>(b, tb ? 1 : n, tb ? k : 1, k, n, packed_.data());
       };
-#if GRADUS_AVX512_KERNELS
-      if (kernel_ == GemmKernel::avx512) pack(sgemm::Avx512{});
-#endif
-      if (kernel_ == GemmKernel::avx2) pack(sgemm::Avx2{});
+      with_blocked_kernel(kernel_, pack);
     }
 #endif
   }
@@ -2053,11 +2056,10 @@ class GemmB {
 #endif
         Tensor<float> rounded(Shape{bf16_ ? m * k_ : 0});  // the convert kernel: A rounded too
         if (bf16_) round_to_bfloat16_n(a, m * k_, rounded.data()), a = rounded.data();
-#if GRADUS_AVX512_KERNELS
-        if (kernel_ == GemmKernel::avx512)
-          return sgemm::serial<sgemm::Avx512>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
-#endif
-        return sgemm::serial<sgemm::Avx2>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
+        with_blocked_kernel(kernel_, [&](auto kern) {  // packed: kernel_ is one of the two
+          sgemm::serial<decltype(kern)>(a, ra, ca, b_, rb, cb, c, n_, m, k_, n_, add, packed_.data());
+        });
+        return;
       }
       if (bf16_) return gemm_bf16(a, ta, b_, tb_, c, m, k_, n_, add, bf16_kernel_);
     }

@@ -23,22 +23,22 @@
 // (GRADUS_COMPILED) and in every build that targets AVX-512; a header-only program built without
 // such a -march compiles the baseline and AVX2 copies only, unless it defines
 // GRADUS_AVX512_KERNELS=1 (for the whole program: every translation unit the same). The AVX-512
-// copies were the sixth of such a program's code and of its compile time (the CNN example:
-// 144 of 1,017 KB; docs/performance.md, "What header-only mode compiles"); an AVX-512 CPU then
-// runs the AVX2 ones.
+// code was a sixth of such a program's code and of its compile time (examples/train_fashion_mnist.cpp:
+// 182 of 1,119 KB; docs/performance.md, "AVX-512 where the program asks for it"); an AVX-512
+// CPU then runs the AVX2 copies.
 #pragma once
 #include <cstdlib>
 #include <string_view>
 
 #include "gradus/backend/cpu/vecmath.hpp"  // GRADUS_SIMD_HINTS_BEGIN / _END
+#include "gradus/core/compiled.hpp"         // GRADUS_COMPILED_KERNELS
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__CUDACC__) && !defined(__AVX512F__)
 #define GRADUS_ISA_DISPATCH 1
 #endif
 
-#if defined(GRADUS_COMPILED) || defined(GRADUS_COMPILED_KERNELS) || defined(GRADUS_BUILDING_LIBRARY) || \
-    defined(__AVX512F__)
+#if defined(GRADUS_COMPILED_KERNELS) || defined(__AVX512F__)  // GRADUS_COMPILED implies the former
 #undef GRADUS_AVX512_KERNELS  // libgradus has them: every program that links it must see them
 #define GRADUS_AVX512_KERNELS 1
 #elif !defined(GRADUS_AVX512_KERNELS)
