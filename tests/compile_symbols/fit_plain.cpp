@@ -17,10 +17,9 @@
 // absent: gradus::backend::cuda::CudaStager::
 // the deferred weight-gradient products of a leaf in double (matmul's backward: autodiff/node.hpp)
 // absent: gradus::detail::LeafNode<double>::flush_products(
-// the AVX-512 copies and kernels, which a header-only program built without -mavx512f has only
-// with GRADUS_AVX512_KERNELS=1 (backend/cpu/isa.hpp)
+// the AVX-512 copies of the fixed loops and the bfloat16 kernels, which a header-only program
+// built without -mavx512f has only with GRADUS_AVX512_KERNELS=1 (backend/cpu/isa.hpp)
 // absent: run_avx512<
-// absent: gradus::backend::cpu::sgemm::Avx512::
 // absent: gradus::backend::cpu::sgemm::Bf16Dot::
 // absent: gradus::backend::cpu::sgemm::pack_b_amx(
 // and what the program does use, so that the absences above say something
@@ -30,6 +29,7 @@
 // present: gradus::detail::LeafNode<double>
 // present: run_avx2<
 // present: gradus::backend::cpu::sgemm::Avx2::
+// present: gradus::backend::cpu::sgemm::Avx512::
 #include <gradus/gradus.hpp>
 #include <gradus/train.hpp>
 

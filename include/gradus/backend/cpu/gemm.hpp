@@ -98,7 +98,7 @@ inline constexpr std::string_view gemm_kernel_name(GemmKernel k) {
 inline bool gemm_kernel_supported(GemmKernel k) {
 #if defined(GRADUS_SGEMM_X86)
   if (k == GemmKernel::avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (k == GemmKernel::avx512) return GRADUS_AVX512_KERNELS && __builtin_cpu_supports("avx512f");
+  if (k == GemmKernel::avx512) return __builtin_cpu_supports("avx512f");
   if (k == GemmKernel::loops) return true;
 #endif
   return k == GemmKernel::eigen;
@@ -1681,14 +1681,11 @@ inline void gemm_bf16_amx(const float* a, bool ta, const float* b, bool tb, floa
 
 }  // namespace sgemm
 
-/// Runs f(K{}) with the blocked micro-kernel struct `kernel` names — sgemm::Avx512 for avx512
-/// (where the program has it: GRADUS_AVX512_KERNELS), sgemm::Avx2 for avx2 — and returns true;
-/// returns false, calling nothing, for the other kernels.
+/// Runs f(K{}) with the blocked micro-kernel struct `kernel` names — sgemm::Avx512 for avx512,
+/// sgemm::Avx2 for avx2 — and returns true; returns false, calling nothing, for the other kernels.
 template <class F>
 bool with_blocked_kernel(GemmKernel kernel, F&& f) {
-#if GRADUS_AVX512_KERNELS
   if (kernel == GemmKernel::avx512) return f(sgemm::Avx512{}), true;
-#endif
   if (kernel == GemmKernel::avx2) return f(sgemm::Avx2{}), true;
   return false;
 }
@@ -1726,18 +1723,16 @@ inline void thin_gemm(GemmKernel kernel, const float* a, const float* b, bool tb
     if (!add) std::fill_n(c, m * n, 0.f);
     return;
   }
-  const bool wide = GRADUS_AVX512_KERNELS && kernel == GemmKernel::avx512;
+  const bool wide = kernel == GemmKernel::avx512;
   const bool parallel = m * n * k >= kGemmParallelWork;
   // chunks of whole blocks of columns: a row-major panel of 64 (16) columns, 8 (6 with AVX2) of
   // a transposed B's rows (AVX-512 takes 5 or 6 of them for 4 or 5 rows of A)
   const int64_t align = tb ? (wide ? 8 : 6) : (wide ? 64 : 16);
   parallel_chunks(n, align, [&](int, int64_t j0, int64_t j1) {
-#if GRADUS_AVX512_KERNELS
     if (wide) {
       if (tb) return inplace::gemm_bt_avx512(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);
       return inplace::gemm_avx512(a, b + j0, c + j0, m, k, j1 - j0, n, add);
     }
-#endif
     if (tb) return inplace::gemm_bt_avx2(a, b + j0 * k, c + j0, m, k, j1 - j0, n, add);
     inplace::gemm_avx2(a, b + j0, c + j0, m, k, j1 - j0, n, add);
   }, parallel ? 1 : n + 1);

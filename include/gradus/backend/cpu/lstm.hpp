@@ -43,9 +43,7 @@ void step_gemm(const T* a, const T* b, T* c, int64_t m, int64_t k, int64_t n, bo
 #if defined(GRADUS_SGEMM_X86)
   if constexpr (std::is_same_v<T, float>) {
     if (autocast_precision() != Precision::bf16) {
-#if GRADUS_AVX512_KERNELS
       if (gemm_kernel() == GemmKernel::avx512) return inplace::gemm_avx512(a, b, c, m, k, n, n, add);
-#endif
       if (gemm_kernel() == GemmKernel::avx2) return inplace::gemm_avx2(a, b, c, m, k, n, n, add);
     }
   }
