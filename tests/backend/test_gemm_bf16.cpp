@@ -11,6 +11,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <omp.h>
@@ -134,6 +135,26 @@ TEST_CASE("bfloat16 rounds to nearest, ties to even, as worked out bit by bit", 
 }
 
 #if defined(GRADUS_SGEMM_X86)
+TEST_CASE("the bfloat16 kernel chosen unasked: AMX, else the dot kernel on AMD only, else conversion",
+          "[ops][matmul][bf16]") {
+  // The dot kernel ran at 0.6x the float kernel on an Intel core (one port for vdpbf16ps, two for
+  // FMAs) and 1.7-1.9x on Zen 4 (backend/cpu/gemm.hpp, bf16_dot_is_faster)
+  CHECK(cpu::bf16_dot_is_faster() == bool(__builtin_cpu_is("amd")));
+  if (std::getenv("GRADUS_BF16_KERNEL") || std::getenv("GRADUS_GEMM_KERNEL")) return;
+  cpu::Bf16Kernel want = cpu::Bf16Kernel::convert;
+  if (cpu::gemm_kernel() == cpu::GemmKernel::avx512) {
+    if (cpu::bf16_kernel_supported(cpu::Bf16Kernel::amx))
+      want = cpu::Bf16Kernel::amx;
+    else if (cpu::bf16_kernel_supported(cpu::Bf16Kernel::dot) && __builtin_cpu_is("amd"))
+      want = cpu::Bf16Kernel::dot;
+  }
+  INFO("chosen " << cpu::bf16_kernel_name(cpu::bf16_kernel()) << ", expected " << cpu::bf16_kernel_name(want));
+  CHECK(cpu::bf16_kernel() == want);
+  // an Intel CPU with AVX512-BF16 and no AMX tiles (Cooper Lake, a guest that hides AMX) converts
+  if (__builtin_cpu_is("intel") && !cpu::bf16_kernel_supported(cpu::Bf16Kernel::amx))
+    CHECK(cpu::bf16_kernel() == cpu::Bf16Kernel::convert);
+}
+
 TEST_CASE("the AMX packing lays out bfloat16 rows and pair panels as the tiles read them", "[ops][matmul][bf16]") {
   // The packers need AVX512-BF16 only, so they are checked on every CPU that has it, with or
   // without tiles: word (i, q) of A's rows holds A(i, 2q) low and A(i, 2q + 1) high; word (q, j)

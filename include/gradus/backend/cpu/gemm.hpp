@@ -25,7 +25,8 @@
 // does not ask for it by name (gemm(..., GemmKernel::eigen)): it cost 2 s of compile time.
 // Under gd::autocast(gd::bf16) float products round their inputs to bfloat16 and sum in float:
 // on AMX tiles where the CPU has them (serial_amx), else on an AVX512-BF16 variant of the 12 x 32
-// kernel (Bf16Dot), else on the float kernels over rounded copies (bf16_kernel()).
+// kernel (Bf16Dot) where that is the faster (AMD's cores), else on the float kernels over rounded
+// copies (bf16_kernel()).
 // Large products split their rows (or columns) into tasks for gradus' thread pool
 // (thread_pool.hpp), not OpenMP: the operand every task reads is packed once, by all the threads
 // together, each task packs its own rows of A (columns of B), and a thread that loses its core
@@ -1872,17 +1873,35 @@ inline bool bf16_kernel_supported(Bf16Kernel k) {
 #endif
 }
 
+/// Whether the dot kernel multiplies faster than the float kernel on this CPU, so that
+/// bf16_kernel() picks it unasked: on AMD's cores, not on Intel's. `vdpbf16ps` does two depths
+/// per lane, and Zen 4 issues it as often as a 512-bit FMA (both on its 256-bit units): the large
+/// products of the MLP and CNN steps ran 1.7-1.9x as fast. Intel's cores with AVX512-BF16 (Cooper Lake, and
+/// Sapphire Rapids and later where a virtual machine hides AMX) issue it on one port and FMAs on
+/// two, so it does no more multiply-adds a cycle, and the pair packing is extra: on a
+/// 5th-generation Xeon guest it ran at 0.6x the float kernel (1024^3: 73 against 116 GFLOP/s),
+/// the CNN step under autocast(bf16) 55.6 ms against 35.0 on the conversion
+/// (docs/performance.md, "bfloat16 on the CPU").
+inline bool bf16_dot_is_faster() {
+#if defined(GRADUS_SGEMM_X86)
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 /// The bfloat16 product kernel, chosen on first use: GRADUS_BF16_KERNEL (amx, dot or convert)
-/// when it names one the CPU supports, else where float products use the AVX-512 kernel the
-/// first of amx and dot the CPU has, else convert.
+/// when it names one the CPU supports, else where float products use the AVX-512 kernel amx
+/// where the CPU has it, dot where it has it and it is the faster (bf16_dot_is_faster()), else
+/// convert.
 inline Bf16Kernel bf16_kernel() {
   static const Bf16Kernel chosen = [] {
     const char* env = std::getenv("GRADUS_BF16_KERNEL");
     for (Bf16Kernel k : {Bf16Kernel::convert, Bf16Kernel::dot, Bf16Kernel::amx})
       if (env && bf16_kernel_name(k) == env && bf16_kernel_supported(k)) return k;
     if (gemm_kernel() != GemmKernel::avx512) return Bf16Kernel::convert;
-    for (Bf16Kernel k : {Bf16Kernel::amx, Bf16Kernel::dot})
-      if (bf16_kernel_supported(k)) return k;
+    if (bf16_kernel_supported(Bf16Kernel::amx)) return Bf16Kernel::amx;
+    if (bf16_kernel_supported(Bf16Kernel::dot) && bf16_dot_is_faster()) return Bf16Kernel::dot;
     return Bf16Kernel::convert;
   }();
   return chosen;
