@@ -1875,12 +1875,12 @@ inline bool bf16_kernel_supported(Bf16Kernel k) {
 
 /// Whether the dot kernel multiplies faster than the float kernel on this CPU, so that
 /// bf16_kernel() picks it unasked: on AMD's cores, not on Intel's. `vdpbf16ps` does two depths
-/// per lane, and Zen 4 issues it as often as a 512-bit FMA (both on its 256-bit units): the large
-/// products of the MLP and CNN steps ran 1.7-1.9x as fast. Intel's cores with AVX512-BF16 (Cooper Lake, and
-/// Sapphire Rapids and later where a virtual machine hides AMX) issue it on one port and FMAs on
-/// two, so it does no more multiply-adds a cycle, and the pair packing is extra: on a
-/// 5th-generation Xeon guest it ran at 0.6x the float kernel (1024^3: 73 against 116 GFLOP/s),
-/// the CNN step under autocast(bf16) 55.6 ms against 35.0 on the conversion
+/// per lane, and Zen 4 issues it as often as a 512-bit FMA (both on its 256-bit units): the
+/// large products of the MLP and CNN steps ran 1.7-1.9x as fast. Intel's cores with AVX512-BF16
+/// (Cooper Lake, and Sapphire Rapids and later where a virtual machine hides AMX) issue it on one
+/// port and FMAs on two, so it does no more multiply-adds a cycle, and the pair packing is extra:
+/// on a 5th-generation Xeon guest it ran at 0.6x the float kernel (1024^3: 73 against 116
+/// GFLOP/s), and the CNN step under autocast(bf16) took 56-65 ms against 32-37 on the conversion
 /// (docs/performance.md, "bfloat16 on the CPU").
 inline bool bf16_dot_is_faster() {
 #if defined(GRADUS_SGEMM_X86)
